@@ -1,0 +1,41 @@
+# Set-up and the two jobs a user runs: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test install dot bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+# Graphviz's `dot` draws the pictures; install it from Debian when we can, else say how.
+dot:
+	@if command -v dot >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing Graphviz (apt-get install -y graphviz)"; \
+	  apt-get update -qq && apt-get install -y -qq graphviz >/dev/null; \
+	else \
+	  echo "error: Graphviz's 'dot' is missing. Install it with: sudo apt-get install -y graphviz" >&2; \
+	  echo "       (or your platform's graphviz package), then run make again." >&2; \
+	  exit 1; \
+	fi
+
+demo: install dot
+	$(BIN)/stringdiag check gallery/*.diag
+	@for f in gallery/*.diag; do $(BIN)/stringdiag render $$f -o gallery/ || exit 1; done
+	$(BIN)/stringdiag info gallery/attention.diag -d SelfAttention
+
+test: install dot
+	$(BIN)/python -m pytest -q
+
+bench: install dot
+	$(BIN)/python benchmarks/bench_check.py
+
+clean:
+	rm -rf $(VENV) *.egg-info

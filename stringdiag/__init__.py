@@ -1,0 +1,19 @@
+"""stringdiag: string diagrams with SIMD boxes and universal approximators.
+
+>>> import stringdiag
+>>> prog = stringdiag.loads('''
+... dim s : seq
+... dim d : fixed
+... learn F : [d] -> [d]
+... diagram Residual(x: [s, d]) -> [s, d] {
+...   return x + F(x)
+... }''')
+>>> prog["Residual"]
+<Diagram Residual : [s, d] -> [s, d], 2 boxes>
+"""
+from .errors import DiagError, Pos
+from .graph.diagram import Diagram
+from .graph.program import Program, load, loads
+
+__all__ = ["DiagError", "Pos", "Diagram", "Program", "load", "loads"]
+__version__ = "0.1.0"

@@ -1,0 +1,42 @@
+"""Errors that carry a source position, printed as ``FILE:LINE:COL: error: MESSAGE``."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Pos:
+    """A place in a source file (1-based line and column)."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+class DiagError(Exception):
+    """The tool's own error: bad input, reported with its position; never a traceback."""
+
+    def __init__(self, message: str, pos: Pos | None = None, source: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.pos = pos
+        self.source = source
+
+    def render(self, severity: str = "error") -> str:
+        """The message as a compiler prints it, with the offending line and a caret."""
+        head = f"{self.pos}: {severity}: {self.message}" if self.pos else f"{severity}: {self.message}"
+        if self.pos is None or self.source is None:
+            return head
+        lines = self.source.splitlines()
+        if not 1 <= self.pos.line <= len(lines):
+            return head
+        text = lines[self.pos.line - 1].expandtabs(1)
+        caret = " " * max(self.pos.col - 1, 0) + "^"
+        return f"{head}\n    {text}\n    {caret}"
+
+
+class DiagWarning(DiagError):
+    """A diagnostic that does not stop the tool (e.g. a wire that is never used)."""

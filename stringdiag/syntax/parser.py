@@ -1,0 +1,101 @@
+"""Text to syntax tree: the lark grammar in ``grammars/diag.lark``, with positioned errors."""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from lark import Lark, Token, Tree
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from ..errors import DiagError, Pos
+
+GRAMMAR_DIRS = (
+    Path(__file__).resolve().parents[2] / "grammars",  # a source checkout (editable install)
+    Path(__file__).resolve().parents[1] / "grammars",  # packaged beside the modules
+)
+
+# How terminals read in a message.
+_FRIENDLY = {
+    "NAME": "a name",
+    "NUMBER": "a number",
+    "INT": "an integer",
+    "STRING": 'a "quoted" path',
+    "SUM": "sum_<index>",
+    "$END": "end of file",
+}
+
+
+def grammar_path(name: str = "diag.lark") -> Path:
+    for d in GRAMMAR_DIRS:
+        if (d / name).exists():
+            return d / name
+    raise FileNotFoundError(f"grammar {name} not found in {[str(d) for d in GRAMMAR_DIRS]}")
+
+
+@lru_cache(maxsize=None)
+def parser(name: str = "diag.lark") -> Lark:
+    return Lark(
+        grammar_path(name).read_text(),
+        parser="lalr",
+        propagate_positions=True,
+        maybe_placeholders=True,
+    )
+
+
+def _describe(term: str, lark: Lark) -> str:
+    if term in _FRIENDLY:
+        return _FRIENDLY[term]
+    try:
+        pattern = lark.get_terminal(term).pattern
+    except KeyError:
+        return term
+    if pattern.type == "str":
+        return f"'{pattern.value}'"
+    return term.lower()
+
+
+def _token_text(tok: Token) -> str:
+    if tok.type == "$END":
+        return "end of file"
+    return f"'{tok}'"
+
+
+def parse(text: str, file: str = "<string>", grammar: str = "diag.lark") -> Tree:
+    """Parse source text; a syntax error becomes a positioned DiagError."""
+    lark = parser(grammar)
+    try:
+        return lark.parse(text)
+    except UnexpectedInput as e:
+        raise _syntax_error(e, text, file, lark) from None
+
+
+def _syntax_error(e: UnexpectedInput, text: str, file: str, lark: Lark) -> DiagError:
+    line = getattr(e, "line", None)
+    col = getattr(e, "column", None)
+    if not isinstance(line, int) or line < 1:  # end of input: point just past the last character
+        lines = text.splitlines() or [""]
+        line, col = len(lines), len(lines[-1]) + 1
+    pos = Pos(file, line, col)
+    if isinstance(e, UnexpectedCharacters):
+        ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else "?"
+        msg = f"unexpected character {ch!r}"
+    elif isinstance(e, UnexpectedEOF):
+        msg = "unexpected end of file"
+    elif isinstance(e, UnexpectedToken):
+        msg = f"unexpected {_token_text(e.token)}"
+    else:  # pragma: no cover - lark has no other kinds today
+        msg = "syntax error"
+    expected = sorted({_describe(t, lark) for t in (getattr(e, "expected", None) or ())})
+    if isinstance(e, UnexpectedToken):
+        expected = sorted({_describe(t, lark) for t in e.accepts or e.expected})
+    if expected and len(expected) <= 8:
+        msg += "; expected " + (expected[0] if len(expected) == 1 else "one of " + ", ".join(expected))
+    return DiagError(msg, pos, text)
+
+
+def pos_of(node: Tree | Token, file: str) -> Pos:
+    """Source position of a tree or token."""
+    if isinstance(node, Token):
+        return Pos(file, node.line or 1, node.column or 1)
+    meta = node.meta
+    return Pos(file, getattr(meta, "line", 1), getattr(meta, "column", 1))
