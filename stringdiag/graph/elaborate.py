@@ -130,14 +130,27 @@ class Elaborator:
             raise self.err("a diagram has exactly one return statement", returns[1])
         if body[-1] is not returns[0]:
             raise self.err("return must be the last statement of a diagram", returns[0])
-        for stmt in body:
+        for frame, stmt in enumerate(body):
+            start = self.d._next
             if stmt.data == "assign":
                 self.assign(stmt)
             elif stmt.data == "scan_assign":
                 self.assign(stmt, scan=True)
+            self._mark_frame(start, frame)
+        start = self.d._next
         self.returns(returns[0], declared_outs)
+        self._mark_frame(start, len(body))
         self.check_unused()
         return self.d
+
+    def _mark_frame(self, start: int, frame: int) -> None:
+        """Boxes made by one statement share its SIMD boxes in pictures (``clusters``)."""
+        g = self.d.graph
+        for n in range(start + 1, self.d._next + 1):
+            a = g.nodes[n]
+            if a["kind"] == "box":
+                a["clusters"] = tuple(("simd", frame, lab, dim, bool(a.get("scan")) and k == len(a["simd"]) - 1)
+                                      for k, (lab, dim) in enumerate(a["simd"]))
 
     def returns(self, stmt: Tree, declared: tuple[TensorType, ...]) -> None:
         exprs = stmt.children
@@ -256,7 +269,7 @@ class Elaborator:
             w = self.names[name]
             return Val(w, (None,) * len(self.d.wire_type(w)))
         if name in self.generics or self.prog.lookup_dim(name):
-            return Val(None, const=("dim", name))
+            return Val(None, const=("dim", Dim.var(name)))
         if name in self.local_boxes or self.prog.lookup_box(name) or self.prog.lookup_def(name):
             raise self.err(f"'{name}' is a box; apply it to its inputs: {name}(...)", tok)
         hint = suggest(name, list(self.names) + list(self.prog.dims))
@@ -531,9 +544,18 @@ def show_const(c) -> str:
         v = c[1]
         return str(int(v)) if float(v).is_integer() else repr(v)
     if tag == "dim":
-        return c[1]
+        return str(c[1])
     if tag in ("sqrt", "exp", "log"):
         return f"{tag}({show_const(c[1])})"
     if tag == "neg":
         return f"-{show_const(c[1])}"
     return f"({show_const(c[1])}{_FOLD[tag]}{show_const(c[2])})"
+
+
+def substitute_const(c, sub):
+    """The constant with generic dimensions replaced (when a definition is instantiated)."""
+    if c[0] == "num":
+        return c
+    if c[0] == "dim":
+        return ("dim", c[1].substitute(sub))
+    return (c[0], *[substitute_const(x, sub) for x in c[1:]])

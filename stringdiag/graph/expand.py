@@ -1,0 +1,133 @@
+"""Inline definitions: a diagram whose every box is primitive (the picture's ``--expand``).
+
+A definition used inside SIMD boxes is inlined with those SIMD indices prepended to
+each of its boxes: SIMD boxes nest. Learnable boxes declared inside a definition get a
+parameter name qualified by the instance path, so two uses have two sets of weights;
+top-level learnable boxes keep their name, so every use shares one set. One pass,
+linear in the size of the result.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+from .diagram import Diagram
+from .elaborate import show_const, substitute_const
+from .types import Dim, substitute_type
+
+# How a source wire appears in the target: (target wire, view), where the view has one
+# entry per axis of the target wire: a context SIMD label, or an int (axis of the source).
+Placed = tuple[int, tuple]
+
+
+def expand(d: Diagram) -> Diagram:
+    out = Diagram(name=d.name, generics=d.generics, pos=d.pos, source=d.source, program=d.program,
+                  input_names=list(d.input_names))
+    env: dict[int, Placed] = {}
+    for w in d.inputs:
+        t = d.wire_type(w)
+        nw = out.add_wire(t, name=d.graph.nodes[w]["name"], pos=d.graph.nodes[w]["pos"])
+        out.inputs.append(nw)
+        env[w] = (nw, tuple(range(len(t))))
+    _inline(out, d, env, context=(), sub={}, path="")
+    for w in d.outputs:
+        placed = _settle(out, env[w], d.wire_type(w), (), d.graph.nodes[w]["pos"], canonical=True)
+        out.outputs.append(placed[0])
+    return out
+
+
+def _fresh_label(label: str, taken: set[str]) -> str:
+    while label in taken:
+        label += "'"
+    return label
+
+
+def _inline(out: Diagram, src: Diagram, env: dict[int, Placed], context: tuple, sub: Mapping[str, Dim],
+            path: str, outer: tuple = ()) -> None:
+    """Copy ``src``'s boxes into ``out`` inside the SIMD ``context``; ``outer`` is the
+    lexical nesting (SIMD boxes and definitions) drawn around them."""
+    ctx_labels = [lab for lab, _ in context]
+    for b in src.topological_boxes():
+        node = src.box(b)
+        taken = set(ctx_labels)
+        rename = {}
+        for lab, _ in tuple(node["simd"]) + tuple(node.get("summed", ())):
+            rename[lab] = _fresh_label(lab, taken)
+            taken.add(rename[lab])
+        own = tuple((rename[lab], dim.substitute(sub)) for lab, dim in node["simd"])
+        display = dict(node.get("display", {}))
+        display = {rename.get(k, k): v for k, v in display.items()}
+        inputs = []
+        for w, axes in src.box_inputs(b):
+            tw, view = env[w]
+            inputs.append((tw, tuple(rename.get(axes[v], axes[v]) if isinstance(v, int) else v for v in view)))
+        if node["box"] == "diagram":
+            callee: Diagram = node["ref"]
+            csub = {g: dim.substitute(sub) for g, dim in node.get("generics", ())}
+            simd = own
+            inner_ctx = context + simd
+            cenv: dict[int, Placed] = {}
+            for (cw, (tw, axes)) in zip(callee.inputs, inputs):
+                # the callee's input axes are the port's local axes, numbered from 0
+                cenv[cw] = (tw, axes)
+            here = f"{path}{node['op']}@{b}/"
+            _inline(out, callee, cenv, inner_ctx, csub, here,
+                    outer + _subst_clusters(node.get("clusters", ()), sub) + (("def", here, node["op"]),))
+            for port, (ow, cw) in enumerate(zip(src.box_outputs(b), callee.outputs)):
+                tw, view = cenv[cw]
+                n_simd = len(simd)
+                lifted = tuple(v if isinstance(v, str) and v in ctx_labels else
+                               (simd_index(v, simd) if isinstance(v, str) else n_simd + v) for v in view)
+                env[ow] = _settle(out, (tw, lifted), substitute_type(src.wire_type(ow), sub), context,
+                                  node["pos"])
+            continue
+        attrs = {k: v for k, v in node.items() if k not in ("kind", "box", "op", "simd", "pos", "display")}
+        attrs["clusters"] = outer + _subst_clusters(node.get("clusters", ()), sub)
+        if "summed" in attrs:
+            attrs["summed"] = tuple((rename[lab], dim.substitute(sub)) for lab, dim in attrs["summed"])
+        if "generics" in attrs:
+            attrs["generics"] = tuple((g, dim.substitute(sub)) for g, dim in attrs["generics"])
+        if "value" in attrs:
+            attrs["value"] = substitute_const(attrs["value"], sub)
+        if node["box"] == "learn":
+            attrs["param"] = f"{path}{node['op']}" if node.get("local") else node["op"]
+        out_types = [substitute_type(src.local_out_type(b, p), sub) for p in range(len(src.box_outputs(b)))]
+        # tightening: a box sits only in the context SIMD boxes its inputs depend on
+        used = {a for _, axes in inputs for a in axes if isinstance(a, str)}
+        ctx = tuple((lab, dim) for lab, dim in context if lab in used)
+        op = show_const(attrs["value"]) if "value" in attrs else node["op"]
+        _, wires = out.add_box(node["box"], op, inputs, out_types, simd=ctx + own, pos=node["pos"],
+                               out_names=[src.graph.nodes[w]["name"] for w in src.box_outputs(b)],
+                               display={**{lab: lab for lab, _ in ctx}, **display}, **attrs)
+        for port, (ow, nw) in enumerate(zip(src.box_outputs(b), wires)):
+            r = len(src.wire_type(ow))
+            env[ow] = (nw, tuple(lab for lab, _ in ctx) + tuple(range(r)))
+
+
+def simd_index(label: str, simd: tuple) -> int:
+    for k, (lab, _) in enumerate(simd):
+        if lab == label:
+            return k
+    raise KeyError(label)  # pragma: no cover - views only hold labels of their context
+
+
+def _settle(out: Diagram, placed: Placed, src_type, context: tuple, pos, canonical: bool = False) -> Placed:
+    """Make every axis of the source wire present in the target (broadcast when missing),
+    and, for a diagram's outputs, in order."""
+    tw, view = placed
+    r = len(src_type)
+    present = {v for v in view if isinstance(v, int)}
+    if len(present) == r and (not canonical or view == tuple(range(r))):
+        return placed
+    # a definition's output that ignores some SIMD index: copy it across that index
+    ctx_labels = {lab for lab, _ in context}
+    taken = set(ctx_labels)
+    labels = [_fresh_label(f"a{k}", taken | {f"a{j}" for j in range(r)}) for k in range(r)]
+    simd = context + tuple((labels[k], src_type[k]) for k in range(r))
+    axes = tuple(v if isinstance(v, str) else labels[v] for v in view)
+    _, (nw,) = out.add_box("reindex", "reindex", [(tw, axes)], [()], simd=simd, pos=pos,
+                           display={lab: lab for lab, _ in simd})
+    return nw, tuple(lab for lab, _ in context) + tuple(range(r))
+
+
+def _subst_clusters(clusters, sub) -> tuple:
+    return tuple(c if c[0] != "simd" else (*c[:3], c[3].substitute(sub), c[4]) for c in clusters)

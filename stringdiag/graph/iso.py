@@ -1,0 +1,72 @@
+"""Equality of diagrams up to isomorphism: a Weisfeiler-Lehman hash, confirmed exactly.
+
+Names of wires and of SIMD indices are presentation, not structure: two diagrams that
+differ only by renaming, or by the order of independent statements, are equal. What
+counts is the boxes, their SIMD dimensions, how each input axis is indexed, the wire
+types, and the order of the diagram's inputs and outputs.
+"""
+from __future__ import annotations
+
+import warnings
+
+import networkx as nx
+
+from .diagram import Diagram
+
+
+def _box_label(node: dict) -> str:
+    simd = ",".join(str(d) for _, d in node["simd"])
+    summed = ",".join(str(d) for _, d in node.get("summed", ()))
+    generics = ",".join(f"{g}={d}" for g, d in node.get("generics", ()))
+    ident = node.get("param", node["op"])
+    return "|".join((node["box"], ident, simd, "scan" if node.get("scan") else "", summed, generics,
+                     repr(node.get("value", ""))))
+
+
+def _axes_label(node: dict, axes: tuple) -> str:
+    order = {lab: k for k, (lab, _) in enumerate(tuple(node["simd"]) + tuple(node.get("summed", ())))}
+    return ",".join(f"v{order[a]}" if isinstance(a, str) else str(a) for a in axes)
+
+
+def labelled(d: Diagram) -> nx.DiGraph:
+    """A simple digraph with string labels that capture the diagram up to renaming."""
+    h = nx.DiGraph()
+    ins = {}
+    for k, w in enumerate(d.inputs):
+        ins.setdefault(w, []).append(f"in{k}")
+    for k, w in enumerate(d.outputs):
+        ins.setdefault(w, []).append(f"out{k}")
+    g = d.graph
+    for n, a in g.nodes(data=True):
+        if a["kind"] == "wire":
+            h.add_node(n, label="wire|" + ",".join(str(x) for x in a["type"]) + "|" + ",".join(ins.get(n, ())))
+        else:
+            h.add_node(n, label=_box_label(a))
+    for u, v, k, a in g.edges(keys=True, data=True):
+        if g.nodes[u]["kind"] == "wire":
+            lab = f"{k}:{_axes_label(g.nodes[v], a['axes'])}"
+        else:
+            lab = f"{k}"
+        if h.has_edge(u, v):  # the same wire read twice by one box (x * x)
+            h[u][v]["label"] = ";".join(sorted(h[u][v]["label"].split(";") + [lab]))
+        else:
+            h.add_edge(u, v, label=lab)
+    return h
+
+
+def canonical_hash(d: Diagram) -> str:
+    """A hash equal for isomorphic diagrams (and, in practice, different otherwise)."""
+    with warnings.catch_warnings():  # networkx notes that directed hashes changed in 3.5
+        warnings.simplefilter("ignore")
+        return nx.weisfeiler_lehman_graph_hash(labelled(d), node_attr="label", edge_attr="label", iterations=4)
+
+
+def isomorphic(a: Diagram, b: Diagram) -> bool:
+    """Exact check: same hash, then a label-preserving graph isomorphism."""
+    ha, hb = labelled(a), labelled(b)
+    if ha.number_of_nodes() != hb.number_of_nodes() or ha.number_of_edges() != hb.number_of_edges():
+        return False
+    if canonical_hash(a) != canonical_hash(b):
+        return False
+    same = lambda x, y: x["label"] == y["label"]  # noqa: E731
+    return nx.is_isomorphic(ha, hb, node_match=same, edge_match=same)

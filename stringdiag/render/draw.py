@@ -1,0 +1,180 @@
+"""Pictures of diagrams in the paper's conventions, drawn by Graphviz.
+
+Left to right. Learnable boxes are filled, fixed boxes unfilled, abstract families
+highlighted; definitions used as boxes have a double border (or are opened with
+``expand``, drawn inside a solid frame named after them). SIMD boxes are dashed
+containers labelled by their index and its range, nested as written; a scanned index
+(finite iteration with a carried state) has a bold border. Wires are labelled with
+their indices, seq dimensions and fixed dimensions in two colours. A wire read by
+several boxes splits at a copy point; a wire read by none ends in a deletion dot.
+"""
+from __future__ import annotations
+
+import html
+import os
+import tempfile
+from pathlib import Path
+
+import graphviz
+
+from ..errors import DiagError
+from ..graph.diagram import Diagram
+from ..graph.types import Dim
+
+SEQ_COLOUR = "#c0392b"
+FIXED_COLOUR = "#1f5f9e"
+OTHER_COLOUR = "#555555"
+LEARN_FILL = "#4f6d9a"
+ABSTRACT_FILL = "#ffd54f"
+FONT = "Helvetica"
+FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf", ".dot": "dot", ".gv": "dot"}
+
+
+def _dim_colour(d: Dim, diagram: Diagram) -> str:
+    prog = diagram.program
+    kinds = set()
+    for n in d.names():
+        decl = prog.lookup_dim(n) if prog is not None else None
+        kinds.add(decl.kind if decl else "generic")
+    if kinds == {"seq"} or "seq" in kinds:
+        return SEQ_COLOUR
+    if kinds <= {"fixed"}:
+        return FIXED_COLOUR
+    return OTHER_COLOUR
+
+
+def type_label(t, diagram: Diagram, name: str | None = None) -> str:
+    """An HTML label: the wire's name, then one coloured tick per index."""
+    ticks = ", ".join(f'<font color="{_dim_colour(d, diagram)}">{html.escape(str(d))}</font>' for d in t)
+    head = f"{html.escape(name)} " if name and not name.startswith("_") else ""
+    # brackets as entities: Graphviz's HTML lexer trips over a literal ']'
+    return f"<{head}<font point-size='10'>&#91;{ticks}&#93;</font>>"
+
+
+def _box_style(node: dict) -> dict:
+    box = node["box"]
+    label = node["op"]
+    if node.get("generics"):
+        label += "<" + ", ".join(str(d) for _, d in node["generics"]) + ">"
+    style = {"label": label, "fontname": FONT, "shape": "box", "style": "rounded", "margin": "0.08,0.04",
+             "height": "0.3"}
+    if box == "learn":
+        style.update(style="rounded,filled", fillcolor=LEARN_FILL, fontcolor="white", color="#2c3e50")
+    elif box == "abstract":
+        style.update(style="rounded,filled,bold", fillcolor=ABSTRACT_FILL, color="#b7791f")
+    elif box == "diagram":
+        style.update(peripheries="2", style="rounded,bold")
+    elif box == "contract":
+        summed = ",".join(node.get("display", {}).get(lab, lab) for lab, _ in node.get("summed", ()))
+        style.update(shape="circle", style="filled", fillcolor="black", fontcolor="white", width="0.3",
+                     label="Σ" + (f"<sub>{summed}</sub>" if summed else ""), fixedsize="false")
+        style["label"] = f"<Σ<font point-size='9'>{html.escape(summed)}</font>>" if summed else "Σ"
+    elif box == "reindex":
+        style.update(label="⤨", shape="box", style="rounded", fontsize="10")
+    elif box == "const":
+        style.update(shape="plaintext", style="", label=node["op"])
+    return style
+
+
+def to_graphviz(d: Diagram, expand: bool = False) -> graphviz.Digraph:
+    """The diagram as a Graphviz graph (open definitions with ``expand``)."""
+    if expand:
+        d = d.expand()
+    g = graphviz.Digraph(name=d.name)
+    g.attr(rankdir="LR", fontname=FONT, nodesep="0.25", ranksep="0.35", label=d.signature(),
+           labelloc="t", fontsize="12", newrank="true")
+    g.attr("node", fontname=FONT, fontsize="11")
+    g.attr("edge", fontname=FONT, fontsize="10", arrowsize="0.5")
+
+    # clusters: SIMD boxes and opened definitions, identified by their full nesting path
+    tree: dict[tuple, list] = {(): []}
+    for b in d.boxes():
+        node = d.box(b)
+        path = tuple(node.get("clusters", ()))
+        for k in range(1, len(path) + 1):
+            tree.setdefault(path[:k], [])
+        tree[path].append(b)
+
+    def cluster_attrs(key) -> dict:
+        if key[0] == "def":
+            return {"label": key[2], "style": "rounded", "color": "#777777", "fontname": FONT}
+        _, _frame, label, dim, scan = key
+        text = f"{'scan ' if scan else ''}{label} : {dim}"
+        return {"label": text, "style": "dashed,bold" if scan else "dashed", "color": "#555555",
+                "fontname": FONT, "fontsize": "10", "labeljust": "l"}
+
+    children: dict[tuple, list[tuple]] = {}
+    for path in tree:
+        if path:
+            children.setdefault(path[:-1], []).append(path)
+    counter = [0]
+
+    def emit(graph, path):
+        for b in tree[path]:
+            graph.node(str(b), **_box_style(d.box(b)))
+        for child in children.get(path, []):
+            counter[0] += 1
+            with graph.subgraph(name=f"cluster_{counter[0]}") as sub:
+                sub.attr(**cluster_attrs(child[-1]))
+                emit(sub, child)
+
+    emit(g, ())
+
+    with g.subgraph(name="inputs") as src:
+        src.attr(rank="source")
+        for k, w in enumerate(d.inputs):
+            src.node(f"in{k}", label=d.input_names[k] if k < len(d.input_names) else f"in{k}",
+                     shape="plaintext", fontname=FONT)
+    with g.subgraph(name="outputs") as snk:
+        snk.attr(rank="sink")
+        for k, _ in enumerate(d.outputs):
+            snk.node(f"out{k}", label=f"out{k + 1}" if len(d.outputs) > 1 else "out", shape="plaintext")
+
+    for w in d.wires():
+        a = d.graph.nodes[w]
+        label = type_label(a["type"], d, a.get("name"))
+        src_node = str(d.producer(w)) if d.producer(w) is not None else None
+        if src_node is None:
+            src_node = f"in{d.inputs.index(w)}" if w in d.inputs else None
+        if src_node is None:  # pragma: no cover - every wire has a producer or is an input
+            continue
+        sinks = [str(b) for b, _ in d.consumers(w)]
+        sinks += [f"out{k}" for k, o in enumerate(d.outputs) if o == w]
+        if a["type"] == () and d.graph.nodes[d.producer(w)]["box"] == "const" if d.producer(w) else False:
+            label = ""
+        if not sinks:
+            g.node(f"del{w}", label="", shape="point", width="0.08", color="#333333")
+            g.edge(src_node, f"del{w}", label=label, arrowhead="none")
+        elif len(sinks) == 1:
+            g.edge(src_node, sinks[0], label=label)
+        else:
+            g.node(f"copy{w}", label="", shape="point", width="0.09")
+            g.edge(src_node, f"copy{w}", label=label, arrowhead="none")
+            for s in sinks:
+                g.edge(f"copy{w}", s)
+    return g
+
+
+def to_svg(d: Diagram, expand: bool = False) -> str:
+    return to_graphviz(d, expand).pipe(format="svg", encoding="utf-8")
+
+
+def render(d: Diagram, out: str | Path, expand: bool = False) -> Path:
+    """Write the picture; the format follows the extension (.svg, .png, .pdf, .dot)."""
+    out = Path(out)
+    fmt = FORMATS.get(out.suffix.lower())
+    if fmt is None:
+        raise DiagError(f"cannot tell the picture format from '{out.name}': use one of "
+                        + ", ".join(sorted(FORMATS)))
+    g = to_graphviz(d, expand)
+    try:
+        data = g.source.encode() if fmt == "dot" else g.pipe(format=fmt)
+    except graphviz.ExecutableNotFound:
+        raise DiagError("Graphviz's 'dot' is not installed: apt-get install -y graphviz "
+                        "(or your platform's graphviz package)") from None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, out)
+    return out
