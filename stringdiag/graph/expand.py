@@ -8,9 +8,11 @@ linear in the size of the result.
 """
 from __future__ import annotations
 
+import weakref
 from typing import Mapping
 
 from .diagram import Diagram
+from .gcpause import gc_paused
 from .elaborate import show_const, substitute_const
 from .types import Dim, substitute_type
 
@@ -20,6 +22,11 @@ Placed = tuple[int, tuple]
 
 
 def expand(d: Diagram) -> Diagram:
+    with gc_paused():
+        return _expand(d)
+
+
+def _expand(d: Diagram) -> Diagram:
     out = Diagram(name=d.name, generics=d.generics, pos=d.pos, source=d.source, program=d.program,
                   input_names=list(d.input_names))
     env: dict[int, Placed] = {}
@@ -46,8 +53,8 @@ def _inline(out: Diagram, src: Diagram, env: dict[int, Placed], context: tuple, 
     """Copy ``src``'s boxes into ``out`` inside the SIMD ``context``; ``outer`` is the
     lexical nesting (SIMD boxes and definitions) drawn around them."""
     ctx_labels = [lab for lab, _ in context]
-    for b in src.topological_boxes():
-        node = src.box(b)
+    seen: dict[str, int] = {}
+    for b, node, box_ins, box_outs, out_locals in _plan(src):
         taken = set(ctx_labels)
         rename = {}
         for lab, _ in tuple(node["simd"]) + tuple(node.get("summed", ())):
@@ -57,7 +64,7 @@ def _inline(out: Diagram, src: Diagram, env: dict[int, Placed], context: tuple, 
         display = dict(node.get("display", {}))
         display = {rename.get(k, k): v for k, v in display.items()}
         inputs = []
-        for w, axes in src.box_inputs(b):
+        for w, axes in box_ins:
             tw, view = env[w]
             inputs.append((tw, tuple(rename.get(axes[v], axes[v]) if isinstance(v, int) else v for v in view)))
         if node["box"] == "diagram":
@@ -69,10 +76,11 @@ def _inline(out: Diagram, src: Diagram, env: dict[int, Placed], context: tuple, 
             for (cw, (tw, axes)) in zip(callee.inputs, inputs):
                 # the callee's input axes are the port's local axes, numbered from 0
                 cenv[cw] = (tw, axes)
-            here = f"{path}{node['op']}@{b}/"
+            seen[node["op"]] = seen.get(node["op"], 0) + 1
+            here = f"{path}{node['op']}#{seen[node['op']]}/"
             _inline(out, callee, cenv, inner_ctx, csub, here,
                     outer + _subst_clusters(node.get("clusters", ()), sub) + (("def", here, node["op"]),))
-            for port, (ow, cw) in enumerate(zip(src.box_outputs(b), callee.outputs)):
+            for port, (ow, cw) in enumerate(zip(box_outs, callee.outputs)):
                 tw, view = cenv[cw]
                 n_simd = len(simd)
                 lifted = tuple(v if isinstance(v, str) and v in ctx_labels else
@@ -90,17 +98,36 @@ def _inline(out: Diagram, src: Diagram, env: dict[int, Placed], context: tuple, 
             attrs["value"] = substitute_const(attrs["value"], sub)
         if node["box"] == "learn":
             attrs["param"] = f"{path}{node['op']}" if node.get("local") else node["op"]
-        out_types = [substitute_type(src.local_out_type(b, p), sub) for p in range(len(src.box_outputs(b)))]
+        out_types = [substitute_type(t, sub) for t in out_locals]
         # tightening: a box sits only in the context SIMD boxes its inputs depend on
         used = {a for _, axes in inputs for a in axes if isinstance(a, str)}
         ctx = tuple((lab, dim) for lab, dim in context if lab in used)
         op = show_const(attrs["value"]) if "value" in attrs else node["op"]
         _, wires = out.add_box(node["box"], op, inputs, out_types, simd=ctx + own, pos=node["pos"],
-                               out_names=[src.graph.nodes[w]["name"] for w in src.box_outputs(b)],
+                               out_names=[src.graph.nodes[w]["name"] for w in box_outs],
                                display={**{lab: lab for lab, _ in ctx}, **display}, **attrs)
-        for port, (ow, nw) in enumerate(zip(src.box_outputs(b), wires)):
+        for port, (ow, nw) in enumerate(zip(box_outs, wires)):
             r = len(src.wire_type(ow))
             env[ow] = (nw, tuple(lab for lab, _ in ctx) + tuple(range(r)))
+
+
+_plans: "weakref.WeakKeyDictionary[object, tuple[int, list]]" = weakref.WeakKeyDictionary()
+
+
+def _plan(src: Diagram) -> list:
+    """The boxes of a definition in order with their ports, computed once per definition."""
+    key = src.graph
+    size = (src.graph.number_of_nodes(), src.graph.number_of_edges())
+    cached = _plans.get(key)
+    if cached is None or cached[0] != size:
+        plan = []
+        for b in src.topological_boxes():
+            outs = src.box_outputs(b)
+            plan.append((b, src.box(b), src.box_inputs(b), outs,
+                         [src.local_out_type(b, p) for p in range(len(outs))]))
+        cached = (size, plan)
+        _plans[key] = cached
+    return cached[1]
 
 
 def simd_index(label: str, simd: tuple) -> int:

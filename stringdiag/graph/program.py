@@ -15,6 +15,7 @@ from lark import Token, Tree
 from ..errors import DiagError, DiagWarning, Pos
 from ..syntax.parser import parse, pos_of
 from .diagram import Diagram
+from .gcpause import gc_paused
 from .types import Dim, TensorType
 
 PRELUDE = Path(__file__).resolve().parents[1] / "prelude" / "prelude.diag"
@@ -168,9 +169,10 @@ def loads(text: str, file: str = "<string>") -> Program:
     >>> p["Id"].signature()
     'Id : [s, d] -> [s, d]'
     """
-    prog = _load_text(text, file, prelude(), stack=())
-    for name in prog.own:
-        prog[name]  # elaborate now, so that every error is reported by check
+    with gc_paused():
+        prog = _load_text(text, file, prelude(), stack=())
+        for name in prog.own:
+            prog[name]  # elaborate now, so that every error is reported by check
     return prog
 
 

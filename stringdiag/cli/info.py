@@ -1,0 +1,48 @@
+"""``stringdiag info FILE [-d NAME] [--json]``: what a diagram takes, gives and contains."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..graph.summary import summarize
+from .common import load_reporting, pick
+
+HELP = "describe diagrams: inputs, outputs, dimensions, boxes by kind, learnable boxes"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("-d", "--diagram", metavar="NAME", help="the diagram to describe (default: all)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def run(args: argparse.Namespace) -> int:
+    prog = load_reporting(args.file)
+    summaries = [summarize(d) for d in pick(prog, args.diagram)]
+    if args.json:
+        print(json.dumps(summaries[0] if args.diagram else summaries, indent=2))
+        return 0
+    for s in summaries:
+        print(_text(s))
+    return 0
+
+
+def _text(s: dict) -> str:
+    lines = [f"{s['signature']}    ({s['position']})"]
+    width = max([len(p["name"]) for p in s["inputs"] + s["outputs"]] + [4])
+    lines.append("inputs:")
+    lines += [f"  {p['name']:<{width}}  [{', '.join(p['indices'])}]" for p in s["inputs"]]
+    lines.append("outputs:")
+    lines += [f"  {p['name']:<{width}}  [{', '.join(p['indices'])}]" for p in s["outputs"]]
+    lines.append("dimensions:")
+    lines += [f"  {name:<{width}}  {kind}" for name, kind in s["dimensions"].items()]
+    b = s["boxes"]
+    lines.append(f"boxes: {b['total']} ({b['expanded_total']} when expanded)")
+    lines += [f"  {kind:<9} {n:>4}   {b['expanded'].get(kind, 0):>5}" for kind, n in b["by_kind"].items()]
+    lines.append("learnable boxes (parameters; uses):")
+    if not s["learnable"]:
+        lines.append("  none")
+    pw = max([len(p["name"]) for p in s["learnable"]] + [4])
+    for p in s["learnable"]:
+        lines.append(f"  {p['name']:<{pw}}  {p['signature']:<24} x{p['uses']}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,45 @@
+"""The ``stringdiag`` command: check, render and describe ``.diag`` files.
+
+Bad input is reported as ``FILE:LINE:COL: error: MESSAGE`` with the line and a caret,
+and the exit status is 1; no traceback is ever shown for the tool's own errors.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..errors import DiagError
+from . import check, info, render
+
+COMMANDS = {"check": check, "render": render, "info": info}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="stringdiag", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, mod in COMMANDS.items():
+        mod.add_arguments(sub.add_parser(name, help=mod.HELP, description=mod.HELP))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command].run(args) or 0
+    except DiagError as e:
+        print(e.render(), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug in stringdiag, not in the user's file
+        if os.environ.get("STRINGDIAG_DEBUG"):
+            raise
+        print(f"stringdiag: internal error: {type(e).__name__}: {e}\n"
+              "(this is a bug in stringdiag; rerun with STRINGDIAG_DEBUG=1 for details)", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""``stringdiag render FILE [-d NAME] [-o OUT] [--expand]``: draw diagrams."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import DiagError
+from ..render.draw import FORMATS, render
+from .common import load_reporting, pick
+
+HELP = "draw diagrams as SVG, PNG, PDF or DOT (by the output's extension)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("-d", "--diagram", metavar="NAME", help="the diagram to draw (default: all of them)")
+    p.add_argument("-o", "--output", metavar="OUT",
+                   help="output file, or a directory for FILE_STEM.NAME.svg (default: beside FILE)")
+    p.add_argument("--expand", action="store_true", help="open every definition used as a box")
+    p.add_argument("--format", choices=sorted({v for v in FORMATS.values()}), default="svg",
+                   help="format when writing into a directory (default: svg)")
+
+
+def run(args: argparse.Namespace) -> int:
+    prog = load_reporting(args.file)
+    diagrams = pick(prog, args.diagram)
+    out = Path(args.output) if args.output else Path(args.file).parent
+    into_dir = args.output is None or out.is_dir() or str(args.output).endswith(("/", "\\")) \
+        or out.suffix.lower() not in FORMATS
+    if not into_dir and len(diagrams) > 1:
+        raise DiagError(f"{args.file} defines {len(diagrams)} diagrams; give -d NAME to draw one into "
+                        f"{out}, or -o DIRECTORY for all")
+    stem = Path(args.file).stem
+    for d in diagrams:
+        target = out / f"{stem}.{d.name}{'.expanded' if args.expand else ''}.{args.format}" if into_dir else out
+        render(d, target, expand=args.expand)
+        print(f"wrote {target}")
+    return 0

@@ -1,0 +1,64 @@
+"""A diagram described as plain data: the content of ``stringdiag info``."""
+from __future__ import annotations
+
+from collections import Counter
+
+from .diagram import BOX_CLASSES, Diagram
+from .types import show_type
+
+
+def summarize(d: Diagram) -> dict:
+    """Inputs, outputs, dimensions with their colour, boxes by kind, learnable boxes.
+
+    >>> from stringdiag import loads
+    >>> p = loads("dim s : seq\\ndim d : fixed\\nlearn F : [d] -> [d]\\n"
+    ...           "diagram R(x: [s, d]) -> [s, d] { return x + F(x) }")
+    >>> s = summarize(p["R"])
+    >>> s["dimensions"], s["boxes"]["by_kind"], [l["name"] for l in s["learnable"]]
+    ({'s': 'seq', 'd': 'fixed'}, {'learn': 1, 'fixed': 1}, ['F'])
+    """
+    prog = d.program
+    flat = d.expand()
+    dims: dict[str, str] = {}
+    for w in d.wires():
+        for dim in d.wire_type(w):
+            for n in sorted(dim.names()):
+                decl = prog.lookup_dim(n) if prog is not None else None
+                dims.setdefault(n, decl.kind if decl else "generic")
+    order = {k: i for i, k in enumerate(BOX_CLASSES)}
+    by_kind = Counter(d.box(b)["box"] for b in d.boxes())
+    expanded = Counter(flat.box(b)["box"] for b in flat.boxes())
+    params: dict[str, dict] = {}
+    for b in flat.boxes():
+        node = flat.box(b)
+        if node["box"] != "learn":
+            continue
+        entry = params.setdefault(node["param"], {"name": node["param"], "box": node["op"],
+                                                  "signature": _sig(flat, b), "uses": 0,
+                                                  "shared": not node.get("local", False)})
+        entry["uses"] += 1
+    names = d.input_names or [f"in{k}" for k in range(len(d.inputs))]
+    outs = [d.graph.nodes[w]["name"] or ("out" if len(d.outputs) == 1 else f"out{k + 1}")
+            for k, w in enumerate(d.outputs)]
+    return {
+        "name": d.name,
+        "signature": d.signature(),
+        "position": str(d.pos) if d.pos else "",
+        "inputs": [{"name": n, "indices": [str(x) for x in d.wire_type(w)]} for n, w in zip(names, d.inputs)],
+        "outputs": [{"name": n, "indices": [str(x) for x in d.wire_type(w)]} for n, w in zip(outs, d.outputs)],
+        "dimensions": dims,
+        "boxes": {
+            "total": sum(by_kind.values()),
+            "expanded_total": sum(expanded.values()),
+            "by_kind": dict(sorted(by_kind.items(), key=lambda kv: order[kv[0]])),
+            "expanded": dict(sorted(expanded.items(), key=lambda kv: order[kv[0]])),
+        },
+        "learnable": list(params.values()),
+    }
+
+
+def _sig(d: Diagram, b: int) -> str:
+    """The box's own type, as instantiated (generic dimensions substituted)."""
+    ins = ", ".join(show_type(d.local_in_type(b, k)) for k in range(len(d.box_inputs(b))))
+    outs = ", ".join(show_type(d.local_out_type(b, k)) for k in range(len(d.box_outputs(b))))
+    return f"{ins} -> {outs}".strip()
