@@ -297,7 +297,8 @@ def box_decls(item: Tree, prog: Program, local: bool, outer_generics=()) -> list
 
 
 def _suggest(name: str, candidates: list[str]) -> str:
-    close = difflib.get_close_matches(name, candidates, n=1)
+    same_case = [c for c in candidates if c.lower() == name.lower()]
+    close = same_case or difflib.get_close_matches(name, candidates, n=1)
     return f"; did you mean '{close[0]}'?" if close else ""
 
 

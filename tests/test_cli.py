@@ -1,0 +1,140 @@
+"""The command line: exit codes, messages, pictures and descriptions."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from stringdiag.cli.main import main
+
+GOOD = """\
+dim s : seq
+dim d, k : fixed
+learn Q, K : [d] -> [k]
+learn V : [d] -> [d]
+
+diagram SelfAttention(x: [s, d]) -> [s, d] {
+  q[i] = Q(x[i])
+  kk[j] = K(x[j])
+  v[j] = V(x[j])
+  e[i, j] = sum_f q[i, f] * kk[j, f]
+  a[i] = softmax(e[i] / sqrt(k))
+  y[i] = sum_j a[i, j] * v[j]
+  return y
+}
+
+diagram Twice(x: [s, d]) -> [s, d] {
+  return SelfAttention(SelfAttention(x))
+}
+"""
+
+BAD = """\
+dim s : seq
+dim d : fixed
+learn F : [d] -> [d]
+diagram A(x: [s, d]) -> [s, d] {
+  y = F(z)
+  return y
+}
+"""
+
+
+@pytest.fixture
+def good(tmp_path: Path) -> Path:
+    p = tmp_path / "good.diag"
+    p.write_text(GOOD)
+    return p
+
+
+@pytest.fixture
+def bad(tmp_path: Path) -> Path:
+    p = tmp_path / "bad.diag"
+    p.write_text(BAD)
+    return p
+
+
+def test_check_ok(good, capsys):
+    assert main(["check", str(good)]) == 0
+    assert capsys.readouterr().out == f"{good}: ok (2 diagrams: SelfAttention, Twice)\n"
+
+
+def test_check_error_has_position_line_and_caret(bad, good, capsys):
+    assert main(["check", str(bad), str(good)]) == 1
+    out, err = capsys.readouterr()
+    assert err == (f"{bad}:5:9: error: undefined name 'z'\n"
+                   "      y = F(z)\n"
+                   "            ^\n")
+    assert "good.diag: ok" in out  # the other file is still checked
+
+
+def test_missing_file_is_an_error_not_a_traceback(tmp_path, capsys):
+    assert main(["check", str(tmp_path / "nope.diag")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot read") and "Traceback" not in err
+
+
+def test_render_every_diagram_to_valid_svg(good, tmp_path, capsys):
+    out = tmp_path / "pics"
+    out.mkdir()
+    assert main(["render", str(good), "-o", str(out)]) == 0
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["good.SelfAttention.svg", "good.Twice.svg"]
+    root = ET.parse(out / "good.SelfAttention.svg").getroot()
+    assert root.tag.endswith("svg")
+    text = " ".join(t.text or "" for t in root.iter() if t.tag.endswith("text"))
+    for word in ("Q", "K", "V", "softmax", "i : s", "j : s"):
+        assert word in text
+
+
+def test_render_one_diagram_by_extension(good, tmp_path):
+    assert main(["render", str(good), "-d", "Twice", "-o", str(tmp_path / "t.png")]) == 0
+    assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["render", str(good), "-d", "Twice", "-o", str(tmp_path / "t.dot"), "--expand"]) == 0
+    dot = (tmp_path / "t.dot").read_text()
+    assert dot.startswith("digraph") and "cluster" in dot and "SelfAttention" in dot
+
+
+def test_render_expand_opens_definitions(good, tmp_path):
+    main(["render", str(good), "-d", "Twice", "-o", str(tmp_path / "c.dot")])
+    main(["render", str(good), "-d", "Twice", "-o", str(tmp_path / "e.dot"), "--expand"])
+    collapsed, expanded = (tmp_path / "c.dot").read_text(), (tmp_path / "e.dot").read_text()
+    assert "peripheries=2" in collapsed and "label=Q " not in collapsed
+    assert "label=Q " in expanded and "exp" in expanded
+
+
+def test_render_unknown_diagram_and_format(good, tmp_path, capsys):
+    assert main(["render", str(good), "-d", "Selfattention"]) == 1
+    assert "did you mean 'SelfAttention'" in capsys.readouterr().err
+    assert main(["render", str(good), "-o", str(tmp_path / "x.svg")]) == 1
+    assert "give -d NAME" in capsys.readouterr().err
+
+
+def test_info_json(good, capsys):
+    assert main(["info", str(good), "-d", "Twice", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["signature"] == "Twice : [s, d] -> [s, d]"
+    assert info["inputs"] == [{"name": "x", "indices": ["s", "d"]}]
+    assert info["dimensions"] == {"s": "seq", "d": "fixed"}
+    assert info["boxes"]["by_kind"] == {"diagram": 2}
+    assert info["boxes"]["expanded"]["learn"] == 6
+    # top-level learnables are shared: each is one parameter used twice
+    assert [(p["name"], p["uses"], p["signature"]) for p in info["learnable"]] == [
+        ("Q", 2, "[d] -> [k]"), ("K", 2, "[d] -> [k]"), ("V", 2, "[d] -> [d]")]
+
+
+def test_info_text(good, capsys):
+    assert main(["info", str(good), "-d", "SelfAttention"]) == 0
+    out = capsys.readouterr().out
+    assert "inputs:\n  x     [s, d]" in out
+    assert "  s     seq\n  d     fixed\n  k     fixed" in out
+
+
+def test_console_script_runs_without_traceback(bad):
+    exe = Path(sys.executable).parent / "stringdiag"
+    r = subprocess.run([str(exe), "check", str(bad)], capture_output=True, text=True)
+    assert r.returncode == 1
+    assert r.stderr.startswith(f"{bad}:5:9: error:") and "Traceback" not in r.stderr
