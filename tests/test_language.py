@@ -183,3 +183,19 @@ def test_import_brings_definitions(tmp_path):
     p = stringdiag.load(tmp_path / "main.diag")
     assert p["Main"].expand().output_types == [T("s", "k")]
     assert list(p) == ["Main"]
+
+
+def test_scanned_definition_stays_a_box_when_expanded():
+    p = load("""diagram Cell(h: [k], x: [d]) -> [k], [k] {
+  n = tanh(Q(x) + h)
+  return n, n
+}
+learn H0 : -> [k]
+diagram R(x: [s, d]) -> [s, k] {
+  _h, y[t] = scan Cell(H0(), x[t])
+  return y
+}""")
+    flat = p["R"].expand()
+    cell = [b for b in boxes(flat) if b["op"] == "Cell"]
+    assert len(cell) == 1 and cell[0]["scan"] and cell[0]["box"] == "diagram"
+    assert flat.output_types == [T("s", "k")]

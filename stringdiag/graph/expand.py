@@ -3,8 +3,9 @@
 A definition used inside SIMD boxes is inlined with those SIMD indices prepended to
 each of its boxes: SIMD boxes nest. Learnable boxes declared inside a definition get a
 parameter name qualified by the instance path, so two uses have two sets of weights;
-top-level learnable boxes keep their name, so every use shares one set. One pass,
-linear in the size of the result.
+top-level learnable boxes keep their name, so every use shares one set. A definition
+iterated by ``scan`` stays a box: a sequential loop cannot be flattened into SIMD
+boxes, so its body runs once per step. One pass, linear in the size of the result.
 """
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def _inline(out: Diagram, src: Diagram, env: dict[int, Placed], context: tuple, 
         for w, axes in box_ins:
             tw, view = env[w]
             inputs.append((tw, tuple(rename.get(axes[v], axes[v]) if isinstance(v, int) else v for v in view)))
-        if node["box"] == "diagram":
+        if node["box"] == "diagram" and not node.get("scan"):
             callee: Diagram = node["ref"]
             csub = {g: dim.substitute(sub) for g, dim in node.get("generics", ())}
             simd = own
