@@ -159,11 +159,12 @@ class Diagram:
 
         return isomorphic(self, other)
 
-    def expand(self) -> "Diagram":
-        """Inline every definition used as a box, recursively (the picture's ``--expand``)."""
+    def expand(self, keep: frozenset[str] = frozenset()) -> "Diagram":
+        """Inline every definition used as a box, recursively (the picture's ``--expand``),
+        except those named in ``keep``."""
         from .expand import expand
 
-        return expand(self)
+        return expand(self, keep)
 
     # -- notebooks ------------------------------------------------------------------
     def _repr_svg_(self) -> str:

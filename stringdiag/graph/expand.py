@@ -22,12 +22,17 @@ from .types import Dim, substitute_type
 Placed = tuple[int, tuple]
 
 
-def expand(d: Diagram) -> Diagram:
+def expand(d: Diagram, keep: frozenset[str] = frozenset()) -> Diagram:
+    """Inline definitions, except those named in ``keep`` (a backend's native processes).
+
+    A kept definition stays one box and records its instance path in ``instance``, so
+    that parameters inside it (layernorm's gain and bias) get their own names.
+    """
     with gc_paused():
-        return _expand(d)
+        return _expand(d, keep)
 
 
-def _expand(d: Diagram) -> Diagram:
+def _expand(d: Diagram, keep: frozenset[str] = frozenset()) -> Diagram:
     out = Diagram(name=d.name, generics=d.generics, pos=d.pos, source=d.source, program=d.program,
                   input_names=list(d.input_names))
     env: dict[int, Placed] = {}
@@ -36,7 +41,7 @@ def _expand(d: Diagram) -> Diagram:
         nw = out.add_wire(t, name=d.graph.nodes[w]["name"], pos=d.graph.nodes[w]["pos"])
         out.inputs.append(nw)
         env[w] = (nw, tuple(range(len(t))))
-    _inline(out, d, env, context=(), sub={}, path="")
+    _inline(out, d, env, context=(), sub={}, path="", keep=keep)
     for w in d.outputs:
         placed = _settle(out, env[w], d.wire_type(w), (), d.graph.nodes[w]["pos"], canonical=True)
         out.outputs.append(placed[0])
@@ -50,7 +55,7 @@ def _fresh_label(label: str, taken: set[str]) -> str:
 
 
 def _inline(out: Diagram, src: Diagram, env: dict[int, Placed], context: tuple, sub: Mapping[str, Dim],
-            path: str, outer: tuple = ()) -> None:
+            path: str, outer: tuple = (), keep: frozenset[str] = frozenset()) -> None:
     """Copy ``src``'s boxes into ``out`` inside the SIMD ``context``; ``outer`` is the
     lexical nesting (SIMD boxes and definitions) drawn around them."""
     ctx_labels = [lab for lab, _ in context]
@@ -68,7 +73,10 @@ def _inline(out: Diagram, src: Diagram, env: dict[int, Placed], context: tuple, 
         for w, axes in box_ins:
             tw, view = env[w]
             inputs.append((tw, tuple(rename.get(axes[v], axes[v]) if isinstance(v, int) else v for v in view)))
-        if node["box"] == "diagram" and not node.get("scan"):
+        inline = node["box"] == "diagram" and not node.get("scan") and node["op"] not in keep
+        if node["box"] == "diagram":
+            seen[node["op"]] = seen.get(node["op"], 0) + 1
+        if inline:
             callee: Diagram = node["ref"]
             csub = {g: dim.substitute(sub) for g, dim in node.get("generics", ())}
             simd = own
@@ -77,10 +85,9 @@ def _inline(out: Diagram, src: Diagram, env: dict[int, Placed], context: tuple, 
             for (cw, (tw, axes)) in zip(callee.inputs, inputs):
                 # the callee's input axes are the port's local axes, numbered from 0
                 cenv[cw] = (tw, axes)
-            seen[node["op"]] = seen.get(node["op"], 0) + 1
             here = f"{path}{node['op']}#{seen[node['op']]}/"
             _inline(out, callee, cenv, inner_ctx, csub, here,
-                    outer + _subst_clusters(node.get("clusters", ()), sub) + (("def", here, node["op"]),))
+                    outer + _subst_clusters(node.get("clusters", ()), sub) + (("def", here, node["op"]),), keep)
             for port, (ow, cw) in enumerate(zip(box_outs, callee.outputs)):
                 tw, view = cenv[cw]
                 n_simd = len(simd)
@@ -97,6 +104,8 @@ def _inline(out: Diagram, src: Diagram, env: dict[int, Placed], context: tuple, 
             attrs["generics"] = tuple((g, dim.substitute(sub)) for g, dim in attrs["generics"])
         if "value" in attrs:
             attrs["value"] = substitute_const(attrs["value"], sub)
+        if node["box"] == "diagram":
+            attrs["instance"] = f"{path}{node['op']}#{seen[node['op']]}"
         if node["box"] == "learn":
             attrs["param"] = f"{path}{node['op']}" if node.get("local") else node["op"]
         out_types = [substitute_type(t, sub) for t in out_locals]

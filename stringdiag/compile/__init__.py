@@ -1,0 +1,4 @@
+"""Typed graph to trainable PyTorch modules."""
+from .lower import compile
+
+__all__ = ["compile"]

@@ -1,0 +1,155 @@
+"""Array code for the prelude's primitives: one small function each.
+
+Every tensor carries one leading batch axis (size N, or 1 for values that do not
+depend on the inputs), then the SIMD axes of its box, then the box's local axes. A
+primitive receives its inputs already aligned that way (missing SIMD axes have size 1,
+so broadcasting is the copy-SIMD of the paper) and acts on the trailing local axes.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+Tensor = torch.Tensor
+
+
+def align(x: Tensor, perm: tuple[int, ...], unsqueeze: tuple[int, ...]) -> Tensor:
+    """Permute a wire's axes into box order, then insert size-1 axes for missing SIMD indices."""
+    if perm != tuple(range(len(perm))):
+        x = x.permute(perm)
+    for p in unsqueeze:
+        x = x.unsqueeze(p)
+    return x
+
+
+def broadcast_lead(xs: list[Tensor], local_ranks: list[int]) -> list[Tensor]:
+    """Expand the leading (batch and SIMD) axes of several inputs to a common shape."""
+    leads = [x.shape[: x.dim() - r] for x, r in zip(xs, local_ranks)]
+    common = torch.broadcast_shapes(*leads)
+    return [x.expand(*common, *x.shape[x.dim() - r:]) for x, r in zip(xs, local_ranks)]
+
+
+def const(value: float, ref: Tensor) -> Tensor:
+    return torch.full((1,), value, dtype=ref.dtype, device=ref.device)
+
+
+def hardmax(x: Tensor) -> Tensor:
+    """1/|argmax| on every maximal entry of the last axis, 0 elsewhere (ties averaged)."""
+    hit = (x == x.amax(dim=-1, keepdim=True)).to(x.dtype)
+    return hit / hit.sum(dim=-1, keepdim=True)
+
+
+def where(x: Tensor, m: Tensor) -> Tensor:
+    return torch.where(m != 0, x, torch.full((), float("-inf"), dtype=x.dtype, device=x.device))
+
+
+def posenc(n: int, m: int, ref: Tensor) -> Tensor:
+    """Sinusoidal positional encoding (Vaswani et al.): sin on even features, cos on odd."""
+    pos = torch.arange(n, dtype=ref.dtype, device=ref.device)[:, None]
+    k = torch.arange(m, device=ref.device)
+    freq = torch.pow(torch.tensor(10000.0, dtype=ref.dtype, device=ref.device), -(k - k % 2).to(ref.dtype) / m)
+    angle = pos * freq
+    return torch.where(k % 2 == 0, torch.sin(angle), torch.cos(angle))[None]
+
+
+def _grid(n: int, ref: Tensor) -> tuple[Tensor, Tensor]:
+    i = torch.arange(n, device=ref.device)
+    return i[:, None], i[None, :]
+
+
+def causal(n: int, ref: Tensor) -> Tensor:
+    i, j = _grid(n, ref)
+    return (j <= i).to(ref.dtype)[None]
+
+
+def window(n: int, w: int, ref: Tensor) -> Tensor:
+    i, j = _grid(n, ref)
+    return ((i - j).abs() < w).to(ref.dtype)[None]
+
+
+def strided(n: int, w: int, ref: Tensor) -> Tensor:
+    i, j = _grid(n, ref)
+    return (((i - j) % w == 0) & (j <= i)).to(ref.dtype)[None]
+
+
+def gauss(mu: Tensor, sigma: Tensor, n: int) -> Tensor:
+    """The Gaussian window N(mu, sigma) evaluated at positions 0..n-1 (unnormalised)."""
+    pos = torch.arange(n, dtype=mu.dtype, device=mu.device)
+    return torch.exp(-((pos - mu[..., None]) ** 2) / (2 * sigma[..., None] ** 2))
+
+
+def filled(n: tuple[int, ...], value: float, ref: Tensor) -> Tensor:
+    return torch.full((1, *n), value, dtype=ref.dtype, device=ref.device)
+
+
+def split(x: Tensor, n: int) -> tuple[Tensor, Tensor]:
+    return x[..., :n], x[..., n:]
+
+
+def learnable(module: Callable, xs: list[Tensor], in_ranks: list[int], out_shapes: list[tuple[int, ...]]):
+    """Apply a universal approximator to the flattened concatenation of its inputs."""
+    xs = broadcast_lead(xs, in_ranks) if len(xs) > 1 else xs
+    flat = [x.reshape(*x.shape[: x.dim() - r], -1) if r != 1 else x for x, r in zip(xs, in_ranks)]
+    y = module(flat[0] if len(flat) == 1 else torch.cat(flat, dim=-1))
+    sizes = [math.prod(s) for s in out_shapes]
+    parts = y.split(sizes, dim=-1) if len(sizes) > 1 else (y,)
+    outs = tuple(p.reshape(*p.shape[:-1], *s) for p, s in zip(parts, out_shapes))
+    return outs if len(outs) > 1 else outs[0]
+
+
+class LearnableCell:
+    """A learnable box used as the body of a scan: state and inputs in, state and outputs out."""
+
+    def __init__(self, module: Callable, in_ranks: list[int], out_shapes: list[tuple[int, ...]]):
+        self.module, self.in_ranks, self.out_shapes = module, in_ranks, out_shapes
+
+    def __call__(self, state: Tensor, *xs: Tensor):
+        return learnable(self.module, [state, *xs], self.in_ranks, self.out_shapes)
+
+
+def scan(cell: Callable, state: Tensor, xs: list[Tensor], state_rank: int, in_ranks: list[int], steps: int,
+         out_ranks: list[int]):
+    """Finite iteration: run ``cell`` along the scanned axis, carrying the state.
+
+    The scanned axis of each input is the one just before its local axes; outputs are
+    stacked at the same place. This is the one loop in compiled code.
+    """
+    outs: list[list[Tensor]] = [[] for _ in out_ranks]
+    for t in range(steps):
+        step_in = [x.select(x.dim() - r - 1, t if x.shape[x.dim() - r - 1] > 1 else 0) for x, r in zip(xs, in_ranks)]
+        state, *step_in = broadcast_lead([state, *step_in], [state_rank, *in_ranks])
+        res = cell(state, *step_in)
+        state, *ys = res if isinstance(res, tuple) else (res,)
+        for acc, y in zip(outs, ys):
+            acc.append(y)
+    stacked = tuple(torch.stack(acc, dim=acc[0].dim() - r) for acc, r in zip(outs, out_ranks))
+    return (state, *stacked)
+
+
+def unflatten_batch(y: Tensor, batch: tuple[int, ...], n: int) -> Tensor:
+    """Restore the caller's batch axes (expanding values that did not depend on them)."""
+    if y.shape[0] != n:
+        y = y.expand(n, *y.shape[1:])
+    return y.reshape(*batch, *y.shape[1:])
+
+
+# Elementwise scalar primitives: name -> function of aligned tensors.
+ELEMENTWISE: dict[str, Callable] = {
+    "add": torch.add,
+    "sub": torch.sub,
+    "mul": torch.mul,
+    "div": torch.div,
+    "neg": torch.neg,
+    "exp": torch.exp,
+    "log": torch.log,
+    "sqrt": torch.sqrt,
+    "relu": torch.relu,
+    "elu": F.elu,
+    "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
+    "softplus": F.softplus,
+    "where": where,
+}
