@@ -89,6 +89,12 @@ class Lowering:
         total: Any = 0
         for mono, coeff in dim.terms:
             term: Any = coeff
+            if coeff == 1 and mono:  # d, not 1 * d
+                term = self.dims.get(mono[0], self.seq.get(mono[0]))
+                if term is None:
+                    term = 1
+                else:
+                    mono = mono[1:]
             for n in mono:
                 if n in self.dims:
                     v: Any = self.dims[n]
@@ -99,8 +105,12 @@ class Lowering:
                                     "dimension that no input has as an axis of its own")
                 term = term * v if isinstance(term, int) and isinstance(v, int) else self.g.call_function(
                     operator.mul, (term, v))
-            total = total + term if isinstance(total, int) and isinstance(term, int) else self.g.call_function(
-                operator.add, (total, term))
+            if isinstance(total, int) and total == 0:
+                total = term
+            elif isinstance(total, int) and isinstance(term, int):
+                total = total + term
+            else:
+                total = self.g.call_function(operator.add, (total, term))
         return total
 
     def static(self, dim: Dim, what: str) -> int:
@@ -142,10 +152,13 @@ class Lowering:
 
     # -- boxes ----------------------------------------------------------------------
     def aligned(self, b: int) -> list[fx.Node]:
+        """Each input as [batch, SIMD axes of the box (size 1 if not indexed), local axes]."""
         node = self.d.box(b)
-        labels = [lab for lab, _ in node["simd"]]
+        all_labels = [lab for lab, _ in node["simd"]]
         out = []
-        for w, axes in self.d.box_inputs(b):
+        for port, (w, axes) in enumerate(self.d.box_inputs(b)):
+            # a scan's carried state is not iterated by the scanned (innermost) index
+            labels = all_labels[:-1] if node.get("scan") and port == 0 else all_labels
             perm = [0]
             missing = []
             for p, lab in enumerate(labels):
@@ -197,14 +210,14 @@ class Lowering:
             self.emit(b, g.create_node("call_method", "expand", (x, -1, *sizes, *([-1] * n_local)),
                                        name=_ident(name or "r")))
             return
+        if node.get("scan"):
+            self.emit(b, self.scan(b))
+            return
         if kind == "learn":
             self.emit(b, self.learnable(b, name))
             return
-        if kind == "diagram" and not node.get("scan"):
+        if kind == "diagram":
             self.emit(b, self.native(b))
-            return
-        if node.get("scan"):
-            self.emit(b, self.scan(b))
             return
         self.emit(b, self.fixed(b, name))
 

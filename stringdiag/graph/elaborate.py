@@ -276,19 +276,21 @@ class Elaborator:
         raise self.err(f"undefined name '{name}'{hint}", tok)
 
     def indexed(self, t: Tree, scope: Scope) -> Val:
-        tok, *idx = t.children
-        base = self.name(tok)
+        base_tree, *idx = t.children
+        base = self.expr(base_tree, scope)
+        what = str(base_tree.children[0]) if base_tree.data == "name" else "this value"
         if base.wire is None:
-            raise self.err(f"'{tok}' is a dimension, not a wire; it cannot be indexed", tok)
+            raise self.err(f"'{what}' is a constant, not a wire; it cannot be indexed", base_tree)
         ty = self.d.wire_type(base.wire)
-        if len(idx) > len(ty):
-            raise self.err(f"'{tok}' has {len(ty)} ax{'i' if len(ty) == 1 else 'e'}s "
-                           f"{show_type(ty)} but {len(idx)} indices were given", t)
-        view: list[str | None] = []
-        for k, it in enumerate(idx):
+        free = [k for k, lab in enumerate(base.view) if lab is None]  # axes not indexed yet
+        if len(idx) > len(free):
+            shown = show_type(tuple(ty[k] for k in free))
+            raise self.err(f"'{what}' has {len(free)} ax{'i' if len(free) == 1 else 'e'}s {shown} "
+                           f"but {len(idx)} indices were given", t)
+        view = list(base.view)
+        for k, it in zip(free, idx):
             itok = it.children[0]
             if str(itok) == ":":
-                view.append(None)
                 continue
             name = str(itok)
             if name not in scope.active:
@@ -296,15 +298,15 @@ class Elaborator:
                                f"({self._example_target(name)}) or sum over it (sum_{name} ...)", itok)
             lab = scope.active[name]
             if lab in view:
-                raise self.err(f"index '{name}' is used twice on '{tok}' (diagonals are not supported)", itok)
+                raise self.err(f"index '{name}' is used twice on '{what}' (diagonals are not supported)", itok)
             have = scope.ranges[lab]
             if have is None:
                 scope.ranges[lab] = ty[k]
             elif have != ty[k]:
                 raise self.err(f"index '{name}' ranges over {have} elsewhere but over {ty[k]} "
-                               f"here (axis {k + 1} of '{tok}' : {show_type(ty)})", itok)
-            view.append(lab)
-        view.extend([None] * (len(ty) - len(idx)))
+                               f"here (axis {free.index(k) + 1} of '{what}' : "
+                               f"{show_type(tuple(ty[j] for j in free))})", itok)
+            view[k] = lab
         return Val(base.wire, tuple(view))
 
     @staticmethod
