@@ -10,9 +10,9 @@ import os
 import sys
 
 from ..errors import DiagError
-from . import check, info, render
+from . import check, compile, info, render
 
-COMMANDS = {"check": check, "render": render, "info": info}
+COMMANDS = {"check": check, "render": render, "info": info, "compile": compile}
 
 
 def build_parser() -> argparse.ArgumentParser:
