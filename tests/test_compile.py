@@ -321,5 +321,27 @@ def test_generated_code_is_readable_python():
     m = build("SelfAttention")
     code = m.code
     assert "def forward(self, x):" in code
-    assert "self.Q(" in code and "einsum" in code and "softmax" in code
+    assert "self.Q(" in code and "scaled_dot_product_attention" in code
     assert "for " not in code  # no Python loop over positions
+
+
+@pytest.mark.parametrize("name", ["SelfAttention", "Causal", "Cross", "MHA"])
+def test_softmax_attention_lowers_to_sdpa_and_agrees(name):
+    fast = build(name, h=2, k=3)
+    slow = compile(PROG[name], dims={**DIMS, "h": 2, "k": 3}, approximator="linear", dtype=F64, fast=False)
+    slow.load_state_dict(fast.state_dict())
+    assert "scaled_dot_product_attention" in fast.code
+    assert "scaled_dot_product_attention" not in slow.code and "softmax" in slow.code
+    xs = [randn(2, 7, 6)] if name != "Cross" else [randn(2, 4, 6), randn(2, 9, 6)]
+    assert rel(fast(*xs), slow(*xs)) < 1e-12
+
+
+def test_attention_matrix_used_elsewhere_is_not_fused():
+    p = stringdiag.loads(SRC + """diagram Both(x: [s, d]) -> [s, d], [s, s] {
+  e[i, j] = sum_f Q(x)[i, f] * K(x)[j, f]
+  a = softmax(e / sqrt(k))
+  y[i] = sum_j a[i, j] * V(x)[j]
+  return y, a
+}""", "both.diag")
+    m = compile(p["Both"], dims=DIMS, approximator="linear")
+    assert "scaled_dot_product_attention" not in m.code

@@ -24,6 +24,7 @@ from ..graph.diagram import Diagram
 from ..graph.types import Dim
 from . import primitives as P
 from .approximators import LearnableTensor, Policy, factory
+from .fastpath import Attention, find_attention
 
 # prelude definitions lowered directly (stable softmax, fused layer norm) rather than opened
 NATIVE = frozenset({"softmax", "ssoftmax", "scale", "mean", "sum", "elu1", "layernorm"})
@@ -31,14 +32,16 @@ LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def compile(diagram: Diagram, dims: Mapping[str, int] | None = None, approximator: Policy = "mlp",
-            dtype: torch.dtype | None = None) -> fx.GraphModule:
+            dtype: torch.dtype | None = None, fast: bool = True) -> fx.GraphModule:
     """Lower a diagram to a module taking tensors shaped by its input types.
 
     Inputs may carry extra leading batch axes (the same for every input). ``dims`` gives
-    the sizes of the fixed dimensions; seq dimensions are read from the inputs.
+    the sizes of the fixed dimensions; seq dimensions are read from the inputs. With
+    ``fast``, softmax attention whose attention matrix is not used elsewhere becomes
+    ``F.scaled_dot_product_attention``.
     """
     root = nn.Module()
-    gm = Lowering(diagram, dict(dims or {}), factory(approximator), root, {}).module()
+    gm = Lowering(diagram, dict(dims or {}), factory(approximator), root, {}, fast).module()
     return gm.to(dtype) if dtype is not None else gm
 
 
@@ -48,7 +51,8 @@ def _ident(text: str) -> str:
 
 
 class Lowering:
-    def __init__(self, diagram: Diagram, dims: dict[str, int], make, root: nn.Module, registry: dict):
+    def __init__(self, diagram: Diagram, dims: dict[str, int], make, root: nn.Module, registry: dict,
+                 fast: bool = True):
         self.src = diagram
         self.dims = dims
         self.make = make
@@ -58,6 +62,7 @@ class Lowering:
         self.g = fx.Graph()
         self.env: dict[int, fx.Node] = {}
         self.seq: dict[str, fx.Node] = {}
+        self.fast = fast
         self._check_dims()
 
     # -- sizes ----------------------------------------------------------------------
@@ -143,8 +148,13 @@ class Lowering:
         if not flat_inputs:
             raise DiagError(f"'{self.src.name}' has no inputs; there is nothing to compile")
         self.ref = flat_inputs[0]
+        fused = {m.apply: m for m in find_attention(d, self.dims)} if self.fast else {}
+        skip = {b for m in fused.values() for b in m.skipped}
         for b in d.topological_boxes():
-            self.lower_box(b)
+            if b in fused:
+                self.emit(b, self.sdpa(fused[b]))
+            elif b not in skip:
+                self.lower_box(b)
         outs = [g.call_function(P.unflatten_batch, (self.env[w], batch, n_batch)) for w in d.outputs]
         g.output(outs[0] if len(outs) == 1 else tuple(outs))
         gm = fx.GraphModule(self.root, g, class_name=_ident(self.src.name))
@@ -220,6 +230,25 @@ class Lowering:
             self.emit(b, self.native(b))
             return
         self.emit(b, self.fixed(b, name))
+
+    def sdpa(self, m: Attention) -> fx.Node:
+        """Fused attention: queries, keys and values arranged as [batch, heads..., position, feature]."""
+        g = self.g
+
+        def arrange(wire_roles, order):
+            w, roles = wire_roles
+            perm = (0, *[1 + roles.index(r) for r in order])
+            x = self.env[w]
+            return x if perm == tuple(range(len(perm))) else g.call_method("permute", (x, perm))
+
+        q = arrange(m.q, [*m.heads, "i", "f"])
+        k = arrange(m.k, [*m.heads, "j", "f"])
+        v = arrange(m.v, [*m.heads, "j", "v"])
+        y = g.call_function(F.scaled_dot_product_attention, (q, k, v),
+                            {"is_causal": m.causal, "scale": m.scale}, name="attention")
+        have = [*m.heads, "i", "v"]
+        perm = (0, *[1 + have.index(r) for r in m.out_roles])
+        return y if perm == tuple(range(len(perm))) else g.call_method("permute", (y, perm))
 
     def const_value(self, c) -> Any:
         tag = c[0]
