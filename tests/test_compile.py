@@ -345,3 +345,18 @@ def test_attention_matrix_used_elsewhere_is_not_fused():
 }""", "both.diag")
     m = compile(p["Both"], dims=DIMS, approximator="linear")
     assert "scaled_dot_product_attention" not in m.code
+
+
+@pytest.mark.parametrize("chunk", [None, 3, 128])
+def test_causal_linear_attention_fast_path(chunk):
+    slow = compile(PROG["LinQuadratic"], dims=DIMS, approximator="linear", dtype=F64, fast=False)
+    fast = compile(PROG["LinQuadratic"], dims=DIMS, approximator="linear", dtype=F64)
+    fast.load_state_dict(slow.state_dict())
+    assert "linear_attention" in fast.code and "primitives_causal(" not in fast.code
+    x = randn(2, 10, 6)
+    from stringdiag.compile import primitives as P
+
+    q, k, v = randn(2, 10, 3), randn(2, 10, 3), randn(2, 10, 5)
+    ref = ((q @ k.transpose(-1, -2)) * torch.ones(10, 10, dtype=F64).tril()) @ v
+    assert rel(P.causal_linear(q, k, v, chunk), ref) < 1e-12
+    assert rel(fast(x), slow(x)) < 1e-12

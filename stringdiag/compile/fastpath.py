@@ -179,3 +179,76 @@ def _match(d: Diagram, c1: int, sizes: dict[str, int]) -> Attention | None:
     k_roles = [role[a] for a in ka]
     return Attention(scores=c1, apply=c2, skipped=skipped, q=(qw, tuple(q_roles)), k=(kw, tuple(k_roles)),
                      v=(vw, tuple(v_roles)), heads=head_roles, out_roles=out_roles, scale=scale, causal=causal)
+
+
+@dataclass
+class CausalLinear:
+    """sum_{j <= i, f} q[i, f] k[j, f] v[j]: causal linear attention (or its normaliser)."""
+
+    box: int
+    skipped: list[int]
+    q: tuple[int, tuple]
+    k: tuple[int, tuple]
+    v: tuple[int, tuple] | None  # None: the normaliser, with no values
+    heads: list[str]
+    out_roles: list[str]
+
+
+def find_causal_linear(d: Diagram) -> list[CausalLinear]:
+    found = []
+    for b in d.boxes():
+        m = _match_linear(d, b)
+        if m is not None:
+            found.append(m)
+    return found
+
+
+def _match_linear(d: Diagram, b: int) -> CausalLinear | None:
+    node = d.box(b)
+    if node["box"] != "contract" or len(node.get("summed", ())) != 2:
+        return None
+    ins = d.box_inputs(b)
+    if len(ins) not in (3, 4):
+        return None
+    mask = [(w, a) for w, a in ins
+            if d.producer(w) is not None and d.box(d.producer(w))["op"] == "causal"
+            and d.box(d.producer(w))["box"] == "fixed"]
+    if len(mask) != 1:
+        return None
+    (mw, (li, lj)), = mask
+    if not (isinstance(li, str) and isinstance(lj, str)):
+        return None
+    summed = {lab for lab, _ in node["summed"]}
+    if lj not in summed or li in summed:
+        return None
+    (f,) = summed - {lj}
+    rest = [(w, a) for w, a in ins if (w, a) != mask[0]]
+    q = [(w, a) for w, a in rest if li in a and f in a and lj not in a]
+    k = [(w, a) for w, a in rest if lj in a and f in a and li not in a]
+    v = [(w, a) for w, a in rest if lj in a and f not in a and li not in a]
+    if len(q) != 1 or len(k) != 1 or len(v) > 1 or len(q) + len(k) + len(v) != len(rest):
+        return None
+    simd = [lab for lab, _ in node["simd"]]
+    heads = [lab for lab in simd if lab != li and lab in q[0][1] and lab in k[0][1]]
+    role = {li: "i", lj: "j", f: "f", **{h: f"h{n}" for n, h in enumerate(heads)}}
+    n_local = len(d.local_out_type(b, 0))
+    value_labels = [lab for lab in simd if lab not in role]
+    if v:
+        vw, va = v[0]
+        v_roles = [role.get(a, "v") if isinstance(a, str) else ("v" if a == 0 else None) for a in va]
+        if v_roles.count("v") != 1 or None in v_roles or len(value_labels) + n_local != 1:
+            return None
+        for lab in value_labels:
+            role[lab] = "v"
+    elif value_labels or n_local:
+        return None
+    if any(r is None for r in (role.get(a) for a in q[0][1] + k[0][1])):
+        return None
+    out_roles = [role[lab] for lab in simd] + ["v"] * n_local
+    if sorted(out_roles) != sorted([role[h] for h in heads] + ["i"] + (["v"] if v else [])):
+        return None
+    skipped = [d.producer(mw)] if len(d.consumers(mw)) == 1 else []
+    return CausalLinear(box=b, skipped=skipped, q=(q[0][0], tuple(role[a] for a in q[0][1])),
+                        k=(k[0][0], tuple(role[a] for a in k[0][1])),
+                        v=(v[0][0], tuple(v_roles)) if v else None,
+                        heads=[role[h] for h in heads], out_roles=out_roles)

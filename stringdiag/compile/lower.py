@@ -24,7 +24,7 @@ from ..graph.diagram import Diagram
 from ..graph.types import Dim
 from . import primitives as P
 from .approximators import LearnableTensor, Policy, factory
-from .fastpath import Attention, find_attention
+from .fastpath import Attention, CausalLinear, find_attention, find_causal_linear
 
 # prelude definitions lowered directly (stable softmax, fused layer norm) rather than opened
 NATIVE = frozenset({"softmax", "ssoftmax", "scale", "mean", "sum", "elu1", "layernorm"})
@@ -63,6 +63,7 @@ class Lowering:
         self.env: dict[int, fx.Node] = {}
         self.seq: dict[str, fx.Node] = {}
         self.fast = fast
+        self.linear_chunk: int | None = 128
         self._check_dims()
 
     # -- sizes ----------------------------------------------------------------------
@@ -149,15 +150,20 @@ class Lowering:
             raise DiagError(f"'{self.src.name}' has no inputs; there is nothing to compile")
         self.ref = flat_inputs[0]
         fused = {m.apply: m for m in find_attention(d, self.dims)} if self.fast else {}
-        skip = {b for m in fused.values() for b in m.skipped}
+        linear = {m.box: m for m in find_causal_linear(d)} if self.fast else {}
+        skip = {b for m in [*fused.values(), *linear.values()] for b in m.skipped}
         for b in d.topological_boxes():
             if b in fused:
                 self.emit(b, self.sdpa(fused[b]))
+            elif b in linear:
+                self.emit(b, self.causal_linear(linear[b]))
             elif b not in skip:
                 self.lower_box(b)
         outs = [g.call_function(P.unflatten_batch, (self.env[w], batch, n_batch)) for w in d.outputs]
         g.output(outs[0] if len(outs) == 1 else tuple(outs))
         gm = fx.GraphModule(self.root, g, class_name=_ident(self.src.name))
+        gm.graph.eliminate_dead_code()  # what fused paths made unnecessary (an unused scale constant, say)
+        gm.recompile()
         return gm
 
     # -- boxes ----------------------------------------------------------------------
@@ -247,6 +253,29 @@ class Lowering:
         y = g.call_function(F.scaled_dot_product_attention, (q, k, v),
                             {"is_causal": m.causal, "scale": m.scale}, name="attention")
         have = [*m.heads, "i", "v"]
+        perm = (0, *[1 + have.index(r) for r in m.out_roles])
+        return y if perm == tuple(range(len(perm))) else g.call_method("permute", (y, perm))
+
+    def causal_linear(self, m: CausalLinear) -> fx.Node:
+        g = self.g
+
+        def arrange(wire_roles, order):
+            w, roles = wire_roles
+            x = self.env[w]
+            present = [r for r in order if r in roles]
+            perm = (0, *[1 + roles.index(r) for r in present])
+            if perm != tuple(range(len(perm))):
+                x = g.call_method("permute", (x, perm))
+            for p, r in enumerate(order):  # a head index the values do not carry: broadcast
+                if r not in roles:
+                    x = g.call_method("unsqueeze", (x, 1 + p))
+            return x
+
+        q = arrange(m.q, [*m.heads, "i", "f"])
+        k = arrange(m.k, [*m.heads, "j", "f"])
+        v = arrange(m.v, [*m.heads, "j", "v"]) if m.v is not None else None
+        y = g.call_function(P.causal_linear, (q, k, v, self.linear_chunk), name="linear_attention")
+        have = [*m.heads, "i"] + (["v"] if m.v is not None else [])
         perm = (0, *[1 + have.index(r) for r in m.out_roles])
         return y if perm == tuple(range(len(perm))) else g.call_method("permute", (y, perm))
 

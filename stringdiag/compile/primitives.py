@@ -153,3 +153,34 @@ ELEMENTWISE: dict[str, Callable] = {
     "softplus": F.softplus,
     "where": where,
 }
+
+
+def causal_linear(q: Tensor, k: Tensor, v: Tensor | None, chunk: int | None = 128) -> Tensor:
+    """sum_{j <= i} (q_i . k_j) v_j without the s x s matrix (Katharopoulos et al.).
+
+    ``q, k : [..., s, f]``, ``v : [..., s, e]`` (or None for the normaliser sum_j<=i q_i.k_j).
+    With ``chunk=None``, the prefix-sum form: S_i = sum_{j<=i} k_j v_j^T by cumsum, memory
+    O(s f e). With a chunk size C, blocks of C positions: quadratic inside a block, a
+    carried state [f, e] across blocks, memory O(s e + C^2 + f e); the loop is over
+    s / C blocks, never over positions.
+    """
+    squeeze = v is None
+    if v is None:
+        v = torch.ones(*k.shape[:-1], 1, dtype=k.dtype, device=k.device)
+    if chunk is None:
+        state = torch.cumsum(k[..., :, :, None] * v[..., :, None, :], dim=-3)
+        out = torch.einsum("...if,...ife->...ie", q, state)
+    else:
+        s = q.shape[-2]
+        lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        state = torch.zeros(*lead, q.shape[-1], v.shape[-1], dtype=q.dtype, device=q.device)
+        mask = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
+        outs = []
+        for c0 in range(0, s, chunk):
+            qc, kc, vc = q[..., c0:c0 + chunk, :], k[..., c0:c0 + chunk, :], v[..., c0:c0 + chunk, :]
+            n = qc.shape[-2]
+            att = (qc @ kc.transpose(-1, -2)).masked_fill(~mask[:n, :n], 0.0)
+            outs.append(att @ vc + qc @ state)
+            state = state + kc.transpose(-1, -2) @ vc
+        out = torch.cat(outs, dim=-2)
+    return out[..., 0] if squeeze else out
