@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
-from safetensors import safe_open
 
 from ..errors import DiagError
 
@@ -45,7 +45,7 @@ def read_meta(path: str | Path) -> dict[str, Any]:
     try:
         with safe_open(str(path), framework="pt") as f:
             return json.loads((f.metadata() or {})["stringdiag"])
-    except (OSError, KeyError, ValueError) as e:
+    except (OSError, KeyError, ValueError, SafetensorError) as e:
         raise DiagError(f"{path} is not a stringdiag checkpoint ({e})") from None
 
 
