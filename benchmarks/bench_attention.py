@@ -38,12 +38,7 @@ def timeit(fn, repeat: int, warmup: int = 2) -> float:
 def mha(repeat: int) -> float:
     prog = stringdiag.load(GALLERY / "attention.diag")
     diagram = prog["MultiHeadAttention"]
-    dims = {name: 256 for name in ("d",)}
-    info = {d: k for d, k in [(n, prog.lookup_dim(n).kind) for n in prog.dims]}
-    fixed = [n for n, k in info.items() if k == "fixed"]
-    # the gallery names: d (model), h (heads), k (per head)
-    dims = {"d": 256, "h": 4, "k": 64}
-    dims = {n: dims[n] for n in fixed if n in dims}
+    dims = {"d": 256, "h": 4, "k": 64}  # model width, heads, width per head
     torch.manual_seed(0)
     m = compile(diagram, dims=dims, approximator="linear")
     ref = torch.nn.MultiheadAttention(256, 4, batch_first=True)
@@ -55,6 +50,11 @@ def mha(repeat: int) -> float:
     def run_ref():
         ref(x, x, x, need_weights=False)[0].sum().backward()
 
+    with torch.no_grad():  # the same weights in both
+        ref.in_proj_weight.copy_(torch.cat([m.WQ.weight, m.WK.weight, m.WV.weight]))
+        ref.in_proj_bias.copy_(torch.cat([m.WQ.bias, m.WK.bias, m.WV.bias]))
+        ref.out_proj.weight.copy_(m.WO.weight)
+        ref.out_proj.bias.copy_(m.WO.bias)
     rounds = []
     for _ in range(3):  # interleave, so that drift on a noisy machine hits both
         rounds.append((timeit(run_compiled, repeat), timeit(run_ref, repeat)))
@@ -75,8 +75,8 @@ def scaling(quick: bool) -> None:
     for s in sizes:
         x = torch.randn(1, s, 64)
         with torch.no_grad():
-            tl = timeit(lambda: lin(x), 3, 1)
-            ts = timeit(lambda: soft(x), 3, 1)
+            tl = timeit(lambda: lin(x), 5, 2)
+            ts = timeit(lambda: soft(x), 5, 2)
         rows.append((s, tl, ts))
         print(f"s={s:5d}: causal linear {tl * 1e3:8.1f} ms   causal softmax {ts * 1e3:8.1f} ms")
     for (s0, l0, q0), (s1, l1, q1) in zip(rows, rows[1:]):

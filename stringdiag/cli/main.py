@@ -10,9 +10,9 @@ import os
 import sys
 
 from ..errors import DiagError
-from . import check, compile, info, render
+from . import check, compile, info, render, train
 
-COMMANDS = {"check": check, "render": render, "info": info, "compile": compile}
+COMMANDS = {"check": check, "render": render, "info": info, "compile": compile, "train": train}
 
 
 def build_parser() -> argparse.ArgumentParser:
