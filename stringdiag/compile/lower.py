@@ -144,7 +144,8 @@ class Lowering:
             for axis, dim in enumerate(d.wire_type(w)):
                 n = dim.name
                 decl = d.program.lookup_dim(n) if (n and d.program is not None) else None
-                if n and n not in self.seq and n not in self.dims and decl is not None and decl.kind == "seq":
+                # seq lengths, and the dimension parameters of a generic diagram, come from the inputs
+                if n and n not in self.seq and n not in self.dims and (decl is None or decl.kind == "seq"):
                     self.seq[n] = g.create_node("call_method", "size", (t, axis + 1), name=_ident(n))
         if not flat_inputs:
             raise DiagError(f"'{self.src.name}' has no inputs; there is nothing to compile")
@@ -379,6 +380,8 @@ class Lowering:
             return g.create_node("call_method", "flatten", (xs[0], -2))
         if op == "unflatten":
             return g.create_node("call_method", "unflatten", (xs[0], -1, (gen[0], gen[1])))
+        if op == "positions":
+            return g.call_function(P.positions, (gen[0], self.ref))
         if op in ("ones", "zeros"):
             return g.call_function(P.filled, ((gen[0],), 1.0 if op == "ones" else 0.0, self.ref))
         if op == "posenc":

@@ -85,6 +85,10 @@ def filled(n: tuple[int, ...], value: float, ref: Tensor) -> Tensor:
     return torch.full((1, *n), value, dtype=ref.dtype, device=ref.device)
 
 
+def positions(n: int, ref: Tensor) -> Tensor:
+    return torch.arange(n, dtype=ref.dtype, device=ref.device)[None]
+
+
 def split(x: Tensor, n: int) -> tuple[Tensor, Tensor]:
     return x[..., :n], x[..., n:]
 

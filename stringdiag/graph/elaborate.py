@@ -424,6 +424,11 @@ class Elaborator:
             d = callee.diagram()
             name, generics, ins, outs = callee.name, callee.generics, d.input_types, d.output_types
             box, extra = "diagram", {"ref": d}
+            # a sequence length is supplied at run time, so a definition written over s may be
+            # used on any sequence: its seq dimensions are parameters inferred from the inputs
+            generics = generics + tuple(sorted(
+                n for t in ins for dim in t for n in dim.names()
+                if n not in generics and (decl := callee.program.lookup_dim(n)) is not None and decl.kind == "seq"))
         else:
             name, generics, ins, outs = callee.name, callee.generics, list(callee.ins), list(callee.outs)
             box, extra = callee.box, {"ref": callee}

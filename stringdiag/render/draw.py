@@ -54,8 +54,9 @@ def type_label(t, diagram: Diagram, name: str | None = None) -> str:
 def _box_style(node: dict) -> dict:
     box = node["box"]
     label = node["op"]
-    if node.get("generics"):
-        label += "<" + ", ".join(str(d) for _, d in node["generics"]) + ">"
+    shown = [str(d) for g, d in node.get("generics", ()) if str(d) != g]  # s := s says nothing
+    if shown:
+        label += "<" + ", ".join(shown) + ">"
     style = {"label": label, "fontname": FONT, "shape": "box", "style": "rounded", "margin": "0.08,0.04",
              "height": "0.3"}
     if box == "learn":
@@ -99,7 +100,7 @@ def to_graphviz(d: Diagram, expand: bool = False) -> graphviz.Digraph:
         if key[0] == "def":
             return {"label": key[2], "style": "rounded", "color": "#777777", "fontname": FONT}
         _, _frame, label, dim, scan = key
-        text = f"{'scan ' if scan else ''}{label} : {dim}"
+        text = f"{'scan ' if scan else ''}{label} : {dim}" if label != str(dim) else f"{'scan ' if scan else ''}{dim}"
         return {"label": text, "style": "dashed,bold" if scan else "dashed", "color": "#555555",
                 "fontname": FONT, "fontsize": "10", "labeljust": "l"}
 

@@ -1,0 +1,121 @@
+"""Every gallery file checks, renders, and every diagram in it compiles and runs."""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import torch
+
+import stringdiag
+from stringdiag import DiagError
+from stringdiag.compile import compile
+from stringdiag.render.draw import to_svg
+
+GALLERY = Path(__file__).resolve().parents[1] / "gallery"
+FILES = sorted(GALLERY.glob("*.diag"))
+
+# The names the gallery promises, with their inferred signatures.
+SIGNATURES = {
+    "transformer.diag": {"TransformerEncoder": "[s, v] -> [s, v]"},
+    "attention.diag": {
+        "SelfAttention": "[s, d] -> [s, d]",
+        "MaskedSelfAttention": "[s, d] -> [s, d]",
+        "CrossAttention": "[t, d], [s, d] -> [t, d]",
+        "MultiHeadAttention": "[s, d] -> [s, d]",
+    },
+    "similarity.diag": {
+        "GenericSimilarityAttention": "[s, d] -> [s, d]",
+        "LinearAttention": "[s, d] -> [s, d]",
+        "CausalLinearAttention": "[s, d] -> [s, d]",
+    },
+    "bahdanau.diag": {"Bahdanau": "[s, d], [t, e] -> [t, o]"},
+    "splines.diag": {
+        "ReluAttention": "[s, d] -> [s, m]",
+        "MaskedReluAttention": "[s, d] -> [s, m]",
+        "EncoderBlock": "[s, d] -> [s, d]",
+        "DecoderBlock": "[s, d] -> [s, d]",
+        "EncoderDecoderBlock": "[s, d], [t, d] -> [t, d]",
+    },
+    "hardmax.diag": {"HardmaxAttention": "[s, d] -> [s, d]", "HardmaxBlock": "[s, d] -> [s, d]"},
+    "sumformer.diag": {"Sumformer": "[s, d] -> [s, d]", "Linformer": "[s, d] -> [s, d]",
+                       "Performer": "[s, d] -> [s, d]"},
+    "anatomy.diag": {
+        "AttPrep": "[s, d] -> [s, s]",
+        "AttApply": "[s, s], [s, d] -> [s, d]",
+        "LinAttPrep": "[s, d] -> [s, k], [s, k]",
+        "LinAttApply": "[s, k], [s, k], [s, d] -> [s, d]",
+        "ConcatFF": "[s, d], [s, d] -> [s, d]",
+        "M0": "[s, d] -> [s, d]",
+        "M1": "[s, d] -> [s, d]",
+    },
+    "taxonomy.diag": {
+        "PrimordialAttention": "[s, d] -> [s, d]",
+        "SlidingWindowAttention": "[s, d] -> [s, d]",
+        "GaussianWindowAttention": "[s, d] -> [s, d]",
+    },
+}
+ALL = [(f, name) for f in FILES for name in stringdiag.load(f)]
+
+
+def test_every_promised_file_is_there():
+    assert sorted(SIGNATURES) == sorted(f.name for f in FILES)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_file_checks_without_warnings_and_cites_its_source(path):
+    prog = stringdiag.load(path)
+    assert [w.render("warning") for w in prog.warnings] == []
+    assert "seed" in path.read_text().split("\n\n")[0].lower()
+    got = {n: prog[n].signature().split(" : ", 1)[1] for n in SIGNATURES[path.name]}
+    assert got == SIGNATURES[path.name]
+
+
+@pytest.mark.parametrize("path,name", ALL, ids=lambda x: x if isinstance(x, str) else x.name)
+def test_diagram_renders_to_valid_svg_and_has_a_committed_picture(path, name):
+    d = stringdiag.load(path)[name]
+    root = ET.fromstring(to_svg(d))
+    assert root.tag.endswith("svg")
+    committed = path.parent / f"{path.stem}.{name}.svg"
+    assert committed.exists(), f"render it: stringdiag render {path} -o gallery/"
+    ET.parse(committed)
+
+
+def _sizes(prog, d) -> tuple[dict, dict]:
+    fixed = {n: 4 for n, decl in prog.dims.items() if decl.kind == "fixed"}
+    seq = {"s": 6, "t": 5}
+    # a learnable box over a seq dimension (Linformer's projections) fixes that length
+    for b in d.expand().boxes():
+        node = d.expand().box(b)
+        if node["box"] == "learn":
+            for w in d.expand().box_outputs(b):
+                for dim in d.expand().wire_type(w):
+                    for n in dim.names():
+                        if prog.lookup_dim(n) and prog.lookup_dim(n).kind == "seq":
+                            fixed[n] = seq.get(n, 6)
+    return fixed, seq
+
+
+@pytest.mark.parametrize("path,name", ALL, ids=lambda x: x if isinstance(x, str) else x.name)
+def test_diagram_compiles_and_runs_on_random_input(path, name):
+    prog = stringdiag.load(path)
+    d = prog[name]
+    fixed, seq = _sizes(prog, d)
+    if any(d.expand().box(b)["box"] == "abstract" for b in d.expand().boxes()):
+        with pytest.raises(DiagError, match="is an abstract family"):
+            compile(d, dims=fixed)
+        return
+    torch.manual_seed(0)
+    m = compile(d, dims=fixed, approximator="mlp", dtype=torch.float64)
+    sizes = {**seq, **fixed}
+    for g in d.generics:
+        sizes.setdefault(g, 3)
+
+    def shape(t):
+        return tuple(dim.evaluate(sizes) for dim in t)
+
+    xs = [torch.randn(2, *shape(t), dtype=torch.float64) for t in d.input_types]
+    out = m(*xs)
+    outs = out if isinstance(out, tuple) else (out,)
+    assert [tuple(o.shape) for o in outs] == [(2, *shape(t)) for t in d.output_types]
+    assert all(torch.isfinite(o).all() for o in outs)
