@@ -6,6 +6,7 @@ definition may be used before it appears; recursion is reported as an error.
 from __future__ import annotations
 
 import difflib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -19,6 +20,7 @@ from .gcpause import gc_paused
 from .types import Dim, TensorType
 
 PRELUDE = Path(__file__).resolve().parents[1] / "prelude" / "prelude.diag"
+DEPTH = 20000  # recursion limit while elaborating
 
 
 @dataclass(frozen=True)
@@ -169,10 +171,17 @@ def loads(text: str, file: str = "<string>") -> Program:
     >>> p["Id"].signature()
     'Id : [s, d] -> [s, d]'
     """
-    with gc_paused():
-        prog = _load_text(text, file, prelude(), stack=())
-        for name in prog.own:
-            prog[name]  # elaborate now, so that every error is reported by check
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, DEPTH))  # long expressions nest deeply; Python frames are cheap
+    try:
+        with gc_paused():
+            prog = _load_text(text, file, prelude(), stack=())
+            for name in prog.own:
+                prog[name]  # elaborate now, so that every error is reported by check
+    except RecursionError:
+        raise DiagError(f"{file}: expressions are nested too deeply to check; split them into named wires") from None
+    finally:
+        sys.setrecursionlimit(limit)
     return prog
 
 
@@ -215,14 +224,19 @@ def _import(prog: Program, item: Tree, stack: tuple[str, ...]) -> None:
     tok = item.children[0]
     pos = pos_of(tok, prog.path)
     rel = str(tok)[1:-1]
+    if "\x00" in rel or not rel:
+        raise DiagError(f"not a file name: {rel!r}", pos, prog.source)
     base = Path(prog.path).parent if prog.path not in ("<string>",) else Path.cwd()
     target = (base / rel).resolve()
     if str(target) in stack or str(target) == str(Path(prog.path).resolve()):
         raise DiagError(f"import cycle: {rel} imports itself", pos, prog.source)
     try:
         text = target.read_text()
-    except OSError:
-        raise DiagError(f"cannot import \"{rel}\": no such file {target}", pos, prog.source) from None
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+        why = "no such file" if isinstance(e, FileNotFoundError) else "cannot read"
+        if isinstance(e, UnicodeDecodeError):
+            why = "not UTF-8 text:"
+        raise DiagError(f"cannot import \"{rel}\": {why} {target}", pos, prog.source) from None
     sub = _load_text(text, str(Path(prog.path).parent / rel) if prog.path != "<string>" else rel,
                      prog.prelude, stack + (str(Path(prog.path).resolve()),))
     for name in sub.own:
@@ -244,6 +258,8 @@ def _import(prog: Program, item: Tree, stack: tuple[str, ...]) -> None:
 def _dim_decl(prog: Program, item: Tree) -> None:
     *names, kind_tree, default = item.children
     kind = str(kind_tree.children[0])
+    if default is not None and len(default) > 18:
+        raise DiagError("the default size is too large", pos_of(default, prog.path), prog.source)
     for tok in names:
         d = DimDecl(str(tok), kind, int(default) if default is not None else None, pos_of(tok, prog.path))
         _define(prog, d.name, d.pos, prog.dims, d)
@@ -253,6 +269,9 @@ def dim_expr(tree: Tree | Token, prog: Program, generics: tuple[str, ...] | set[
     """Evaluate a dimension expression, checking that its names are dimensions."""
     if isinstance(tree, Token):
         if tree.type == "INT":
+            if len(tree) > 18:
+                raise DiagError(f"the number {str(tree)[:20]}... is too large for a dimension",
+                                pos_of(tree, prog.path), prog.source)
             return Dim.const(int(tree))
         name = str(tree)
         if name not in generics and prog.lookup_dim(name) is None:
