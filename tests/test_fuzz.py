@@ -4,12 +4,16 @@ Never a traceback: not from garbage bytes, not from token soup, not from valid p
 tokens or characters deleted, inserted, duplicated, swapped or replaced.  Every test runs
 with a fixed seed (``derandomize=True``) so that a failure reproduces on every run.
 
-The last block holds the reproducers of crashes found while writing these tests; they fail
-until the tool turns those inputs into positioned DiagErrors.
+The last block holds the reproducers of crashes found while writing these tests (deep
+expressions, huge integers, odd import paths): each must end in a Program or a positioned
+DiagError.
 """
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import time
 import traceback
 
@@ -279,7 +283,8 @@ def char_mutants(draw) -> str:
             n = draw(st.integers(1, 3))
             del chars[i:i + n]
         elif op == "insert":
-            chars.insert(i, draw(st.characters(codec="utf-8") | st.sampled_from(list("()[]{}<>,:=+-*/_#\n\"' "))))
+            punct = st.sampled_from(list("()[]{}<>,:=+-*/_#\n\"' "))
+            chars.insert(i, draw(st.characters(codec="utf-8") | punct))
         elif op == "duplicate":
             n = draw(st.integers(1, 12))
             chars[i:i] = chars[i:i + n]
@@ -324,7 +329,7 @@ def test_character_mutants(source):
     check(source)
 
 
-# -- crashes found by fuzzing and probing (fail until fixed) ---------------------------------
+# -- crashes found by fuzzing and probing -------------------------------------------------------
 
 HEAD = "dim s : seq\ndim d : fixed\n"
 
@@ -339,13 +344,13 @@ def expect_diag_error(source: str, file: str = FILE) -> DiagError:
 
 
 def test_long_sum_is_not_a_recursion_error():
-    # `x + x + ... + x` with 500 terms (left-nested) overflows the elaborator's recursion
+    # `x + x + ... + x` with 500 terms (left-nested) overflowed the elaborator's recursion
     source = HEAD + "diagram A(x: [d]) -> [d] {\n  return x" + " + x" * 500 + "\n}\n"
     assert check(source) in ("ok", "error")
 
 
 def test_deeply_nested_calls_are_not_a_recursion_error():
-    # exp(exp(...exp(x)...)) 330 deep: RecursionError in Elaborator.expr / call / apply
+    # exp(exp(...exp(x)...)) 330 deep was a RecursionError in Elaborator.expr / call / apply
     source = HEAD + "diagram A(x: [d]) -> [d] {\n  return " + "exp(" * 330 + "x" + ")" * 330 + "\n}\n"
     assert check(source) in ("ok", "error")
 
@@ -360,18 +365,42 @@ def test_many_unary_minuses_are_not_a_recursion_error():
     "dim z : fixed = " + "9" * 5000 + "\n",
 ], ids=["in-a-type", "as-a-default"])
 def test_huge_integer_is_a_diag_error(source):
-    # int() of more than 4300 digits raises ValueError (Python's int_max_str_digits)
+    # int() of more than 4300 digits raised ValueError (Python's int_max_str_digits)
     expect_diag_error(source)
 
 
 def test_nul_byte_in_import_path_is_a_diag_error():
-    # Path.resolve() raises ValueError("embedded null byte")
+    # Path.resolve() raised ValueError("embedded null byte")
     err = expect_diag_error('import "a\x00b"\n')
     assert (err.pos.line, err.pos.col) == (1, 8)
 
 
 def test_import_of_a_file_that_is_not_utf8_is_a_diag_error(tmp_path):
-    # _import catches OSError but not UnicodeDecodeError
+    # _import caught OSError but not UnicodeDecodeError
     (tmp_path / "bin.diag").write_bytes(b"\xff\xfe\x00")
     err = expect_diag_error('import "bin.diag"\n', file=str(tmp_path / "main.diag"))
     assert (err.pos.line, err.pos.col) == (1, 8)
+
+
+IMPORT_DEVICE = """
+import re, resource, stringdiag
+# reading /dev/zero must not eat the machine: allow 1 GiB more than this process already maps
+vm = int(re.search(r"VmSize:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1)) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (vm + (1 << 30), vm + (1 << 30)))
+try:
+    stringdiag.loads('import "/dev/zero"\\n', file="x.diag")
+except stringdiag.DiagError as e:
+    print("DiagError", e.pos, e.message)
+except BaseException as e:
+    print("CRASH", type(e).__name__, e)
+else:
+    print("LOADED")
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero") or sys.platform != "linux",
+                    reason="needs Linux /dev/zero")
+def test_import_of_a_device_is_a_diag_error():
+    # read_text() on /dev/zero never ends: a MemoryError under a memory limit, else the machine's RAM
+    out = subprocess.run([sys.executable, "-c", IMPORT_DEVICE], capture_output=True, text=True, timeout=120)
+    assert out.stdout.startswith("DiagError x.diag:1:8 "), out.stdout + out.stderr

@@ -23,6 +23,7 @@ from .types import Dim, TensorType, show_type, substitute_type
 # Scalar primitives that fold when every argument is a constant (sqrt(k), 1 / 2, ...).
 _FOLD = {"add": "+", "sub": "-", "mul": "*", "div": "/", "neg": "-", "sqrt": "sqrt", "exp": "exp", "log": "log"}
 _BINOP = {"add": "add", "sub": "sub", "mul": "mul", "div": "div"}
+TOO_DEEP = "expressions are nested too deeply to check; split them into named wires"
 
 
 @dataclass
@@ -132,13 +133,19 @@ class Elaborator:
             raise self.err("return must be the last statement of a diagram", returns[0])
         for frame, stmt in enumerate(body):
             start = self.d._next
-            if stmt.data == "assign":
-                self.assign(stmt)
-            elif stmt.data == "scan_assign":
-                self.assign(stmt, scan=True)
+            try:
+                if stmt.data == "assign":
+                    self.assign(stmt)
+                elif stmt.data == "scan_assign":
+                    self.assign(stmt, scan=True)
+            except RecursionError:
+                raise self.err(TOO_DEEP, stmt.children[1]) from None
             self._mark_frame(start, frame)
         start = self.d._next
-        self.returns(returns[0], declared_outs)
+        try:
+            self.returns(returns[0], declared_outs)
+        except RecursionError:
+            raise self.err(TOO_DEEP, returns[0].children[0]) from None
         self._mark_frame(start, len(body))
         self.check_unused()
         return self.d
@@ -223,9 +230,11 @@ class Elaborator:
                                "so its range is unknown", scope.first_use[lab])
         if v.wire is None:
             v = self.materialize(v, pos)
-        stray = v.labels() - set(labels)
-        if stray:  # pragma: no cover - summed indices are gone and others are bound on the left
-            raise self.err(f"index '{sorted(stray)[0]}' is not bound on the left", tok)
+        stray = sorted(v.labels() - set(labels), key=scope.rank)
+        if stray:  # one name of several lacks an index its value depends on
+            shown = ", ".join(scope.display[lab] for lab in stray)
+            raise self.err(f"'{name}' depends on index {', '.join(repr(scope.display[x]) for x in stray)}; "
+                           f"bind it on the left: {name}[{shown}]", tok)
         want = tuple(labels) + (None,) * len(self.local_type(v))
         if v.view == want or (not labels and all(lab is None for lab in v.view)):
             w = v.wire
@@ -278,9 +287,13 @@ class Elaborator:
     def indexed(self, t: Tree, scope: Scope) -> Val:
         base_tree, *idx = t.children
         base = self.expr(base_tree, scope)
-        what = str(base_tree.children[0]) if base_tree.data == "name" else "this value"
+        if base_tree.data in ("name", "number"):
+            what = str(base_tree.children[0])
+            quoted = f"'{what}'"
+        else:
+            what, quoted = "this value", "this value"
         if base.wire is None:
-            raise self.err(f"'{what}' is a constant, not a wire; it cannot be indexed", base_tree)
+            raise self.err(f"{quoted} is a constant, not a wire; it cannot be indexed", base_tree)
         ty = self.d.wire_type(base.wire)
         free = [k for k, lab in enumerate(base.view) if lab is None]  # axes not indexed yet
         if len(idx) > len(free):
@@ -395,10 +408,19 @@ class Elaborator:
             return decl
         defn = self.prog.lookup_def(name)
         if defn is not None:
+            try:
+                defn.diagram()
+            except DiagError as e:
+                if e.pos is None:  # recursion: report it at the use that closes the cycle
+                    raise self.err(e.message, tok) from None
+                raise
             return defn
         if name in self.names:
             raise self.err(f"'{name}' is a wire, not a box; index it with [...] instead", tok)
-        hint = suggest(name, self.prog.all_names() + list(self.local_boxes))
+        if name in self.generics or self.prog.lookup_dim(name):
+            raise self.err(f"'{name}' is a dimension, not a box", tok)
+        boxes = [n for n in self.prog.all_names() if not self.prog.lookup_dim(n)] + list(self.local_boxes)
+        hint = suggest(name, boxes)
         raise self.err(f"undefined box '{name}'{hint}", tok)
 
     def call(self, t: Tree, scope: Scope, want_all: bool = False, scan_label: str | None = None) -> list[Val]:
@@ -437,7 +459,8 @@ class Elaborator:
         pos = pos_of(t, self.file)
         arg_trees = arg_trees or [t] * len(vals)
         if len(vals) != len(ins):
-            raise self.err(f"'{name}' takes {len(ins)} input(s) but {len(vals)} were given", t)
+            raise self.err(f"'{_shown(name)}' takes {len(ins)} input{'s' if len(ins) != 1 else ''} but "
+                           f"{len(vals)} {'was' if len(vals) == 1 else 'were'} given", t)
         if len(explicit) > len(generics):
             raise self.err(f"'{name}' has {len(generics)} dimension parameter(s) but "
                            f"{len(explicit)} were given", t)
@@ -480,7 +503,7 @@ class Elaborator:
                     imp_dims[slot] = lt[q]
                 elif imp_dims[slot] != lt[q]:
                     others = [show_type(o) for o in locs if o != lt]
-                    raise self.err(f"'{name}' cannot combine inputs of types {show_type(lt)} and "
+                    raise self.err(f"'{_shown(name)}' cannot combine inputs of types {show_type(lt)} and "
                                    f"{others[0] if others else '?'}: extra axes are matched from the right; "
                                    "index them to say which go together", arg_trees[k])
         if scan_label is not None and m:
@@ -542,6 +565,11 @@ class Elaborator:
             raise self.err(f"'{rhs.children[0]}' has {len(vals)} output(s) but {len(targets)} names "
                            "are assigned", stmt)
         return vals
+
+
+def _shown(op: str) -> str:
+    """How a box is named in messages: arithmetic by its operator."""
+    return {"add": "+", "sub": "-", "mul": "*", "div": "/"}.get(op, op)
 
 
 def show_const(c) -> str:

@@ -119,23 +119,29 @@ class Definition:
         self.program = program
         self._diagram: Diagram | None = None
         self._busy = False
-        generics = tree.children[1]
-        self.generics: tuple[str, ...] = tuple(str(t) for t in generics.children) if generics else ()
+        self.generics: tuple[str, ...] = generic_names(tree.children[1], program)
         self.pos = pos_of(tree.children[0], program.path)
 
     def diagram(self) -> Diagram:
         if self._diagram is None:
             if self._busy:
-                raise DiagError(f"diagram '{self.name}' uses itself (recursion is not allowed)",
-                                self.pos, self.program.source)
+                cycle = _elaborating[_elaborating.index(self) + 1:]
+                via = " via " + " -> ".join(f"'{d.name}'" for d in cycle) if cycle else ""
+                # no position here: the caller knows where the use that closes the cycle is
+                raise DiagError(f"diagram '{self.name}' uses itself{via} (recursion is not allowed)")
             self._busy = True
+            _elaborating.append(self)
             try:
                 from .elaborate import elaborate
 
                 self._diagram = elaborate(self)
             finally:
                 self._busy = False
+                _elaborating.pop()
         return self._diagram
+
+
+_elaborating: list[Definition] = []  # definitions being elaborated, outermost first
 
 
 # -- loading --------------------------------------------------------------------------
@@ -178,20 +184,23 @@ def loads(text: str, file: str = "<string>") -> Program:
             prog = _load_text(text, file, prelude(), stack=())
             for name in prog.own:
                 prog[name]  # elaborate now, so that every error is reported by check
-    except RecursionError:
-        raise DiagError(f"{file}: expressions are nested too deeply to check; split them into named wires") from None
+    except RecursionError:  # deep outside a statement (the elaborator reports those at the statement)
+        raise DiagError("expressions are nested too deeply to check; split them into named wires",
+                        Pos(file, 1, 1), text) from None
     finally:
         sys.setrecursionlimit(limit)
     return prog
 
 
-def _load_text(text: str, file: str, prelude_prog: Program | None, stack: tuple[str, ...]) -> Program:
+def _load_text(text: str, file: str, prelude_prog: Program | None, stack: tuple[str, ...],
+               loaded: dict[str, Program] | None = None) -> Program:
+    loaded = {} if loaded is None else loaded
     tree = parse(text, file)
     prog = Program(path=file, source=text, prelude=prelude_prog)
     for item in tree.children:
         kind = item.data
         if kind == "import_decl":
-            _import(prog, item, stack)
+            _import(prog, item, stack, loaded)
         elif kind == "dim_decl":
             _dim_decl(prog, item)
         elif kind == "box_decl":
@@ -220,7 +229,7 @@ def _define(prog: Program, name: str, pos: Pos | None, table: dict, value) -> No
     table[name] = value
 
 
-def _import(prog: Program, item: Tree, stack: tuple[str, ...]) -> None:
+def _import(prog: Program, item: Tree, stack: tuple[str, ...], loaded: dict[str, Program]) -> None:
     tok = item.children[0]
     pos = pos_of(tok, prog.path)
     rel = str(tok)[1:-1]
@@ -228,20 +237,33 @@ def _import(prog: Program, item: Tree, stack: tuple[str, ...]) -> None:
         raise DiagError(f"not a file name: {rel!r}", pos, prog.source)
     base = Path(prog.path).parent if prog.path not in ("<string>",) else Path.cwd()
     target = (base / rel).resolve()
-    if str(target) in stack or str(target) == str(Path(prog.path).resolve()):
+    me = str(Path(prog.path).resolve())
+    if str(target) == me:
         raise DiagError(f"import cycle: {rel} imports itself", pos, prog.source)
-    try:
-        text = target.read_text()
-    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
-        why = "no such file" if isinstance(e, FileNotFoundError) else "cannot read"
-        if isinstance(e, UnicodeDecodeError):
-            why = "not UTF-8 text:"
-        raise DiagError(f"cannot import \"{rel}\": {why} {target}", pos, prog.source) from None
-    sub = _load_text(text, str(Path(prog.path).parent / rel) if prog.path != "<string>" else rel,
-                     prog.prelude, stack + (str(Path(prog.path).resolve()),))
-    for name in sub.own:
-        sub[name]
-    prog.warnings.extend(sub.warnings)
+    if str(target) in stack:
+        chain = list(stack[stack.index(str(target)):]) + [me, str(target)]
+        raise DiagError("import cycle: " + " -> ".join(Path(c).name for c in chain[1:]), pos, prog.source)
+    if str(target) in loaded:  # a diamond: the same file reached twice is the same declarations
+        sub = loaded[str(target)]
+    else:
+        if target.is_dir():
+            raise DiagError(f'cannot import "{rel}": {target} is a directory', pos, prog.source)
+        if not target.exists():
+            raise DiagError(f'cannot import "{rel}": no such file {target}', pos, prog.source)
+        if not target.is_file():
+            raise DiagError(f'cannot import "{rel}": {target} is not a regular file', pos, prog.source)
+        try:
+            text = target.read_text()
+        except UnicodeDecodeError:
+            raise DiagError(f'cannot import "{rel}": {target} is not UTF-8 text', pos, prog.source) from None
+        except OSError as e:
+            raise DiagError(f'cannot import "{rel}": {e.strerror or e}', pos, prog.source) from None
+        name = str(Path(prog.path).parent / rel) if prog.path != "<string>" else rel
+        sub = _load_text(text, name, prog.prelude, stack + (me,), loaded)
+        for n in sub.own:
+            sub[n]
+        loaded[str(target)] = sub
+        prog.warnings.extend(sub.warnings)
     for name, d in sub.dims.items():
         mine = prog.dims.get(name)
         if mine is None:
@@ -299,6 +321,18 @@ def type_list(tree: Tree, prog: Program, generics) -> tuple[TensorType, ...]:
     return tuple(tensor_type(t, prog, generics) for t in tree.children if t is not None)
 
 
+def generic_names(tree: Tree | None, prog: Program) -> tuple[str, ...]:
+    """The <n, m> parameters of a declaration, each named once."""
+    if tree is None:
+        return ()
+    seen: list[str] = []
+    for tok in tree.children:
+        if str(tok) in seen:
+            raise DiagError(f"dimension parameter '{tok}' is declared twice", pos_of(tok, prog.path), prog.source)
+        seen.append(str(tok))
+    return tuple(seen)
+
+
 def box_decls(item: Tree, prog: Program, local: bool, outer_generics=()) -> list[BoxDecl]:
     kind_tree, *names, ins, outs = item.children
     box = str(kind_tree.children[0])
@@ -308,7 +342,7 @@ def box_decls(item: Tree, prog: Program, local: bool, outer_generics=()) -> list
     decls = []
     for dn in names:
         tok, gen = dn.children
-        generics = tuple(str(g) for g in gen.children) if gen else ()
+        generics = generic_names(gen, prog)
         scope = set(generics) | set(outer_generics)
         decls.append(BoxDecl(str(tok), box, generics, type_list(ins, prog, scope),
                              type_list(outs, prog, scope), pos_of(tok, prog.path), local))

@@ -72,8 +72,9 @@ def parse(text: str, file: str = "<string>", grammar: str = "diag.lark") -> Tree
 def _syntax_error(e: UnexpectedInput, text: str, file: str, lark: Lark) -> DiagError:
     line = getattr(e, "line", None)
     col = getattr(e, "column", None)
-    if not isinstance(line, int) or line < 1:  # end of input: point just past the last character
-        lines = text.splitlines() or [""]
+    at_end = isinstance(e, UnexpectedEOF) or (isinstance(e, UnexpectedToken) and e.token.type == "$END")
+    if at_end or not isinstance(line, int) or line < 1:  # point just past the last character
+        lines = text.rstrip().splitlines() or [""]
         line, col = len(lines), len(lines[-1]) + 1
     pos = Pos(file, line, col)
     if isinstance(e, UnexpectedCharacters):
