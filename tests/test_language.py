@@ -199,3 +199,27 @@ diagram R(x: [s, d]) -> [s, k] {
     cell = [b for b in boxes(flat) if b["op"] == "Cell"]
     assert len(cell) == 1 and cell[0]["scan"] and cell[0]["box"] == "diagram"
     assert flat.output_types == [T("s", "k")]
+
+
+def test_definitions_over_one_sequence_apply_to_another():
+    p = load("diagram A(x: [s, d]) -> [s, k] {\n return Q(x)\n}\n"
+             "diagram B(y: [t, d]) -> [t, k] {\n return A(y)\n}")
+    assert p["B"].output_types == [T("t", "k")]
+    (call,) = boxes(p["B"])
+    assert [(g, str(v)) for g, v in call["generics"]] == [("s", "t")]
+    assert p["B"].expand().output_types == [T("t", "k")]
+
+
+def test_reverse_reverses_the_sequence_not_the_features():
+    import torch
+    from stringdiag.compile import compile
+
+    p = load("diagram R(x: [s, d]) -> [s, d] {\n return reverse(x)\n}")
+    x = torch.arange(12.0).reshape(4, 3)
+    assert torch.equal(compile(p["R"], dims={"d": 3, "k": 1, "h": 1})(x), x.flip(0))
+
+
+def test_a_sum_may_follow_a_product():
+    # w * sum_j x[j] reads as w * (sum_j x[j]): the sum extends to the right
+    d = load("diagram A(x: [s, d], w: [d]) -> [d] {\n  return w * sum_j x[j]\n}")["A"]
+    assert sorted(b["op"] for b in boxes(d)) == ["contract", "mul"]

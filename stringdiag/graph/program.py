@@ -242,7 +242,7 @@ def _import(prog: Program, item: Tree, stack: tuple[str, ...], loaded: dict[str,
         raise DiagError(f"import cycle: {rel} imports itself", pos, prog.source)
     if str(target) in stack:
         chain = list(stack[stack.index(str(target)):]) + [me, str(target)]
-        raise DiagError("import cycle: " + " -> ".join(Path(c).name for c in chain[1:]), pos, prog.source)
+        raise DiagError("import cycle: " + " -> ".join(Path(c).name for c in chain), pos, prog.source)
     if str(target) in loaded:  # a diamond: the same file reached twice is the same declarations
         sub = loaded[str(target)]
     else:
