@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from ..data.corpus import eval_windows, lm_windows
 from . import checkpoint
 
 
@@ -46,41 +47,20 @@ class History:
     rows: list[dict] = field(default_factory=list)
 
 
-def windows(ids: torch.Tensor, context: int, stride: int) -> torch.Tensor:
-    """Every ``context + 1`` window at the given stride: ``[n, context + 1]``."""
-    if ids.numel() < context + 1:
-        raise ValueError(f"a split of {ids.numel()} tokens is shorter than one window of {context + 1}")
-    return ids.unfold(0, context + 1, stride)
-
-
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, ids: torch.Tensor, context: int, stride: int | None = None,
              batch_size: int = 256) -> float:
     """Perplexity with every target scored once; stride 1 gives each the maximal context."""
-    stride = stride or context
     was = model.training
     model.eval()
-    w = windows(ids, context, stride)
-    starts = torch.arange(w.shape[0]) * stride
+    w, score = eval_windows(ids, context, stride or context)
     nll, count = 0.0, 0
     for b0 in range(0, w.shape[0], batch_size):
-        chunk = w[b0:b0 + batch_size]
+        chunk, keep = w[b0:b0 + batch_size], score[b0:b0 + batch_size]
         logits = model(chunk[:, :-1])
         loss = F.cross_entropy(logits.transpose(1, 2), chunk[:, 1:], reduction="none")
-        keep = torch.zeros_like(loss, dtype=torch.bool)
-        keep[:, context - stride:] = True
-        if b0 == 0:
-            keep[0] = True  # the first window scores all its targets
         nll += loss[keep].double().sum().item()
         count += int(keep.sum())
-    tail_start = int(starts[-1]) + context + 1  # targets after the last full window
-    if tail_start < ids.numel():
-        last = ids[-(context + 1):][None]
-        logits = model(last[:, :-1])
-        n_tail = ids.numel() - tail_start
-        loss = F.cross_entropy(logits[0, -n_tail:], last[0, -n_tail:], reduction="sum")
-        nll += loss.item()
-        count += n_tail
     model.train(was)
     return math.exp(nll / count)
 
@@ -141,7 +121,7 @@ def train(make_model: Callable[[], torch.nn.Module], train_ids: torch.Tensor, va
         history.rows = meta.get("history", [])
         log(f"resumed from {ckpt} at step {step}")
     net = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
-    w = windows(train_ids, cfg.context, max(cfg.context // 2, 1))
+    w = lm_windows(train_ids, cfg.context, max(cfg.context // 2, 1))
     per_epoch = w.shape[0] // (cfg.batch_size * world)
     total = per_epoch * cfg.epochs if cfg.max_steps is None else min(per_epoch * cfg.epochs, cfg.max_steps)
     valid = valid_ids[: cfg.valid_tokens] if cfg.valid_tokens else valid_ids
