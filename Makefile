@@ -30,12 +30,17 @@ demo: install dot
 	$(BIN)/stringdiag check gallery/*.diag
 	@for f in gallery/*.diag; do $(BIN)/stringdiag render $$f -o gallery/ || exit 1; done
 	$(BIN)/stringdiag info gallery/attention.diag -d SelfAttention
+	$(BIN)/stringdiag compile gallery/anatomy.diag -d M1 --dims d=32,k=32 -o runs/demo/M1.py
+	$(BIN)/stringdiag compile gallery/anatomy.diag -d M0 --dims d=32,k=32 -o runs/demo/M0.py
+	$(BIN)/stringdiag train gallery/anatomy.diag -d M1 --layers 1 --time-budget 120 --eval-every 100 -o runs/demo/M1
 
 test: install dot
 	$(BIN)/python -m pytest -q
 
 bench: install dot
 	$(BIN)/python benchmarks/bench_check.py
+	$(BIN)/python benchmarks/bench_attention.py
+	$(BIN)/python benchmarks/bench_lm.py
 
 clean:
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) *.egg-info runs
