@@ -138,3 +138,13 @@ def test_console_script_runs_without_traceback(bad):
     r = subprocess.run([str(exe), "check", str(bad)], capture_output=True, text=True)
     assert r.returncode == 1
     assert r.stderr.startswith(f"{bad}:5:9: error:") and "Traceback" not in r.stderr
+
+
+def test_info_reports_complexity_in_the_sequence_length(capsys):
+    gallery = Path(__file__).resolve().parents[1] / "gallery"
+    assert main(["info", str(gallery / "similarity.diag"), "--json"]) == 0
+    info = {d["name"]: d["complexity"] for d in json.loads(capsys.readouterr().out)}
+    assert info["GenericSimilarityAttention"]["seq_time"] == "s^2"
+    assert info["GenericSimilarityAttention"]["seq_memory"] == "s^2"
+    assert info["LinearAttention"] == {"time": "s·d^2 + s·d·k", "memory": "s·d + s·k + d·k",
+                                       "seq_time": "s", "seq_memory": "s"}

@@ -45,4 +45,7 @@ def _text(s: dict) -> str:
     pw = max([len(p["name"]) for p in s["learnable"]] + [4])
     for p in s["learnable"]:
         lines.append(f"  {p['name']:<{pw}}  {p['signature']:<24} x{p['uses']}")
+    c = s["complexity"]
+    lines.append(f"time:   O({c['time']})   in the sequence length: O({c['seq_time']})")
+    lines.append(f"memory: O({c['memory']})   in the sequence length: O({c['seq_memory']})")
     return "\n".join(lines) + "\n"

@@ -54,7 +54,15 @@ def summarize(d: Diagram) -> dict:
             "expanded": dict(sorted(expanded.items(), key=lambda kv: order[kv[0]])),
         },
         "learnable": list(params.values()),
+        "complexity": _complexity(d),
     }
+
+
+def _complexity(d: Diagram) -> dict:
+    from ..analysis.complexity import analyse
+
+    c = analyse(d)
+    return {"time": c.time, "memory": c.memory, "seq_time": c.seq_time, "seq_memory": c.seq_memory}
 
 
 def _sig(d: Diagram, b: int) -> str:
