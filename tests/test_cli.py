@@ -148,3 +148,38 @@ def test_info_reports_complexity_in_the_sequence_length(capsys):
     assert info["GenericSimilarityAttention"]["seq_memory"] == "s^2"
     assert info["LinearAttention"] == {"time": "s·d^2 + s·d·k", "memory": "s·d + s·k + d·k",
                                        "seq_time": "s", "seq_memory": "s"}
+
+
+def test_compile_writes_code_and_counts_parameters(good, tmp_path, capsys):
+    out = tmp_path / "model.py"
+    assert main(["compile", str(good), "-d", "SelfAttention", "--dims", "d=8,k=4", "--approximator", "linear",
+                 "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    # Q, K: 8*4 + 4 each; V: 8*8 + 8
+    assert printed.startswith("SelfAttention : [s, d] -> [s, d]: 144 parameters (linear approximators)")
+    code = out.read_text()
+    compile_ok = compile(code, str(out), "exec")  # valid Python
+    assert compile_ok is not None and "def forward(self, x):" in code and "scaled_dot_product_attention" in code
+
+
+def test_compile_reports_bad_dims(good, capsys):
+    assert main(["compile", str(good), "-d", "SelfAttention", "--dims", "d=8"]) == 1
+    assert "give sizes for the fixed dimension(s) k" in capsys.readouterr().err
+    assert main(["compile", str(good), "-d", "SelfAttention", "--dims", "d=eight"]) == 1
+    assert "expected NAME=POSITIVE_INTEGER, got 'd=eight'" in capsys.readouterr().err
+
+
+def test_train_on_the_synthetic_corpus_and_resume(tmp_path, capsys):
+    gallery = Path(__file__).resolve().parents[1] / "gallery"
+    args = ["train", str(gallery / "anatomy.diag"), "-d", "M1", "--data", "synthetic", "--layers", "1",
+            "--heads", "2", "--d-model", "16", "--context", "8", "--eval-every", "20", "--approximator", "linear",
+            "-o", str(tmp_path / "run")]
+    assert main(args + ["--max-steps", "20", "--no-test"]) == 0
+    first = capsys.readouterr().out
+    assert "unigram perplexity on valid" in first and "step 20: train loss" in first
+    assert main(args + ["--max-steps", "40", "--resume"]) == 0
+    out = capsys.readouterr().out
+    assert "resumed from" in out and "at step 20" in out and "step 40:" in out and "test perplexity" in out
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["steps"] == 40 and result["test_ppl"] < result["unigram_ppl"]
+    assert len((tmp_path / "run" / "log.csv").read_text().splitlines()) == 3  # header, step 20, step 40

@@ -360,3 +360,17 @@ def test_causal_linear_attention_fast_path(chunk):
     ref = ((q @ k.transpose(-1, -2)) * torch.ones(10, 10, dtype=F64).tril()) @ v
     assert rel(P.causal_linear(q, k, v, chunk), ref) < 1e-12
     assert rel(fast(x), slow(x)) < 1e-12
+
+
+def test_user_supplied_approximator_factory():
+    made = []
+
+    def factory(n_in, n_out):
+        made.append((n_in, n_out))
+        return torch.nn.Linear(n_in, n_out, bias=False)
+
+    m = compile(PROG["SelfAttention"], dims=DIMS, approximator=factory, dtype=F64)
+    assert sorted(made) == [(6, 4), (6, 4), (6, 6)]
+    assert all("bias" not in name for name, _ in m.named_parameters())
+    with pytest.raises(DiagError, match="unknown approximator 'deep'"):
+        compile(PROG["SelfAttention"], dims=DIMS, approximator="deep")
