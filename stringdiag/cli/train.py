@@ -81,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
         checkpoint.load(out / "checkpoint.safetensors", model)
         say("test perplexity (stride 1: every token with its maximal context) ...")
         result["test_ppl"] = evaluate(model, corpus.test, args.context, stride=1)
-        say(f"test perplexity {result['test_ppl']:.1f} (unigram {baseline:.1f})")
+        result["unigram_test_ppl"] = corpus.unigram_perplexity("test")
+        say(f"test perplexity {result['test_ppl']:.1f} (unigram on test {result['unigram_test_ppl']:.1f})")
     if rank == 0:
         (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
         say(f"wrote {out / 'log.csv'}, {out / 'checkpoint.safetensors'}, {out / 'result.json'}")
