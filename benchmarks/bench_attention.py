@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 import stringdiag
-from stringdiag.compile import compile
+from stringdiag import compile
 
 GALLERY = Path(__file__).resolve().parents[1] / "gallery"
 

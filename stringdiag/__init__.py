@@ -15,5 +15,15 @@ from .errors import DiagError, Pos
 from .graph.diagram import Diagram
 from .graph.program import Program, load, loads
 
-__all__ = ["DiagError", "Pos", "Diagram", "Program", "load", "loads"]
+__all__ = ["DiagError", "Pos", "Diagram", "Program", "load", "loads", "compile"]
+
+
+def compile(diagram: Diagram, dims: dict | None = None, approximator="mlp", dtype=None, fast: bool = True):
+    """Lower a diagram to a trainable ``torch.fx.GraphModule`` (see :mod:`stringdiag.lower`).
+
+    Imported on first use, so that checking and drawing never wait for torch.
+    """
+    from .lower import compile as lower
+
+    return lower(diagram, dims=dims, approximator=approximator, dtype=dtype, fast=fast)
 __version__ = "0.1.0"

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import stringdiag
 from stringdiag import DiagError
-from stringdiag.compile import compile
+from stringdiag import compile
 
 F64 = torch.float64
 
@@ -354,7 +354,7 @@ def test_causal_linear_attention_fast_path(chunk):
     fast.load_state_dict(slow.state_dict())
     assert "linear_attention" in fast.code and "primitives_causal(" not in fast.code
     x = randn(2, 10, 6)
-    from stringdiag.compile import primitives as P
+    from stringdiag.lower import primitives as P
 
     q, k, v = randn(2, 10, 3), randn(2, 10, 3), randn(2, 10, 5)
     ref = ((q @ k.transpose(-1, -2)) * torch.ones(10, 10, dtype=F64).tril()) @ v

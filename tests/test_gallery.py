@@ -9,7 +9,7 @@ import torch
 
 import stringdiag
 from stringdiag import DiagError
-from stringdiag.compile import compile
+from stringdiag import compile
 from stringdiag.render.draw import to_svg
 
 GALLERY = Path(__file__).resolve().parents[1] / "gallery"

@@ -212,7 +212,7 @@ def test_definitions_over_one_sequence_apply_to_another():
 
 def test_reverse_reverses_the_sequence_not_the_features():
     import torch
-    from stringdiag.compile import compile
+    from stringdiag import compile
 
     p = load("diagram R(x: [s, d]) -> [s, d] {\n return reverse(x)\n}")
     x = torch.arange(12.0).reshape(4, 3)

@@ -51,7 +51,7 @@ def source_code(gm, title: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..compile import compile
+    from ..lower import compile
 
     prog = load_reporting(args.file)
     (diagram,) = pick(prog, args.diagram)

@@ -14,9 +14,9 @@ import math
 import torch
 from torch import nn
 
-from ..compile import compile
-from ..compile.approximators import Policy
-from ..compile.primitives import posenc
+from ..lower import compile
+from ..lower.approximators import Policy
+from ..lower.primitives import posenc
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 

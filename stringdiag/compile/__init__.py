@@ -1,4 +1,0 @@
-"""Typed graph to trainable PyTorch modules."""
-from .lower import compile
-
-__all__ = ["compile"]

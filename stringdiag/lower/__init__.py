@@ -1,0 +1,4 @@
+"""Lowering: typed graph to trainable PyTorch modules."""
+from .lower import compile
+
+__all__ = ["compile"]
