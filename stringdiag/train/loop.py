@@ -55,11 +55,15 @@ def evaluate(model: torch.nn.Module, ids: torch.Tensor, context: int, stride: in
     model.eval()
     w, score = eval_windows(ids, context, stride or context)
     nll, count = 0.0, 0
+    hidden = getattr(model, "hidden", None)
     for b0 in range(0, w.shape[0], batch_size):
         chunk, keep = w[b0:b0 + batch_size], score[b0:b0 + batch_size]
-        logits = model(chunk[:, :-1])
-        loss = F.cross_entropy(logits.transpose(1, 2), chunk[:, 1:], reduction="none")
-        nll += loss[keep].double().sum().item()
+        targets = chunk[:, 1:][keep]
+        if hidden is not None:  # unembed only the scored positions (1 in 35 at stride 1)
+            logits = model.unembed(hidden(chunk[:, :-1])[keep])
+        else:
+            logits = model(chunk[:, :-1])[keep]
+        nll += F.cross_entropy(logits, targets, reduction="sum").double().item()
         count += int(keep.sum())
     model.train(was)
     return math.exp(nll / count)

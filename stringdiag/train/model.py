@@ -84,13 +84,17 @@ class LanguageModel(nn.Module):
         if check_causal:
             assert_causal(self)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens ``[batch, s]`` -> next-token logits ``[batch, s, vocab]``."""
+    def hidden(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens ``[batch, s]`` -> the last layer's states ``[batch, s, d_model]``."""
         x = self.embed(tokens) * math.sqrt(self.d_model)
         x = x + posenc(tokens.shape[-1], self.d_model, x)[0]
         for layer in self.layers:
             x = layer(x)
-        return self.unembed(x)
+        return x
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens ``[batch, s]`` -> next-token logits ``[batch, s, vocab]``."""
+        return self.unembed(self.hidden(tokens))
 
 
 @torch.no_grad()
