@@ -75,8 +75,8 @@ def scaling(quick: bool) -> None:
     for s in sizes:
         x = torch.randn(1, s, 64)
         with torch.no_grad():
-            tl = timeit(lambda: lin(x), 5, 2)
-            ts = timeit(lambda: soft(x), 5, 2)
+            tl = timeit(lambda x=x: lin(x), 5, 2)
+            ts = timeit(lambda x=x: soft(x), 5, 2)
         rows.append((s, tl, ts))
         print(f"s={s:5d}: causal linear {tl * 1e3:8.1f} ms   causal softmax {ts * 1e3:8.1f} ms")
     for (s0, l0, q0), (s1, l1, q1) in zip(rows, rows[1:]):

@@ -50,7 +50,7 @@ def source(order: list[int], wire_names: dict[str, str], index_names: dict[str, 
         left = rename(tgt) + (f"[{rename(idx)}]" if idx else "")
         lines.append(f"  {left} = {rename(rhs)}")
     outs = ", ".join(rename(o) for o in OUTPUTS)
-    return HEAD + f"diagram D(x: [s, d]) -> [s, d], [s, d] {{\n" + "\n".join(lines) + f"\n  return {outs}\n}}\n"
+    return HEAD + "diagram D(x: [s, d]) -> [s, d], [s, d] {\n" + "\n".join(lines) + f"\n  return {outs}\n}}\n"
 
 
 def topological(priorities: list[float]) -> list[int]:

@@ -308,7 +308,7 @@ class Elaborator:
             name = str(itok)
             if name not in scope.active:
                 raise self.err(f"index '{name}' is not bound: bind it on the left "
-                               f"({self._example_target(name)}) or sum over it (sum_{name} ...)", itok)
+                               f"(y[{name}] = ...) or sum over it (sum_{name} ...)", itok)
             lab = scope.active[name]
             if lab in view:
                 raise self.err(f"index '{name}' is used twice on '{what}' (diagonals are not supported)", itok)
@@ -321,10 +321,6 @@ class Elaborator:
                                f"{show_type(tuple(ty[j] for j in free))})", itok)
             view[k] = lab
         return Val(base.wire, tuple(view))
-
-    @staticmethod
-    def _example_target(name: str) -> str:
-        return f"y[{name}] = ..."
 
     def summation(self, t: Tree, scope: Scope) -> Val:
         names: list[Token] = []
@@ -375,7 +371,7 @@ class Elaborator:
             return Elaborator._factors(t.children[0]) + Elaborator._factors(t.children[1])
         return [t]
 
-    def axes_for(self, v: Val, implicit: dict[int, str], rank: int | None = None) -> tuple:
+    def axes_for(self, v: Val, implicit: dict[int, str]) -> tuple:
         """Input axes of a box: statement labels stay, local axes number from 0.
 
         ``implicit`` maps positions among the local axes to implicit SIMD labels.

@@ -60,7 +60,7 @@ def _inline(out: Diagram, src: Diagram, env: dict[int, Placed], context: tuple, 
     lexical nesting (SIMD boxes and definitions) drawn around them."""
     ctx_labels = [lab for lab, _ in context]
     seen: dict[str, int] = {}
-    for b, node, box_ins, box_outs, out_locals in _plan(src):
+    for _b, node, box_ins, box_outs, out_locals in _plan(src):
         taken = set(ctx_labels)
         rename = {}
         for lab, _ in tuple(node["simd"]) + tuple(node.get("summed", ())):
@@ -88,7 +88,7 @@ def _inline(out: Diagram, src: Diagram, env: dict[int, Placed], context: tuple, 
             here = f"{path}{node['op']}#{seen[node['op']]}/"
             _inline(out, callee, cenv, inner_ctx, csub, here,
                     outer + _subst_clusters(node.get("clusters", ()), sub) + (("def", here, node["op"]),), keep)
-            for port, (ow, cw) in enumerate(zip(box_outs, callee.outputs)):
+            for ow, cw in zip(box_outs, callee.outputs):
                 tw, view = cenv[cw]
                 n_simd = len(simd)
                 lifted = tuple(v if isinstance(v, str) and v in ctx_labels else
@@ -116,7 +116,7 @@ def _inline(out: Diagram, src: Diagram, env: dict[int, Placed], context: tuple, 
         _, wires = out.add_box(node["box"], op, inputs, out_types, simd=ctx + own, pos=node["pos"],
                                out_names=[src.graph.nodes[w]["name"] for w in box_outs],
                                display={**{lab: lab for lab, _ in ctx}, **display}, **attrs)
-        for port, (ow, nw) in enumerate(zip(box_outs, wires)):
+        for ow, nw in zip(box_outs, wires):
             r = len(src.wire_type(ow))
             env[ow] = (nw, tuple(lab for lab, _ in ctx) + tuple(range(r)))
 

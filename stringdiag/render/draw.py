@@ -123,7 +123,7 @@ def to_graphviz(d: Diagram, expand: bool = False) -> graphviz.Digraph:
 
     with g.subgraph(name="inputs") as src:
         src.attr(rank="source")
-        for k, w in enumerate(d.inputs):
+        for k, _ in enumerate(d.inputs):
             src.node(f"in{k}", label=d.input_names[k] if k < len(d.input_names) else f"in{k}",
                      shape="plaintext", fontname=FONT)
     with g.subgraph(name="outputs") as snk:
