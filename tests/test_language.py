@@ -223,3 +223,9 @@ def test_a_sum_may_follow_a_product():
     # w * sum_j x[j] reads as w * (sum_j x[j]): the sum extends to the right
     d = load("diagram A(x: [s, d], w: [d]) -> [d] {\n  return w * sum_j x[j]\n}")["A"]
     assert sorted(b["op"] for b in boxes(d)) == ["contract", "mul"]
+
+
+def test_a_diagram_shows_itself_as_svg_in_a_notebook():
+    d = load("diagram A(x: [s, d]) -> [s, k] {\n return Q(x)\n}")["A"]
+    svg = d._repr_svg_()
+    assert "<svg" in svg and ">Q<" in svg
