@@ -28,9 +28,16 @@ class DiagError(Exception):
     def render(self, severity: str = "error") -> str:
         """The message as a compiler prints it, with the offending line and a caret."""
         head = f"{self.pos}: {severity}: {self.message}" if self.pos else f"{severity}: {self.message}"
-        if self.pos is None or self.source is None:
+        if self.pos is None:
             return head
-        lines = self.source.splitlines()
+        source = self.source
+        if source is None:  # raised far from the text (compiling, say): read the file again
+            try:
+                with open(self.pos.file, encoding="utf-8") as f:
+                    source = f.read()
+            except (OSError, ValueError):
+                return head
+        lines = source.splitlines()
         if not 1 <= self.pos.line <= len(lines):
             return head
         text = lines[self.pos.line - 1].expandtabs(1)

@@ -183,3 +183,17 @@ def test_train_on_the_synthetic_corpus_and_resume(tmp_path, capsys):
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["steps"] == 40 and result["test_ppl"] < result["unigram_ppl"]
     assert len((tmp_path / "run" / "log.csv").read_text().splitlines()) == 3  # header, step 20, step 40
+
+
+def test_unwritable_output_is_an_error_not_a_traceback(good, capsys):
+    assert main(["render", str(good), "-d", "Twice", "-o", "/proc/no/such/dir/x.svg"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot write /proc/no/such/dir/x.svg") and "Traceback" not in err
+
+
+def test_compile_error_far_from_the_text_still_shows_the_line(tmp_path, capsys):
+    src = tmp_path / "a.diag"
+    src.write_text("dim s : seq\ndim k : fixed\nabstract sim : [k], [k] -> []\n"
+                   "diagram A(x: [s, k]) -> [s, s] {\n  e[i, j] = sim(x[i], x[j])\n  return e\n}\n")
+    assert main(["compile", str(src), "-d", "A", "--dims", "k=2"]) == 1
+    assert capsys.readouterr().err.splitlines()[1:] == ["      e[i, j] = sim(x[i], x[j])", "                ^"]

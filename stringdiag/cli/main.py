@@ -30,6 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     except DiagError as e:
         print(e.render(), file=sys.stderr)
         return 1
+    except OSError as e:  # the machine said no (a path we cannot write, a full disk)
+        where = f": {e.filename}" if e.filename else ""
+        print(f"error: {e.strerror or e}{where}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

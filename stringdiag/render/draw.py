@@ -173,9 +173,12 @@ def render(d: Diagram, out: str | Path, expand: bool = False) -> Path:
     except graphviz.ExecutableNotFound:
         raise DiagError("Graphviz's 'dot' is not installed: apt-get install -y graphviz "
                         "(or your platform's graphviz package)") from None
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, out)
+    except OSError as e:
+        raise DiagError(f"cannot write {out}: {e.strerror or e}") from None
     return out
