@@ -10,9 +10,10 @@ import os
 import sys
 
 from ..errors import DiagError
-from . import check, compile, info, render, train
+from . import check, compile, derive, info, normalize, render, train
 
-COMMANDS = {"check": check, "render": render, "info": info, "compile": compile, "train": train}
+COMMANDS = {"check": check, "render": render, "info": info, "derive": derive, "normalize": normalize,
+            "compile": compile, "train": train}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -77,11 +77,16 @@ def _box_style(node: dict) -> dict:
     return style
 
 
-def to_graphviz(d: Diagram, expand: bool = False) -> graphviz.Digraph:
-    """The diagram as a Graphviz graph (open definitions with ``expand``)."""
+def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str | None = None) -> graphviz.Digraph:
+    """The diagram as a Graphviz graph (open definitions with ``expand``).
+
+    With ``cluster`` the graph is a cluster of that name, node names start with ``prefix``,
+    and it can be placed in a larger picture (a derivation's chain of steps).
+    """
     if expand:
         d = d.expand()
-    g = graphviz.Digraph(name=d.name)
+    P = prefix
+    g = graphviz.Digraph(name=cluster or d.name)
     g.attr(rankdir="LR", fontname=FONT, nodesep="0.25", ranksep="0.35", label=d.signature(),
            labelloc="t", fontsize="12", newrank="true")
     g.attr("node", fontname=FONT, fontsize="11")
@@ -112,62 +117,81 @@ def to_graphviz(d: Diagram, expand: bool = False) -> graphviz.Digraph:
 
     def emit(graph, path):
         for b in tree[path]:
-            graph.node(str(b), **_box_style(d.box(b)))
+            graph.node(f"{P}{b}", **_box_style(d.box(b)))
         for child in children.get(path, []):
             counter[0] += 1
-            with graph.subgraph(name=f"cluster_{counter[0]}") as sub:
+            with graph.subgraph(name=f"cluster_{P}{counter[0]}") as sub:
                 sub.attr(**cluster_attrs(child[-1]))
                 emit(sub, child)
 
     emit(g, ())
 
-    with g.subgraph(name="inputs") as src:
-        src.attr(rank="source")
+    with g.subgraph(name=f"{P}inputs") as src:
+        if not cluster:
+            src.attr(rank="source")
         for k, _ in enumerate(d.inputs):
-            src.node(f"in{k}", label=d.input_names[k] if k < len(d.input_names) else f"in{k}",
+            src.node(f"{P}in{k}", label=d.input_names[k] if k < len(d.input_names) else f"in{k}",
                      shape="plaintext", fontname=FONT)
-    with g.subgraph(name="outputs") as snk:
-        snk.attr(rank="sink")
+    with g.subgraph(name=f"{P}outputs") as snk:
+        if not cluster:
+            snk.attr(rank="sink")
         for k, _ in enumerate(d.outputs):
-            snk.node(f"out{k}", label=f"out{k + 1}" if len(d.outputs) > 1 else "out", shape="plaintext")
+            snk.node(f"{P}out{k}", label=f"out{k + 1}" if len(d.outputs) > 1 else "out", shape="plaintext")
 
     for w in d.wires():
         a = d.graph.nodes[w]
         label = type_label(a["type"], d, a.get("name"))
-        src_node = str(d.producer(w)) if d.producer(w) is not None else None
+        src_node = f"{P}{d.producer(w)}" if d.producer(w) is not None else None
         if src_node is None:
-            src_node = f"in{d.inputs.index(w)}" if w in d.inputs else None
+            src_node = f"{P}in{d.inputs.index(w)}" if w in d.inputs else None
         if src_node is None:  # pragma: no cover - every wire has a producer or is an input
             continue
-        sinks = [str(b) for b, _ in d.consumers(w)]
-        sinks += [f"out{k}" for k, o in enumerate(d.outputs) if o == w]
-        if a["type"] == () and d.graph.nodes[d.producer(w)]["box"] == "const" if d.producer(w) else False:
-            label = ""
+        sinks = [f"{P}{b}" for b, _ in d.consumers(w)]
+        sinks += [f"{P}out{k}" for k, o in enumerate(d.outputs) if o == w]
+        producer = d.producer(w)
+        if a["type"] == () and producer is not None and d.graph.nodes[producer]["box"] == "const":
+            label = ""  # a constant's wire: the number says it all
         if not sinks:
-            g.node(f"del{w}", label="", shape="point", width="0.08", color="#333333")
-            g.edge(src_node, f"del{w}", label=label, arrowhead="none")
+            g.node(f"{P}del{w}", label="", shape="point", width="0.08", color="#333333")
+            g.edge(src_node, f"{P}del{w}", label=label, arrowhead="none")
         elif len(sinks) == 1:
             g.edge(src_node, sinks[0], label=label)
         else:
-            g.node(f"copy{w}", label="", shape="point", width="0.09")
-            g.edge(src_node, f"copy{w}", label=label, arrowhead="none")
-            for s in sinks:
-                g.edge(f"copy{w}", s)
+            g.node(f"{P}copy{w}", label="", shape="point", width="0.09")
+            g.edge(src_node, f"{P}copy{w}", label=label, arrowhead="none")
+            for snk in sinks:
+                g.edge(f"{P}copy{w}", snk)
     return g
 
 
-def to_svg(d: Diagram, expand: bool = False) -> str:
-    return to_graphviz(d, expand).pipe(format="svg", encoding="utf-8")
+def strip(frames: list[tuple[str, str, Diagram]]) -> graphviz.Digraph:
+    """Several diagrams left to right, each framed and captioned, joined by a relation
+    (``≡``, ``⇒``): the chain of pictures of a derivation. ``frames`` are (caption,
+    relation to the previous frame, diagram)."""
+    g = graphviz.Digraph(name="derivation")
+    g.attr(rankdir="LR", fontname=FONT, newrank="true", nodesep="0.25", ranksep="0.35")
+    g.attr("node", fontname=FONT, fontsize="11")
+    g.attr("edge", fontname=FONT, fontsize="10", arrowsize="0.5")
+    previous = None
+    for k, (caption, relation, d) in enumerate(frames):
+        sub = to_graphviz(d, prefix=f"s{k}_", cluster=f"cluster_step{k}")
+        sub.attr(label=caption, labelloc="t", style="rounded", color="#bbbbbb", fontsize="13")
+        g.subgraph(sub)
+        if previous is not None:
+            g.node(f"rel{k}", label=relation or "→", shape="plaintext", fontsize="28")
+            g.edge(previous, f"rel{k}", style="invis")
+            g.edge(f"rel{k}", f"s{k}_in0" if d.inputs else f"s{k}_out0", style="invis")
+        previous = f"s{k}_out0"
+    return g
 
 
-def render(d: Diagram, out: str | Path, expand: bool = False) -> Path:
-    """Write the picture; the format follows the extension (.svg, .png, .pdf, .dot)."""
+def write(g: graphviz.Digraph, out: str | Path) -> Path:
+    """Write a Graphviz graph in the format the extension names, atomically."""
     out = Path(out)
     fmt = FORMATS.get(out.suffix.lower())
     if fmt is None:
         raise DiagError(f"cannot tell the picture format from '{out.name}': use one of "
                         + ", ".join(sorted(FORMATS)))
-    g = to_graphviz(d, expand)
     try:
         data = g.source.encode() if fmt == "dot" else g.pipe(format=fmt)
     except graphviz.ExecutableNotFound:
@@ -182,3 +206,12 @@ def render(d: Diagram, out: str | Path, expand: bool = False) -> Path:
     except OSError as e:
         raise DiagError(f"cannot write {out}: {e.strerror or e}") from None
     return out
+
+
+def to_svg(d: Diagram, expand: bool = False) -> str:
+    return to_graphviz(d, expand).pipe(format="svg", encoding="utf-8")
+
+
+def render(d: Diagram, out: str | Path, expand: bool = False) -> Path:
+    """Write the picture; the format follows the extension (.svg, .png, .pdf, .dot)."""
+    return write(to_graphviz(d, expand), out)

@@ -1,0 +1,39 @@
+"""``stringdiag derive FILE.deriv [-o chain.svg] [--verify]``: run and check a derivation."""
+from __future__ import annotations
+
+import argparse
+
+HELP = "check a derivation step by step; print its table, draw its chain of pictures"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", metavar="FILE.deriv")
+    p.add_argument("-o", "--output", metavar="OUT", help="the chain of pictures (.svg, .png, .pdf, .dot); "
+                   "with several files, a directory")
+    p.add_argument("--verify", action="store_true",
+                   help="also evaluate both sides of every equality on random inputs (float64)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ..derive.derivation import load_derivation
+    from ..render.draw import strip, write
+
+    for path in args.files:
+        deriv = load_derivation(path, verify=args.verify)
+        print(f"{path}: {len(deriv.steps) - 1} steps, from {deriv.steps[0].diagram.name}"
+              + (f" to {deriv.target.name} (isomorphic)" if deriv.target is not None else ""))
+        print(deriv.table())
+        if args.verify:
+            n = sum(1 for s in deriv.steps if s.verified is not None)
+            print(f"verified numerically: {n} equalit{'y' if n == 1 else 'ies'} "
+                  f"(largest relative error {max((s.verified for s in deriv.steps if s.verified is not None), default=0):.1e})")
+        if args.output:
+            out = Path(args.output)
+            if len(args.files) > 1 or out.is_dir():
+                out = out / (Path(path).stem + ".svg")
+            frames = [(f"{s.number}. {s.text}", s.relation, s.diagram) for s in deriv.steps]
+            print(f"wrote {write(strip(frames), out)}")
+        print()
+    return 0

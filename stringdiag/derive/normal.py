@@ -1,0 +1,58 @@
+"""Normal forms: apply rules everywhere until nothing changes, under explicit bounds.
+
+Termination is not guaranteed in general (an equation used both ways loops), so the
+rounds and the size are bounded, and a repeated canonical hash ends the search too.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import DiagError
+from ..graph.diagram import Diagram
+from ..rewrite.dpo import rewrite_all
+from ..rewrite.rule import library
+
+
+@dataclass
+class Normalized:
+    diagram: Diagram
+    rounds: int
+    rewrites: int
+    fixpoint: bool
+
+
+def normalize(d: Diagram, rules: list[str], max_rounds: int = 20, max_boxes: int = 100_000,
+              log: Callable[[str], None] | None = None) -> Normalized:
+    lib = library()
+    chosen = []
+    for spec in rules:
+        name, _, how = spec.partition(":")
+        if name not in lib:
+            from ..graph.program import suggest
+
+            raise DiagError(f"no rule named '{name}'{suggest(name, list(lib))}")
+        if how not in ("", "reversed"):
+            raise DiagError(f"'{spec}': write NAME or NAME:reversed")
+        rule = lib[name]
+        rule.sides(how == "reversed")  # a reduction cannot be used backwards
+        chosen.append((rule, how == "reversed"))
+    seen = {d.canonical_hash()}
+    total = 0
+    for rounds in range(1, max_rounds + 1):
+        changed = 0
+        for rule, reverse in chosen:
+            d, n = rewrite_all(d, rule, reverse)
+            changed += n
+            if log and n:
+                log(f"round {rounds}: {rule.name}{' (reversed)' if reverse else ''} x{n}")
+            if len(d) > max_boxes:
+                return Normalized(d, rounds, total + changed, False)
+        total += changed
+        if not changed:
+            return Normalized(d, rounds, total, True)
+        h = d.canonical_hash()
+        if h in seen:  # back where we have been: a cycle of equations
+            return Normalized(d, rounds, total, False)
+        seen.add(h)
+    return Normalized(d, max_rounds, total, False)

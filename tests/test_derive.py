@@ -1,0 +1,95 @@
+"""Derivations: every step checked, equalities verified numerically, wrong steps refused."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stringdiag import DiagError
+from stringdiag.cli.main import main
+from stringdiag.derive.derivation import load_derivation
+
+DIAG = """\
+dim s : seq
+dim d, k : fixed
+learn Q, K : [d] -> [k]
+learn V : [d] -> [d]
+abstract sim : [k], [k] -> []
+diagram G(x: [s, d]) -> [s, d] {
+  q = Q(x)
+  kk = K(x)
+  a[i, j] = sim(q[i], kk[j])
+  y[i] = sum_j a[i, j] * V(x)[j]
+  return y
+}
+diagram Lin(x: [s, d]) -> [s, d] {
+  q = Q(x)
+  kk = K(x)
+  kv[f, c] = sum_j kk[j, f] * V(x)[j, c]
+  y[i, c] = sum_f q[i, f] * kv[f, c]
+  return y
+}
+diagram Dot(p: [k], r: [k]) -> [] {
+  return sum_f p[f] * r[f]
+}
+"""
+
+
+@pytest.fixture
+def here(tmp_path: Path) -> Path:
+    (tmp_path / "a.diag").write_text(DIAG)
+    return tmp_path
+
+
+def deriv(here: Path, text: str) -> Path:
+    p = here / "x.deriv"
+    p.write_text(text)
+    return p
+
+
+def test_linearisation_from_a_generic_similarity(here):
+    d = load_derivation(deriv(here, "start a.diag:G\nspecialise sim := Dot\napply assoc\ntarget a.diag:Lin\n"),
+                        verify=True)
+    assert [s.relation for s in d.steps] == ["", "⇒", "≡"]
+    assert d.steps[2].verified is not None and d.steps[2].verified < 1e-12
+    table = d.table()
+    assert "O(s^2)" in table.splitlines()[1] and "O(s)" in table.splitlines()[3]
+
+
+def test_inline_specialisation_and_cli(here, capsys):
+    p = deriv(here, "start a.diag:G\nspecialise sim(p, r) := { return sum_f p[f] * r[f] }\n"
+                    "apply assoc\ntarget a.diag:Lin\n")
+    assert main(["derive", str(p), "--verify", "-o", str(here / "chain.svg")]) == 0
+    out = capsys.readouterr().out
+    assert "2 steps, from G to Lin (isomorphic)" in out and "verified numerically: 1 equality" in out
+    assert (here / "chain.svg").read_text().count("<svg") == 1
+
+
+def test_a_wrong_step_is_refused_with_its_number_and_reason(here, capsys):
+    # associativity cannot apply before sim is a contraction
+    p = deriv(here, "start a.diag:G\napply assoc\n")
+    assert main(["derive", str(p)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{p}:2:7: error: step 1 (apply assoc) fails: rule 'assoc' does not match here")
+
+
+def test_a_specialisation_of_the_wrong_type_is_refused(here):
+    p = deriv(here, "start a.diag:G\nspecialise sim(p) := { return sum_f p[f] }\n")
+    with pytest.raises(DiagError, match=r"step 1 .* fails: 'sim' has 2 input\(s\); 1 name\(s\) given"):
+        load_derivation(p)
+
+
+def test_the_target_must_be_reached(here):
+    p = deriv(here, "start a.diag:G\nspecialise sim := Dot\ntarget a.diag:Lin\n")
+    with pytest.raises(DiagError, match="the result of step 1 is not the target 'Lin'") as e:
+        load_derivation(p)
+    assert (e.value.pos.line, e.value.pos.col) == (3, 1)
+
+
+def test_a_reduction_cannot_be_used_backwards(here):
+    rules = here / "r.rules"
+    rules.write_text("dim k : fixed\nlearn F : [k] -> [k]\n"
+                     "rule lin<n>(x: [k]) -> [k] { return F(x) } => { return x }\n")
+    p = deriv(here, 'use "r.rules"\nstart a.diag:G\napply lin reversed\n')
+    with pytest.raises(DiagError, match="step 1 .* fails: rule 'lin' is a reduction"):
+        load_derivation(p)
