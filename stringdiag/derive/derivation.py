@@ -201,6 +201,10 @@ class Runner:
             name_tok, at = item.children
             out = self.fold(cur, name_tok, at)
             relation = EQ
+        elif kind == "copy":
+            (name_tok,) = item.children
+            out = self.copy(cur, name_tok)
+            relation = EQ
         elif kind == "rewire":
             ref, _why = item.children
             out = self.diagram(ref)
@@ -292,6 +296,23 @@ class Runner:
         except DiagError as e:
             raise DiagError(e.message, e.pos, self.text if e.pos and e.pos.file == self.file else e.source) from None
         return prog[f"__{name}"]
+
+    def copy(self, cur: Diagram, name_tok: Token) -> Diagram:
+        """Naturality of copy: the box making the wire, once per reader."""
+        from ..rewrite.dpo import copy_box
+
+        wires = [w for w in cur.wires() if cur.graph.nodes[w]["name"] == str(name_tok)]
+        if len(wires) != 1:
+            raise self.err(f"{'no' if not wires else len(wires)} wire{'s' if len(wires) != 1 else ''} named "
+                           f"'{name_tok}'", name_tok)
+        box = cur.producer(wires[0])
+        readers = cur.consumers(wires[0])
+        if box is None or len(readers) + (wires[0] in cur.outputs) < 2:
+            raise self.err(f"wire '{name_tok}' is not copied: nothing to do", name_tok)
+        out = cur
+        for reader in readers[1:]:
+            out = copy_box(out, box, [reader])
+        return out
 
     def fold(self, cur: Diagram, name_tok: Token, at: Tree | None) -> Diagram:
         name = str(name_tok)

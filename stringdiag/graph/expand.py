@@ -95,6 +95,9 @@ def _inline(out: Diagram, src: Diagram, env: dict[int, Placed], context: tuple, 
                                (simd_index(v, simd) if isinstance(v, str) else n_simd + v) for v in view)
                 env[ow] = _settle(out, (tw, lifted), substitute_type(src.wire_type(ow), sub), context,
                                   node["pos"])
+                outer_name = src.graph.nodes[ow]["name"]
+                if outer_name and env[ow][0] not in out.inputs:  # the caller's name for it wins
+                    out.graph.nodes[env[ow][0]]["name"] = outer_name
             continue
         attrs = {k: v for k, v in node.items() if k not in ("kind", "box", "op", "simd", "pos", "display")}
         attrs["clusters"] = outer + _subst_clusters(node.get("clusters", ()), sub)

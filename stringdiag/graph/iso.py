@@ -3,7 +3,9 @@
 Names of wires and of SIMD indices are presentation, not structure: two diagrams that
 differ only by renaming, or by the order of independent statements, are equal. What
 counts is the boxes, their SIMD dimensions, how each input axis is indexed, the wire
-types, and the order of the diagram's inputs and outputs.
+types, and the order of the diagram's inputs and outputs. A contraction's local axes count as iterated
+indices: ``y[i] = sum_j a[i, j] * v[j]`` and ``y[i, c] = sum_j a[i, j] * v[j, c]`` are one
+diagram.
 """
 from __future__ import annotations
 
@@ -14,8 +16,8 @@ import networkx as nx
 from .diagram import Diagram
 
 
-def _box_label(node: dict) -> str:
-    simd = ",".join(str(d) for _, d in node["simd"])
+def _box_label(node: dict, local: tuple = ()) -> str:
+    simd = ",".join(str(d) for _, d in node["simd"]) + "".join(f",{d}" for d in local)
     summed = ",".join(str(d) for _, d in node.get("summed", ()))
     generics = ",".join(f"{g}={d}" for g, d in node.get("generics", ()))
     ident = node.get("param", node["op"])
@@ -23,8 +25,14 @@ def _box_label(node: dict) -> str:
                      repr(node.get("value", ""))))
 
 
-def _axes_label(node: dict, axes: tuple) -> str:
-    order = {lab: k for k, (lab, _) in enumerate(tuple(node["simd"]) + tuple(node.get("summed", ())))}
+def _axes_label(node: dict, axes: tuple, n_local: int = 0) -> str:
+    n = len(node["simd"])
+    order = {lab: k for k, (lab, _) in enumerate(node["simd"])}
+    # summed indices come after the local axes, so that a contraction's local axes can count
+    # as iterated indices: y[i] = sum_j a[i, j] * v[j] is y[i, c] = sum_j a[i, j] * v[j, c]
+    order.update({lab: n + n_local + k for k, (lab, _) in enumerate(node.get("summed", ()))})
+    if node["box"] == "contract":
+        return ",".join(f"v{order[a]}" if isinstance(a, str) else f"v{n + a}" for a in axes)
     return ",".join(f"v{order[a]}" if isinstance(a, str) else str(a) for a in axes)
 
 
@@ -41,10 +49,13 @@ def labelled(d: Diagram) -> nx.DiGraph:
         if a["kind"] == "wire":
             h.add_node(n, label="wire|" + ",".join(str(x) for x in a["type"]) + "|" + ",".join(ins.get(n, ())))
         else:
-            h.add_node(n, label=_box_label(a))
+            local = d.local_out_type(n, 0) if a["box"] == "contract" else ()
+            h.add_node(n, label=_box_label(a, local))
     for u, v, k, a in g.edges(keys=True, data=True):
         if g.nodes[u]["kind"] == "wire":
-            lab = f"{k}:{_axes_label(g.nodes[v], a['axes'])}"
+            node = g.nodes[v]
+            n_local = len(d.local_out_type(v, 0)) if node["box"] == "contract" else 0
+            lab = f"{k}:{_axes_label(node, a['axes'], n_local)}"
         else:
             lab = f"{k}"
         if h.has_edge(u, v):  # the same wire read twice by one box (x * x)

@@ -1,0 +1,40 @@
+"""A normal form for comparing rewritten diagrams: contractions with every free axis iterated.
+
+``y[i] = sum_j a[i, j] * v[j]`` (a local axis over v's features) and
+``y[i, c] = sum_j a[i, j] * v[j, c]`` are one contraction written two ways; ``iso.py``
+tells them apart, matching does not. Comparing ``iterated(a)`` with ``iterated(b)`` asks
+whether two diagrams are equal up to renaming *and* that spelling.
+"""
+from __future__ import annotations
+
+from ..graph.diagram import Diagram
+from .dpo import copy_diagram
+
+
+def iterated(d: Diagram) -> Diagram:
+    """A copy in which every contraction's local axes are SIMD labels."""
+    out = copy_diagram(d)
+    g = out.graph
+    for b in list(out.boxes()):
+        node = g.nodes[b]
+        if node["box"] != "contract":
+            continue
+        loc = out.local_out_type(b, 0)
+        if not loc:
+            continue
+        taken = {lab for lab, _ in tuple(node["simd"]) + tuple(node.get("summed", ()))}
+        labels = []
+        for k, dim in enumerate(loc):
+            lab = dim.name or f"c{k}"
+            while lab in taken:
+                lab += "'"
+            taken.add(lab)
+            labels.append(lab)
+        node["simd"] = tuple(node["simd"]) + tuple(zip(labels, loc))
+        node["display"] = {**node.get("display", {}), **{lab: lab for lab in labels}}
+        for w, _, k, a in list(g.in_edges(b, keys=True, data=True)):
+            a["axes"] = tuple(labels[x] if isinstance(x, int) else x for x in a["axes"])
+    return out
+
+
+__all__ = ["iterated"]
