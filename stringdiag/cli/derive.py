@@ -18,7 +18,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..derive.derivation import load_derivation
-    from ..render.draw import strip, write
+    from ..render.draw import chain_svg, strip, write, write_text
 
     for path in args.files:
         deriv = load_derivation(path, verify=args.verify)
@@ -34,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
             if len(args.files) > 1 or out.is_dir():
                 out = out / (Path(path).stem + ".svg")
             frames = [(f"{s.number}. {s.text}", s.relation, s.diagram) for s in deriv.steps]
-            print(f"wrote {write(strip(frames), out)}")
+            # an SVG chain reads top to bottom; other formats are one Graphviz strip, left to right
+            wrote = write_text(chain_svg(frames), out) if out.suffix.lower() == ".svg" else write(strip(frames), out)
+            print(f"wrote {wrote}")
         print()
     return 0

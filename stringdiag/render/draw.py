@@ -185,6 +185,47 @@ def strip(frames: list[tuple[str, str, Diagram]]) -> graphviz.Digraph:
     return g
 
 
+def chain_svg(frames: list[tuple[str, str, Diagram]]) -> str:
+    """The chain of a derivation as one SVG, top to bottom: each step's picture under its
+    caption, the relation to the previous one (``≡``, ``⇒``) between them."""
+    import re
+
+    parts, y, width = [], 0.0, 0.0
+    for k, (caption, relation, d) in enumerate(frames):
+        svg = to_svg(d)
+        m = re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', svg)
+        w, h = (float(m.group(1)), float(m.group(2))) if m else (400.0, 200.0)
+        # sizes in the outer picture's units (points): drop the unit, keep the number
+        body = re.sub(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', r'<svg width="\1" height="\2"',
+                      svg[svg.index("<svg"):], count=1)
+        if k:
+            parts.append(f'<text x="20" y="{y + 26:.0f}" font-family="{FONT}" font-size="26">{html.escape(relation)}</text>')
+            y += 36
+        parts.append(f'<text x="4" y="{y + 16:.0f}" font-family="{FONT}" font-size="14" font-weight="bold">'
+                     f"{html.escape(caption)}</text>")
+        y += 22
+        parts.append(body.replace("<svg ", f'<svg x="0" y="{y:.0f}" ', 1))
+        y += h
+        width = max(width, w)
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<svg xmlns="http://www.w3.org/2000/svg" '
+            f'xmlns:xlink="http://www.w3.org/1999/xlink" width="{width:.0f}pt" height="{y:.0f}pt" '
+            f'viewBox="0 0 {width:.0f} {y:.0f}">\n' + "\n".join(parts) + "\n</svg>\n")
+
+
+def write_text(text: str, out: str | Path) -> Path:
+    out = Path(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except OSError as e:
+        raise DiagError(f"cannot write {out}: {e.strerror or e}") from None
+    return out
+
+
 def write(g: graphviz.Digraph, out: str | Path) -> Path:
     """Write a Graphviz graph in the format the extension names, atomically."""
     out = Path(out)
@@ -202,6 +243,7 @@ def write(g: graphviz.Digraph, out: str | Path) -> Path:
         fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a picture is for everyone
         os.replace(tmp, out)
     except OSError as e:
         raise DiagError(f"cannot write {out}: {e.strerror or e}") from None
