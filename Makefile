@@ -41,6 +41,7 @@ bench: install dot
 	$(BIN)/python benchmarks/bench_check.py
 	$(BIN)/python benchmarks/bench_attention.py
 	$(BIN)/python benchmarks/bench_lm.py
+	$(BIN)/python benchmarks/bench_rewrite.py
 	$(BIN)/python benchmarks/bench_derive.py
 
 clean:

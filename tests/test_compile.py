@@ -374,3 +374,11 @@ def test_user_supplied_approximator_factory():
     assert all("bias" not in name for name, _ in m.named_parameters())
     with pytest.raises(DiagError, match="unknown approximator 'deep'"):
         compile(PROG["SelfAttention"], dims=DIMS, approximator="deep")
+
+
+def test_scalar_output_without_batch_axes():
+    p = stringdiag.loads("dim s : seq\ndim d : fixed\n"
+                         "diagram A(x: [s, d]) -> [] {\n  return sum_{i, f} x[i, f]\n}", "a.diag")
+    m = compile(p["A"], dims={"d": 3})
+    assert m(torch.ones(4, 3)).shape == () and m(torch.ones(4, 3)).item() == 12.0
+    assert m(torch.ones(2, 4, 3)).shape == (2,)

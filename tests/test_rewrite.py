@@ -409,9 +409,10 @@ def test_match_descriptions_select_one_match(kernel):
         select([m], "q")
     flat = model(2)
     ms = find_matches(flat, LIB["assoc"])
-    assert len(ms) == 16 and len({x.where for x in ms}) == 16
-    one = select(ms, "Layer#2/Head#3/y")
-    assert one.where == "Layer#2/Head#3/y"
+    assert len(ms) == 16 and len({x.where for x in ms}) == 16  # instance paths tell heads apart
+    assert all(x.where.startswith(f"Layer#{k // 8 + 1}/Head#{k % 8 + 1}/") for k, x in enumerate(ms))
+    one = select(ms, ms[10].where)
+    assert one is ms[10] and select(ms, ms[10].where) is one  # stable: the same again
     with pytest.raises(DiagError, match="no match at"):
         select(ms, "Layer#3/Head#1/y")
 
@@ -506,7 +507,7 @@ def test_linearisation_of_kernel_attention(kernel):
     assert c.seq_time == "s" and c.seq_memory == "s"
     assert "s^2" not in c.time
     lin = stringdiag.load(ROOT / "gallery" / "similarity.diag")["LinearAttention"]
-    assert iterated(t4).isomorphic(iterated(lin))
+    assert t4.isomorphic(lin) and iterated(t4).isomorphic(iterated(lin))
     assert not t4.isomorphic(p_generic())  # and not the quadratic form any more
     stringdiag.compile(t4, dims={"d": 4, "k": 3})
 

@@ -52,6 +52,7 @@ class Diagram:
 
     # -- building -------------------------------------------------------------------
     def _fresh(self) -> int:
+        """A new node id; ids only grow, so ``_next`` also versions the graph's additions."""
         self._next += 1
         return self._next
 

@@ -130,7 +130,8 @@ _plans: "weakref.WeakKeyDictionary[object, tuple[int, list]]" = weakref.WeakKeyD
 def _plan(src: Diagram) -> list:
     """The boxes of a definition in order with their ports, computed once per definition."""
     key = src.graph
-    size = (src.graph.number_of_nodes(), src.graph.number_of_edges())
+    # node ids only grow, so (last id, node count, edge count) changes with any edit
+    size = (src._next, src.graph.number_of_nodes(), src.graph.number_of_edges())
     cached = _plans.get(key)
     if cached is None or cached[0] != size:
         plan = []

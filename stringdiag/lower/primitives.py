@@ -137,7 +137,7 @@ def unflatten_batch(y: Tensor, batch: tuple[int, ...], n: int) -> Tensor:
     """Restore the caller's batch axes (expanding values that did not depend on them)."""
     if y.shape[0] != n:
         y = y.expand(n, *y.shape[1:])
-    return y.reshape(*batch, *y.shape[1:])
+    return y.reshape(tuple(batch) + tuple(y.shape[1:]))  # a tuple: () is a scalar, not "no shape"
 
 
 # Elementwise scalar primitives: name -> function of aligned tensors.
