@@ -62,7 +62,12 @@ def test_inline_specialisation_and_cli(here, capsys):
     assert main(["derive", str(p), "--verify", "-o", str(here / "chain.svg")]) == 0
     out = capsys.readouterr().out
     assert "2 steps, from G to Lin (isomorphic)" in out and "verified numerically: 1 equality" in out
-    assert (here / "chain.svg").read_text().count("<svg") == 1
+    import xml.etree.ElementTree as ET
+
+    chain = (here / "chain.svg").read_text()
+    ET.fromstring(chain.encode())
+    assert chain.count("<svg") == 1 + 3  # the page, and one picture per step (start and two steps)
+    assert "1. specialise sim(p, r)" in chain and "≡" in chain
 
 
 def test_a_wrong_step_is_refused_with_its_number_and_reason(here, capsys):
