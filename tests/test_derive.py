@@ -98,3 +98,21 @@ def test_a_reduction_cannot_be_used_backwards(here):
     p = deriv(here, 'use "r.rules"\nstart a.diag:G\napply lin reversed\n')
     with pytest.raises(DiagError, match="step 1 .* fails: rule 'lin' is a reduction"):
         load_derivation(p)
+
+
+def test_normalize_reaches_a_fixpoint(here, capsys):
+    (here / "n.diag").write_text(DIAG.replace("abstract sim : [k], [k] -> []\n", "").split("diagram G")[0] + """
+diagram Dot2(x: [s, d]) -> [s, d] {
+  q = Q(x)
+  kk = K(x)
+  a[i, j] = sum_f q[i, f] * kk[j, f]
+  y[i] = sum_j a[i, j] * V(x)[j]
+  return y
+}
+""")
+    assert main(["normalize", str(here / "n.diag"), "-d", "Dot2", "--rules", "assoc"]) == 0
+    out = capsys.readouterr().out
+    assert "round 1: assoc x1" in out and "a fixpoint" in out
+    assert "time in the sequence length: O(s^2) -> O(s)" in out
+    assert main(["normalize", str(here / "n.diag"), "-d", "Dot2", "--rules", "asoc"]) == 1
+    assert "no rule named 'asoc'; did you mean 'assoc'?" in capsys.readouterr().err
