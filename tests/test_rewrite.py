@@ -410,7 +410,8 @@ def test_match_descriptions_select_one_match(kernel):
     flat = model(2)
     ms = find_matches(flat, LIB["assoc"])
     assert len(ms) == 16 and len({x.where for x in ms}) == 16  # instance paths tell heads apart
-    assert all(x.where.startswith(f"Layer#{k // 8 + 1}/Head#{k % 8 + 1}/") for k, x in enumerate(ms))
+    # a head's output is named by the layer that uses the head: h_0 ... h_7 in Layer#1, Layer#2
+    assert [x.where for x in ms] == [f"Layer#{k // 8 + 1}/h_{k % 8}" for k in range(16)]
     one = select(ms, ms[10].where)
     assert one is ms[10] and select(ms, ms[10].where) is one  # stable: the same again
     with pytest.raises(DiagError, match="no match at"):

@@ -98,6 +98,7 @@ def _inline(out: Diagram, src: Diagram, env: dict[int, Placed], context: tuple, 
                 outer_name = src.graph.nodes[ow]["name"]
                 if outer_name and env[ow][0] not in out.inputs:  # the caller's name for it wins
                     out.graph.nodes[env[ow][0]]["name"] = outer_name
+                    out.graph.nodes[env[ow][0]]["scope"] = path  # ... and names it in the caller's scope
             continue
         attrs = {k: v for k, v in node.items() if k not in ("kind", "box", "op", "simd", "pos", "display")}
         attrs["clusters"] = outer + _subst_clusters(node.get("clusters", ()), sub)

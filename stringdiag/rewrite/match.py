@@ -688,6 +688,8 @@ class Matcher:
         node = t.graph.nodes[w]
         pr = t.producer(w)
         path = instance_path(t.box(pr)) if pr is not None else ""
+        if "scope" in node:  # named by the definition that used the one making it
+            path = node["scope"]
         if node.get("name"):
             return path + node["name"]
         if pr is not None:
