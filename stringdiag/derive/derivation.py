@@ -249,7 +249,8 @@ class Runner:
     @staticmethod
     def instances(*ds: Diagram) -> dict:
         """Abstract families have no meaning of their own: check equalities for a random one."""
-        return {d.box(b)["op"]: "learn" for d in ds for b in d.expand().boxes() if d.expand().box(b)["box"] == "abstract"}
+        flats = [d.expand() for d in ds]
+        return {f.box(b)["op"]: "learn" for f in flats for b in f.boxes() if f.box(b)["box"] == "abstract"}
 
     def specialise(self, item: Tree, cur: Diagram) -> tuple[Diagram, str]:
         name_tok, params, value = item.children
