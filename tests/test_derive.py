@@ -116,3 +116,18 @@ diagram Dot2(x: [s, d]) -> [s, d] {
     assert "time in the sequence length: O(s^2) -> O(s)" in out
     assert main(["normalize", str(here / "n.diag"), "-d", "Dot2", "--rules", "asoc"]) == 1
     assert "no rule named 'asoc'; did you mean 'assoc'?" in capsys.readouterr().err
+
+
+def test_errors_in_an_inline_body_point_into_the_deriv_file(here):
+    p = deriv(here, "start a.diag:G\nspecialise sim(p, r) := {\n  w = p\n  return sum_f w[f] * zz[f]\n}\n")
+    with pytest.raises(DiagError, match="undefined name 'zz'") as e:
+        load_derivation(p)
+    assert (e.value.pos.file, e.value.pos.line, e.value.pos.col) == (str(p), 4, 23)
+
+
+def test_a_learnable_tensor_specialised_inline(here):
+    (here / "b.diag").write_text("dim s : seq\ndim d : fixed\nlearn rho : -> []\n"
+                                 "diagram R(x: [s, d]) -> [s, d] {\n  return rho() * x\n}\n"
+                                 "diagram I(x: [s, d]) -> [s, d] {\n  return 1 * x\n}\n")
+    d = load_derivation(deriv(here, "start b.diag:R\nspecialise rho() := { return 1 }\ntarget b.diag:I\n"))
+    assert [s.relation for s in d.steps] == ["", "⇒"]

@@ -49,6 +49,7 @@ SIGNATURES = {
         "M0": "[s, d] -> [s, d]",
         "M1": "[s, d] -> [s, d]",
     },
+    "derivations.diag": {},  # the start, intermediate and target diagrams of gallery/*.deriv
     "taxonomy.diag": {
         "PrimordialAttention": "[s, d] -> [s, d]",
         "SlidingWindowAttention": "[s, d] -> [s, d]",
@@ -93,6 +94,8 @@ def _sizes(prog, d) -> tuple[dict, dict]:
                     for n in dim.names():
                         if prog.lookup_dim(n) and prog.lookup_dim(n).kind == "seq":
                             fixed[n] = seq.get(n, 6)
+    if not d.inputs:  # nothing to read a sequence length from: it is given
+        fixed.update({n: v for n, v in seq.items() if prog.lookup_dim(n) is not None})
     return fixed, seq
 
 
@@ -117,5 +120,6 @@ def test_diagram_compiles_and_runs_on_random_input(path, name):
     xs = [torch.randn(2, *shape(t), dtype=torch.float64) for t in d.input_types]
     out = m(*xs)
     outs = out if isinstance(out, tuple) else (out,)
-    assert [tuple(o.shape) for o in outs] == [(2, *shape(t)) for t in d.output_types]
+    batch = (2,) if xs else ()  # a diagram without inputs makes one value
+    assert [tuple(o.shape) for o in outs] == [(*batch, *shape(t)) for t in d.output_types]
     assert all(torch.isfinite(o).all() for o in outs)

@@ -25,7 +25,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"{path}: {len(deriv.steps) - 1} steps, from {deriv.steps[0].diagram.name}"
               + (f" to {deriv.target.name} (isomorphic)" if deriv.target is not None else ""))
         print(deriv.table())
-        if args.verify:
+        if args.verify and not any(s.verified is not None for s in deriv.steps):
+            print("verified numerically: no equalities to check")
+        elif args.verify:
             n = sum(1 for s in deriv.steps if s.verified is not None)
             print(f"verified numerically: {n} equalit{'y' if n == 1 else 'ies'} "
                   f"(largest relative error {max((s.verified for s in deriv.steps if s.verified is not None), default=0):.1e})")

@@ -193,8 +193,12 @@ class Runner:
             out, relation = self.specialise(item, cur)
         elif kind == "unfold":
             (name_tok,) = item.children
-            if not any(cur.box(b)["op"] == str(name_tok) and cur.box(b)["box"] == "diagram" for b in cur.boxes()):
+            uses = [b for b in cur.boxes() if cur.box(b)["op"] == str(name_tok) and cur.box(b)["box"] == "diagram"]
+            if not uses:
                 raise self.err(f"'{name_tok}' is not used as a box here; nothing to unfold", name_tok)
+            if all(cur.box(b).get("scan") for b in uses):
+                raise self.err(f"'{name_tok}' is iterated by scan: a sequential loop cannot be opened into "
+                               "SIMD boxes", name_tok)
             out = expand(cur, keep=self.all_definitions(cur) - {str(name_tok)})
             relation = EQ
         elif kind == "fold":
@@ -282,16 +286,17 @@ class Runner:
         line and column, so errors in it point into the .deriv file."""
         if params is None:
             raise self.err(f"name the inputs of '{name}': specialise {name}(x, ...) := {{ ... }}", body)
-        names = [str(t) for t in params.children]
+        names = [str(t) for t in params.children if t is not None]
         if len(names) != len(decl.ins):
             raise self.err(f"'{name}' has {len(decl.ins)} input(s); {len(names)} name(s) given", params)
         header = ", ".join(f"{n}: {show_type(t)}" for n, t in zip(names, decl.ins))
         outs = ", ".join(show_type(t) for t in decl.outs)
-        imports = [f'import "{p}"' for p in self.programs] if self.programs else []
+        imports = "\n".join(f'import "{p}"' for p in self.programs)
         line, col = body.line, body.column
-        head = "\n".join(imports)
-        pad = max(line - 1 - len(imports) - 1, 0)
-        src = head + "\n" * (pad + 1) + f"diagram __{name}({header}) -> {outs}\n" + " " * (col - 1) + str(body) + "\n"
+        # the header on the line before the body, the imports after it (order does not matter
+        # in a .diag file), so that the body keeps its line and column in the .deriv
+        src = ("\n" * max(line - 2, 0) + f"diagram __{name}({header}) -> {outs}\n" + " " * (col - 1) + str(body)
+               + "\n" + imports + "\n")
         try:
             prog = loads(src, self.file)
         except DiagError as e:

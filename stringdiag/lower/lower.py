@@ -147,9 +147,11 @@ class Lowering:
                 # seq lengths, and the dimension parameters of a generic diagram, come from the inputs
                 if n and n not in self.seq and n not in self.dims and (decl is None or decl.kind == "seq"):
                     self.seq[n] = g.create_node("call_method", "size", (t, axis + 1), name=_ident(n))
-        if not flat_inputs:
-            raise DiagError(f"'{self.src.name}' has no inputs; there is nothing to compile")
-        self.ref = flat_inputs[0]
+        if not flat_inputs:  # a diagram with no inputs (a learnable tensor, a constant) makes one value
+            self.ref = g.call_function(torch.zeros, ((),), name="ref")
+            batch, n_batch = (), 1
+        else:
+            self.ref = flat_inputs[0]
         fused = {m.apply: m for m in find_attention(d, self.dims)} if self.fast else {}
         linear = {m.box: m for m in find_causal_linear(d)} if self.fast else {}
         skip = {b for m in [*fused.values(), *linear.values()] for b in m.skipped}
