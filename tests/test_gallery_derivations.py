@@ -10,7 +10,6 @@ import pytest
 from stringdiag.analysis.complexity import analyse
 from stringdiag.derive.derivation import EQ, RED, REWIRE, load_derivation
 from stringdiag.graph.expand import expand
-from stringdiag.rewrite.oracle import equal
 
 GALLERY = Path(__file__).resolve().parents[1] / "gallery"
 DERIVS = sorted(GALLERY.glob("*.deriv"))
