@@ -20,7 +20,7 @@ from ..analysis.complexity import analyse
 from ..errors import DiagError, Pos
 from ..graph.diagram import Diagram
 from ..graph.expand import expand
-from ..graph.program import Definition, Program, load, loads, prelude
+from ..graph.program import Definition, Program, load, loads, prelude, read_source
 from ..graph.types import show_type
 from ..rewrite.dpo import rewrite, rewrite_all
 from ..rewrite.match import find_matches, select
@@ -65,12 +65,7 @@ class Derivation:
 
 def load_derivation(path: str | Path, verify: bool = False, log=None) -> Derivation:
     """Run a ``.deriv`` file, checking every step (and, with ``verify``, every equality)."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise DiagError(f"cannot read {path}: {e.strerror or e}") from None
-    return Runner(text, str(path), verify, log).run()
+    return Runner(read_source(path), str(path), verify, log).run()
 
 
 class Runner:

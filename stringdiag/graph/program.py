@@ -157,16 +157,19 @@ def prelude() -> Program:
     return _prelude_cache[0]
 
 
-def load(path: str | Path) -> Program:
-    """Load, type-check and elaborate a ``.diag`` file and its imports."""
-    path = Path(path)
+def read_source(path: str | Path) -> str:
+    """A source file's text, or the tool's own error saying why not."""
     try:
-        text = path.read_text()
-    except OSError as e:
-        raise DiagError(f"cannot read {path}: {e.strerror or e}") from None
+        return Path(path).read_text()
     except UnicodeDecodeError:
         raise DiagError(f"{path} is not UTF-8 text") from None
-    return loads(text, str(path))
+    except OSError as e:
+        raise DiagError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+def load(path: str | Path) -> Program:
+    """Load, type-check and elaborate a ``.diag`` file and its imports."""
+    return loads(read_source(path), str(path))
 
 
 def loads(text: str, file: str = "<string>") -> Program:

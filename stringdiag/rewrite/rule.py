@@ -140,13 +140,7 @@ def load_rules(path: str | Path) -> list[Rule]:
     path = Path(path)
     if path.is_dir():
         return [r for f in sorted(path.glob("*.rules")) for r in load_rules(f)]
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise DiagError(f"cannot read {path}: {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise DiagError(f"{path} is not UTF-8 text") from None
-    return loads_rules(text, str(path))
+    return loads_rules(P.read_source(path), str(path))
 
 
 def library() -> dict[str, Rule]:
