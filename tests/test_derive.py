@@ -131,3 +131,10 @@ def test_a_learnable_tensor_specialised_inline(here):
                                  "diagram I(x: [s, d]) -> [s, d] {\n  return 1 * x\n}\n")
     d = load_derivation(deriv(here, "start b.diag:R\nspecialise rho() := { return 1 }\ntarget b.diag:I\n"))
     assert [s.relation for s in d.steps] == ["", "⇒"]
+
+
+def test_a_constant_placed_inside_simd_boxes_by_a_rewrite_compiles(here):
+    (here / "r.rules").write_text("rule mul_zero<n>(x: []) -> [] { return 0 * x } == { return 0 }\n")
+    (here / "c.diag").write_text("dim s : seq\ndiagram D(x: [s]) -> [s] {\n  return tanh(0 * tanh(x))\n}\n")
+    d = load_derivation(deriv(here, 'use "r.rules"\nstart c.diag:D\napply mul_zero\n'), verify=True)
+    assert d.steps[1].verified == 0.0

@@ -217,7 +217,12 @@ class Lowering:
                             f"replace it by a definition) before compiling", node["pos"], None)
         if kind == "const":
             g_value = self.const_value(node["value"])
-            self.emit(b, g.call_function(P.const, (g_value, self.ref)))
+            y = g.call_function(P.const, (g_value, self.ref))
+            if node["simd"]:  # a constant a rewrite placed inside SIMD boxes: one copy per index
+                sizes = [self.size(dim) for _, dim in node["simd"]]
+                y = g.create_node("call_method", "expand", (g.create_node("call_method", "view", (y, 1, *[1] * len(sizes))),
+                                                           -1, *sizes))
+            self.emit(b, y)
             return
         if kind == "contract":
             self.emit(b, self.contract(b))
@@ -368,7 +373,12 @@ class Lowering:
         gen = [self.size(v) for _, v in node.get("generics", ())]
         xs = self.aligned(b)
         if op in P.ELEMENTWISE:
-            return g.call_function(P.ELEMENTWISE[op], tuple(xs), name=_ident(name or op))
+            y = g.call_function(P.ELEMENTWISE[op], tuple(xs), name=_ident(name or op))
+            read = {a for _, axes in self.d.box_inputs(b) for a in axes if isinstance(a, str)}
+            if any(lab not in read for lab, _ in node["simd"]):  # iterated over an index no input has
+                sizes = [self.size(dim) for _, dim in node["simd"]]
+                y = g.create_node("call_method", "expand", (y, -1, *sizes))
+            return y
         if op == "hardmax":
             return g.call_function(P.hardmax, (xs[0],))
         if op == "rev":
