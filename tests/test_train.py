@@ -127,3 +127,22 @@ def test_checkpoint_is_not_a_pickle_and_is_checked(tmp_path):
     (tmp_path / "junk.safetensors").write_bytes(b"not a checkpoint")
     with pytest.raises(DiagError, match="is not a stringdiag checkpoint"):
         checkpoint.read_meta(tmp_path / "junk.safetensors")
+
+
+def test_a_layer_norm_follows_every_att_apply_inside_the_head():
+    import pathlib
+
+    from stringdiag.train.model import stabilised
+
+    anatomy = stringdiag.load(pathlib.Path(__file__).resolve().parents[1] / "gallery" / "anatomy.diag")
+    head = stabilised(anatomy["M1"])
+    (apply,) = [b for b in head.boxes() if head.box(b)["op"] == "AttApply"]
+    (w,) = head.box_outputs(apply)
+    assert [head.box(r)["op"] for r, _ in head.consumers(w)] == ["layernorm"]
+    assert head.output_types == anatomy["M1"].output_types
+    torch.manual_seed(0)
+    m = LanguageModel(anatomy["M1"], vocab=12, d_model=16, n_layers=1, n_heads=2, approximator="linear")
+    norms = [mod for mod in m.layers[0].heads[0].modules() if isinstance(mod, torch.nn.LayerNorm)]
+    assert len(norms) == 1 and norms[0].normalized_shape == (8,)
+    plain = LanguageModel(HEADS["Masked"], vocab=12, d_model=16, n_layers=1, n_heads=2, approximator="linear")
+    assert not [mod for mod in plain.layers[0].heads[0].modules() if isinstance(mod, torch.nn.LayerNorm)]

@@ -4,8 +4,9 @@ The construction is the Transformer decoder's: token embedding plus sinusoidal p
 then N layers of (multi-head mechanism, residual, layer norm, feed-forward, residual,
 layer norm). Multi-head splits the model dimension into H slices; the head diagram —
 any diagram of type ``[s, d] -> [s, d]`` — runs on each slice with its own weights, the
-slices are concatenated and mixed by W_O. As in the paper, a head built from
-``AttApply`` or ``LinAttApply`` gets an extra layer norm on its output (Qin et al.).
+slices are concatenated and mixed by W_O. As in the paper (App. C, after Qin et al.),
+every ``AttApply`` or ``LinAttApply`` box in the head is followed by an extra layer norm,
+inserted into the diagram itself, right where the generator's output leaves it.
 """
 from __future__ import annotations
 
@@ -40,14 +41,38 @@ def head_dims(head: Diagram, d_head: int, overrides: dict[str, int] | None = Non
     return dims
 
 
+def stabilised(head: Diagram) -> Diagram:
+    """The head with a layer norm after every AttApply / LinAttApply box (App. C)."""
+    from ..graph.program import prelude
+    from ..rewrite.dpo import copy_diagram
+
+    out = copy_diagram(head)
+    norm = prelude()["layernorm"]
+    for b in list(out.boxes()):
+        node = out.box(b)
+        if node["op"] not in STABILISED or node["box"] != "diagram":
+            continue
+        (w,) = out.box_outputs(b)
+        t = out.wire_type(w)
+        readers = out.consumers(w)
+        simd = tuple((f"n{k}", dim) for k, dim in enumerate(t[:-1]))
+        _, (w2,) = out.add_box("diagram", "layernorm", [(w, tuple(lab for lab, _ in simd) + (0,))], [t[-1:]],
+                               simd=simd, generics=(("n", t[-1]),), ref=norm,
+                               clusters=tuple(node.get("clusters", ())))
+        for r, port in readers:
+            axes = out.graph.edges[w, r, port]["axes"]
+            out.graph.remove_edge(w, r, key=port)
+            out.graph.add_edge(w2, r, key=port, axes=axes)
+        out.outputs = [w2 if o == w else o for o in out.outputs]
+    return out
+
+
 class Layer(nn.Module):
     def __init__(self, head: Diagram, d_model: int, n_heads: int, d_ff: int, approximator: Policy,
-                 dims: dict[str, int], extra_norm: bool):
+                 dims: dict[str, int]):
         super().__init__()
         self.n_heads = n_heads
         self.heads = nn.ModuleList(compile(head, dims=dims, approximator=approximator) for _ in range(n_heads))
-        d_head = d_model // n_heads
-        self.head_norms = nn.ModuleList(nn.LayerNorm(d_head) for _ in range(n_heads)) if extra_norm else None
         self.out = nn.Linear(d_model, d_model)
         self.norm1 = nn.LayerNorm(d_model)
         self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
@@ -56,8 +81,6 @@ class Layer(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         slices = x.chunk(self.n_heads, dim=-1)
         ys = [h(s) for h, s in zip(self.heads, slices)]
-        if self.head_norms is not None:
-            ys = [n(y) for n, y in zip(self.head_norms, ys)]
         x = self.norm1(x + self.out(torch.cat(ys, dim=-1)))
         return self.norm2(x + self.ff(x))
 
@@ -76,9 +99,11 @@ class LanguageModel(nn.Module):
         hdims = head_dims(head, d_model // n_heads, dims)
         if extra_norm is None:
             extra_norm = any(head.box(b)["op"] in STABILISED for b in head.boxes())
+        if extra_norm:
+            head = stabilised(head)
         self.embed = nn.Embedding(vocab, d_model)
-        self.layers = nn.ModuleList(Layer(head, d_model, n_heads, d_ff or 4 * d_model, approximator, hdims,
-                                          extra_norm) for _ in range(n_layers))
+        self.layers = nn.ModuleList(Layer(head, d_model, n_heads, d_ff or 4 * d_model, approximator, hdims)
+                                    for _ in range(n_layers))
         self.unembed = nn.Linear(d_model, vocab)
         self.d_model = d_model
         if check_causal:
