@@ -201,20 +201,28 @@ def _load_text(text: str, file: str, prelude_prog: Program | None, stack: tuple[
     tree = parse(text, file)
     prog = Program(path=file, source=text, prelude=prelude_prog)
     for item in tree.children:
-        kind = item.data
-        if kind == "import_decl":
-            _import(prog, item, stack, loaded)
-        elif kind == "dim_decl":
-            _dim_decl(prog, item)
-        elif kind == "box_decl":
-            for decl in box_decls(item, prog, local=False):
-                _define(prog, decl.name, decl.pos, prog.boxes, decl)
-        elif kind == "diagram":
-            name_tok = item.children[0]
-            d = Definition(str(name_tok), item, prog)
-            _define(prog, d.name, d.pos, prog.defs, d)
-            prog.own.append(d.name)
+        declare(prog, item, stack, loaded)
     return prog
+
+
+def declare(prog: Program, item: Tree, stack: tuple[str, ...] = (), loaded: dict | None = None) -> bool:
+    """Add one top-level item of the .diag language to the program; False if it is not one
+    (a .rules file's ``rule``, say), so that other file kinds reuse this for the rest."""
+    kind = item.data
+    if kind == "import_decl":
+        _import(prog, item, stack, {} if loaded is None else loaded)
+    elif kind == "dim_decl":
+        _dim_decl(prog, item)
+    elif kind == "box_decl":
+        for decl in box_decls(item, prog, local=False):
+            _define(prog, decl.name, decl.pos, prog.boxes, decl)
+    elif kind == "diagram":
+        d = Definition(str(item.children[0]), item, prog)
+        _define(prog, d.name, d.pos, prog.defs, d)
+        prog.own.append(d.name)
+    else:
+        return False
+    return True
 
 
 def _taken(prog: Program, name: str) -> Pos | None | bool:

@@ -165,19 +165,7 @@ def _load(text: str, file: str) -> list[Rule]:
     loaded: dict = {}
     rule_items = []
     for item in tree.children:
-        kind = item.data
-        if kind == "import_decl":
-            P._import(prog, item, (), loaded)
-        elif kind == "dim_decl":
-            P._dim_decl(prog, item)
-        elif kind == "box_decl":
-            for decl in P.box_decls(item, prog, local=False):
-                P._define(prog, decl.name, decl.pos, prog.boxes, decl)
-        elif kind == "diagram":
-            d = Definition(str(item.children[0]), item, prog)
-            P._define(prog, d.name, d.pos, prog.defs, d)
-            prog.own.append(d.name)
-        elif kind == "rule":
+        if not P.declare(prog, item, (), loaded) and item.data == "rule":
             rule_items.append(item)
     for name in prog.own:
         prog[name]  # type-check helper definitions first: their errors are theirs
