@@ -391,7 +391,11 @@ diagram Two(x: [s, d]) -> [s, d] { return Head(Head(x)) }
     flat = p["Two"].expand()
     (r,) = loads_rules("rule twice_any<n>(x: [n]) -> [n] given f : [n] -> [n] { return f(f(x)) } == "
                        "{ return f(f(x)) }")
-    assert find_matches(flat, r) == []
+    assert find_matches(flat, r) == []  # not as an equation
+    (m,) = find_matches(flat, r, ties=True)  # as a reduction: the two heads' weights tied
+    assert m.ties == (frozenset({("learn", True, "Head#1/W"), ("learn", True, "Head#2/W")}),)
+    tied = rewrite(flat, m)
+    assert {tied.box(b)["param"] for b in tied.boxes() if tied.box(b)["box"] == "learn"} == {"Head#1/W"}
     (fis,) = [x for x in RULES if x.name == "fission"]
     ms = find_matches(flat, fis)
     assert ms and all(len({flat.box(b).get("param") for b in m.boxes.values()}) == 2 for m in ms)

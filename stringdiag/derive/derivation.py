@@ -20,15 +20,15 @@ from ..analysis.complexity import analyse
 from ..errors import DiagError, Pos
 from ..graph.diagram import Diagram
 from ..graph.expand import expand
-from ..graph.program import Definition, Program, load, loads, prelude, read_source
+from ..graph.program import Definition, Program, load, loads, prelude, read_source, suggest
 from ..graph.types import show_type
-from ..rewrite.dpo import rewrite, rewrite_all
+from ..rewrite.dpo import copy_diagram
 from ..rewrite.match import find_matches, select
 from ..rewrite.oracle import equal
 from ..rewrite.rule import EQUATION, Rule, library, load_rules
 from ..syntax.parser import parse, pos_of
-
-EQ, RED, REWIRE = "≡", "⇒", "≠"
+from . import steps
+from .steps import EQ, RED, REWIRE
 
 
 @dataclass
@@ -39,6 +39,7 @@ class Step:
     diagram: Diagram    # the result of the step
     pos: Pos | None = None
     verified: float | None = None  # the oracle's relative error, for checked equalities
+    note: str = ""      # what the step did to weights, where it matters (ties, renamings)
 
 
 @dataclass
@@ -53,12 +54,12 @@ class Derivation:
 
     def table(self) -> str:
         """Step, relation, boxes, and time and memory in the sequence length."""
-        rows = [("step", "", "boxes", "time", "memory", "time (all dims)")]
+        rows = [("step", "", "boxes", "time", "memory", "time (all dims)", "weights")]
         for s in self.steps:
             c = analyse(s.diagram)
             rel = s.relation + (" ✓" if s.verified is not None else "")
             rows.append((f"{s.number}. {s.text}", rel, str(len(s.diagram.expand())), f"O({c.seq_time})",
-                         f"O({c.seq_memory})", f"O({c.time})"))
+                         f"O({c.seq_memory})", f"O({c.time})", s.note))
         widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
         return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
@@ -114,7 +115,8 @@ class Runner:
         items = tree.children
         starts = [i for i in items if i.data == "start_decl"]
         if len(starts) != 1:
-            raise self.err("a derivation has exactly one 'start FILE.diag:NAME'", starts[1] if starts else None)
+            raise self.err("a derivation has exactly one 'start FILE.diag:NAME'",
+                           starts[1] if starts else Pos(self.file, 1, 1))
         for item in items:
             if item.data == "use_decl":
                 self.use(item)
@@ -172,59 +174,58 @@ class Runner:
             name_tok, back, everywhere, at = item.children
             rule = self.rules.get(str(name_tok))
             if rule is None:
-                from ..graph.program import suggest
-
                 raise self.err(f"no rule named '{name_tok}'{suggest(str(name_tok), list(self.rules))}", name_tok)
             reverse = back is not None
             rule.sides(reverse)  # a reduction cannot be used backwards: say so
             if everywhere is not None:
-                out, n = rewrite_all(cur, rule, reverse)
+                res, n = steps.apply_everywhere(cur, rule, reverse)
                 if n == 0:
-                    raise self.err(f"rule '{rule.name}' does not match anywhere", name_tok)
+                    raise self.err(f"rule '{rule.name}' does not match anywhere (without tying weights)", name_tok)
             else:
-                out = rewrite(cur, self.pick(cur, rule, reverse, at, name_tok))
-            relation = EQ if rule.kind == EQUATION else RED
+                res = steps.apply_rule(cur, rule, self.pick(cur, rule, reverse, at, name_tok))
         elif kind == "specialise":
-            out, relation = self.specialise(item, cur)
+            res = self.specialise(item, cur)
         elif kind == "unfold":
             (name_tok,) = item.children
-            uses = [b for b in cur.boxes() if cur.box(b)["op"] == str(name_tok) and cur.box(b)["box"] == "diagram"]
-            if not uses:
-                raise self.err(f"'{name_tok}' is not used as a box here; nothing to unfold", name_tok)
-            if all(cur.box(b).get("scan") for b in uses):
-                raise self.err(f"'{name_tok}' is iterated by scan: a sequential loop cannot be opened into "
-                               "SIMD boxes", name_tok)
-            out = expand(cur, keep=self.all_definitions(cur) - {str(name_tok)})
-            relation = EQ
+            res = self.located(name_tok, steps.unfold, cur, str(name_tok), self.all_definitions(cur))
         elif kind == "fold":
             name_tok, at = item.children
-            out = self.fold(cur, name_tok, at)
-            relation = EQ
+            res = self.fold(cur, name_tok, at)
         elif kind == "copy":
             (name_tok,) = item.children
-            out = self.copy(cur, name_tok)
-            relation = EQ
+            res = self.located(name_tok, steps.copy, cur, str(name_tok))
         elif kind == "rewire":
             ref, _why = item.children
             out = self.diagram(ref)
             if out.input_types != cur.input_types or out.output_types != cur.output_types:
                 raise self.err(f"a rewiring keeps the boundary: {out.signature()} is not of the type of "
                                f"{cur.signature()}", ref)
-            relation = REWIRE
+            res = steps.Outcome(copy_diagram(out), REWIRE)
         else:  # pragma: no cover - the grammar has no other steps
             raise AssertionError(kind)
+        out = res.diagram
         out.name = cur.name
-        step = Step(number, text, relation, out, pos)
-        if self.verify and relation == EQ:
-            ok, error = equal(cur, out, instantiate=self.instances(cur, out))
+        step = Step(number, text, res.relation, out, pos, note=res.note)
+        if self.verify and res.relation == EQ:
+            ok, error = equal(cur, out, instantiate=self.instances(cur, out), correspond=res.correspond)
             if not ok:
                 raise self.err(f"the two sides differ numerically (relative error {error:.3g}): "
                                "this step is not an equality", pos)
             step.verified = error
         return step
 
+    def located(self, tok: Token, fn, *args) -> steps.Outcome:
+        """A step function's refusal, positioned at the name it was given."""
+        try:
+            return fn(*args)
+        except DiagError as e:
+            if e.pos is not None:
+                raise
+            raise self.err(e.message, tok) from None
+
     def pick(self, cur: Diagram, rule: Rule, reverse: bool, at: Tree | None, name_tok: Token):
-        matches = find_matches(cur, rule, reverse)
+        """The match the step names; one that ties weights is a reduction (the step says so)."""
+        matches = find_matches(cur, rule, reverse, ties=True)
         if not matches:
             raise self.err(f"rule '{rule.name}'{' (reversed)' if reverse else ''} does not match here", name_tok)
         if at is not None:
@@ -251,7 +252,7 @@ class Runner:
         flats = [d.expand() for d in ds]
         return {f.box(b)["op"]: "learn" for f in flats for b in f.boxes() if f.box(b)["box"] == "abstract"}
 
-    def specialise(self, item: Tree, cur: Diagram) -> tuple[Diagram, str]:
+    def specialise(self, item: Tree, cur: Diagram) -> steps.Outcome:
         name_tok, params, value = item.children
         name = str(name_tok)
         uses = [b for b in cur.boxes() if cur.box(b)["op"] == name and cur.box(b)["box"] in ("learn", "abstract")]
@@ -267,14 +268,7 @@ class Runner:
         if defn.input_types != list(decl.ins) or defn.output_types != list(decl.outs):
             raise self.err(f"'{defn.name}' has type {_sig(defn.input_types, defn.output_types)} but '{name}' "
                            f"has type {_sig(decl.ins, decl.outs)}", value)
-        out = _copy(cur)
-        op = f"{name} :=" if defn.name.startswith("__") else defn.name  # how the opened box is labelled
-        for b in uses:
-            node = out.box(b)
-            node["box"], node["op"], node["ref"] = "diagram", op, defn
-            node.pop("local", None)
-        keep = self.all_definitions(cur) - {op}
-        return expand(out, keep=keep), RED
+        return steps.specialise(cur, name, defn, self.all_definitions(cur))
 
     def inline(self, name: str, decl, params: Tree | None, body: Token) -> Diagram:
         """``f(x, y) := { body }``: a diagram of f's type, written in place; its text keeps its
@@ -298,24 +292,7 @@ class Runner:
             raise DiagError(e.message, e.pos, self.text if e.pos and e.pos.file == self.file else e.source) from None
         return prog[f"__{name}"]
 
-    def copy(self, cur: Diagram, name_tok: Token) -> Diagram:
-        """Naturality of copy: the box making the wire, once per reader."""
-        from ..rewrite.dpo import copy_box
-
-        wires = [w for w in cur.wires() if cur.graph.nodes[w]["name"] == str(name_tok)]
-        if len(wires) != 1:
-            raise self.err(f"{'no' if not wires else len(wires)} wire{'s' if len(wires) != 1 else ''} named "
-                           f"'{name_tok}'", name_tok)
-        box = cur.producer(wires[0])
-        readers = cur.consumers(wires[0])
-        if box is None or len(readers) + (wires[0] in cur.outputs) < 2:
-            raise self.err(f"wire '{name_tok}' is not copied: nothing to do", name_tok)
-        out = cur
-        for reader in readers[1:]:
-            out = copy_box(out, box, [reader])
-        return out
-
-    def fold(self, cur: Diagram, name_tok: Token, at: Tree | None) -> Diagram:
+    def fold(self, cur: Diagram, name_tok: Token, at: Tree | None) -> steps.Outcome:
         name = str(name_tok)
         defn = None
         for p in [cur.program, self.start_prog, *self.extra, prelude()]:
@@ -329,17 +306,11 @@ class Runner:
             raise self.err(f"'{name}' has dimension parameters; folding it is not supported yet", name_tok)
         call = _call_of(defn, body)
         rule = Rule(f"fold {name}", EQUATION, body, call, ())
-        return rewrite(cur, self.pick(cur, rule, False, at, name_tok))
+        return self.located(name_tok, steps.fold, cur, body, call, [self.pick(cur, rule, False, at, name_tok)])
 
 
 def _sig(ins, outs) -> str:
     return ", ".join(show_type(t) for t in ins) + " -> " + ", ".join(show_type(t) for t in outs)
-
-
-def _copy(d: Diagram) -> Diagram:
-    from ..rewrite.dpo import copy_diagram
-
-    return copy_diagram(d)
 
 
 def _call_of(defn: Definition, body: Diagram) -> Diagram:
@@ -349,6 +320,6 @@ def _call_of(defn: Definition, body: Diagram) -> Diagram:
     ins = [d.add_wire(t, name=n) for t, n in zip(body.input_types, body.input_names)]
     d.inputs.extend(ins)
     _, outs = d.add_box("diagram", defn.name, [(w, tuple(range(len(d.wire_type(w))))) for w in ins],
-                        body.output_types, ref=body, clusters=())
+                        body.output_types, ref=body, clusters=(), instance=f"{defn.name}#1")
     d.outputs.extend(outs)
     return d

@@ -160,12 +160,12 @@ class Diagram:
 
         return isomorphic(self, other)
 
-    def expand(self, keep: frozenset[str] = frozenset()) -> "Diagram":
+    def expand(self, keep: frozenset[str] = frozenset(), path: str = "") -> "Diagram":
         """Inline every definition used as a box, recursively (the picture's ``--expand``),
-        except those named in ``keep``."""
+        except those named in ``keep``; weights keep their identity (``weights.py``)."""
         from .expand import expand
 
-        return expand(self, keep)
+        return expand(self, keep, path)
 
     # -- notebooks ------------------------------------------------------------------
     def _repr_svg_(self) -> str:

@@ -82,6 +82,7 @@ class Elaborator:
         self.name_pos: dict[str, Pos] = {}
         self.local_boxes: dict[str, BoxDecl] = {}
         self.used_local: set[str] = set()
+        self.uses: dict[str, int] = {}  # definition -> how many uses so far (instance numbers)
 
     # -- helpers --------------------------------------------------------------------
     def err(self, msg: str, where) -> DiagError:
@@ -441,7 +442,9 @@ class Elaborator:
         if isinstance(callee, Definition):
             d = callee.diagram()
             name, generics, ins, outs = callee.name, callee.generics, d.input_types, d.output_types
-            box, extra = "diagram", {"ref": d}
+            # each use is its own weight set (H#1, H#2); a copy of the box keeps it (weights.py)
+            self.uses[callee.name] = self.uses.get(callee.name, 0) + 1
+            box, extra = "diagram", {"ref": d, "instance": f"{callee.name}#{self.uses[callee.name]}"}
             # a sequence length is supplied at run time, so a definition written over s may be
             # used on any sequence: its seq dimensions are parameters inferred from the inputs
             generics = generics + tuple(sorted(
@@ -451,7 +454,7 @@ class Elaborator:
             name, generics, ins, outs = callee.name, callee.generics, list(callee.ins), list(callee.outs)
             box, extra = callee.box, {"ref": callee}
             if callee.box == "learn":
-                extra["local"] = callee.local
+                extra["local"], extra["param"] = callee.local, callee.name
         pos = pos_of(t, self.file)
         arg_trees = arg_trees or [t] * len(vals)
         if len(vals) != len(ins):

@@ -2,8 +2,10 @@
 
 A definition used inside SIMD boxes is inlined with those SIMD indices prepended to
 each of its boxes: SIMD boxes nest. Learnable boxes declared inside a definition get a
-parameter name qualified by the instance path, so two uses have two sets of weights;
-top-level learnable boxes keep their name, so every use shares one set. A definition
+weight set qualified by the instance of the box they were opened from (``H#2/F``), so two
+uses have two sets of weights and a copy of one use shares its set; top-level learnable
+boxes keep their name, so every use shares one set (``weights.py``). The top level has an
+empty path, so expanding twice changes nothing. A definition
 iterated by ``scan`` stays a box: a sequential loop cannot be flattened into SIMD
 boxes, so its body runs once per step. One pass, linear in the size of the result.
 """
@@ -22,17 +24,18 @@ from .types import Dim, substitute_type
 Placed = tuple[int, tuple]
 
 
-def expand(d: Diagram, keep: frozenset[str] = frozenset()) -> Diagram:
+def expand(d: Diagram, keep: frozenset[str] = frozenset(), path: str = "") -> Diagram:
     """Inline definitions, except those named in ``keep`` (a backend's native processes).
 
     A kept definition stays one box and records its instance path in ``instance``, so
-    that parameters inside it (layernorm's gain and bias) get their own names.
+    that parameters inside it (layernorm's gain and bias) get their own names. ``path``
+    places the whole diagram inside an instance (the body of a scanned box, ``Cell#1/``).
     """
     with gc_paused():
-        return _expand(d, keep)
+        return _expand(d, keep, path)
 
 
-def _expand(d: Diagram, keep: frozenset[str] = frozenset()) -> Diagram:
+def _expand(d: Diagram, keep: frozenset[str] = frozenset(), path: str = "") -> Diagram:
     out = Diagram(name=d.name, generics=d.generics, pos=d.pos, source=d.source, program=d.program,
                   input_names=list(d.input_names))
     env: dict[int, Placed] = {}
@@ -41,7 +44,7 @@ def _expand(d: Diagram, keep: frozenset[str] = frozenset()) -> Diagram:
         nw = out.add_wire(t, name=d.graph.nodes[w]["name"], pos=d.graph.nodes[w]["pos"])
         out.inputs.append(nw)
         env[w] = (nw, tuple(range(len(t))))
-    _inline(out, d, env, context=(), sub={}, path="", keep=keep)
+    _inline(out, d, env, context=(), sub={}, path=path, keep=keep)
     for w in d.outputs:
         placed = _settle(out, env[w], d.wire_type(w), (), d.graph.nodes[w]["pos"], canonical=True)
         out.outputs.append(placed[0])
@@ -76,6 +79,7 @@ def _inline(out: Diagram, src: Diagram, env: dict[int, Placed], context: tuple, 
         inline = node["box"] == "diagram" and not node.get("scan") and node["op"] not in keep
         if node["box"] == "diagram":
             seen[node["op"]] = seen.get(node["op"], 0) + 1
+            instance = node.get("instance") or f"{node['op']}#{seen[node['op']]}"
         if inline:
             callee: Diagram = node["ref"]
             csub = {g: dim.substitute(sub) for g, dim in node.get("generics", ())}
@@ -85,7 +89,7 @@ def _inline(out: Diagram, src: Diagram, env: dict[int, Placed], context: tuple, 
             for (cw, (tw, axes)) in zip(callee.inputs, inputs):
                 # the callee's input axes are the port's local axes, numbered from 0
                 cenv[cw] = (tw, axes)
-            here = f"{path}{node['op']}#{seen[node['op']]}/"
+            here = f"{path}{instance}/"
             _inline(out, callee, cenv, inner_ctx, csub, here,
                     outer + _subst_clusters(node.get("clusters", ()), sub) + (("def", here, node["op"]),), keep)
             for ow, cw in zip(box_outs, callee.outputs):
@@ -109,9 +113,10 @@ def _inline(out: Diagram, src: Diagram, env: dict[int, Placed], context: tuple, 
         if "value" in attrs:
             attrs["value"] = substitute_const(attrs["value"], sub)
         if node["box"] == "diagram":
-            attrs["instance"] = f"{path}{node['op']}#{seen[node['op']]}"
+            attrs["instance"] = f"{path}{instance}"
         if node["box"] == "learn":
-            attrs["param"] = f"{path}{node['op']}" if node.get("local") else node["op"]
+            param = node.get("param", node["op"])
+            attrs["param"] = f"{path}{param}" if node.get("local") else param
         out_types = [substitute_type(t, sub) for t in out_locals]
         # tightening: a box sits only in the context SIMD boxes its inputs depend on
         used = {a for _, axes in inputs for a in axes if isinstance(a, str)}

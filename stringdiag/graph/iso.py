@@ -6,21 +6,29 @@ counts is the boxes, their SIMD dimensions, how each input axis is indexed, the 
 types, and the order of the diagram's inputs and outputs. A contraction's local axes count as iterated
 indices: ``y[i] = sum_j a[i, j] * v[j]`` and ``y[i, c] = sum_j a[i, j] * v[j, c]`` are one
 diagram.
+
+Weight sets are structure (``weights.py``): boxes that share one set are joined to one
+``weights`` node, so ``H(x) + H(x)`` (two sets) and ``a = H(x); a + a`` (one set, copied)
+differ, while the names of local sets (``H#1/F``) are presentation like any other name. A
+global learnable keeps its name in its label: it is one function wherever it appears.
 """
 from __future__ import annotations
 
 import warnings
+import weakref
 
 import networkx as nx
 
 from .diagram import Diagram
+from .weights import weight_key
 
 
 def _box_label(node: dict, local: tuple = ()) -> str:
     simd = ",".join(str(d) for _, d in node["simd"]) + "".join(f",{d}" for d in local)
     summed = ",".join(str(d) for _, d in node.get("summed", ()))
     generics = ",".join(f"{g}={d}" for g, d in node.get("generics", ()))
-    ident = node.get("param", node["op"])
+    global_learn = node["box"] == "learn" and not node.get("local")
+    ident = node.get("param", node["op"]) if global_learn else node["op"]
     return "|".join((node["box"], ident, simd, "scan" if node.get("scan") else "", summed, generics,
                      repr(node.get("value", ""))))
 
@@ -51,6 +59,10 @@ def labelled(d: Diagram) -> nx.DiGraph:
         else:
             local = d.local_out_type(n, 0) if a["box"] == "contract" else ()
             h.add_node(n, label=_box_label(a, local))
+            key = weight_key(a)
+            if key is not None and not (key[0] == "learn" and not key[1]):
+                h.add_node(("weights", key), label="weights")
+                h.add_edge(("weights", key), n, label="w")
     for u, v, k, a in g.edges(keys=True, data=True):
         if g.nodes[u]["kind"] == "wire":
             node = g.nodes[v]
@@ -70,6 +82,20 @@ def canonical_hash(d: Diagram) -> str:
     with warnings.catch_warnings():  # networkx notes that directed hashes changed in 3.5
         warnings.simplefilter("ignore")
         return nx.weisfeiler_lehman_graph_hash(labelled(d), node_attr="label", edge_attr="label", iterations=4)
+
+
+_definitions: "weakref.WeakKeyDictionary[object, tuple]" = weakref.WeakKeyDictionary()
+
+
+def definition_key(defn: Diagram) -> tuple[str, str]:
+    """What a definition computes, for telling two definitions apart: its name and the hash of
+    its body (two files may each define a ``dot`` and mean different things). Cached."""
+    version = (defn._next, defn.graph.number_of_nodes(), defn.graph.number_of_edges())
+    hit = _definitions.get(defn.graph)
+    if hit is None or hit[0] != version:
+        hit = (version, (defn.name, canonical_hash(defn)))
+        _definitions[defn.graph] = hit
+    return hit[1]
 
 
 def isomorphic(a: Diagram, b: Diagram) -> bool:

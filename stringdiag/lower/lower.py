@@ -22,6 +22,7 @@ from torch import fx, nn
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.types import Dim
+from ..graph.weights import weight_key
 from . import primitives as P
 from .approximators import LearnableTensor, Policy, factory
 from .fastpath import Attention, CausalLinear, find_attention, find_causal_linear
@@ -32,16 +33,19 @@ LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def compile(diagram: Diagram, dims: Mapping[str, int] | None = None, approximator: Policy = "mlp",
-            dtype: torch.dtype | None = None, fast: bool = True) -> fx.GraphModule:
+            dtype: torch.dtype | None = None, fast: bool = True, native: bool = True) -> fx.GraphModule:
     """Lower a diagram to a module taking tensors shaped by its input types.
 
     Inputs may carry extra leading batch axes (the same for every input). ``dims`` gives
     the sizes of the fixed dimensions; seq dimensions are read from the inputs. With
     ``fast``, softmax attention whose attention matrix is not used elsewhere becomes
-    ``F.scaled_dot_product_attention``.
+    ``F.scaled_dot_product_attention``. With ``native`` (the default) the prelude
+    definitions in :data:`NATIVE` are lowered to their direct array form; without it they
+    are opened like any other definition and their bodies' own primitives are compiled
+    (tests/test_primitives.py checks that both agree).
     """
     root = nn.Module()
-    gm = Lowering(diagram, dict(dims or {}), factory(approximator), root, {}, fast).module()
+    gm = Lowering(diagram, dict(dims or {}), factory(approximator), root, {}, fast, native).module()
     return gm.to(dtype) if dtype is not None else gm
 
 
@@ -52,13 +56,14 @@ def _ident(text: str) -> str:
 
 class Lowering:
     def __init__(self, diagram: Diagram, dims: dict[str, int], make, root: nn.Module, registry: dict,
-                 fast: bool = True):
+                 fast: bool = True, native: bool = True, path: str = ""):
         self.src = diagram
+        self.native_prelude = native  # lower NATIVE definitions directly, or open them
         self.dims = dims
         self.make = make
         self.root = root
-        self.registry = registry  # parameter key -> attribute name on root (weights shared)
-        self.d = diagram.expand(keep=NATIVE)
+        self.registry = registry  # weight set (weights.weight_key) -> attribute name on root
+        self.d = diagram.expand(keep=NATIVE if native else frozenset(), path=path)
         self.g = fx.Graph()
         self.env: dict[int, fx.Node] = {}
         self.seq: dict[str, fx.Node] = {}
@@ -167,6 +172,7 @@ class Lowering:
         gm = fx.GraphModule(self.root, g, class_name=_ident(self.src.name))
         gm.graph.eliminate_dead_code()  # what fused paths made unnecessary (an unused scale constant, say)
         gm.recompile()
+        gm.weight_sets = dict(self.registry)  # weight set -> attribute: what an oracle matches weights by
         return gm
 
     # -- boxes ----------------------------------------------------------------------
@@ -315,10 +321,11 @@ class Lowering:
         name = self.d.graph.nodes[self.d.box_outputs(b)[0]]["name"]
         return self.g.call_function(torch.einsum, (",".join(subs) + "->" + out, *args), name=_ident(name or "einsum"))
 
-    def register(self, key: str, make) -> str:
-        """The attribute holding the module for one set of weights (made on first use)."""
+    def register(self, key: tuple, make) -> str:
+        """The attribute holding the module for one set of weights (made on first use);
+        ``key`` is the set's identity (``weights.weight_key``), its last part its name."""
         if key not in self.registry:
-            attr = _ident(key)
+            attr = _ident(str(key[-1]))
             while hasattr(self.root, attr):
                 attr += "_"
             self.root.add_module(attr, make())
@@ -328,7 +335,7 @@ class Lowering:
     def learnable(self, b: int, name: str | None) -> fx.Node:
         node = self.d.box(b)
         ins, outs = self.local_shapes(b, False), self.local_shapes(b, True)
-        key = node.get("param", node["op"])
+        key = weight_key(node)
         if not ins:
             if len(outs) != 1:
                 raise DiagError(f"learnable box '{node['op']}' has no inputs and several outputs; declare one "
@@ -363,7 +370,7 @@ class Lowering:
             return g.call_function(operator.add, (g.call_function(F.elu, (x,)), 1.0))
         if op == "layernorm":
             n = self.static(gen["n"], "layernorm")
-            mod = self.register(node["instance"], lambda: nn.LayerNorm(n))
+            mod = self.register(("diagram", node["instance"]), lambda: nn.LayerNorm(n))
             return g.call_module(mod, (x,))
         raise AssertionError(op)  # pragma: no cover - NATIVE lists exactly these
 
@@ -416,12 +423,14 @@ class Lowering:
         if node["box"] == "learn":
             in_s, out_s = self.local_shapes(b, False), self.local_shapes(b, True)
             n_in, n_out = sum(math.prod(s) for s in in_s), sum(math.prod(s) for s in out_s)
-            mod = self.register(node.get("param", node["op"]), lambda: self.make(n_in, n_out))
+            mod = self.register(weight_key(node), lambda: self.make(n_in, n_out))
             cell = self.g.call_function(P.LearnableCell, (self.g.get_attr(mod), [len(s) for s in in_s], out_s))
         elif node["box"] == "diagram":
             key = node.get("instance", node["op"])
-            sub = Lowering(node["ref"], self.dims, self.make, self.root, self.registry)
-            cell = self.g.get_attr(self.register(key + "/cell", sub.module))
+            # the body's local weights belong to this instance: Cell#1/W, not W
+            sub = Lowering(node["ref"], self.dims, self.make, self.root, self.registry, native=self.native_prelude,
+                           path=f"{key}/")
+            cell = self.g.get_attr(self.register(("cell", key), sub.module))
         else:
             raise DiagError(f"'{node['op']}' cannot be scanned by the compiler", node["pos"])
         return self.g.call_function(P.scan, (cell, xs[0], xs[1:], len(ins[0]), [len(t) for t in ins[1:]], steps,

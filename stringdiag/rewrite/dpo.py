@@ -9,7 +9,9 @@ and a replacement output is laid out exactly as the wire it replaces (a ``reinde
 bridges the rare case where a box's local axes cannot be put in that order).
 
 Processes named on both sides keep the target's identity (the same weights); a box
-variable becomes the process it matched. Dimension variables take the values the match
+variable becomes the process it matched. A process the rule names once but that matched
+several weight sets ties them first (``Match.ties``: a reduction). A definition the other
+side brings in new gets an instance of its own (its own weights, ``weights.py``). Dimension variables take the values the match
 gave them. Contractions are inserted with every free axis iterated (``y[i, c] = sum_j ...``),
 the form matching reads them in.
 """
@@ -23,6 +25,7 @@ from ..graph.diagram import Diagram
 from ..graph.elaborate import show_const, substitute_const
 from ..graph.gcpause import gc_paused
 from ..graph.types import Dim, show_type
+from ..graph.weights import fresh_instance, instances, tie
 from .match import PROCESSES, Index, Match, Matcher, iter_matches, pattern, view
 
 _IDENT_ATTRS = ("box", "op", "ref", "param", "local", "instance")
@@ -60,6 +63,7 @@ def rewrite(target: Diagram, match: Match, replacement: Diagram | None = None, *
         replacement = match.rule.sides(match.reverse)[1]
     d = target if in_place else copy_diagram(target)
     ix = index if (in_place and index is not None) else None
+    tie(d, match.ties)  # one name of the rule over several weight sets: they become one (⇒)
     _Splice(d, match, replacement, ix).run()
     return d
 
@@ -95,6 +99,7 @@ class _Splice:
         self.sub: dict[str, Dim] = dict(m.dims)
         _counter[0] += 1
         self.tag = _counter[0]
+        self.taken: set | None = None  # instances in the target, read when a new one is needed
 
     def fail(self, msg: str) -> DiagError:
         name = f"rule '{self.m.rule.name}'" if self.m.rule is not None else f"'{self.rep.name}'"
@@ -278,6 +283,10 @@ class _Splice:
                 return attrs
         elif rn.get("var"):
             raise self.fail(f"box variable '{name}' is not bound by the matched side")
+        elif rn["box"] == "diagram":
+            if self.taken is None:
+                self.taken = instances(self.d)
+            attrs["instance"] = fresh_instance(name, self.taken)
         if "generics" in attrs:
             attrs["generics"] = tuple((gname, self.dim(x)) for gname, x in attrs["generics"])
         if "value" in attrs:
@@ -403,8 +412,10 @@ def copy_box(d: Diagram, box: int, readers: list[tuple[int, int]]) -> Diagram:
     for port, (w, axes) in enumerate(ins):
         g.add_edge(w, b, key=port, axes=axes)
     fresh = []
+    names = _Names(out)
     for port, w in enumerate(outs):
-        nw = out.add_wire(out.wire_type(w), name=g.nodes[w].get("name"), pos=g.nodes[w].get("pos"))
+        name = g.nodes[w].get("name")  # the copy's wire is a' beside a, so that steps can name either
+        nw = out.add_wire(out.wire_type(w), name=name and names.fresh_name(name), pos=g.nodes[w].get("pos"))
         g.add_edge(b, nw, key=port)
         fresh.append(nw)
     for (r, port), k in wanted.items():

@@ -39,7 +39,9 @@ from typing import Any, Iterable, Iterator
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.gcpause import gc_paused
+from ..graph.iso import definition_key
 from ..graph.types import Dim
+from ..graph.weights import weight_key
 
 LOCAL = "\u00b7"  # label prefix standing for a contraction's local axis k: "·k"
 PROCESSES = ("learn", "abstract", "fixed", "diagram")  # what a box variable may stand for
@@ -86,8 +88,12 @@ def key(node: dict, n_in: int) -> tuple:
 
 
 def identity(node: dict, with_generics: bool = False) -> tuple:
-    """Which function (and which weights) a process box is."""
-    ident = (node["box"], node["op"], node.get("param"), node.get("instance"), bool(node.get("scan")))
+    """Which function a process box is, its weights aside: a name bound twice in a pattern
+    must find one function twice; whether with one set of weights is :attr:`Match.ties`.
+    A definition is told by its content, not its name alone."""
+    ref = definition_key(node["ref"]) if node["box"] == "diagram" else None
+    global_param = node.get("param") if node["box"] == "learn" and not node.get("local") else None
+    ident = (node["box"], node["op"], ref, global_param, bool(node.get("scan")))
     return ident + (tuple(node.get("generics", ())),) if with_generics else ident
 
 
@@ -313,6 +319,7 @@ class Match:
     rule: Any = None
     reverse: bool = False
     seed: tuple = ()                                 # (anchor pattern box, its target box)
+    ties: tuple[frozenset, ...] = ()                 # weight sets one pattern name would merge (⇒)
 
     def __repr__(self) -> str:
         ctx = f" inside {', '.join(f'{n} : {d}' for n, d in self.slots)}" if self.slots else ""
@@ -436,6 +443,11 @@ class Matcher:
                 return
             if pn["box"] in PROCESSES and pn["op"] != tn["op"]:
                 return
+            if pn["box"] == "diagram" and pn["ref"] is not tn["ref"] and \
+                    definition_key(pn["ref"]) != definition_key(tn["ref"]):
+                return  # one name, two definitions
+            if pn["box"] == "learn" and bool(pn.get("local")) != bool(tn.get("local")):
+                return  # a local learnable (fresh per instance) is not a global one of that name
             if pn["box"] == "const" and not uni.unify_value(pn.get("value"), tn.get("value")):
                 return
             pg, tg = tuple(pn.get("generics", ())), tuple(tn.get("generics", ()))
@@ -656,7 +668,20 @@ class Matcher:
         every = frozenset(self.wire_name(st.wires[y][0]) for y in p.produced)
         return Match(p.d, dict(st.boxes), dict(st.wires), boundary, dict(uni.sub),
                      {n: tb for n, (_, tb) in st.idents.items()}, slots, box_slots,
-                     ", ".join(dict.fromkeys(names)), every)
+                     ", ".join(dict.fromkeys(names)), every, ties=self.ties(st))
+
+    def ties(self, st: _State) -> tuple[frozenset, ...]:
+        """Weight sets that one name of the pattern binds together: the pattern says one
+        function where the target has several sets of weights. Rewriting there ties them,
+        an expressivity reduction (⇒), never an equation."""
+        sets: dict[str, set] = {}
+        for pb, tb in st.boxes.items():
+            node = self.p.node[pb]
+            if node["box"] in PROCESSES:
+                key = weight_key(self.t.box(tb))
+                if key is not None:
+                    sets.setdefault(node["op"], set()).add(key)
+        return tuple(frozenset(s) for s in sets.values() if len(s) > 1)
 
     def recheck(self, m: Match) -> bool:
         """Does a match found earlier still hold after other rewrites of the target? Its boxes
@@ -725,13 +750,14 @@ def _pattern_of(rule, reverse: bool) -> tuple[Diagram, Any]:
 
 
 def find_matches(target: Diagram, rule, reverse: bool = False, index: Index | None = None,
-                 limit: int | None = None) -> list[Match]:
+                 limit: int | None = None, ties: bool = False) -> list[Match]:
     """Every occurrence of the rule's left side (right side with ``reverse``) in ``target``.
 
-    ``rule`` is a :class:`~stringdiag.rewrite.rule.Rule` or a bare pattern diagram.
+    ``rule`` is a :class:`~stringdiag.rewrite.rule.Rule` or a bare pattern diagram. Matches
+    that would tie weight sets (:attr:`Match.ties`) are reductions, found only with ``ties``.
     """
     with gc_paused():
-        return list(iter_matches(target, rule, reverse, index, limit))
+        return list(iter_matches(target, rule, reverse, index, limit, ties=ties))
 
 
 def pattern(rule, reverse: bool = False) -> Pattern:
@@ -746,13 +772,16 @@ def pattern(rule, reverse: bool = False) -> Pattern:
 
 
 def iter_matches(target: Diagram, rule, reverse: bool = False, index: Index | None = None,
-                 limit: int | None = None, seed: tuple[int, int] | None = None) -> Iterator[Match]:
+                 limit: int | None = None, seed: tuple[int, int] | None = None,
+                 ties: bool = False) -> Iterator[Match]:
     """Like :func:`find_matches`, lazily; ``seed`` fixes one (pattern box, target box) pair."""
     _, r = _pattern_of(rule, reverse)
     pat = pattern(rule, reverse)
     ix = index if index is not None else Index(target)
     n = 0
     for m in Matcher(pat, ix).run(seed):
+        if m.ties and not ties:
+            continue
         m.rule, m.reverse = r, reverse
         yield m
         n += 1

@@ -1,10 +1,12 @@
 """The semantic oracle: do two diagrams with one boundary compute the same function?
 
 PyZX's lesson: every rewrite is tested by evaluating both sides. Both diagrams are
-compiled, the learnable boxes of the second get the weights of the first wherever a
-parameter has the same name (a box used on both sides is one set of weights), and both
-run on the same random float64 inputs; they agree when the largest difference is below
-``tol`` relative to the largest output. Sizes default to small distinct primes, so that a
+compiled from their graphs as they are, weights are drawn in float64 for the first, and
+each weight set of the second gets the weights of the same set of the first — matched by
+identity (``graph/weights.py``; ``correspond`` maps the sets a step renamed), never by
+name alone. Both run on the same random float64 inputs; they agree when the largest
+difference is below ``tol`` relative to the largest output. A set that only one side has
+keeps its own random weights, so a step that splits or merges sets is caught. Sizes default to small distinct primes, so that a
 transposed axis cannot go unnoticed.
 
 Abstract boxes (``sim``) and a rule's box variables have no meaning of their own: give
@@ -115,7 +117,7 @@ def _bind(defn: Diagram, ins, outs) -> dict[str, Dim] | None:
 
 def equal(a: Diagram, b: Diagram, dims: dict[str, int] | None = None, trials: int = 3, seed: int = 0,
           instantiate: Mapping[str, Instance] | None = None, tol: float = 1e-9,
-          fast: bool = False) -> tuple[bool, float]:
+          fast: bool = False, correspond: Mapping[tuple, tuple] | None = None) -> tuple[bool, float]:
     """Evaluate both diagrams on the same random inputs with shared weights.
 
     Returns whether they agree to relative error ``tol`` in every trial, and the largest
@@ -132,8 +134,10 @@ def equal(a: Diagram, b: Diagram, dims: dict[str, int] | None = None, trials: in
         torch.manual_seed(seed * 1000 + t)
         ma = compile(fa, dims=sizes, dtype=torch.float64, fast=fast)
         mb = compile(fb, dims=sizes, dtype=torch.float64, fast=fast)
-        share(ma, mb)
         gen = torch.Generator().manual_seed(seed * 1000 + t)
+        draw(ma, gen)
+        draw(mb, gen)  # sets only b has: their own weights
+        share_sets(ma, mb, correspond or {})
         # a leading batch axis of 2: the compiled module then also shows that examples stay apart
         xs = [torch.randn(2, *[dim.evaluate(sizes) for dim in ty], generator=gen, dtype=torch.float64)
               for ty in a.input_types]
@@ -141,6 +145,45 @@ def equal(a: Diagram, b: Diagram, dims: dict[str, int] | None = None, trials: in
             ya, yb = _tuple(ma(*xs)), _tuple(mb(*xs))
         worst = max(worst, max((relative_error(p, q) for p, q in zip(ya, yb)), default=0.0))
     return worst < tol, worst
+
+
+def draw(m: torch.nn.Module, gen: torch.Generator) -> None:
+    """Fresh float64 weights: N(0, 1/fan_in) for matrices, N(0, 1/4) for vectors and scalars."""
+    with torch.no_grad():
+        for p in m.parameters():
+            std = 1.0 / math.sqrt(p.shape[-1]) if p.dim() >= 2 else 0.5
+            p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64) * std)
+
+
+def translate(key: tuple, correspond: Mapping[tuple, tuple]) -> tuple:
+    """The weight set of the first side that ``key`` of the second stands for: itself, unless
+    a step renamed it or the instance it lies in (``I/W`` for a renamed instance ``I``)."""
+    if key in correspond:
+        return correspond[key]
+    name = str(key[-1])
+    for new, old in correspond.items():
+        if new[0] == "diagram" and name.startswith(new[1] + "/"):
+            return (*key[:-1], old[1] + name[len(new[1]):])
+    return key
+
+
+def share_sets(src: torch.nn.Module, dst: torch.nn.Module, correspond: Mapping[tuple, tuple]) -> int:
+    """Give every weight set of ``dst`` the weights of the same set of ``src``."""
+    have = getattr(src, "weight_sets", {})
+    n = 0
+    with torch.no_grad():
+        for key, attr in getattr(dst, "weight_sets", {}).items():
+            other = have.get(translate(key, correspond))
+            if other is None:
+                continue
+            try:  # a set inside a scanned cell lives in the cell's module, matched as the cell
+                mine, theirs = dst.get_submodule(attr).state_dict(), src.get_submodule(other).state_dict()
+            except AttributeError:
+                continue
+            if mine.keys() == theirs.keys() and all(mine[k].shape == theirs[k].shape for k in mine):
+                dst.get_submodule(attr).load_state_dict(theirs)
+                n += 1
+    return n
 
 
 def share(src: torch.nn.Module, dst: torch.nn.Module) -> int:
@@ -177,4 +220,4 @@ def relative_error(p: torch.Tensor, q: torch.Tensor) -> float:
     return (p - q).abs().max().item() / scale
 
 
-__all__ = ["equal", "instantiated", "default_sizes", "dim_names", "share", "relative_error"]
+__all__ = ["equal", "instantiated", "default_sizes", "dim_names", "share", "share_sets", "draw", "relative_error"]

@@ -1,0 +1,182 @@
+"""The kinds of derivation step, as functions of a diagram, each classified by what it does to
+weights (seed 003, App. A.2; ``graph/weights.py``).
+
+- applying a rule: ≡ for an equation, ⇒ for a reduction, and ⇒ too where the match ties
+  several weight sets into one (the rule names one process where the target has two);
+- unfolding a definition: ≡ (the opened weights keep the instance's identity);
+- folding a definition: ≡ only when the matched weights are exactly one instance's: the
+  same sets, none shared with boxes outside the fold, none of two merged; else refused;
+- copying a box: ≡ (the copies share its weights);
+- specialising a learnable or abstract box into a composite: ⇒ (its uses share the
+  composite's weights exactly when they shared the box's).
+
+Turning one weight set into several is never a step: it is refused with the reason.
+Each step returns an :class:`Outcome`; ``correspond`` says which weight set of the result
+is which of the diagram before, where the step renamed one, so that the oracle can give
+both sides the same weights.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import DiagError
+from ..graph.diagram import Diagram
+from ..graph.expand import expand
+from ..graph.weights import WeightKey, boxes_by_weights, fresh_instance, instances, weight_key
+from ..rewrite.dpo import copy_box, copy_diagram, rewrite, rewrite_all
+from ..rewrite.match import Match, PROCESSES
+from ..rewrite.rule import EQUATION, Rule
+
+EQ, RED, REWIRE = "≡", "⇒", "≠"
+
+
+@dataclass
+class Outcome:
+    diagram: Diagram
+    relation: str                  # ≡, ⇒ or ≠
+    note: str = ""                 # what the step did to weights, when it matters
+    correspond: dict[WeightKey, WeightKey] = field(default_factory=dict)  # result's set -> before's
+
+
+def apply_rule(cur: Diagram, rule: Rule, match: Match) -> Outcome:
+    """One rewrite at one match."""
+    out = rewrite(cur, match)
+    if match.ties:
+        shown = "; ".join(" = ".join(sorted(str(k[-1]) for k in group)) for group in match.ties)
+        return Outcome(out, RED, f"ties the weights of {shown}")
+    return Outcome(out, EQ if rule.kind == EQUATION else RED)
+
+
+def apply_everywhere(cur: Diagram, rule: Rule, reverse: bool = False) -> tuple[Outcome, int]:
+    """The rule at every match that ties no weights (an equation stays an equation)."""
+    out, n = rewrite_all(cur, rule, reverse)
+    return Outcome(out, EQ if rule.kind == EQUATION else RED), n
+
+
+def unfold(cur: Diagram, name: str, definitions: frozenset[str]) -> Outcome:
+    """Open every use of the definition ``name``; ``definitions`` are all the names to keep."""
+    uses = [b for b in cur.boxes() if cur.box(b)["op"] == name and cur.box(b)["box"] == "diagram"]
+    if not uses:
+        raise DiagError(f"'{name}' is not used as a box here; nothing to unfold")
+    if all(cur.box(b).get("scan") for b in uses):
+        raise DiagError(f"'{name}' is iterated by scan: a sequential loop cannot be opened into SIMD boxes")
+    return Outcome(expand(cur, keep=definitions - {name}), EQ)
+
+
+def copy(cur: Diagram, wire: str) -> Outcome:
+    """Naturality of copy: the box making the wire, once per reader, all with its weights."""
+    wires = [w for w in cur.wires() if cur.graph.nodes[w]["name"] == wire]
+    if len(wires) != 1:
+        raise DiagError(f"{'no' if not wires else len(wires)} wire{'s' if len(wires) != 1 else ''} named '{wire}'")
+    box = cur.producer(wires[0])
+    readers = cur.consumers(wires[0])
+    if box is None or len(readers) + (wires[0] in cur.outputs) < 2:
+        raise DiagError(f"wire '{wire}' is not copied: nothing to do")
+    out = cur
+    for reader in readers[1:]:
+        out = copy_box(out, box, [reader])
+    key = weight_key(cur.box(box))
+    return Outcome(out, EQ, f"the copies share the weights of {key[-1]}" if key else "")
+
+
+def specialise(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[str]) -> Outcome:
+    """Every use of the learnable or abstract box ``name`` becomes the composite ``defn``.
+
+    Uses that shared weights share the composite's (one instance per weight set); an
+    abstract family is one function wherever it is used."""
+    uses = [b for b in cur.boxes() if cur.box(b)["op"] == name and cur.box(b)["box"] in ("learn", "abstract")]
+    if not uses:
+        raise DiagError(f"no learnable or abstract box '{name}' in the diagram to specialise")
+    out = copy_diagram(cur)
+    op = f"{name} :=" if defn.name.startswith("__") else defn.name  # how the opened box is labelled
+    for b in uses:
+        node = out.box(b)
+        key = weight_key(node)
+        node["instance"] = name if key is None else ("~" if key[1] else "") + str(key[2])
+        node["box"], node["op"], node["ref"] = "diagram", op, defn
+        node.pop("local", None)
+        node.pop("param", None)
+    return Outcome(expand(out, keep=definitions - {op}), RED)
+
+
+def fold(cur: Diagram, body: Diagram, call: Diagram, matches: list[Match]) -> Outcome:
+    """Close a match of a definition's body into one use of it (``call``): an equation only
+    when the matched weights are exactly those of one instance of the definition."""
+    if not matches:
+        raise DiagError(f"'{body.name}' does not match here")
+    (match,) = matches
+    if match.ties:
+        raise DiagError(f"folding '{body.name}' here would tie weight sets that differ "
+                        f"({', '.join(sorted(str(k[-1]) for g in match.ties for k in g))}): that is a reduction, "
+                        "not a fold")
+    pairs = _weight_pairs(cur, match)
+    _refuse_splits(cur, body.name, match, pairs)
+    before = set(cur.boxes())
+    out = rewrite(cur, match, call)
+    (new,) = [b for b in out.boxes() if b not in before and out.box(b)["box"] == "diagram"]
+    node = out.box(new)
+    prefix = _common_prefix(pairs)
+    taken = instances(out) - {node["instance"]}
+    if prefix is not None and prefix and prefix[:-1] not in taken:
+        node["instance"] = prefix[:-1]
+        return Outcome(out, EQ)
+    node["instance"] = fresh_instance(body.name, taken)
+    here = node["instance"] + "/"
+    correspond = {(kp[0], kp[1], here + kp[-1]) if kp[0] == "learn" else (kp[0], here + kp[-1]): kt
+                  for kp, kt in pairs.items()}
+    return Outcome(out, EQ, f"the folded weights are now those of {node['instance']}", correspond)
+
+
+def _weight_pairs(cur: Diagram, match: Match) -> dict[WeightKey, WeightKey]:
+    """Body weight set -> target weight set, for the local sets of the body; a global
+    learnable of the body must be the same global one in the target."""
+    pairs: dict[WeightKey, WeightKey] = {}
+    for pb, tb in match.boxes.items():
+        pn, tn = match.pattern.box(pb), cur.box(tb)
+        if pn["box"] not in PROCESSES:
+            continue
+        kp, kt = weight_key(pn), weight_key(tn)
+        if kp is None or (kp[0] == "learn" and not kp[1]):
+            if kp != kt:
+                raise DiagError(f"'{pn['op']}' of '{match.pattern.name}' is not the box it matched here")
+            continue
+        if pairs.get(kp, kt) != kt:
+            raise DiagError(f"'{pn['op']}' of '{match.pattern.name}' is one set of weights but matched two here")
+        pairs[kp] = kt
+    return pairs
+
+
+def _refuse_splits(cur: Diagram, name: str, match: Match, pairs: dict[WeightKey, WeightKey]) -> None:
+    """A fold gives the folded weights a new owner: none may stay behind outside the fold,
+    and no two sets of the definition may take one target set."""
+    seen: dict[WeightKey, WeightKey] = {}
+    for kp, kt in pairs.items():
+        if kt in seen:
+            raise DiagError(f"'{seen[kt][-1]}' and '{kp[-1]}' of '{name}' are two sets of weights, but here both "
+                            f"are '{kt[-1]}': folding would split one set into two")
+        seen[kt] = kp
+    inside = set(match.boxes.values())
+    owners = boxes_by_weights(cur)
+    for kt in seen:
+        outside = [b for b in owners.get(kt, ()) if b not in inside]
+        if outside:
+            raise DiagError(f"the weights '{kt[-1]}' are also used outside the fold (by '{cur.box(outside[0])['op']}'): "
+                            "folding would split one set of weights into two")
+
+
+def _common_prefix(pairs: dict[WeightKey, WeightKey]) -> str | None:
+    """``P`` such that every target set is ``P`` + the body's name for it, if there is one."""
+    prefix = None
+    for kp, kt in pairs.items():
+        body, target = str(kp[-1]), str(kt[-1])
+        if kp[0] != kt[0] or not target.endswith("/" + body):
+            return None
+        p = target[: len(target) - len(body)]
+        if prefix not in (None, p):
+            return None
+        prefix = p
+    return prefix
+
+
+__all__ = ["Outcome", "EQ", "RED", "REWIRE", "apply_rule", "apply_everywhere", "unfold", "copy", "specialise",
+           "fold"]
