@@ -256,7 +256,7 @@ rule residual<n>(x: [n]) -> [n] {
     assert r.sides()[0] is r.lhs
     with pytest.raises(DiagError, match="reduction .* right to left"):
         r.sides(reverse=True)
-    (u,) = loads_rules("dim n : fixed\nfixed G : [n] -> [n]\nrule u(x: [n]) -> [n] { return G(x) } ⇒ "
+    (u,) = loads_rules("dim n : fixed\nlearn G : [n] -> [n]\nrule u(x: [n]) -> [n] { return G(x) } ⇒ "
                        "{ return G(G(x)) }")
     assert u.kind == "reduction"
 
