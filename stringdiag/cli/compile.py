@@ -7,7 +7,9 @@ import tempfile
 from pathlib import Path
 
 from ..errors import DiagError
+from . import options
 from .common import load_reporting, pick
+from .options import short
 
 HELP = "compile a diagram to a torch module; print its code (-o FILE) and parameter count"
 
@@ -21,15 +23,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", metavar="FILE.py", help="write the generated Python code here")
 
 
-def parse_dims(text: str) -> dict[str, int]:
-    """``d=64,k=16`` -> {'d': 64, 'k': 16}, with a clear error for anything else."""
-    dims: dict[str, int] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        name, eq, value = part.partition("=")
-        if not eq or not name.strip().isidentifier() or not value.strip().isdigit() or int(value) < 1:
-            raise DiagError(f"--dims: expected NAME=POSITIVE_INTEGER, got '{part}'")
-        dims[name.strip()] = int(value)
-    return dims
+def parse_dims(text: str, diagram=None) -> dict[str, int]:
+    """``d=64,k=16`` -> {'d': 64, 'k': 16}, with a clear error for anything else
+    (and, given the diagram, for names it does not know)."""
+    return options.parse_dims(text, diagram)
+
+
+def check_size(diagram, dims: dict[str, int], approximator: str) -> int | None:
+    """Refuse sizes whose parameters cannot be allocated here; the count when it is known."""
+    from ..lower import compile
+
+    try:
+        n = options.count_parameters(lambda make: compile(diagram, dims=dims, approximator=make), approximator)
+    except options.TooLarge:
+        raise options.too_large() from None
+    if n is not None:
+        import torch
+
+        options.check_memory(n * torch.get_default_dtype().itemsize, f"for {n:,} parameters")
+    return n
 
 
 def source_code(gm, title: str) -> str:
@@ -55,16 +67,32 @@ def run(args: argparse.Namespace) -> int:
 
     prog = load_reporting(args.file)
     (diagram,) = pick(prog, args.diagram)
-    gm = compile(diagram, dims=parse_dims(args.dims), approximator=args.approximator)
+    dims = parse_dims(args.dims, diagram)
+    if args.output and os.path.isdir(args.output):
+        raise DiagError(f"cannot write {short(args.output)}: it is a directory (give -o FILE.py)")
+    check_size(diagram, dims, args.approximator)
+    try:
+        gm = compile(diagram, dims=dims, approximator=args.approximator)
+    except (RuntimeError, MemoryError) as e:
+        raise (options.out_of_memory(e) or e) from None
     n = sum(p.numel() for p in gm.parameters())
     print(f"{diagram.signature()}: {n:,} parameters ({args.approximator} approximators)")
     if args.output:
         out = Path(args.output)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
-        with os.fdopen(fd, "w") as f:
-            f.write(source_code(gm, f"{args.file}: {diagram.name} with {args.dims or 'default dims'}"))
-        os.replace(tmp, out)
+        code = source_code(gm, f"{args.file}: {diagram.name} with {args.dims or 'default dims'}")
+        tmp = None
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".stringdiag.", suffix=".py")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(code)
+            os.replace(tmp, out)
+            tmp = None
+        except OSError as e:
+            raise DiagError(f"cannot write {short(out)}: {e.strerror or e}") from None
+        finally:
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)
         print(f"wrote {out}")
     else:
         print(gm.code)

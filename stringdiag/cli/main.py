@@ -11,13 +11,25 @@ import sys
 
 from ..errors import DiagError
 from . import check, compile, derive, info, normalize, render, train
+from .options import short
 
 COMMANDS = {"check": check, "render": render, "info": info, "derive": derive, "normalize": normalize,
             "compile": compile, "train": train}
 
 
+class UsageError(Exception):
+    """A command line argparse cannot make sense of (reported in one line, exit status 1)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad command line is one ``error:`` line and exit status 1, as for bad input."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="stringdiag", description=__doc__.splitlines()[0])
+    p = Parser(prog="stringdiag", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, mod in COMMANDS.items():
         mod.add_arguments(sub.add_parser(name, help=mod.HELP, description=mod.HELP))
@@ -25,15 +37,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     try:
         return COMMANDS[args.command].run(args) or 0
     except DiagError as e:
         print(e.render(), file=sys.stderr)
         return 1
     except OSError as e:  # the machine said no (a path we cannot write, a full disk)
-        where = f": {e.filename}" if e.filename else ""
+        where = f": {short(e.filename)}" if e.filename else ""
         print(f"error: {e.strerror or e}{where}", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print("error: out of memory (choose smaller sizes)", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from .common import load_reporting, pick
+from .options import positive
 
 HELP = "apply rules everywhere, repeatedly, until nothing changes (or a bound is reached)"
 
@@ -13,8 +14,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-d", "--diagram", metavar="NAME", required=True)
     p.add_argument("--rules", nargs="+", required=True, metavar="R",
                    help="rule names from rules/ (NAME, or NAME:reversed for an equation right to left)")
-    p.add_argument("--max-rounds", type=int, default=20, help="rounds of applying every rule (default 20)")
-    p.add_argument("--max-boxes", type=int, default=100_000, help="stop if the diagram grows past this")
+    p.add_argument("--max-rounds", type=positive, default=20, help="rounds of applying every rule (default 20)")
+    p.add_argument("--max-boxes", type=positive, default=100_000, help="stop if the diagram grows past this")
     p.add_argument("-o", "--output", metavar="OUT", help="draw the normal form")
 
 

@@ -7,8 +7,11 @@ import os
 from pathlib import Path
 
 from ..errors import DiagError
+from . import options
 from .common import load_reporting, pick
-from .compile import parse_dims
+from .options import positive
+
+MAX_LAYERS = 1024  # for --layers and --heads: each head of each layer is a compiled diagram
 
 HELP = "train a decoder-only language model whose heads are the diagram (App. C of the paper)"
 
@@ -16,23 +19,25 @@ HELP = "train a decoder-only language model whose heads are the diagram (App. C 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE")
     p.add_argument("-d", "--diagram", metavar="NAME", required=True, help="the head: a diagram [s, d] -> [s, d]")
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--d-model", type=int, default=128)
-    p.add_argument("--d-ff", type=int, default=None, help="feed-forward width (default 4 x d-model)")
-    p.add_argument("--context", type=int, default=35)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
-    p.add_argument("--time-budget", type=float, default=None, metavar="SECONDS", help="stop after this long")
-    p.add_argument("--lr-scale", type=float, default=1.0, help="scale of the Vaswani et al. schedule")
-    p.add_argument("--warmup", type=int, default=200)
-    p.add_argument("--eval-every", type=int, default=200, metavar="STEPS")
+    p.add_argument("--layers", type=options.integer(1, MAX_LAYERS), default=2)
+    p.add_argument("--heads", type=options.integer(1, MAX_LAYERS), default=4)
+    p.add_argument("--d-model", type=positive, default=128)
+    p.add_argument("--d-ff", type=positive, default=None, help="feed-forward width (default 4 x d-model)")
+    p.add_argument("--context", type=positive, default=35)
+    p.add_argument("--batch-size", type=positive, default=32)
+    p.add_argument("--epochs", type=positive, default=1)
+    p.add_argument("--max-steps", type=positive, default=None, help="stop after this many steps")
+    p.add_argument("--time-budget", type=options.number(what="a positive number of seconds"), default=None,
+                   metavar="SECONDS", help="stop after this long")
+    p.add_argument("--lr-scale", type=options.number(high=1e6), default=1.0,
+                   help="scale of the Vaswani et al. schedule")
+    p.add_argument("--warmup", type=positive, default=200)
+    p.add_argument("--eval-every", type=positive, default=200, metavar="STEPS")
     p.add_argument("--approximator", default="mlp", choices=["linear", "mlp"])
     p.add_argument("--dims", default="", metavar="k=32", help="sizes for the head's other fixed dimensions")
     p.add_argument("--data", default="shakespeare", metavar="DIR",
                    help="'shakespeare' (embedded, default), 'synthetic', or a directory with ptb.{train,valid,test}.txt")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=options.seed, default=0)
     p.add_argument("-o", "--out", default=None, metavar="DIR", help="checkpoints and log (default: runs/NAME)")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     p.add_argument("--no-test", action="store_true", help="skip the stride-1 test evaluation at the end")
@@ -47,30 +52,41 @@ def run(args: argparse.Namespace) -> int:
 
     prog = load_reporting(args.file)
     (head,) = pick(prog, args.diagram)
-    for name in ("layers", "heads", "d_model", "context", "batch_size", "epochs"):
-        if getattr(args, name) < 1:
-            raise DiagError(f"--{name.replace('_', '-')} must be at least 1")
+    dims = options.parse_dims(args.dims, head)
+    feature = head.input_types[0][-1].name if len(head.inputs) == 1 and head.input_types[0] else None
+    if feature in dims:
+        raise DiagError(f"--dims: '{feature}' is the head's feature dimension; its size is --d-model / --heads "
+                        f"({args.d_model} / {args.heads} here)")
     rank = int(os.environ.get("RANK", "0"))
     say = print if rank == 0 else (lambda *a, **k: None)
     corpus = load_corpus(args.data)
+    check_windows(corpus, args.context, args.batch_size)
+
+    def make(approximator=args.approximator, check_causal=True, layers=args.layers):
+        return LanguageModel(head, vocab=len(corpus.vocab), d_model=args.d_model, n_layers=layers,
+                             n_heads=args.heads, d_ff=args.d_ff, approximator=approximator, dims=dims,
+                             check_causal=check_causal)
+
+    n = check_size(make, args, len(corpus.vocab))
     say(f"corpus {corpus.name}: {len(corpus.vocab):,} words; {corpus.train.numel():,} / {corpus.valid.numel():,} / "
         f"{corpus.test.numel():,} tokens (train / valid / test)")
     baseline = corpus.unigram_perplexity()
     say(f"unigram perplexity on valid: {baseline:.1f}")
-    dims = parse_dims(args.dims)
-
-    def make():
-        return LanguageModel(head, vocab=len(corpus.vocab), d_model=args.d_model, n_layers=args.layers,
-                             n_heads=args.heads, d_ff=args.d_ff, approximator=args.approximator, dims=dims)
-
-    torch.manual_seed(args.seed)
-    n = sum(p.numel() for p in make().parameters())
+    if n is None:  # not counted on the meta device: count a real one
+        torch.manual_seed(args.seed)
+        try:
+            n = sum(p.numel() for p in make().parameters())
+        except (RuntimeError, MemoryError) as e:
+            raise (options.out_of_memory(e) or e) from None
     say(f"model: {args.layers} layer(s) x {args.heads} '{head.name}' heads, d_model {args.d_model}: {n:,} parameters")
     out = Path(args.out or Path("runs") / head.name)
     cfg = TrainConfig(context=args.context, batch_size=args.batch_size, epochs=args.epochs, lr_scale=args.lr_scale,
                       warmup=args.warmup, seed=args.seed, eval_every=args.eval_every, time_budget=args.time_budget,
                       max_steps=args.max_steps)
-    history = train(make, corpus.train, corpus.valid, cfg, out_dir=out, resume=args.resume, log=say)
+    try:
+        history = train(make, corpus.train, corpus.valid, cfg, out_dir=out, resume=args.resume, log=say)
+    except (RuntimeError, MemoryError) as e:
+        raise (options.out_of_memory(e) or e) from None
     result = {"diagram": head.name, "parameters": n, "unigram_ppl": baseline,
               "valid_ppl": history.rows[-1]["valid_ppl"] if history.rows else None, "steps": history.rows[-1]["step"]
               if history.rows else 0}
@@ -87,3 +103,44 @@ def run(args: argparse.Namespace) -> int:
         (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
         say(f"wrote {out / 'log.csv'}, {out / 'checkpoint.safetensors'}, {out / 'result.json'}")
     return 0
+
+
+def check_windows(corpus, context: int, batch_size: int) -> None:
+    """Every split must hold a window of ``context + 1`` tokens, and train one batch of them."""
+    for split in ("train", "valid", "test"):
+        n = corpus.split(split).numel()
+        if n < context + 1:
+            raise DiagError(f"--context {context}: the {split} split of {corpus.name} has {n:,} tokens, "
+                            f"fewer than one window of {context + 1}")
+    stride = max(context // 2, 1)
+    windows = (corpus.train.numel() - context - 1) // stride + 1
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if windows < batch_size * world:
+        raise DiagError(f"--batch-size {batch_size}: the train split of {corpus.name} has only {windows:,} windows "
+                        f"of {context + 1} tokens" + (f" ({world} processes need {batch_size * world})"
+                                                      if world > 1 else ""))
+
+
+def check_size(make, args: argparse.Namespace, vocab: int) -> int | None:
+    """Refuse sizes that cannot be trained in this machine's memory, before allocating anything:
+    parameters with their gradients and two Adam moments, and (roughly) the activations of a batch."""
+    import torch
+
+    try:  # one layer and two; the others are alike
+        n1, n2 = (options.count_parameters(lambda policy: make(policy, check_causal=False, layers=k),
+                                           args.approximator) for k in (1, 2))
+    except options.TooLarge:
+        raise options.too_large() from None
+    if n1 is None or n2 is None:
+        return None
+    n = n1 + (args.layers - 1) * (n2 - n1)
+    size = torch.get_default_dtype().itemsize
+    b, t, d, h = args.batch_size, args.context, args.d_model, args.heads
+    ff = args.d_ff or 4 * d
+    # per layer: residual stream, norms and head values (~12 d), the feed-forward (2 ff), attention
+    # matrices (2 h t); then the logits and their gradient; twice over for the backward pass
+    acts = 2 * b * t * (args.layers * (12 * d + 2 * ff + 2 * h * t) + 3 * vocab)
+    params, acts = 4 * n * size, acts * size
+    options.check_memory(params + acts, f"({options.human(params)} for {n:,} parameters with their gradients and "
+                         f"Adam's moments, {options.human(acts)} for activations)")
+    return n

@@ -4,10 +4,17 @@ Nothing is unpickled on load: model and optimizer tensors are stored by name, an
 rest of the state (step, epoch, configuration, optimizer hyper-parameters) is JSON in
 the file's metadata. Random-number generator states are stored as uint8 tensors, so a
 resumed run continues exactly where it stopped.
+
+The metadata carries a SHA-256 checksum of every tensor (name, dtype, shape and bytes, in
+name order). Loading checks the checksum, the metadata, and every tensor's name, shape and
+dtype against the model and optimizer *before* applying any of it: a checkpoint that does
+not fit, or was damaged, is the tool's error and leaves model, optimizer and RNG untouched.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -19,8 +26,24 @@ from safetensors.torch import load_file, save_file
 
 from ..errors import DiagError
 
+RNG = "rng.torch"
+
+
+def checksum(tensors: dict[str, torch.Tensor]) -> str:
+    """SHA-256 over the tensors in name order: each one's name, dtype, shape, then its bytes."""
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].detach().cpu().contiguous()
+        h.update(f"{name}\0{str(t.dtype).removeprefix('torch.')}\0{list(t.shape)}\0".encode())
+        if t.numel():
+            h.update(t.reshape(-1).view(torch.uint8).numpy())
+    return "sha256:" + h.hexdigest()
+
 
 def save(path: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, meta: dict[str, Any]) -> None:
+    """Write atomically: the file at ``path`` is the previous checkpoint until this one is complete.
+
+    A failure to write (a full disk, say) is the tool's error, and the previous file stays."""
     path = Path(path)
     tensors: dict[str, torch.Tensor] = {f"model.{k}": v.detach().contiguous() for k, v in model.state_dict().items()}
     opt = optimizer.state_dict()
@@ -28,43 +51,193 @@ def save(path: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimi
         for name, value in state.items():
             if torch.is_tensor(value):
                 tensors[f"optim.{pid}.{name}"] = value.detach().contiguous()
-    tensors["rng.torch"] = torch.get_rng_state()
-    meta = {**meta, "param_groups": opt["param_groups"]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.close(fd)
+    tensors[RNG] = torch.get_rng_state()
+    meta = {**meta, "param_groups": opt["param_groups"], "checksum": checksum(tensors)}
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        os.close(fd)
         save_file(tensors, tmp, metadata={"stringdiag": json.dumps(meta)})
+        with open(tmp, "rb") as f:  # on disk before it replaces the previous checkpoint
+            os.fsync(f.fileno())
         os.replace(tmp, path)
+        tmp = None
+    except (OSError, SafetensorError) as e:
+        reason = getattr(e, "strerror", None) or str(e)
+        raise DiagError(f"cannot write checkpoint {path}: {reason} (the previous checkpoint, if any, is kept)") \
+            from None
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
 
 
 def read_meta(path: str | Path) -> dict[str, Any]:
+    if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would block, a directory is no file
+        raise DiagError(f"{path} is not a stringdiag checkpoint (it is not a regular file)")
     try:
         with safe_open(str(path), framework="pt") as f:
-            return json.loads((f.metadata() or {})["stringdiag"])
+            meta = json.loads((f.metadata() or {})["stringdiag"])
     except (OSError, KeyError, ValueError, SafetensorError) as e:
         raise DiagError(f"{path} is not a stringdiag checkpoint ({e})") from None
+    if not isinstance(meta, dict):
+        raise DiagError(f"{path} is not a stringdiag checkpoint (its metadata is not a JSON object)")
+    return meta
 
 
 def load(path: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None) -> dict[str, Any]:
-    """Restore model (and optimizer, and the RNG) in place; return the metadata."""
+    """Restore model (and optimizer, and the RNG) in place; return the metadata.
+
+    Everything is checked first; nothing is changed unless all of it fits."""
     meta = read_meta(path)
-    tensors = load_file(str(path))
+    try:
+        tensors = load_file(str(path))
+    except (OSError, ValueError, RuntimeError, SafetensorError) as e:
+        raise DiagError(f"{path} is not a readable checkpoint ({e})") from None
+    state, opt_state, rng = _validate(Path(path), meta, tensors, model, optimizer)
+    model.load_state_dict(state, strict=True)
+    if optimizer is not None:
+        optimizer.load_state_dict(opt_state)
+    torch.set_rng_state(rng)
+    return meta
+
+
+# -- validation -------------------------------------------------------------------------
+def _bad(path: Path, why: str) -> DiagError:
+    return DiagError(f"{path} is not a valid checkpoint: {why}")
+
+
+def _whole(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _validate(path: Path, meta: dict, tensors: dict[str, torch.Tensor], model: torch.nn.Module,
+              optimizer: torch.optim.Optimizer | None):
+    # integrity first: a damaged file says so, whatever else is wrong with it
+    saved = meta.get("checksum")
+    if not isinstance(saved, str):
+        raise _bad(path, "it has no checksum (it was not written by this version of stringdiag)")
+    if checksum(tensors) != saved:
+        raise DiagError(f"{path} is damaged: its tensors do not match the checksum saved with them")
+    step = meta.get("step")
+    if not _whole(step) or step < 0:
+        raise _bad(path, f"its step is {json.dumps(step)}, not a whole number of steps")
+    history = meta.get("history", [])
+    if not isinstance(history, list) or not all(isinstance(r, dict) for r in history):
+        raise _bad(path, "its history is not a list of rows")
+    keys, last = None, 0
+    for row in history:
+        s = row.get("step")
+        if not _whole(s) or not last <= s <= step:
+            raise _bad(path, f"its history has a row at step {json.dumps(s)} (the checkpoint is at step {step})")
+        if keys is not None and set(row) != keys:
+            raise _bad(path, "its history rows do not all have the same columns")
+        keys, last = set(row), s
+    config, ours = meta.get("config"), getattr(model, "config", None)
+    if isinstance(config, dict) and isinstance(ours, dict):
+        diff = [f"{k} {config[k]!r} there, {ours[k]!r} here" for k in ours if k in config and config[k] != ours[k]]
+        if diff:
+            raise DiagError(f"{path} does not fit this model ({'; '.join(diff[:3])}); "
+                            "was it trained with other options?")
+
+    # the model: exactly its tensors, with their shapes and dtypes
+    expected = model.state_dict()
     state = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
-    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state if k not in expected]
     if missing or unexpected:
         raise DiagError(f"{path} does not fit this model (missing {missing[:3]}, unexpected {unexpected[:3]}); "
                         "was it trained with other options?")
-    if optimizer is not None:
-        per: dict[int, dict[str, torch.Tensor]] = {}
-        for k, v in tensors.items():
-            if k.startswith("optim."):
-                _, pid, name = k.split(".", 2)
-                per.setdefault(int(pid), {})[name] = v
-        optimizer.load_state_dict({"state": per, "param_groups": meta["param_groups"]})
-    if "rng.torch" in tensors:
-        torch.set_rng_state(tensors["rng.torch"])
-    return meta
+    for k, v in state.items():
+        want = expected[k]
+        if v.shape != want.shape or v.dtype != want.dtype:
+            raise DiagError(f"{path} does not fit this model: '{k}' is {_describe(v)} there, {_describe(want)} "
+                            "here; was it trained with other options?")
+    others = [k for k in tensors if not k.startswith(("model.", "optim.")) and k != RNG]
+    if others:
+        raise _bad(path, f"unexpected tensors {others[:3]}")
+
+    opt_state = _validate_optimizer(path, meta, tensors, optimizer, step) if optimizer is not None else None
+
+    if RNG not in tensors:
+        raise _bad(path, "it has no random-number generator state")
+    rng = tensors[RNG]
+    try:  # on a scratch generator: the global one changes only once everything fits
+        if rng.dtype != torch.uint8 or rng.dim() != 1:
+            raise ValueError(f"{_describe(rng)}, not bytes")
+        torch.Generator().set_state(rng)
+    except (RuntimeError, TypeError, ValueError) as e:
+        raise _bad(path, f"its random-number generator state is unusable ({e})") from None
+    return state, opt_state, rng
+
+
+def _describe(t: torch.Tensor) -> str:
+    return f"{str(t.dtype).removeprefix('torch.')} {list(t.shape)}"
+
+
+def _same_kind(saved: Any, current: Any) -> bool:
+    """Whether a saved optimizer setting can stand where the current one does."""
+    if isinstance(current, bool) or current is None:
+        return saved is None or isinstance(saved, bool)
+    if isinstance(current, (int, float)):
+        return isinstance(saved, (int, float)) and not isinstance(saved, bool) and math.isfinite(saved)
+    if isinstance(current, (list, tuple)):
+        return isinstance(saved, (list, tuple)) and len(saved) == len(current) and all(
+            _same_kind(a, b) for a, b in zip(saved, current))
+    if isinstance(current, str):
+        return isinstance(saved, str)
+    return True
+
+
+def _validate_optimizer(path: Path, meta: dict, tensors: dict[str, torch.Tensor],
+                        optimizer: torch.optim.Optimizer, step: int) -> dict:
+    current = optimizer.state_dict()["param_groups"]
+    groups = meta.get("param_groups")
+    if not isinstance(groups, list) or len(groups) != len(current) or not all(isinstance(g, dict) for g in groups):
+        n = len(groups) if isinstance(groups, list) else 0
+        raise _bad(path, f"it has {n} optimizer parameter group(s) where the optimizer has {len(current)}")
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    fixed = []
+    for i, (saved, cur) in enumerate(zip(groups, current)):
+        if saved.get("params") != cur["params"]:
+            raise _bad(path, f"optimizer group {i} holds other parameters than the optimizer's")
+        for key, value in cur.items():
+            if key == "params":
+                continue
+            if key not in saved:
+                raise _bad(path, f"optimizer group {i} has no setting '{key}'")
+            if not _same_kind(saved[key], value):
+                raise _bad(path, f"optimizer group {i} has {key} = {json.dumps(saved[key])}")
+        fixed.append({**saved, **{k: tuple(saved[k]) for k, v in cur.items() if isinstance(v, tuple)}})
+
+    per: dict[int, dict[str, torch.Tensor]] = {}
+    for k, v in tensors.items():
+        if not k.startswith("optim."):
+            continue
+        _, pid, name = (k.split(".", 2) + ["", ""])[:3]
+        if not (pid.isascii() and pid.isdigit()) or int(pid) >= len(params) or not name:
+            raise _bad(path, f"optimizer tensor '{k}' belongs to no parameter")
+        per.setdefault(int(pid), {})[name] = v
+    want = None
+    if isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)):
+        want = {"step", "exp_avg", "exp_avg_sq"} | (
+            {"max_exp_avg_sq"} if any(g.get("amsgrad") for g in optimizer.param_groups) else set())
+    if step > 0 and want and not per:
+        raise _bad(path, f"it has no optimizer state after {step} steps")
+    for pid, state in sorted(per.items()):
+        names = set(state)
+        if want is not None and names != want:
+            lacks = sorted(want - names)
+            raise _bad(path, f"the optimizer state of parameter {pid} "
+                       + (f"lacks {', '.join(lacks)}" if lacks else f"has unknown {', '.join(sorted(names - want))}"))
+        p = params[pid]
+        for name, v in state.items():
+            if name == "step":
+                ok = v.numel() == 1 and v.is_floating_point()
+                value = float(v.reshape(-1)[0]) if ok else float("nan")
+                if not ok or not math.isfinite(value) or value < 0 or value != int(value):
+                    raise _bad(path, f"the optimizer step of parameter {pid} is not a whole number")
+            elif v.shape != p.shape or v.dtype != p.dtype:
+                raise _bad(path, f"the optimizer's '{name}' for parameter {pid} is {_describe(v)}, "
+                           f"its parameter {_describe(p.detach())}")
+    return {"state": per, "param_groups": fixed}

@@ -66,7 +66,8 @@ def evaluate(model: torch.nn.Module, ids: torch.Tensor, context: int, stride: in
         nll += F.cross_entropy(logits, targets, reduction="sum").double().item()
         count += int(keep.sum())
     model.train(was)
-    return math.exp(nll / count)
+    mean = nll / count
+    return math.exp(mean) if mean < 700 else float("inf")  # a diverged model: no OverflowError
 
 
 def vaswani_lr(step: int, d_model: int, warmup: int, scale: float) -> float:
@@ -123,10 +124,17 @@ def train(make_model: Callable[[], torch.nn.Module], train_ids: torch.Tensor, va
         meta = checkpoint.load(ckpt, model, opt)
         step = meta["step"]
         history.rows = meta.get("history", [])
+        if rank == 0:  # the log as of the checkpoint: rows a failed run wrote after it are dropped
+            _write_log(out / "log.csv", history.rows)
         log(f"resumed from {ckpt} at step {step}")
     net = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
     w = lm_windows(train_ids, cfg.context, max(cfg.context // 2, 1))
     per_epoch = w.shape[0] // (cfg.batch_size * world)
+    if per_epoch < 1:
+        from ..errors import DiagError
+
+        raise DiagError(f"the training data has {w.shape[0]:,} windows of {cfg.context + 1} tokens, fewer than one "
+                        f"batch of {cfg.batch_size * world}")
     total = per_epoch * cfg.epochs if cfg.max_steps is None else min(per_epoch * cfg.epochs, cfg.max_steps)
     valid = valid_ids[: cfg.valid_tokens] if cfg.valid_tokens else valid_ids
     bar = Progress(total) if rank == 0 else None
@@ -143,10 +151,10 @@ def train(make_model: Callable[[], torch.nn.Module], train_ids: torch.Tensor, va
             if bar and bar.tty:
                 print()
             log(f"step {step}: train loss {row['train_loss']:.3f}, valid ppl {ppl:.1f} ({kind})")
-            if out:
-                _write_log(out / "log.csv", history.rows)
+            if out:  # the checkpoint first: the log never runs ahead of it
                 checkpoint.save(ckpt, model, opt, {"step": step, "config": model.config, "train": asdict(cfg),
                                                    "history": history.rows})
+                _write_log(out / "log.csv", history.rows)
         if world > 1:
             dist.barrier()
 
@@ -189,9 +197,26 @@ def _mean(xs: list[float]) -> float:
 
 
 def _write_log(path: Path, rows: list[dict]) -> None:
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w", newline="") as f:
-        wr = csv.DictWriter(f, fieldnames=list(rows[0]))
-        wr.writeheader()
-        wr.writerows(rows)
-    os.replace(tmp, path)
+    """The whole log, written beside it and then renamed over it: never a half row.
+
+    A failure to write (a full disk) is the tool's error; the previous log stays."""
+    from ..errors import DiagError
+
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        if not rows:
+            if path.exists():
+                path.unlink()
+            return
+        with tmp.open("w", newline="") as f:
+            wr = csv.DictWriter(f, fieldnames=list(rows[0]))
+            wr.writeheader()
+            wr.writerows(rows)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        raise DiagError(f"cannot write {path}: {e.strerror or e} (the previous log is kept)") from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
