@@ -176,11 +176,6 @@ def test_native_lowering_is_stable_for_large_inputs(name, n):
 
 
 @pytest.mark.parametrize("name", ["softmax", "ssoftmax"])
-@pytest.mark.xfail(strict=True, reason="FINDING (issue 7, item 4): the prelude's softmax is exp(x) / sum(exp(x)) "
-                   "with no shift by the maximum, so its opened body overflows (inf / inf = nan) where the native "
-                   "torch.softmax does not. The native lowering is the right one; the prelude body needs a stable "
-                   "form (e.g. shift by m = sum_j hardmax(x)[j] * x[j]). When it is fixed this test passes: drop "
-                   "the xfail.")
 def test_prelude_softmax_body_is_stable_for_large_inputs(name):
     native, opened, d, sizes, params, gen = both(name, 7, seed=1)
     xs = inputs(d, sizes, gen, magnitude=LARGE)
