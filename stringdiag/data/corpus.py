@@ -16,6 +16,7 @@ from typing import Iterator
 import torch
 
 from ..errors import DiagError
+from ..syntax.source import read_source
 
 EOS = "<eos>"
 UNK = "<unk>"
@@ -70,6 +71,9 @@ class Corpus:
         return eval_windows(self.split(split), context, stride)
 
 
+CORPUS_LIMIT = 2 ** 30  # 1 GiB of text: far beyond PTB (5 MB), short of exhausting memory
+
+
 def build_vocab(words: list[str], max_size: int | None = None) -> list[str]:
     """``<eos>``, ``<unk>``, then words by falling frequency, ties alphabetical (deterministic)."""
     counts = Counter(words)
@@ -81,7 +85,7 @@ def build_vocab(words: list[str], max_size: int | None = None) -> list[str]:
 
 def read_words(path: Path) -> list[str]:
     """A PTB-format file as words: whitespace-separated tokens, ``<eos>`` after each non-blank line."""
-    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = [line for line in read_source(path, limit=CORPUS_LIMIT).splitlines() if line.strip()]
     return f" {EOS} ".join(lines).split() + ([EOS] if lines else [])
 
 

@@ -36,7 +36,8 @@ from collections import Counter
 from pathlib import Path
 
 from ..errors import DiagError
-from .corpus import SPECIALS, UNK, Corpus, load_ptb
+from ..syntax.source import read_source
+from .corpus import CORPUS_LIMIT, SPECIALS, UNK, Corpus, load_ptb
 
 PREPROCESS_VERSION = 1  # bump when the preprocessing changes, so stale caches are not read
 VOCAB_SIZE = 10_000     # including <eos> and <unk>, as PTB
@@ -105,7 +106,7 @@ def split_plays() -> dict[str, list[str]]:
 def build_splits(vocab_size: int = VOCAB_SIZE) -> dict[str, list[list[str]]]:
     """The three splits as sentences of words, with rare words already ``<unk>``."""
     files = play_files()
-    splits = {split: [s for name in names for s in play_sentences(files[name].read_text(encoding="utf-8"))]
+    splits = {split: [s for name in names for s in play_sentences(read_source(files[name], limit=CORPUS_LIMIT))]
               for split, names in split_plays().items()}
     counts = Counter(w for s in splits["train"] for w in s)
     keep = set(sorted(counts, key=lambda w: (-counts[w], w))[:vocab_size - len(SPECIALS)])

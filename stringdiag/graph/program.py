@@ -14,6 +14,7 @@ from typing import Iterator
 from lark import Token, Tree
 
 from ..errors import DiagError, DiagWarning, Pos
+from ..syntax.source import read_source  # noqa: F401  (the public place to read a file)
 from ..syntax.parser import parse, pos_of
 from .diagram import Diagram
 from .gcpause import gc_paused
@@ -155,64 +156,6 @@ def prelude() -> Program:
             prog[name]
         _prelude_cache.append(prog)
     return _prelude_cache[0]
-
-
-def read_source(path: str | Path, limit: int = 16 * 2 ** 20) -> str:
-    """A source file's text, or the tool's own error saying why not.
-
-    Only regular files are read (a FIFO or ``/dev/zero`` would block or never end), at most
-    ``limit`` bytes (16 MiB); text must be UTF-8, and the first byte that is not is reported
-    at its line and column. Line ends are normalised to ``\\n`` as in text mode.
-    """
-    import errno
-    import os
-    import stat
-
-    name = str(path)
-    shown = name if len(name) <= 120 else f"{name[:58]}...{name[-58:]}"
-    try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below
-        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError as e:
-        if e.errno == errno.ENAMETOOLONG:
-            raise DiagError(f"cannot read {shown}: the file name is too long") from None
-        raise DiagError(f"cannot read {shown}: {e.strerror or e}") from None
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise DiagError(f"cannot read {shown}: it is a directory")
-        if not stat.S_ISREG(st.st_mode):
-            kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
-                    or stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "special")
-            raise DiagError(f"cannot read {shown}: it is {kind}, not a regular file")
-        if st.st_size > limit:
-            raise DiagError(f"cannot read {shown}: it is {st.st_size:,} bytes, more than the "
-                            f"{limit / 2 ** 20:g} MiB a source file may have")
-        chunks, size = [], 0
-        while size <= limit:  # the file may grow while it is read
-            chunk = os.read(fd, limit + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > limit:
-            raise DiagError(f"cannot read {shown}: it is more than the {limit / 2 ** 20:g} MiB a source file "
-                            "may have")
-    except OSError as e:
-        raise DiagError(f"cannot read {shown}: {e.strerror or e}") from None
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        start = data.rfind(b"\n", 0, e.start) + 1
-        line = data.count(b"\n", 0, e.start) + 1
-        col = len(data[start:e.start].decode("utf-8", errors="replace")) + 1
-        # source="": the message stands alone (the line cannot be shown as text)
-        raise DiagError(f"not UTF-8 text: byte 0x{data[e.start]:02x} cannot be decoded", Pos(name, line, col),
-                        "") from None
-    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def load(path: str | Path) -> Program:
