@@ -71,30 +71,15 @@ class Complexity:
 
 
 def analyse(d: Diagram) -> Complexity:
-    """Time and memory of the diagram with every definition opened."""
-    flat = d.expand()
-    time: set[Monomial] = set()
-    memory: set[Monomial] = set()
-    for b in flat.boxes():
-        node = flat.box(b)
-        simd = [dim for _, dim in node["simd"]]
-        if node["box"] == "contract":
-            per = [dim for _, dim in node.get("summed", ())] + list(flat.local_out_type(b, 0))
-        elif node["box"] == "learn":
-            ins = [x for p in range(len(flat.box_inputs(b))) for x in flat.local_in_type(b, p)]
-            outs = [x for p in range(len(flat.box_outputs(b))) for x in flat.local_out_type(b, p)]
-            per = ins + outs  # a dense map: inputs times outputs
-        else:
-            sizes = [flat.local_in_type(b, p) for p in range(len(flat.box_inputs(b)))]
-            sizes += [flat.local_out_type(b, p) for p in range(len(flat.box_outputs(b)))]
-            for t in sizes:
-                time |= _monomials(simd + list(t))
-            continue
-        time |= _monomials(simd + per)
-    for w in flat.wires():
-        memory |= _monomials(flat.wire_type(w))
+    """Time and memory of the diagram with every definition opened.
+
+    The cost is that of ``d.expand()``, but computed per definition and combined
+    (``combine.py``): linear in the source however often definitions nest."""
+    from .combine import cost_monomials
+
+    time, memory = cost_monomials(d)
     seq = _seq_names(d)
-    return Complexity(_show(_dominant(time), seq), _show(_dominant(memory), seq),
+    return Complexity(_show(_dominant(set(time)), seq), _show(_dominant(set(memory)), seq),
                       _show(_dominant({_only(m, seq) for m in time}), seq),
                       _show(_dominant({_only(m, seq) for m in memory}), seq))
 

@@ -44,7 +44,9 @@ def _text(s: dict) -> str:
         lines.append("  none")
     pw = max([len(p["name"]) for p in s["learnable"]] + [4])
     for p in s["learnable"]:
-        lines.append(f"  {p['name']:<{pw}}  {p['signature']:<24} x{p['uses']}")
+        # a local learnable of a definition used very often is listed once: its weight sets counted
+        sets = f"   ({p['weight_sets']:,} weight sets)" if "weight_sets" in p else ""
+        lines.append(f"  {p['name']:<{pw}}  {p['signature']:<24} x{p['uses']}{sets}")
     c = s["complexity"]
     lines.append(f"time:   O({c['time']})   in the sequence length: O({c['seq_time']})")
     lines.append(f"memory: O({c['memory']})   in the sequence length: O({c['seq_memory']})")

@@ -20,6 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..analysis.combine import expanded_box_count
     from ..analysis.complexity import analyse
     from ..derive.normal import normalize
     from ..render.draw import render
@@ -29,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     result = normalize(d, args.rules, max_rounds=args.max_rounds, max_boxes=args.max_boxes,
                        log=lambda s: print(s, flush=True))
     before, after = analyse(d), analyse(result.diagram)
-    print(f"{d.name}: {len(d.expand())} -> {len(result.diagram.expand())} boxes in {result.rounds} round(s), "
+    print(f"{d.name}: {expanded_box_count(d)} -> {expanded_box_count(result.diagram)} boxes in {result.rounds} round(s), "
           f"{result.rewrites} rewrite(s); {'a fixpoint' if result.fixpoint else 'stopped at a bound'}")
     print(f"time in the sequence length: O({before.seq_time}) -> O({after.seq_time}); "
           f"memory: O({before.seq_memory}) -> O({after.seq_memory})")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from lark import Token, Tree
 
+from ..analysis.combine import expanded_box_count
 from ..analysis.complexity import analyse
 from ..errors import DiagError, Pos
 from ..graph.diagram import Diagram
@@ -58,7 +59,7 @@ class Derivation:
         for s in self.steps:
             c = analyse(s.diagram)
             rel = s.relation + (" ✓" if s.verified is not None else "")
-            rows.append((f"{s.number}. {s.text}", rel, str(len(s.diagram.expand())), f"O({c.seq_time})",
+            rows.append((f"{s.number}. {s.text}", rel, str(expanded_box_count(s.diagram)), f"O({c.seq_time})",
                          f"O({c.seq_memory})", f"O({c.time})", s.note))
         widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
         return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)

@@ -4,7 +4,6 @@ from __future__ import annotations
 from collections import Counter
 
 from .diagram import BOX_CLASSES, Diagram
-from .types import show_type
 
 
 def summarize(d: Diagram) -> dict:
@@ -17,8 +16,9 @@ def summarize(d: Diagram) -> dict:
     >>> s["dimensions"], s["boxes"]["by_kind"], [l["name"] for l in s["learnable"]]
     ({'s': 'seq', 'd': 'fixed'}, {'learn': 1, 'fixed': 1}, ['F'])
     """
+    from ..analysis.combine import expanded_counts, learnables
+
     prog = d.program
-    flat = d.expand()
     dims: dict[str, str] = {}
     for w in d.wires():
         for dim in d.wire_type(w):
@@ -27,16 +27,7 @@ def summarize(d: Diagram) -> dict:
                 dims.setdefault(n, decl.kind if decl else "generic")
     order = {k: i for i, k in enumerate(BOX_CLASSES)}
     by_kind = Counter(d.box(b)["box"] for b in d.boxes())
-    expanded = Counter(flat.box(b)["box"] for b in flat.boxes())
-    params: dict[str, dict] = {}
-    for b in flat.boxes():
-        node = flat.box(b)
-        if node["box"] != "learn":
-            continue
-        entry = params.setdefault(node["param"], {"name": node["param"], "box": node["op"],
-                                                  "signature": _sig(flat, b), "uses": 0,
-                                                  "shared": not node.get("local", False)})
-        entry["uses"] += 1
+    expanded = expanded_counts(d)  # per definition, combined: never d.expand() (2^n boxes for n nestings)
     names = d.input_names or [f"in{k}" for k in range(len(d.inputs))]
     outs = [d.graph.nodes[w]["name"] or ("out" if len(d.outputs) == 1 else f"out{k + 1}")
             for k, w in enumerate(d.outputs)]
@@ -53,7 +44,7 @@ def summarize(d: Diagram) -> dict:
             "by_kind": dict(sorted(by_kind.items(), key=lambda kv: order[kv[0]])),
             "expanded": dict(sorted(expanded.items(), key=lambda kv: order[kv[0]])),
         },
-        "learnable": list(params.values()),
+        "learnable": learnables(d),
         "complexity": _complexity(d),
     }
 
@@ -63,10 +54,3 @@ def _complexity(d: Diagram) -> dict:
 
     c = analyse(d)
     return {"time": c.time, "memory": c.memory, "seq_time": c.seq_time, "seq_memory": c.seq_memory}
-
-
-def _sig(d: Diagram, b: int) -> str:
-    """The box's own type, as instantiated (generic dimensions substituted)."""
-    ins = ", ".join(show_type(d.local_in_type(b, k)) for k in range(len(d.box_inputs(b))))
-    outs = ", ".join(show_type(d.local_out_type(b, k)) for k in range(len(d.box_outputs(b))))
-    return f"{ins} -> {outs}".strip()

@@ -1,0 +1,617 @@
+"""What a diagram's expansion holds, computed per definition and combined, never expanded.
+
+``d.expand()`` inlines every definition, so a file whose definitions each use the previous
+one twice expands to ``2^n`` boxes. Everything ``stringdiag info`` and a derivation's table
+report about the expansion (boxes by kind, asymptotic cost, learnable boxes, weight sets
+and parameter counts) is instead computed once per definition from its own body and the
+summaries of the definitions it uses, and combined: linear in the source, not in the
+expansion. The results are those of the expansion (``tests/test_info_linear.py`` compares
+the two).
+
+How a definition's boxes land in the expansion (``graph/expand.py``):
+
+- each box of its body becomes one box, except a ``diagram`` box that is not a ``scan``,
+  which is replaced by the boxes of its callee;
+- an inlined box whose output ignores one of the box's SIMD indices (a copy-SIMD input
+  passed straight through, a learnable tensor) is broadcast by one ``reindex`` box, and so
+  is an output of the top diagram whose axes come out of order;
+- a box sits only in those enclosing SIMD boxes that its inputs depend on ("tightening").
+
+The last point is what the cost depends on. Per definition we record, for every wire,
+*which of the definition's inputs* its enclosing SIMD indices come from (or ``FULL``: every
+enclosing index, after a broadcast), and which axes it carries in what order; a caller
+turns the callee's inputs into its own wires. The cost of a definition is a set of
+monomials per such dependency, multiplied by the caller's SIMD dimensions where used.
+
+Weight sets (``graph/weights.py``): a global learnable box is one set however often it is
+used; a local one (declared in a definition's body) is one set per *instance* of that
+definition, and two ``diagram`` boxes with the same ``instance`` are one instance.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import weakref
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from ..graph.diagram import Diagram
+from ..graph.types import Dim, show_type, substitute_type
+from .complexity import Monomial, _monomials
+
+FULL = None  # a wire inside every enclosing SIMD box (the labels of a broadcast)
+Labels = Any  # FULL, or a frozenset of the definition's input positions
+# the order of a wire's own (non-context) axes: ("p", order) for a wire made in the body,
+# ("i", j, g) for a view of input j whose axis v is the wire's axis g[v]
+Ints = tuple
+
+
+# -- a definition's body, in the order expand() inlines it ------------------------------
+
+_bodies: "weakref.WeakKeyDictionary[object, tuple]" = weakref.WeakKeyDictionary()
+
+
+def _version(d: Diagram) -> tuple:
+    # node ids only grow, so (last id, node count, edge count) changes with any edit (as in expand.py)
+    return (d._next, d.graph.number_of_nodes(), d.graph.number_of_edges())
+
+
+def _body(d: Diagram) -> tuple[tuple, list[tuple[int, dict, list, list]]]:
+    """The graph's version, and (box, node, inputs (wire, axes), output wires) in topological
+    order: cached per graph (counting a networkx multigraph's edges takes a pass over them,
+    so a query asks once per definition)."""
+    v = _version(d)
+    hit = _bodies.get(d.graph)
+    if hit is None or hit[0] != v:
+        hit = (v, [(b, d.box(b), d.box_inputs(b), d.box_outputs(b)) for b in d.topological_boxes()])
+        _bodies[d.graph] = hit
+    return hit
+
+
+def _inlined(node: Mapping) -> bool:
+    return node["box"] == "diagram" and not node.get("scan")
+
+
+Reached = list  # of (definition, version, body), callees first
+
+
+def _post_order(d: Diagram, through: Callable[[Mapping], bool]) -> Reached:
+    """Definitions reachable from ``d`` through boxes ``through`` accepts, callees first."""
+    order: Reached = []
+    state: dict[int, int] = {}
+    stack: list[tuple[Diagram, Any]] = [(d, None)]
+    while stack:
+        x, done = stack.pop()
+        key = id(x.graph)
+        if done is not None:
+            if state.get(key) != 2:
+                state[key] = 2
+                order.append((x, *done))
+            continue
+        if key in state:
+            continue
+        state[key] = 1
+        version, body = _body(x)
+        stack.append((x, (version, body)))
+        for _b, node, _i, _o in reversed(body):
+            if node["box"] == "diagram" and through(node) and id(node["ref"].graph) not in state:
+                stack.append((node["ref"], None))
+    return order
+
+
+# -- monomials ------------------------------------------------------------------------------
+
+
+_dim_monos: dict[Dim, frozenset] = {}
+
+
+_dims_monos: dict[tuple, frozenset] = {}
+
+
+def _of_dims(dims: Iterable[Dim]) -> frozenset:
+    """The monomials of a product of dimensions, those no other one covers."""
+    key = tuple(dims)
+    hit = _dims_monos.get(key)
+    if hit is None:
+        if len(_dims_monos) > 100_000:  # a bound, not an eviction policy: programs reuse few shapes
+            _dims_monos.clear()
+        hit = _dims_monos[key] = _prune(_monomials(list(key)))
+    return hit
+
+
+def _of_dim(dim: Dim) -> frozenset:
+    hit = _dim_monos.get(dim)
+    if hit is None:
+        hit = _dim_monos[dim] = _of_dims([dim])
+    return hit
+
+
+def _mul(a: Monomial, b: Monomial) -> Monomial:
+    if not a:
+        return b
+    if not b:
+        return a
+    acc = dict(a)
+    for n, p in b:
+        acc[n] = acc.get(n, 0) + p
+    return tuple(sorted(acc.items()))
+
+
+def _prune(ms: Iterable[Monomial]) -> frozenset:
+    ms = set(ms)
+    if len(ms) < 2:
+        return frozenset(ms)
+
+    def covers(a: Monomial, b: Monomial) -> bool:
+        da = dict(a)
+        return all(da.get(n, 0) >= p for n, p in b)
+
+    return frozenset(m for m in ms if not any(o != m and covers(o, m) for o in ms))
+
+
+def _times(a: frozenset, b: frozenset) -> frozenset:
+    if b == {()}:
+        return a
+    if a == {()}:
+        return b
+    return _prune(_mul(x, y) for x in a for y in b)
+
+
+def _substitute(ms: frozenset, sub: Mapping[str, Dim]) -> frozenset:
+    """The monomials with each name bound in ``sub`` replaced by its dimension's monomials
+    (dimensions are sums and products with non-negative coefficients: nothing cancels)."""
+    if not sub:
+        return ms
+    out: set[Monomial] = set()
+    for m in ms:
+        acc = frozenset({()})
+        rest: list[tuple[str, int]] = []
+        for n, p in m:
+            if n in sub:
+                for _ in range(p):
+                    acc = _times(acc, _of_dim(sub[n]))
+            else:
+                rest.append((n, p))
+        keep = tuple(rest)
+        out.update(_mul(x, keep) for x in acc)
+    return _prune(out)
+
+
+def _add(items: dict, key: Labels, ms: frozenset) -> None:
+    """Collect monomials under a dependency (pruned once the body is done: ``_shape``)."""
+    if ms:
+        items.setdefault(key, set()).update(ms)
+
+
+def _join(a: Labels, b: Labels) -> Labels:
+    return FULL if a is FULL or b is FULL else a | b
+
+
+# -- structure: counts and cost of one instance of a definition --------------------------
+
+@dataclass
+class Shape:
+    """What one use of a definition expands to, whatever the SIMD boxes around it."""
+
+    counts: Counter  # expanded boxes by kind
+    outs: list[tuple[Labels, Ints]]  # per output: where its enclosing indices come from, its axes
+    time: dict  # Labels -> monomials (in the definition's own dimension names)
+    memory: dict  # Labels -> monomials of its wires
+    serial: int = field(default_factory=lambda: next(_serials))  # tells a recomputed summary apart
+
+
+_serials = itertools.count()
+_shapes: "weakref.WeakKeyDictionary[object, tuple]" = weakref.WeakKeyDictionary()
+
+
+def shape(d: Diagram) -> Shape:
+    """The summary of ``d`` as a definition, each reachable definition computed once
+    (cached per definition while neither it nor anything it uses changes)."""
+    done: dict[int, Shape] = {}
+    for x, version, body in _post_order(d, _inlined):
+        callees = tuple(done[id(node["ref"].graph)].serial for _b, node, _i, _o in body if _inlined(node))
+        key = (version, callees)
+        hit = _shapes.get(x.graph)
+        if hit is None or hit[0] != key:
+            hit = (key, _shape(x, body, done))
+            _shapes[x.graph] = hit
+        done[id(x.graph)] = hit[1]
+    return done[id(d.graph)]
+
+
+def _local(d: Diagram, w: int, axes: tuple) -> list[Dim]:
+    """``d.local_in_type`` of a port read from (wire, axes)."""
+    return [dim for _, dim in sorted((a, dim) for a, dim in zip(axes, d.wire_type(w)) if isinstance(a, int))]
+
+
+def _own_time(d: Diagram, node: Mapping, ins: list, outs: list) -> frozenset:
+    """analyse()'s cost of one box, without the SIMD boxes of its context."""
+    simd = [dim for _, dim in node["simd"]]
+    n = len(simd)
+    scan = bool(node.get("scan"))
+    in_types = [_local(d, w, axes) for w, axes in ins]
+    out_types = [list(d.wire_type(w)[n - (1 if scan and p == 0 else 0):]) for p, w in enumerate(outs)]
+    if node["box"] == "contract":
+        return _of_dims(simd + [dim for _, dim in node.get("summed", ())] + out_types[0])
+    if node["box"] == "learn":
+        return _of_dims(simd + [x for t in in_types for x in t] + [x for t in out_types for x in t])
+    acc: set = set()
+    for t in in_types + out_types:
+        acc |= _of_dims(simd + t)
+    return _prune(acc)
+
+
+def _shape(d: Diagram, body: list, done: Mapping[int, Shape]) -> Shape:
+    combined: dict[tuple, frozenset] = {}  # a callee's cost placed in this body, by (cost, generics, SIMD)
+    counts: Counter = Counter()
+    time: dict = {}
+    memory: dict = {}
+    env: dict[int, tuple[Labels, Ints]] = {}
+    for j, w in enumerate(d.inputs):
+        env[w] = (frozenset({j}), ("i", j, tuple(range(len(d.wire_type(w))))))
+    for b, node, ins, outs in body:
+        if not _inlined(node):
+            labels: Labels = frozenset()
+            for w, _axes in ins:
+                labels = _join(labels, env[w][0])
+            counts[node["box"]] += 1
+            _add(time, labels, _own_time(d, node, ins, outs))
+            for w in outs:
+                _add(memory, labels, _of_dims(d.wire_type(w)))
+                env[w] = (labels, ("p", tuple(range(len(d.wire_type(w))))))
+            continue
+        callee = done[id(node["ref"].graph)]
+        counts.update(callee.counts)
+        simd = node["simd"]
+        n = len(simd)
+        index = {lab: k for k, (lab, _) in enumerate(simd)}
+        iterated = [frozenset(a for a in axes if isinstance(a, str)) for _w, axes in ins]
+        sub = {g: dim for g, dim in node.get("generics", ())}
+        sub_key = tuple(sorted(sub.items(), key=lambda kv: kv[0]))
+
+        def lift(lab: Labels) -> tuple[Labels, frozenset]:
+            """A callee's dependency as the caller's, and the box's own SIMD dims it brings."""
+            if lab is FULL:
+                return FULL, _of_dims([dim for _, dim in simd])
+            here: Labels = frozenset()
+            used: set = set()
+            for k in lab:
+                here = _join(here, env[ins[k][0]][0])
+                used |= iterated[k]
+            return here, _of_dims([dim for l, dim in simd if l in used])
+
+        for items, into in ((callee.time, time), (callee.memory, memory)):
+            for lab, ms in items.items():
+                here, extra = lift(lab)
+                key = (ms, sub_key, extra)
+                placed = combined.get(key)
+                if placed is None:
+                    placed = combined[key] = _times(_substitute(ms, sub), extra)
+                _add(into, here, placed)
+        for o, w in enumerate(outs):
+            lab, ints = callee.outs[o]
+            r = len(d.wire_type(w))
+            placed = _place(lab, ints, ins, iterated, index, r, env)
+            if placed is None:  # broadcast over the box's SIMD indices the output ignores
+                counts["reindex"] += 1
+                ms = _of_dims(d.wire_type(w))
+                _add(time, FULL, ms)
+                _add(memory, FULL, ms)
+                env[w] = (FULL, ("p", tuple(range(r))))
+            else:
+                env[w] = (lift(lab)[0], placed)
+    return Shape(counts, [env[w] for w in d.outputs], {k: _prune(v) for k, v in time.items()},
+                 {k: _prune(v) for k, v in memory.items()})
+
+
+def _place(lab: Labels, ints: Ints, ins: list, iterated: list, index: dict, r: int, env: dict) -> Ints | None:
+    """A callee output's axes seen from the caller (whose wire has ``r`` axes, the box's
+    SIMD indices ``index`` first), or None when some are missing (expand's ``_settle``)."""
+    n = len(index)
+    if ints[0] == "p":
+        if lab is not FULL:
+            got: set = set()
+            for k in lab:
+                got |= iterated[k]
+            if len(got & index.keys()) < n:
+                return None
+        return ("p", tuple(range(n)) + tuple(n + x for x in ints[1]))
+    _, k, g = ints
+    w, axes = ins[k]
+    h = tuple(index[a] if isinstance(a, str) else n + g[a] for a in axes)
+    if set(h) != set(range(r)):
+        return None
+    outer = env[w][1]
+    if outer[0] == "p":
+        return ("p", tuple(h[x] for x in outer[1]))
+    return ("i", outer[1], tuple(h[x] for x in outer[2]))
+
+
+def _canonical_fixes(d: Diagram, s: Shape) -> list[int]:
+    """The outputs of the top diagram that expand() reorders with a ``reindex`` box."""
+    bad = []
+    for w, (_lab, ints) in zip(d.outputs, s.outs):
+        order = ints[1] if ints[0] == "p" else ints[2]
+        if tuple(order) != tuple(range(len(d.wire_type(w)))):
+            bad.append(w)
+    return bad
+
+
+def expanded_counts(d: Diagram) -> Counter:
+    """Boxes by kind of ``d.expand()``, without expanding."""
+    s = shape(d)
+    counts = Counter(s.counts)
+    fixes = len(_canonical_fixes(d, s))
+    if fixes:
+        counts["reindex"] += fixes
+    return +counts
+
+
+def expanded_box_count(d: Diagram) -> int:
+    """``len(d.expand())``, without expanding: linear in the source."""
+    return sum(expanded_counts(d).values())
+
+
+def cost_monomials(d: Diagram) -> tuple[frozenset, frozenset]:
+    """The (time, memory) monomials of ``d.expand()`` that no other one covers."""
+    s = shape(d)
+    time: set = set()
+    memory: set = set()
+    for ms in s.time.values():
+        time |= ms
+    for ms in s.memory.values():
+        memory |= ms
+    for w in d.inputs:
+        memory |= _of_dims(d.wire_type(w))
+    for w in _canonical_fixes(d, s):
+        time |= _of_dims(d.wire_type(w))
+        memory |= _of_dims(d.wire_type(w))
+    return _prune(time), _prune(memory)
+
+
+# -- weights ----------------------------------------------------------------------------------
+
+Decl = tuple  # (id of the declaring definition's graph, param): a local learnable declaration
+
+
+@dataclass
+class Weights:
+    """The learnable boxes one instance of a definition expands to."""
+
+    glob: Counter = field(default_factory=Counter)  # global weight set -> uses
+    loc_uses: Counter = field(default_factory=Counter)  # local declaration -> uses
+    loc_sets: Counter = field(default_factory=Counter)  # local declaration -> weight sets
+    keys: frozenset = frozenset()  # global sets and local declarations reached
+    has_local: bool = False
+
+
+def _param(node: Mapping) -> str:
+    return node.get("param", node["op"])
+
+
+def _segments(body: list) -> dict[int, str]:
+    """The instance-path segment expand() gives each diagram box (``H#2``)."""
+    seen: dict[str, int] = {}
+    segs = {}
+    for b, node, _i, _o in body:
+        if node["box"] == "diagram":
+            seen[node["op"]] = seen.get(node["op"], 0) + 1
+            segs[b] = node.get("instance") or f"{node['op']}#{seen[node['op']]}"
+    return segs
+
+
+def weights(d: Diagram, through: Callable[[Mapping], bool] = _inlined) -> tuple[dict[int, Weights], dict[int, list]]:
+    """Per reachable definition (by graph id) its Weights, and its body (``_body``).
+
+    ``through`` says which diagram boxes are opened (inlined ones for ``info``; scanned
+    ones too for the compiled module's parameters)."""
+    done: dict[int, Weights] = {}
+    bodies: dict[int, list] = {}
+    for x, _version, body in _post_order(d, through):
+        segs = _segments(body)
+        w = Weights()
+        keys: set = set()
+        instances: set = set()
+        for b, node, _i, _o in body:
+            if node["box"] == "learn":
+                if node.get("local"):
+                    decl = (id(x.graph), _param(node))
+                    w.loc_uses[decl] += 1
+                    w.loc_sets[decl] = 1
+                    keys.add(decl)
+                    w.has_local = True
+                else:
+                    w.glob[_param(node)] += 1
+                    keys.add(_param(node))
+            elif node["box"] == "diagram" and through(node):
+                c = done[id(node["ref"].graph)]
+                w.glob.update(c.glob)
+                w.loc_uses.update(c.loc_uses)
+                keys |= c.keys
+                w.has_local |= c.has_local
+                inst = (segs[b], id(node["ref"].graph))
+                if inst not in instances:
+                    instances.add(inst)
+                    w.loc_sets.update(c.loc_sets)
+        w.keys = frozenset(keys)
+        done[id(x.graph)] = w
+        bodies[id(x.graph)] = body
+    return done, bodies
+
+
+def _signature(d: Diagram, b: int, sub: Mapping[str, Dim]) -> str:
+    ins = ", ".join(show_type(substitute_type(d.local_in_type(b, k), sub)) for k in range(len(d.box_inputs(b))))
+    outs = ", ".join(show_type(substitute_type(d.local_out_type(b, k), sub)) for k in range(len(d.box_outputs(b))))
+    return f"{ins} -> {outs}".strip()
+
+
+# at most this many weight sets are listed one by one; beyond, local ones are grouped by declaration
+LIST_LIMIT = 1000
+
+
+def learnables(d: Diagram, limit: int = LIST_LIMIT) -> list[dict]:
+    """The learnable boxes of ``d.expand()``: one entry per weight set in order of first use
+    (name, box, signature, uses, shared), as ``info`` lists them.
+
+    When there are more than ``limit`` weight sets, a local learnable with several weight
+    sets is listed once for its declaration instead: name ``F (local to H)``, with
+    ``weight_sets`` (how many the expansion holds: one per instance of ``H``), ``local_to``
+    and ``uses`` (over all of its weight sets)."""
+    ws, bodies = weights(d)
+    top = ws[id(d.graph)]
+    n_sets = len(top.glob) + sum(top.loc_sets.values())
+    grouped = n_sets > limit
+    entries: dict[Any, dict] = {}
+
+    def walk(x: Diagram, path: str, sub: Mapping[str, Dim]) -> Counter:
+        """List the weight sets of ``x`` not listed yet; returns the uses of local sets it counted."""
+        body = bodies[id(x.graph)]
+        segs = _segments(body)
+        counted: Counter = Counter()
+        walked: dict[tuple, Counter] = {}  # (instance, callee) -> the uses one copy adds
+        for b, node, _i, _o in body:
+            if node["box"] == "learn":
+                local = bool(node.get("local"))
+                param = _param(node)
+                group = grouped and local and x is not d
+                key: Any = (id(x.graph), param) if group else f"{path}{param}" if local else param
+                entry = entries.get(key)
+                if entry is None:
+                    sets = top.loc_sets[key] if group else 1
+                    name = f"{param} (local to {x.name})" if sets > 1 else f"{path}{param}" if local else param
+                    entry = entries[key] = {"name": name, "box": node["op"], "signature": _signature(x, b, sub),
+                                            "uses": top.loc_uses[key] if group else 0, "shared": not local}
+                    if sets > 1:
+                        entry["weight_sets"], entry["local_to"] = sets, x.name
+                if local and not group:
+                    entry["uses"] += 1
+                    counted[key] += 1
+            elif _inlined(node):
+                c = ws[id(node["ref"].graph)]
+                if grouped or not c.has_local:
+                    if all(k in entries for k in c.keys):
+                        continue
+                inst = (segs[b], id(node["ref"].graph))
+                if inst in walked:  # a copy of an instance walked already: the same weight sets again
+                    for k, n in walked[inst].items():
+                        entries[k]["uses"] += n
+                    counted.update(walked[inst])
+                    continue
+                csub = {g: dim.substitute(sub) for g, dim in node.get("generics", ())}
+                walked[inst] = walk(node["ref"], f"{path}{segs[b]}/", csub)
+                counted.update(walked[inst])
+        return counted
+
+    walk(d, "", {})
+    for param, uses in top.glob.items():
+        entries[param]["uses"] += uses
+    return list(entries.values())
+
+
+# -- parameters --------------------------------------------------------------------------------
+
+def _box_parameters(shapes_in: list[tuple[int, ...]], shapes_out: list[tuple[int, ...]], make: Callable,
+                    cache: dict) -> int:
+    """Parameters of the module lower/ makes for a learnable box of these local shapes."""
+    if not shapes_in:
+        return sum(math.prod(s) for s in shapes_out)  # a LearnableTensor
+    n_in, n_out = sum(math.prod(s) for s in shapes_in), sum(math.prod(s) for s in shapes_out)
+    key = (n_in, n_out)
+    if key not in cache:
+        cache[key] = make(n_in, n_out)
+    return cache[key]
+
+
+def _counter(approximator: Any) -> Callable[[int, int], int]:
+    if approximator == "linear":
+        return lambda i, o: i * o + o
+    if approximator == "mlp":
+        return lambda i, o: i * i + i + i * o + o
+    if callable(approximator):
+        return lambda i, o: sum(p.numel() for p in approximator(i, o).parameters())
+    from ..lower.approximators import factory
+
+    factory(approximator)  # raises the usual error
+    raise AssertionError(approximator)  # pragma: no cover
+
+
+def parameter_count(d: Diagram, dims: Mapping[str, int], approximator: Any = "mlp") -> int:
+    """How many parameters the compiled module of ``d`` has (``stringdiag compile``) with the
+    sizes ``dims`` (every name the learnable boxes' types use, a generic top diagram's own
+    parameters included): each weight set counted once, without expanding.
+
+    Scanned definitions are opened too, as the compiler does: their weights are the body's."""
+    make = _counter(approximator)
+    cache: dict = {}
+    ws, bodies = weights(d, through=lambda node: True)
+    memo: dict[tuple, int] = {}
+    top = {n: v for n, v in dims.items()}
+
+    def size(x: Diagram, b: int, env: Mapping[str, int | None]) -> int:
+        n_in, n_out = len(x.box_inputs(b)), len(x.box_outputs(b))
+        ins = [tuple(_evaluate(dim, env) for dim in x.local_in_type(b, k)) for k in range(n_in)]
+        outs = [tuple(_evaluate(dim, env) for dim in x.local_out_type(b, k)) for k in range(n_out)]
+        return _box_parameters(ins, outs, make, cache)
+
+    def local(x: Diagram, env: dict[str, int | None], bound: tuple) -> int:
+        """Parameters of the local weight sets of one instance of ``x`` (generics ``bound``)."""
+        key = (id(x.graph), bound)
+        if key in memo:
+            return memo[key]
+        total = 0
+        body = bodies[id(x.graph)]
+        segs = _segments(body)
+        own: set = set()
+        instances: set = set()
+        for b, node, _i, _o in body:
+            if node["box"] == "learn" and node.get("local") and _param(node) not in own:
+                own.add(_param(node))
+                total += size(x, b, env)
+            elif node["box"] == "diagram" and ws[id(node["ref"].graph)].has_local:
+                inst = (segs[b], id(node["ref"].graph))
+                if inst not in instances:
+                    instances.add(inst)
+                    total += local(node["ref"], *_bind(node, env, top))
+        memo[key] = total
+        return total
+
+    found: dict[str, int] = {}  # each global weight set once, sized at its first use
+
+    def walk(x: Diagram, env: dict[str, int | None]) -> None:
+        for b, node, _i, _o in bodies[id(x.graph)]:
+            if node["box"] == "learn" and not node.get("local"):
+                if _param(node) not in found:
+                    found[_param(node)] = size(x, b, env)
+            elif node["box"] == "diagram":
+                c = ws[id(node["ref"].graph)]
+                if not all(k in found for k in c.keys if isinstance(k, str)):
+                    walk(node["ref"], _bind(node, env, top)[0])
+
+    walk(d, dict(top))
+    return local(d, dict(top), ()) + sum(found.values())
+
+
+def _evaluate(dim: Dim, env: Mapping[str, int | None]) -> int:
+    for n in dim.names():
+        if env.get(n) is None:
+            from ..errors import DiagError
+
+            raise DiagError(f"no size for dimension '{n}' (give it in dims)")
+    return dim.evaluate(env)
+
+
+def _bind(node: Mapping, env: Mapping[str, int | None], top: Mapping[str, int]) -> tuple[dict, tuple]:
+    """The sizes inside a diagram box: the file's, with the callee's generics bound (None
+    where the caller's sizes do not say)."""
+    inner: dict[str, int | None] = dict(top)
+    bound = []
+    for g, dim in node.get("generics", ()):
+        v = dim.evaluate(env) if all(env.get(n) is not None for n in dim.names()) else None
+        inner[g] = v
+        bound.append((g, v))
+    return inner, tuple(bound)
+
+
+__all__ = ["shape", "expanded_counts", "expanded_box_count", "cost_monomials", "learnables", "parameter_count",
+           "weights", "LIST_LIMIT"]
