@@ -167,6 +167,25 @@ class Diagram:
 
         return expand(self, keep, path)
 
+    # -- composition (``compose.py``) -----------------------------------------------
+    def then(self, other: "Diagram") -> "Diagram":
+        """Sequential composition ``self ; other`` (:func:`~stringdiag.graph.compose.then`)."""
+        from .compose import then
+
+        return then(self, other)
+
+    def tensor(self, other: "Diagram") -> "Diagram":
+        """Parallel composition ``self ⊗ other`` (:func:`~stringdiag.graph.compose.tensor`)."""
+        from .compose import tensor
+
+        return tensor(self, other)
+
+    def fresh(self) -> "Diagram":
+        """The same diagram with fresh weight sets of its own (:func:`~stringdiag.graph.compose.fresh`)."""
+        from .compose import fresh
+
+        return fresh(self)
+
     # -- notebooks ------------------------------------------------------------------
     def _repr_svg_(self) -> str:
         from ..render.draw import to_svg

@@ -1,0 +1,387 @@
+"""Building diagrams bottom-up: the operations of a symmetric monoidal category with copying.
+
+The names are the mathematics' (and DisCoPy's): :func:`identity`, :func:`then` (sequential
+composition ``f ; g``), :func:`tensor` (parallel composition ``f ⊗ g``), :func:`swap`,
+:func:`copy` and :func:`delete` (the cartesian structure: a wire read several times, or
+never), and :func:`use`, one box that is a definition or a declared box over its own
+boundary. Types are written as in source text (``"[s, d], [d]"``) or given as tuples of
+:class:`~stringdiag.graph.types.Dim`. Every result is an ordinary
+:class:`~stringdiag.graph.diagram.Diagram` (also ``f.then(g)``, ``f.tensor(g)``,
+``f.fresh()``): it type-checks by construction (:func:`then` refuses types that differ),
+and draws, compiles, expands and compares (``isomorphic``) like the same diagram read from
+source text. Composition only glues boundary wires, so SIMD boxes and the axes their
+inputs iterate stay as they are.
+
+Weights (``weights.py``) are identities, and composing keeps them as they are: the same
+identity on both sides is one set of weights. :func:`use` gives a definition (or a local
+learnable) a fresh identity, so ``then(use(H), use(H))`` has two sets, like ``H(H(x))`` in
+source text; ``h = use(H)`` then ``then(h, h)`` has one, used twice (as in DisCoPy, where
+``f >> f`` is one box used twice); ``then(h, fresh(h))`` has two again. A global learnable
+is one set wherever it is used. Fresh identities are ``op@n`` (``n`` counts up in the
+process), never of the form ``op#k`` that the elaborator numbers the uses in a body with.
+A body read from source text (``prog["D"]``, not ``use(prog["D"])``) brings its own
+identities, numbered per body, so ``H#1`` inside two *different* bodies is the same
+identity here, and so are two bodies' top-level local learnables of one name: compose
+bodies through :func:`use`, or :func:`fresh` one of them. One identity on two different
+declarations or definitions is refused.
+
+>>> from stringdiag import loads
+>>> from stringdiag.graph.weights import weight_sets
+>>> prog = loads('''dim s : seq
+... dim d : fixed
+... diagram H(x: [s, d]) -> [s, d] {
+...   learn F : [d] -> [d]
+...   return F(x)
+... }
+... diagram Add(a: [s, d], b: [s, d]) -> [s, d] {
+...   return a + b
+... }
+... diagram Residual(x: [s, d]) -> [s, d] {
+...   return Add(H(x), x)
+... }''')
+>>> h = use(prog["H"])
+>>> residual = then(copy("[s, d]"), then(tensor(h, identity("[s, d]")), use(prog["Add"])))
+>>> residual.signature()
+'copy ; H @ id ; Add : [s, d] -> [s, d]'
+>>> residual.isomorphic(prog["Residual"])
+True
+>>> len(weight_sets(then(h, h))), len(weight_sets(then(h, fresh(h))))
+(1, 2)
+"""
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any, Iterable
+
+from ..errors import DiagError
+from .diagram import Diagram
+from .program import BoxDecl, Definition
+from .types import Dim, TensorType, show_type
+from .weights import weight_key
+
+_ids = itertools.count(1)  # fresh weight identities: op@n
+_frames = itertools.count(1)  # picture frames of pasted copies
+
+
+# -- generators ---------------------------------------------------------------------
+def identity(types, name: str = "id", *, program=None) -> Diagram:
+    """The diagram that returns its inputs: no boxes, each input wire is an output.
+
+    >>> identity("[s, d], [d]")
+    <Diagram id : [s, d], [d] -> [s, d], [d], 0 boxes>
+    """
+    d = _open(name, _types(types), program)
+    d.outputs = list(d.inputs)
+    return d
+
+
+def copy(types, n: int = 2, *, program=None) -> Diagram:
+    """The inputs returned ``n`` times over: each input wire is read ``n`` times (``n = 0``
+    deletes them, ``n = 1`` is the identity).
+
+    >>> copy("[s, d]", 3).signature()
+    'copy : [s, d] -> [s, d], [s, d], [s, d]'
+    """
+    if n < 0:
+        raise DiagError(f"copy needs a number of copies n >= 0, not {n}")
+    d = _open("copy", _types(types), program)
+    d.outputs = list(d.inputs) * n
+    return d
+
+
+def delete(types, *, program=None) -> Diagram:
+    """The diagram with no outputs: its input wires are never read.
+
+    >>> delete("[s, d]").signature()
+    'delete : [s, d] -> '
+    """
+    return _open("delete", _types(types), program)
+
+
+def swap(a, b, *, program=None) -> Diagram:
+    """The symmetry: inputs of types ``a`` then ``b``, returned as ``b`` then ``a``.
+
+    >>> swap("[s, d]", "[d]").signature()
+    'swap : [s, d], [d] -> [d], [s, d]'
+    """
+    ta, tb = _types(a), _types(b)
+    d = _open("swap", ta + tb, program)
+    d.outputs = d.inputs[len(ta):] + d.inputs[:len(ta)]
+    return d
+
+
+def use(box: Diagram | Definition | BoxDecl, *, instance: str | None = None, program=None) -> Diagram:
+    """One use of a definition (``prog["H"]``) or a declared box (``prog.lookup_box("F")``)
+    over its own boundary, as the elaborator writes ``H(x)`` (``elaborate.apply``).
+
+    A definition's use has its own weights: the identity ``instance``, fresh unless given.
+    So has a use of a local learnable (its ``param``); a global learnable is one set of
+    weights wherever it is used, and fixed and abstract boxes have none. ``program`` says
+    which program a declaration's dimensions belong to (a definition knows its own).
+
+    >>> from stringdiag import loads
+    >>> prog = loads('''dim d : fixed
+    ... learn G : [d] -> [d]
+    ... diagram H(x: [d]) -> [d] {
+    ...   return G(x)
+    ... }''')
+    >>> u = use(prog["H"], instance="H#1")
+    >>> u, [u.box(b)["instance"] for b in u.boxes()]
+    (<Diagram H : [d] -> [d], 1 boxes>, ['H#1'])
+    >>> use(prog.lookup_box("G"), program=prog).signature()
+    'G : [d] -> [d]'
+    """
+    if isinstance(box, Definition):
+        box = box.diagram()
+    if isinstance(box, Diagram):
+        attrs = {"ref": box, "instance": instance or _fresh_id(box.name)}
+        return _one_box("diagram", box, _seq_generics(box), attrs, box.program, box.input_names)
+    own = box.box == "learn" and box.local
+    if instance is not None and not own:
+        raise DiagError(f"'{box.name}' is a {'global learnable' if box.box == 'learn' else box.box} box; "
+                        "only a definition or a local learnable has weights of its own to name")
+    attrs: dict[str, Any] = {"ref": box}
+    if box.box == "learn":
+        attrs.update(local=box.local, param=(instance or _fresh_id(box.name)) if own else box.name)
+    return _one_box(box.box, box, box.generics, attrs, program, None)
+
+
+# -- composition ----------------------------------------------------------------------
+def then(f: Diagram, g: Diagram) -> Diagram:
+    """Sequential composition ``f ; g``: the outputs of ``f`` are the inputs of ``g``, whose
+    types must agree exactly. Weight identities are kept (``then(f, f)`` shares ``f``'s).
+
+    >>> then(identity("[d]"), identity("[k]"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    stringdiag.errors.DiagError: cannot compose id ; id: the outputs of id have types [d] but ... types [k]
+    """
+    if f.output_types != g.input_types:
+        raise DiagError(f"cannot compose {f.name} ; {g.name}: the outputs of {f.name} have types "
+                        f"{_show(f.output_types)} but the inputs of {g.name} have types {_show(g.input_types)}")
+    out = _empty(f"{f.name} ; {g.name}", f, g)
+    fmap = _paste(out, f, {})
+    gmap = _paste(out, g, {w: fmap[v] for w, v in zip(g.inputs, f.outputs)})
+    out.inputs = [fmap[w] for w in f.inputs]
+    out.outputs = [gmap[w] for w in g.outputs]
+    out.input_names = _input_names(out)
+    return out
+
+
+def tensor(f: Diagram, g: Diagram) -> Diagram:
+    """Parallel composition ``f ⊗ g``: the inputs of ``f`` then those of ``g``, and the
+    outputs likewise. Weight identities are kept (``tensor(f, f)`` shares ``f``'s).
+
+    >>> tensor(identity("[d]"), copy("[k]")).signature()
+    'id @ copy : [d], [k] -> [d], [k], [k]'
+    """
+    out = _empty(f"{f.name} @ {g.name}", f, g)
+    fmap, gmap = _paste(out, f, {}), _paste(out, g, {})
+    out.inputs = [fmap[w] for w in f.inputs] + [gmap[w] for w in g.inputs]
+    out.outputs = [fmap[w] for w in f.outputs] + [gmap[w] for w in g.outputs]
+    out.input_names = _input_names(out)
+    return out
+
+
+def fresh(d: Diagram) -> Diagram:
+    """The same diagram with every weight set of its own renamed to a fresh identity: the
+    instances of its definition boxes and the params of its local learnables (boxes that
+    shared a set still share the new one; global learnables keep theirs). In an expanded
+    diagram the instance a path starts with is renamed (``H#1/F`` becomes ``H@7/F``), so
+    that ``fresh`` and ``expand`` commute up to names.
+
+    >>> from stringdiag import loads
+    >>> h = loads('''dim d : fixed
+    ... diagram H(x: [d]) -> [d] {
+    ...   learn F : [d] -> [d]
+    ...   return F(x)
+    ... }''')["H"]
+    >>> [h.box(b)["param"] for b in h.boxes()] != [fresh(h).box(b)["param"] for b in fresh(h).boxes()]
+    True
+    """
+    out = _empty(d.name, d, d)
+    nodes = _paste(out, d, {})
+    out.inputs, out.outputs = [nodes[w] for w in d.inputs], [nodes[w] for w in d.outputs]
+    out.input_names = list(d.input_names)
+    new: dict[str, str] = {}
+    for _, a in out.graph.nodes(data=True):
+        _refresh(a, new)
+    return out
+
+
+# -- helpers --------------------------------------------------------------------------
+def _fresh_id(op: str) -> str:
+    return f"{op}@{next(_ids)}"
+
+
+def _fresh_path(new: dict[str, str], path: str) -> str:
+    """``path`` with its first instance renamed, the same way wherever it occurs."""
+    head, sep, rest = path.partition("/")
+    if head not in new:
+        new[head] = _fresh_id(re.split(r"[#@]", head)[0] or head)
+    return new[head] + sep + rest
+
+
+def _refresh(a: dict, new: dict[str, str]) -> None:
+    """Rename a node's weight identities, and the instance paths that name them (``weights.py``)."""
+    if a["kind"] == "wire":
+        if a.get("scope"):
+            a["scope"] = _fresh_path(new, a["scope"])
+        return
+    if a["box"] == "diagram":  # a box without an instance is its own (as expand numbers it)
+        a["instance"] = _fresh_path(new, a["instance"]) if a.get("instance") else _fresh_id(a["op"])
+    elif a["box"] == "learn" and a.get("local"):
+        a["param"] = _fresh_path(new, a.get("param", a["op"]))
+    if "clusters" in a:
+        a["clusters"] = tuple((c[0], _fresh_path(new, c[1]), *c[2:]) if c[0] == "def" else c for c in a["clusters"])
+
+
+def _types(spec) -> list[TensorType]:
+    """Tensor types from ``"[s, d], [d + k]"``, from one tuple of :class:`Dim`, or from a
+    list of types, each a string or a tuple of dimensions (``Dim``, names or numbers)."""
+    if isinstance(spec, str):
+        if not re.fullmatch(r"\s*(\[[^\[\]]*\]\s*(,\s*\[[^\[\]]*\]\s*)*)?", spec):
+            raise DiagError(f"not a list of types: {spec!r} (write them as \"[s, d], [d]\")")
+        return [tuple(_dim(x) for x in body.split(",")) if body.strip() else ()
+                for body in re.findall(r"\[([^\[\]]*)\]", spec)]
+    if isinstance(spec, tuple) and spec and all(isinstance(x, Dim) for x in spec):
+        return [spec]
+    out: list[TensorType] = []
+    for t in spec:
+        out += _types(t) if isinstance(t, str) else [tuple(x if isinstance(x, Dim) else _dim(str(x)) for x in t)]
+    return out
+
+
+def _dim(text: str) -> Dim:
+    total = Dim.const(0)
+    for term in text.split("+"):
+        prod = Dim.const(1)
+        for factor in (x.strip() for x in term.split("*")):
+            if not (factor.isdigit() or factor.isidentifier()):
+                raise DiagError(f"not a dimension: {text.strip()!r}")
+            prod = prod * (Dim.const(int(factor)) if factor.isdigit() else Dim.var(factor))
+        total = total + prod
+    return total
+
+
+def _show(types: Iterable[TensorType]) -> str:
+    return ", ".join(show_type(t) for t in types) or "nothing"
+
+
+def _open(name: str, types: list[TensorType], program, names: list[str] | None = None) -> Diagram:
+    """A diagram with input wires of these types and nothing else yet."""
+    names = names or ([f"x{k + 1}" for k in range(len(types))] if len(types) > 1 else ["x"] * len(types))
+    d = Diagram(name=name, program=program, source=getattr(program, "path", ""), input_names=list(names))
+    d.inputs = [d.add_wire(t, name=n) for t, n in zip(types, names)]
+    return d
+
+
+def _one_box(kind: str, box, generics: tuple[str, ...], attrs: dict, program, names) -> Diagram:
+    ins, outs = (box.input_types, box.output_types) if isinstance(box, Diagram) else (list(box.ins), list(box.outs))
+    d = _open(box.name, ins, program, names)
+    if generics:
+        attrs["generics"] = tuple((g, Dim.var(g)) for g in generics)
+    _, d.outputs = d.add_box(kind, box.name, [(w, tuple(range(len(t)))) for w, t in zip(d.inputs, ins)], outs,
+                             display={}, clusters=(), **attrs)
+    d.generics = tuple(box.generics)
+    return d
+
+
+def _seq_generics(defn: Diagram) -> tuple[str, ...]:
+    """A definition's dimension parameters as ``elaborate.apply`` lists them for a use: its
+    own, then every occurrence of a seq dimension in its input types (so that a use over
+    the definition's own boundary is labelled as one written in source text)."""
+    prog = defn.program
+    return defn.generics + tuple(sorted(
+        n for t in defn.input_types for dim in t for n in dim.names()
+        if n not in defn.generics and prog is not None and (decl := prog.lookup_dim(n)) is not None
+        and decl.kind == "seq"))
+
+
+def _empty(name: str, f: Diagram, g: Diagram) -> Diagram:
+    _check_shared(f, g)
+    generics = tuple(dict.fromkeys(f.generics + g.generics))
+    return Diagram(name=name, program=f.program or g.program, source=f.source or g.source, generics=generics)
+
+
+def _paste(out: Diagram, d: Diagram, glue: dict[int, int]) -> dict[int, int]:
+    """Copy ``d``'s nodes and edges into ``out`` under new ids, except the wires of ``d`` in
+    ``glue``, which are the given wires of ``out``. Returns the map from ``d``'s nodes.
+    Wire names are kept unique; the picture's SIMD frames get new identities."""
+    new = dict(glue)
+    names = {a.get("name") for _, a in out.graph.nodes(data=True) if a["kind"] == "wire"}
+    frames: dict[Any, tuple] = {}
+    for n, a in d.graph.nodes(data=True):
+        if n not in new:
+            new[n] = out._fresh()
+            out.graph.add_node(new[n], **_node_attrs(a, names, frames))
+    for u, v, k, a in d.graph.edges(keys=True, data=True):
+        out.graph.add_edge(new[u], new[v], key=k, **a)
+    return new
+
+
+def _node_attrs(a: dict, names: set, frames: dict) -> dict:
+    a = dict(a)
+    if a["kind"] == "wire":
+        a["name"] = _unique(a.get("name"), names)
+        return a
+    if "display" in a:
+        a["display"] = dict(a["display"])
+    if "clusters" in a:
+        a["clusters"] = tuple(_frame(c, frames) for c in a["clusters"])
+    return a
+
+
+def _frame(c: tuple, frames: dict) -> tuple:
+    """A frame of the picture around a pasted box, told apart from the same frame pasted
+    elsewhere: a SIMD frame gets a new statement, a definition's frame a fourth part."""
+    key = c[1] if c[0] == "simd" else c
+    if key not in frames:
+        frames[key] = ("compose", next(_frames))
+    return (c[0], frames[key], *c[2:]) if c[0] == "simd" else (*c[:3], frames[key])
+
+
+def _unique(name: str | None, taken: set) -> str | None:
+    if name is None:
+        return None
+    base, k = name, 1
+    while name in taken:
+        k += 1
+        name = f"{base}_{k}"
+    taken.add(name)
+    return name
+
+
+def _input_names(d: Diagram) -> list[str]:
+    """The names of the input wires (distinct: they are the compiled module's arguments)."""
+    taken = {d.graph.nodes[w].get("name") for w in d.inputs}
+    return [d.graph.nodes[w].get("name") or _unique(f"x{k + 1}", taken) for k, w in enumerate(d.inputs)]
+
+
+def _owners(d: Diagram) -> dict[tuple, Any]:
+    """Each weight set of ``d``, with what computes with it: a declaration, or a definition
+    told by its content (``iso.definition_key``)."""
+    from .iso import definition_key
+
+    out = {}
+    for b in d.boxes():
+        node = d.box(b)
+        key = weight_key(node)
+        if key is not None:
+            out[key] = definition_key(node["ref"]) if node["box"] == "diagram" else node.get("ref", node["op"])
+    return out
+
+
+def _check_shared(f: Diagram, g: Diagram) -> None:
+    """Refuse one weight identity on two different processes (two bodies' local ``F``)."""
+    if f is g:
+        return
+    mine, theirs = _owners(f), _owners(g)
+    for key in mine.keys() & theirs.keys():
+        if mine[key] != theirs[key]:
+            raise DiagError(f"{f.name} and {g.name} both use the weight set '{key[-1]}' but for different "
+                            "boxes; give one of them its own weights with fresh()")
+
+
+__all__ = ["identity", "use", "then", "tensor", "copy", "delete", "swap", "fresh"]
