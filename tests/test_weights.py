@@ -160,3 +160,24 @@ def test_oracle_catches_a_function_change_on_weights(here, prog):
     from stringdiag.rewrite.oracle import equal
     ok, err = equal(prog["D"], prog["E"])
     assert not ok and err > 1e-3
+
+
+def test_a_definition_box_added_without_instance_is_its_own_weight_set(prog):
+    """Code that adds a use of a definition (a layer norm inserted by the trainer, say) and names no
+    instance gets weights of its own, for the graph (weight_sets) and the compiler alike."""
+    from stringdiag.graph.diagram import Diagram
+    d = Diagram("two", program=prog)
+    (x,) = [d.add_wire(t) for t in prog["H"].input_types]
+    d.inputs.append(x)
+    _, (y,) = d.add_box("diagram", "H", [(x, (0,))], prog["H"].output_types, ref=prog["H"])
+    _, (z,) = d.add_box("diagram", "H", [(y, (0,))], prog["H"].output_types, ref=prog["H"])
+    d.outputs.append(z)
+    assert len(weight_sets(d)) == 2 == len(stringdiag.compile(d, dims={"d": 3}).weight_sets)
+
+
+def test_inputs_whose_names_clash_stay_two_arguments():
+    p = stringdiag.loads("dim d : fixed\ndiagram A(x: [d], y: [d]) -> [d] { return x - y }")
+    d = p["A"]
+    d.input_names = ["x", "x"]
+    m = stringdiag.compile(d, dims={"d": 2})
+    assert torch.equal(m(torch.ones(2), torch.zeros(2)), torch.ones(2))

@@ -72,9 +72,12 @@ class Diagram:
         out_names: list[str | None] | None = None,
         **attrs: Any,
     ) -> tuple[int, list[int]]:
-        """Add a box; ``out_types`` are local (the SIMD dims are prepended here)."""
+        """Add a box; ``out_types`` are local (the SIMD dims are prepended here). A use of a
+        definition given no ``instance`` gets one of its own: its own weights (``weights.py``)."""
         assert box in BOX_CLASSES, box
         b = self._fresh()
+        if box == "diagram" and "instance" not in attrs:
+            attrs["instance"] = f"{op}#b{b}"  # never an elaborator's op#k nor compose's op@k
         self.graph.add_node(b, kind="box", box=box, op=op, simd=tuple(simd), pos=pos, **attrs)
         for port, (w, axes) in enumerate(inputs):
             self.graph.add_edge(w, b, key=port, axes=tuple(axes))

@@ -135,9 +135,15 @@ class Lowering:
         d, g = self.d, self.g
         flat_inputs = []
         batch = None
-        for k, w in enumerate(d.inputs):
+        placeholders, taken = [], set()
+        for k in range(len(d.inputs)):  # all arguments first, so that no inner value takes their names
             name = _ident(d.input_names[k] if k < len(d.input_names) else f"x{k}")
-            ph = g.placeholder(name)
+            while name in taken:  # x and x' are both x_ once made identifiers: one argument each
+                name += "_"
+            taken.add(name)
+            placeholders.append(g.placeholder(name))
+        for w, ph in zip(d.inputs, placeholders):
+            name = ph.name
             r = len(d.wire_type(w))
             flat = g.call_function(_flatten_batch, (ph, r))
             if batch is None:
