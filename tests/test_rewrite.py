@@ -476,7 +476,8 @@ def test_every_equation_rewrites_inside_a_simd_box(rule, reverse, copied):
         res = rewrite(t, m)
         same, err = equal(t, res, instantiate=inst(rule), trials=2)
         assert same, f"{rule.name} at {m.where}: relative error {err:.3g}"
-        assert len(res) == len(t) - len(pat) + len(rep) or rule.name == "copy_nat"
+        grown = len(res) - (len(t) - len(pat) + len(rep))  # a reindex may bridge an output laid out anew
+        assert 0 <= grown <= (len(rep.outputs) if not len(rep) else 0) or rule.name == "copy_nat"
         res.canonical_hash()
         res.expand()
 

@@ -111,6 +111,22 @@ def swap(a, b, *, program=None) -> Diagram:
     return d
 
 
+def wiring(types, picks: Iterable[int], *, program=None) -> Diagram:
+    """The cartesian structure in one: output ``k`` is input ``picks[k]``. Copies (an input
+    picked twice), deletions (never picked), swaps and permutations are all wirings.
+
+    >>> wiring("[s, d], [d]", [1, 0, 0]).signature()
+    'wiring : [s, d], [d] -> [d], [s, d], [s, d]'
+    """
+    d = _open("wiring", _types(types), program)
+    picks = list(picks)
+    bad = [k for k in picks if not 0 <= k < len(d.inputs)]
+    if bad:
+        raise DiagError(f"a wiring of {len(d.inputs)} input(s) cannot pick input {bad[0]}")
+    d.outputs = [d.inputs[k] for k in picks]
+    return d
+
+
 def use(box: Diagram | Definition | BoxDecl, *, instance: str | None = None, program=None) -> Diagram:
     """One use of a definition (``prog["H"]``) or a declared box (``prog.lookup_box("F")``)
     over its own boundary, as the elaborator writes ``H(x)`` (``elaborate.apply``).

@@ -674,13 +674,13 @@ class Matcher:
         """Weight sets that one name of the pattern binds together: the pattern says one
         function where the target has several sets of weights. Rewriting there ties them,
         an expressivity reduction (⇒), never an equation."""
-        sets: dict[str, set] = {}
+        sets: dict[Any, set] = {}
         for pb, tb in st.boxes.items():
             node = self.p.node[pb]
             if node["box"] in PROCESSES:
                 key = weight_key(self.t.box(tb))
-                if key is not None:
-                    sets.setdefault(node["op"], set()).add(key)
+                if key is not None:  # one set of the pattern (or one box variable): one set here
+                    sets.setdefault(weight_key(node) or node["op"], set()).add(key)
         return tuple(frozenset(s) for s in sets.values() if len(s) > 1)
 
     def recheck(self, m: Match) -> bool:

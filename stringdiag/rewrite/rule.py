@@ -86,6 +86,9 @@ class Rule:
     # and what replaces each on the right ("itself", "the identity", "3 boxes"); see
     # check_reduction
     specialised: dict[str, str] = field(default_factory=dict)
+    # a rule that is not one step names the derivation that proves it (left side to right)
+    proof: str | None = None
+    proof_pos: Pos | None = None
 
     @property
     def symbol(self) -> str:
@@ -195,6 +198,7 @@ def _rule(item: Tree, prog: Program) -> Rule:
     givens = [c for c in rest if isinstance(c, Tree) and c.data == "given_decl"]
     left, rel, right = [c for c in rest if (isinstance(c, Tree) and c.data == "side") or
                         (isinstance(c, Token) and c.type == "RELATION")]
+    proof = next((c for c in rest if isinstance(c, Tree) and c.data == "proof"), None)
     name = str(name_tok)
     pos = S.pos_of(name_tok, prog.path)
     dims = P.generic_names(gen, prog)
@@ -236,7 +240,11 @@ def _rule(item: Tree, prog: Program) -> Rule:
         raise DiagError(f"box variable '{unused[0]}' is used by neither side of rule '{name}'",
                         variables[unused[0]].pos, prog.source)
     rule = Rule(name, _RELATIONS[str(rel)], sides[0], sides[1], dims, variables, pos, list(scope.warnings))
-    if rule.kind == REDUCTION:
+    if proof is not None:  # checked by running the derivation (stringdiag check FILE.rules)
+        tok = proof.children[0]
+        rule.proof = str((Path(prog.path).parent / str(tok)[1:-1]))
+        rule.proof_pos = S.pos_of(tok, prog.path)
+    elif rule.kind == REDUCTION:
         rule.specialised = check_reduction(rule, prog.source)
     return rule
 

@@ -1,0 +1,101 @@
+"""The survivors named, ordered and written as a ``.diag`` file.
+
+Order (documented, and the names follow it): for each family in turn, its smallest member
+first — with the default families that makes ``M0`` linear attention and ``M1`` scaled dot
+product — then the rest by number of generators, family, and canonical form. A member's
+family is the set of families its generators belong to: one family's name, ``both``, or
+``none`` (a mechanism with no attention generator at all).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..errors import DiagError
+from ..graph.diagram import Diagram
+from ..graph.types import show_type
+from .space import X, Generator, Wiring
+
+DEFAULT_FAMILIES = {"linear": ("LinAttPrep", "LinAttApply"), "dot": ("AttPrep", "AttApply")}
+
+
+@dataclass
+class Named:
+    name: str
+    wiring: Wiring
+    family: str
+    generators: int
+    source: str
+    diagram: Diagram | None = None
+
+
+def family(w: Wiring, gens: list[Generator], families: dict[str, tuple[str, ...]]) -> str:
+    used = {gens[g].name for g, _ in w.occurrences}
+    hit = [f for f, names in families.items() if used & set(names)]
+    return hit[0] if len(hit) == 1 else ("none" if not hit else "both")
+
+
+def ordered(wirings: list[Wiring], gens: list[Generator], families=DEFAULT_FAMILIES) -> list[Named]:
+    fams = [family(w, gens, families) for w in wirings]
+    rank = {f: k for k, f in enumerate([*families, "both", "none"])}
+    key = {id(w): (w.size, rank[f], _form(w)) for w, f in zip(wirings, fams)}
+    firsts = []
+    for f in families:
+        of = [w for w, g in zip(wirings, fams) if g == f]
+        if of:
+            firsts.append(min(of, key=lambda w: key[id(w)]))
+    rest = sorted((w for w in wirings if all(w is not x for x in firsts)), key=lambda w: key[id(w)])
+    fam_of = {id(w): f for w, f in zip(wirings, fams)}
+    return [Named(f"M{k}", w, fam_of[id(w)], w.size, source(w, gens, f"M{k}")) for k, w in enumerate(firsts + rest)]
+
+
+def _form(w: Wiring) -> tuple:
+    """The canonical form, sortable (the input before any output)."""
+    return tuple((g, tuple((-1, -1) if s == X else s for s in srcs)) for g, srcs in w.occurrences)
+
+
+def source(w: Wiring, gens: list[Generator], name: str) -> str:
+    """The member as a diagram of the ``.diag`` language (for ``-o`` and ``--json``)."""
+    stream = show_type(gens[0].ins[0])
+    names = {}
+    lines = []
+    for k in w.topological():
+        g, srcs = w.occurrences[k]
+        gen = gens[g]
+        outs = [f"v{k}" if len(gen.outs) == 1 else f"v{k}_{p}" for p in range(len(gen.outs))]
+        for p, o in enumerate(outs):
+            names[(k, p)] = o
+        args = ", ".join("x" if s == X else names[s] for s in srcs)
+        lines.append(f"  {', '.join(outs)} = {gen.name}({args})")
+    lines.append(f"  return {names[w.root]}")
+    return f"diagram {name}(x: {stream}) -> {stream} {{\n" + "\n".join(lines) + "\n}\n"
+
+
+def write(path: str, members: list[Named], generator_file: str, header: str, defined: dict | None = None) -> None:
+    """A ``.diag`` file importing the generators' file, one diagram per member (atomic).
+
+    ``defined`` maps names the generators' file already defines to their diagrams: a member
+    of that name must be isomorphic to it (then it is not written again; the import brings
+    it), else the names would clash and it is an error."""
+    rel = os.path.relpath(os.path.abspath(generator_file), os.path.dirname(os.path.abspath(path)) or ".")
+    comment = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
+    parts = []
+    for m in members:
+        about = f"# {m.name}: {m.generators} generator{'s' if m.generators != 1 else ''}, {m.family}"
+        have = (defined or {}).get(m.name)
+        if have is None:
+            parts.append(f"{about}\n{m.source}")
+        elif have.isomorphic(m.diagram):
+            parts.append(f"{about}: {rel} defines it already (the same diagram)\n")
+        else:
+            raise DiagError(f"{generator_file} defines a diagram '{m.name}' that is not the enumerated {m.name}; "
+                            "rename it, or write the mechanisms elsewhere")
+    body = "\n".join(parts)
+    text = f"{comment}\nimport \"{rel}\"\n\n{body}"
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+__all__ = ["Named", "ordered", "source", "write", "family", "DEFAULT_FAMILIES"]
