@@ -30,6 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sensitivity", action="store_true",
                    help="also count the space under the alternative readings (bound, copies, rules)")
     p.add_argument("-o", "--output", metavar="OUT.diag", help="write the survivors as a .diag file")
+    p.add_argument("--grid", metavar="OUT.svg", help="draw the survivors in a grid, each with its name")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -65,6 +66,15 @@ def run(args: argparse.Namespace) -> int:
                   + "; ".join(f"{s.name} {s.count}" for s in space.stages) + "\n\n"
                   + READING.format(max=args.max, copy=" and so are generator outputs" if args.copy_outputs else ""))
         write(args.output, named, args.file, header, {n: prog[n] for n in prog.own})
+    if args.grid:
+        from tqdm import tqdm
+
+        from ..render.draw import grid_svg, write_text
+
+        frames = [(f"{m.name}  ({m.family}, {m.generators})", m.diagram) for m in named]
+        bar = lambda xs: tqdm(xs, desc="drawing", unit="diagram", file=sys.stderr, leave=False)  # noqa: E731
+        write_text(grid_svg(frames, progress=bar), args.grid)
+        print(f"wrote {args.grid}", file=sys.stderr)
     if args.json:
         print(json.dumps({
             "stages": [{"name": s.name, "count": s.count} for s in space.stages],

@@ -212,6 +212,37 @@ def chain_svg(frames: list[tuple[str, str, Diagram]]) -> str:
             f'viewBox="0 0 {width:.0f} {y:.0f}">\n' + "\n".join(parts) + "\n</svg>\n")
 
 
+def grid_svg(frames: list[tuple[str, Diagram]], columns: int = 6, progress=None) -> str:
+    """Several diagrams in a grid, each under its caption (Figure 3 of seed 003 is such a
+    grid): rows as high as their tallest picture, columns as wide as their widest."""
+    import re
+
+    cells = []
+    for caption, d in (progress(frames) if progress else frames):
+        svg = to_svg(d)
+        m = re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', svg)
+        w, h = (float(m.group(1)), float(m.group(2))) if m else (200.0, 200.0)
+        body = re.sub(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', r'<svg width="\1" height="\2"',
+                      svg[svg.index("<svg"):], count=1)
+        cells.append((caption, body, w, h))
+    columns = max(1, min(columns, len(cells)))
+    widths = [max((c[2] for c in cells[k::columns]), default=0.0) + 16 for k in range(columns)]
+    parts, y = [], 0.0
+    for r in range(0, len(cells), columns):
+        row = cells[r:r + columns]
+        x = 0.0
+        for k, (caption, body, _, _) in enumerate(row):
+            parts.append(f'<text x="{x + 4:.0f}" y="{y + 16:.0f}" font-family="{FONT}" font-size="14" '
+                         f'font-weight="bold">{html.escape(caption)}</text>')
+            parts.append(body.replace("<svg ", f'<svg x="{x:.0f}" y="{y + 22:.0f}" ', 1))
+            x += widths[k]
+        y += 22 + max(c[3] for c in row) + 12
+    width = sum(widths)
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<svg xmlns="http://www.w3.org/2000/svg" '
+            f'xmlns:xlink="http://www.w3.org/1999/xlink" width="{width:.0f}pt" height="{y:.0f}pt" '
+            f'viewBox="0 0 {width:.0f} {y:.0f}">\n' + "\n".join(parts) + "\n</svg>\n")
+
+
 def write_text(text: str, out: str | Path) -> Path:
     out = Path(out)
     try:
