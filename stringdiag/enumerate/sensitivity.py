@@ -16,7 +16,8 @@ REDUCE_LIMIT = 1500
 def readings(defns, max_size: int, rule_files: dict, copy_outputs: bool) -> list[dict]:
     rows = []
     all_rules = [r for rs in rule_files.values() for r in rs]
-    variants = [(f"stated (max {max_size}{', outputs copied' if copy_outputs else ''}, all rules)",
+    variants = [(f"stated (max {max_size}{', outputs copied' if copy_outputs else ''}, "
+                 f"{'all rules' if rule_files else 'no rules'})",
                  max_size, copy_outputs, all_rules)]
     if max_size > 1:
         variants.append((f"max {max_size - 1}", max_size - 1, copy_outputs, all_rules))
