@@ -43,6 +43,8 @@ bench: install dot
 	$(BIN)/python benchmarks/bench_lm.py
 	$(BIN)/python benchmarks/bench_rewrite.py
 	$(BIN)/python benchmarks/bench_derive.py
+	$(BIN)/python benchmarks/bench_enumerate.py
+	$(BIN)/python benchmarks/bench_info.py
 
 clean:
 	rm -rf $(VENV) *.egg-info runs

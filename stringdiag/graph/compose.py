@@ -58,7 +58,7 @@ from ..errors import DiagError
 from .diagram import Diagram
 from .program import BoxDecl, Definition
 from .types import Dim, TensorType, show_type
-from .weights import weight_key
+from .weights import weight_key, weight_sets
 
 _ids = itertools.count(1)  # fresh weight identities: op@n
 _frames = itertools.count(1)  # picture frames of pasted copies
@@ -375,16 +375,16 @@ def _input_names(d: Diagram) -> list[str]:
     return [d.graph.nodes[w].get("name") or _unique(f"x{k + 1}", taken) for k, w in enumerate(d.inputs)]
 
 
-def _owners(d: Diagram) -> dict[tuple, Any]:
-    """Each weight set of ``d``, with what computes with it: a declaration, or a definition
-    told by its content (``iso.definition_key``)."""
+def _owners(d: Diagram, keys: set | None = None) -> dict[tuple, Any]:
+    """Each weight set of ``d`` (of ``keys``, if given), with what computes with it: a
+    declaration, or a definition told by its content (``iso.definition_key``)."""
     from .iso import definition_key
 
     out = {}
     for b in d.boxes():
         node = d.box(b)
         key = weight_key(node)
-        if key is not None:
+        if key is not None and (keys is None or key in keys):
             out[key] = definition_key(node["ref"]) if node["box"] == "diagram" else node.get("ref", node["op"])
     return out
 
@@ -393,8 +393,11 @@ def _check_shared(f: Diagram, g: Diagram) -> None:
     """Refuse one weight identity on two different processes (two bodies' local ``F``)."""
     if f is g:
         return
-    mine, theirs = _owners(f), _owners(g)
-    for key in mine.keys() & theirs.keys():
+    both = weight_sets(f) & weight_sets(g)
+    if not both:
+        return
+    mine, theirs = _owners(f, both), _owners(g, both)
+    for key in both:
         if mine[key] != theirs[key]:
             raise DiagError(f"{f.name} and {g.name} both use the weight set '{key[-1]}' but for different "
                             "boxes; give one of them its own weights with fresh()")
