@@ -26,7 +26,7 @@ from ..graph.types import show_type
 from ..rewrite.dpo import copy_diagram
 from ..rewrite.match import find_matches, select
 from ..rewrite.oracle import equal
-from ..rewrite.rule import EQUATION, Rule, library, load_rules
+from ..rewrite.rule import EQUATION, RULES_DIR, Rule, library, load_rules
 from ..syntax.parser import parse, pos_of
 from . import steps
 from .steps import EQ, RED, REWIRE
@@ -77,7 +77,7 @@ class Runner:
         self.base = Path(file).parent
         self.programs: dict[str, Program] = {}
         self.extra: list[Program] = []
-        self.rules: dict[str, Rule] = dict(library())
+        self.rules: dict[str, Rule] = dict(_library())
         self.start_prog: Program | None = None
 
     def err(self, msg: str, where) -> DiagError:
@@ -254,7 +254,7 @@ class Runner:
         return {f.box(b)["op"]: "learn" for f in flats for b in f.boxes() if f.box(b)["box"] == "abstract"}
 
     def specialise(self, item: Tree, cur: Diagram) -> steps.Outcome:
-        name_tok, params, value = item.children
+        name_tok, params, value, at = item.children
         name = str(name_tok)
         uses = [b for b in cur.boxes() if cur.box(b)["op"] == name and cur.box(b)["box"] in ("learn", "abstract")]
         if not uses:
@@ -269,7 +269,18 @@ class Runner:
         if defn.input_types != list(decl.ins) or defn.output_types != list(decl.outs):
             raise self.err(f"'{defn.name}' has type {_sig(defn.input_types, defn.output_types)} but '{name}' "
                            f"has type {_sig(decl.ins, decl.outs)}", value)
-        return steps.specialise(cur, name, defn, self.all_definitions(cur))
+        if at is None:
+            return steps.specialise(cur, name, defn, self.all_definitions(cur))
+        tok = at.children[0]
+        where = str(tok)
+        try:
+            return steps.specialise(cur, name, defn, self.all_definitions(cur), where)
+        except DiagError as e:
+            if e.pos is not None:
+                raise
+            # at the wire's name (the WHERE token starts with the blank after 'at')
+            lead = len(where) - len(where.lstrip())
+            raise self.err(e.message, Pos(self.file, tok.line, tok.column + lead)) from None
 
     def inline(self, name: str, decl, params: Tree | None, body: Token) -> Diagram:
         """``f(x, y) := { body }``: a diagram of f's type, written in place; its text keeps its
@@ -308,6 +319,19 @@ class Runner:
         call = _call_of(defn, body)
         rule = Rule(f"fold {name}", EQUATION, body, call, ())
         return self.located(name_tok, steps.fold, cur, body, call, [self.pick(cur, rule, False, at, name_tok)])
+
+
+_LIBRARY: tuple[tuple, dict[str, Rule]] | None = None
+
+
+def _library() -> dict[str, Rule]:
+    """The standard library of rules, loaded once per process while its files stay as they
+    are (a derivation per rule's proof would otherwise read them all again)."""
+    global _LIBRARY
+    stamp = tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(RULES_DIR.glob("*.rules")))
+    if _LIBRARY is None or _LIBRARY[0] != stamp:
+        _LIBRARY = (stamp, library())
+    return _LIBRARY[1]
 
 
 def _sig(ins, outs) -> str:

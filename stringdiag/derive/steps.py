@@ -8,7 +8,8 @@ weights (seed 003, App. A.2; ``graph/weights.py``).
   same sets, none shared with boxes outside the fold, none of two merged; else refused;
 - copying a box: ≡ (the copies share its weights);
 - specialising a learnable or abstract box into a composite: ⇒ (its uses share the
-  composite's weights exactly when they shared the box's).
+  composite's weights exactly when they shared the box's); ``at WIRE`` specialises only one
+  weight set of the box (the one making the wire), leaving its other sets as they were.
 
 Turning one weight set into several is never a step: it is refused with the reason.
 Each step returns an :class:`Outcome`; ``correspond`` says which weight set of the result
@@ -24,7 +25,7 @@ from ..graph.diagram import Diagram
 from ..graph.expand import expand
 from ..graph.weights import WeightKey, boxes_by_weights, fresh_instance, instances, weight_key
 from ..rewrite.dpo import copy_box, copy_diagram, rewrite, rewrite_all
-from ..rewrite.match import Match, PROCESSES
+from ..rewrite.match import Match, PROCESSES, instance_path
 from ..rewrite.rule import EQUATION, Rule
 
 EQ, RED, REWIRE = "≡", "⇒", "≠"
@@ -79,14 +80,24 @@ def copy(cur: Diagram, wire: str) -> Outcome:
     return Outcome(out, EQ, f"the copies share the weights of {key[-1]}" if key else "")
 
 
-def specialise(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[str]) -> Outcome:
+def specialise(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[str],
+               at: str | None = None) -> Outcome:
     """Every use of the learnable or abstract box ``name`` becomes the composite ``defn``.
 
     Uses that shared weights share the composite's (one instance per weight set); an
-    abstract family is one function wherever it is used."""
+    abstract family is one function wherever it is used. With ``at`` (a wire's name), only
+    the uses that share the weight set of the box making that wire are specialised: the
+    other sets of ``name`` (other instances of its definition) stay universal approximators."""
     uses = [b for b in cur.boxes() if cur.box(b)["op"] == name and cur.box(b)["box"] in ("learn", "abstract")]
     if not uses:
         raise DiagError(f"no learnable or abstract box '{name}' in the diagram to specialise")
+    note = ""
+    if at is not None:
+        key = _weights_at(cur, name, uses, at)
+        uses = [b for b in uses if weight_key(cur.box(b)) == key]
+        others = sorted({str(k[-1]) for b in cur.boxes() if cur.box(b)["op"] == name
+                         and (k := weight_key(cur.box(b))) is not None and k != key})
+        note = f"only the weights {key[-1]}" + (f" (not {', '.join(others)})" if others else "")
     out = copy_diagram(cur)
     op = f"{name} :=" if defn.name.startswith("__") else defn.name  # how the opened box is labelled
     for b in uses:
@@ -96,7 +107,52 @@ def specialise(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[st
         node["box"], node["op"], node["ref"] = "diagram", op, defn
         node.pop("local", None)
         node.pop("param", None)
-    return Outcome(expand(out, keep=definitions - {op}), RED)
+    return Outcome(expand(out, keep=definitions - {op}), RED, note)
+
+
+def wire_name(d: Diagram, w: int) -> str:
+    """A wire's name as matches spell it (``rewrite.match``): its own name, qualified by the
+    instance of the definition it was opened from (``ConcatFF#2/y``) unless the diagram
+    that used the definition named it; an unnamed wire by the box making it (``F@3:7``)."""
+    node = d.graph.nodes[w]
+    pr = d.producer(w)
+    path = instance_path(d.box(pr)) if pr is not None else ""
+    if "scope" in node:
+        path = node["scope"]
+    if node.get("name"):
+        return path + node["name"]
+    if pr is not None:
+        pos = d.box(pr).get("pos")
+        op = d.box(pr)["op"]
+        return path + (f"{op}@{pos.line}:{pos.col}" if pos else f"{op}#{pr}")
+    return f"#{w}"
+
+
+def _weights_at(cur: Diagram, name: str, uses: list[int], at: str) -> WeightKey:
+    """The weight set of the box ``name`` that makes the wire ``at`` (named in full,
+    ``ConcatFF#2/y``, or by its own name where that is unambiguous)."""
+    at = at.strip()
+    full = {w: wire_name(cur, w) for w in cur.wires()}
+    wires = [w for w, n in full.items() if n == at] or \
+            [w for w, n in full.items() if cur.graph.nodes[w].get("name") == at]
+    if not wires:
+        near = sorted({full[w] for b in uses for w in cur.box_outputs(b)})
+        raise DiagError(f"no wire named '{at}' (the boxes '{name}' make: {', '.join(near)})")
+    made = [w for w in wires if cur.producer(w) in uses]
+    if not made:
+        pr = cur.producer(wires[0])
+        what = "an input of the diagram, not made" if pr is None else \
+            f"made by '{cur.box(pr)['op']}' (a {cur.box(pr)['box']} box), not"
+        near = sorted({full[w] for b in uses for w in cur.box_outputs(b)})
+        raise DiagError(f"wire '{at}' is {what} by a box '{name}' (the boxes '{name}' make: {', '.join(near)})")
+    if any(cur.box(b)["box"] == "abstract" for b in uses):
+        raise DiagError(f"'{name}' is an abstract family, one function wherever it is used: specialise every use "
+                        f"(without 'at')")
+    keys = {weight_key(cur.box(cur.producer(w))) for w in made}
+    if len(keys) > 1:
+        raise DiagError(f"'{at}' names wires made by {len(keys)} different weight sets of '{name}' "
+                        f"({', '.join(sorted(full[w] for w in made))}); name one in full")
+    return keys.pop()
 
 
 def fold(cur: Diagram, body: Diagram, call: Diagram, matches: list[Match]) -> Outcome:
@@ -179,4 +235,4 @@ def _common_prefix(pairs: dict[WeightKey, WeightKey]) -> str | None:
 
 
 __all__ = ["Outcome", "EQ", "RED", "REWIRE", "apply_rule", "apply_everywhere", "unfold", "copy", "specialise",
-           "fold"]
+           "fold", "wire_name"]
