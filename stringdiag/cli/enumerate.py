@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         m.diagram = built[id(m.wiring)]
     table = readings(defns, args.max, rule_files, args.copy_outputs) if args.sensitivity else []
     if args.output:
-        header = (f"The space of mechanisms: stringdiag enumerate {args.file} --generators {','.join(names)} "
+        header = (f"The space of mechanisms (seed 003, Sec. 5), written by\n  stringdiag enumerate {args.file} --generators {','.join(names)} "
                   f"--max {args.max}" + (f" --rules {' '.join(args.rules)}" if args.rules else "")
                   + (" --copy-outputs" if args.copy_outputs else "") + "\n"
                   + "; ".join(f"{s.name} {s.count}" for s in space.stages) + "\n\n"
