@@ -10,11 +10,11 @@ import os
 import sys
 
 from ..errors import DiagError
-from . import check, compile, derive, enumerate, info, normalize, render, train
+from . import check, compile, derive, enumerate, info, normalize, render, study, train
 from .options import short
 
 COMMANDS = {"check": check, "render": render, "info": info, "derive": derive, "normalize": normalize,
-            "compile": compile, "train": train, "enumerate": enumerate}
+            "compile": compile, "train": train, "enumerate": enumerate, "study": study}
 
 
 class UsageError(Exception):

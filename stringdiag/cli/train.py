@@ -12,6 +12,9 @@ from .common import load_reporting, pick
 from .options import positive
 
 MAX_LAYERS = 1024  # for --layers and --heads: each head of each layer is a compiled diagram
+# --norm-after's default, the generators App. C follows by a layer norm (train.model.STABILISED;
+# repeated here so that building the command line does not import torch)
+NORM_AFTER = ("AttApply", "LinAttApply")
 
 HELP = "train a decoder-only language model whose heads are the diagram (App. C of the paper)"
 
@@ -35,12 +38,44 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-every", type=positive, default=200, metavar="STEPS")
     p.add_argument("--approximator", default="mlp", choices=["linear", "mlp"])
     p.add_argument("--dims", default="", metavar="k=32", help="sizes for the head's other fixed dimensions")
+    add_norm_after(p)
     p.add_argument("--data", default="shakespeare", metavar="DIR",
                    help="'shakespeare' (embedded, default), 'synthetic', or a directory with ptb.{train,valid,test}.txt")
     p.add_argument("--seed", type=options.seed, default=0)
     p.add_argument("-o", "--out", default=None, metavar="DIR", help="checkpoints and log (default: runs/NAME)")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     p.add_argument("--no-test", action="store_true", help="skip the stride-1 test evaluation at the end")
+
+
+def add_norm_after(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--norm-after", default=None, metavar="NAMES",
+                   help="definitions after whose uses in the head a layer norm is inserted (App. C, after Qin et "
+                        f"al.): comma-separated (default: {','.join(NORM_AFTER)}; '' for none)")
+
+
+def parse_names(text: str, option: str) -> list[str]:
+    """``A,B`` -> ['A', 'B']: identifiers, each once; a blank text is no names."""
+    if not text.strip():
+        return []
+    names: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part.isidentifier() or not part.isascii():
+            raise DiagError(f"--{option}: expected comma-separated names, got {options._show(part)}")
+        if part not in names:
+            names.append(part)
+    return names
+
+
+def norm_after(text: str | None, prog) -> tuple[str, ...]:
+    """The definitions ``--norm-after`` names: the default (AttApply, LinAttApply) when not given,
+    which a file need not define; names given must each be a definition in the file's scope."""
+    if text is None:
+        return NORM_AFTER
+    names = parse_names(text, "norm-after")
+    for name in names:
+        if prog.lookup_def(name) is None:
+            raise DiagError(f"--norm-after: no diagram named {name!r} in {options.short(prog.path)}")
+    return tuple(names)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     prog = load_reporting(args.file)
     (head,) = pick(prog, args.diagram)
     dims = options.parse_dims(args.dims, head)
+    after = norm_after(args.norm_after, prog)
     feature = head.input_types[0][-1].name if len(head.inputs) == 1 and head.input_types[0] else None
     if feature in dims:
         raise DiagError(f"--dims: '{feature}' is the head's feature dimension; its size is --d-model / --heads "
@@ -65,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     def make(approximator=args.approximator, check_causal=True, layers=args.layers):
         return LanguageModel(head, vocab=len(corpus.vocab), d_model=args.d_model, n_layers=layers,
                              n_heads=args.heads, d_ff=args.d_ff, approximator=approximator, dims=dims,
-                             check_causal=check_causal)
+                             check_causal=check_causal, norm_after=after)
 
     n = check_size(make, args, len(corpus.vocab))
     say(f"corpus {corpus.name}: {len(corpus.vocab):,} words; {corpus.train.numel():,} / {corpus.valid.numel():,} / "

@@ -5,12 +5,16 @@ then N layers of (multi-head mechanism, residual, layer norm, feed-forward, resi
 layer norm). Multi-head splits the model dimension into H slices; the head diagram —
 any diagram of type ``[s, d] -> [s, d]`` — runs on each slice with its own weights, the
 slices are concatenated and mixed by W_O. As in the paper (App. C, after Qin et al.),
-every ``AttApply`` or ``LinAttApply`` box in the head is followed by an extra layer norm,
-inserted into the diagram itself, right where the generator's output leaves it.
+every use of a chosen definition in the head (``norm_after``; by default ``AttApply`` and
+``LinAttApply``, the generators the paper names) is followed by an extra layer norm over
+the last axis of each of its outputs, inserted into the diagram itself, right where the
+output leaves the box. Which definitions those are is data the caller gives (the command
+line's ``--norm-after``), never a name this module matches by itself.
 """
 from __future__ import annotations
 
 import math
+from typing import Iterable
 
 import torch
 from torch import nn
@@ -21,7 +25,7 @@ from ..lower.primitives import posenc
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 
-STABILISED = ("AttApply", "LinAttApply")
+STABILISED = ("AttApply", "LinAttApply")  # the default of norm_after: the paper's (Lin)AttApply (App. C)
 
 
 def head_dims(head: Diagram, d_head: int, overrides: dict[str, int] | None = None) -> dict[str, int]:
@@ -41,30 +45,58 @@ def head_dims(head: Diagram, d_head: int, overrides: dict[str, int] | None = Non
     return dims
 
 
-def stabilised(head: Diagram) -> Diagram:
-    """The head with a layer norm after every AttApply / LinAttApply box (App. C)."""
+def _is_fixed(dim, prog) -> bool:
+    """Whether a dimension expression is made of fixed dimensions (or constants) only."""
+    if prog is None:
+        return True
+    decls = [prog.lookup_dim(n) for n in dim.names()]
+    return all(decl is None or decl.kind == "fixed" for decl in decls)
+
+
+def stabilised(head: Diagram, after: Iterable[str] = STABILISED) -> Diagram:
+    """The head with a layer norm after every use of a definition named in ``after`` (App. C:
+    AttApply / LinAttApply, the default), over the last axis of each of its outputs.
+
+    Only the head's own boxes are looked at (a definition used inside another definition is
+    not opened). An output whose last axis is a sequence dimension cannot be normalised:
+    that is an error naming the definition."""
     from ..graph.program import prelude
     from ..rewrite.dpo import copy_diagram
 
+    names = frozenset(after)
     out = copy_diagram(head)
     norm = prelude()["layernorm"]
     for b in list(out.boxes()):
         node = out.box(b)
-        if node["op"] not in STABILISED or node["box"] != "diagram":
+        if node["op"] not in names or node["box"] != "diagram":
             continue
-        (w,) = out.box_outputs(b)
-        t = out.wire_type(w)
-        readers = out.consumers(w)
-        simd = tuple((f"n{k}", dim) for k, dim in enumerate(t[:-1]))
-        _, (w2,) = out.add_box("diagram", "layernorm", [(w, tuple(lab for lab, _ in simd) + (0,))], [t[-1:]],
-                               simd=simd, generics=(("n", t[-1]),), ref=norm,
-                               clusters=tuple(node.get("clusters", ())))
-        for r, port in readers:
-            axes = out.graph.edges[w, r, port]["axes"]
-            out.graph.remove_edge(w, r, key=port)
-            out.graph.add_edge(w2, r, key=port, axes=axes)
-        out.outputs = [w2 if o == w else o for o in out.outputs]
+        for w in list(out.box_outputs(b)):
+            t = out.wire_type(w)
+            if not t or not _is_fixed(t[-1], head.program):
+                raise DiagError(f"--norm-after: '{node['op']}' outputs {_show_type(t)}; a layer norm needs a last "
+                                "axis of a fixed dimension")
+            readers = out.consumers(w)
+            simd = tuple((f"n{k}", dim) for k, dim in enumerate(t[:-1]))
+            _, (w2,) = out.add_box("diagram", "layernorm", [(w, tuple(lab for lab, _ in simd) + (0,))], [t[-1:]],
+                                   simd=simd, generics=(("n", t[-1]),), ref=norm,
+                                   clusters=tuple(node.get("clusters", ())))
+            for r, port in readers:
+                axes = out.graph.edges[w, r, port]["axes"]
+                out.graph.remove_edge(w, r, key=port)
+                out.graph.add_edge(w2, r, key=port, axes=axes)
+            out.outputs = [w2 if o == w else o for o in out.outputs]
     return out
+
+
+def _show_type(t) -> str:
+    return "[" + ", ".join(str(d) for d in t) + "]"
+
+
+def normed_ops(head: Diagram, after: Iterable[str] = STABILISED) -> list[str]:
+    """The definitions named in ``after`` that the head uses as its own boxes, sorted."""
+    names = frozenset(after)
+    return sorted({head.box(b)["op"] for b in head.boxes()
+                   if head.box(b)["op"] in names and head.box(b)["box"] == "diagram"})
 
 
 class Layer(nn.Module):
@@ -90,17 +122,21 @@ class LanguageModel(nn.Module):
 
     def __init__(self, head: Diagram, vocab: int, d_model: int = 128, n_layers: int = 2, n_heads: int = 4,
                  d_ff: int | None = None, approximator: Policy = "mlp", dims: dict[str, int] | None = None,
-                 extra_norm: bool | None = None, check_causal: bool = True):
+                 extra_norm: bool | None = None, check_causal: bool = True,
+                 norm_after: Iterable[str] = STABILISED):
         super().__init__()
         if d_model % n_heads:
             raise DiagError(f"--d-model {d_model} is not divisible by --heads {n_heads}")
-        self.config = {"head": head.name, "vocab": vocab, "d_model": d_model, "n_layers": n_layers,
-                       "n_heads": n_heads, "d_ff": d_ff or 4 * d_model, "approximator": str(approximator)}
         hdims = head_dims(head, d_model // n_heads, dims)
-        if extra_norm is None:
-            extra_norm = any(head.box(b)["op"] in STABILISED for b in head.boxes())
+        norm_after = tuple(norm_after)
+        normed = normed_ops(head, norm_after)
+        if extra_norm is None:  # a norm wherever the head uses a named definition
+            extra_norm = bool(normed)
+        self.config = {"head": head.name, "vocab": vocab, "d_model": d_model, "n_layers": n_layers,
+                       "n_heads": n_heads, "d_ff": d_ff or 4 * d_model, "approximator": str(approximator),
+                       "norm_after": normed if extra_norm else []}
         if extra_norm:
-            head = stabilised(head)
+            head = stabilised(head, norm_after)
         self.embed = nn.Embedding(vocab, d_model)
         self.layers = nn.ModuleList(Layer(head, d_model, n_heads, d_ff or 4 * d_model, approximator, hdims)
                                     for _ in range(n_layers))

@@ -1,0 +1,295 @@
+"""``stringdiag study FILE --layers 1-3 -o DIR``: every mechanism of a file as a language model, at
+several depths, with one recipe (seed 003, Sec. 5 and App. C; Figs. 2 and 4).
+
+``stringdiag study --report DIR [DIR ...]`` redraws the figures from the results, merging
+the directories of several shards.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from ..errors import DiagError
+from . import options
+from .common import load_reporting, pick
+from .options import positive
+from .train import MAX_LAYERS, add_norm_after, check_size, check_windows, norm_after, parse_names
+
+HELP = "train every mechanism of a file at several depths with one recipe; tabulate and plot (Figs. 2, 4)"
+DEFAULT_OUT = "runs/study"
+FAMILIES = "linear=LinAttPrep,LinAttApply;dot=AttPrep,AttApply"  # results.DEFAULT_FAMILIES, written out
+RESERVED = ("both", "none")
+
+
+def layer_counts(text: str) -> list[int]:
+    """``1-3`` -> [1, 2, 3]; ``1,2,4``; ``1-2,5``: layer counts from 1 to MAX_LAYERS, sorted."""
+    what = f"layer counts such as 1-3 or 1,2,4 (each from 1 to {MAX_LAYERS})"
+    counts: set[int] = set()
+    for part in text.split(","):
+        m = re.fullmatch(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?", part)
+        if not m:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {options._show(text)}")
+        lo, hi = int(m[1]), int(m[2] or m[1])
+        if lo < 1 or hi > MAX_LAYERS:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {options._show(text)}")
+        if hi < lo:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {options._show(text)} (a range runs upwards)")
+        counts.update(range(lo, hi + 1))
+    return sorted(counts)
+
+
+layer_counts.__name__ = "layer counts"
+
+
+def shard_spec(text: str) -> tuple[int, int]:
+    """``K/N`` with 1 <= K <= N: this machine's share of the runs."""
+    m = re.fullmatch(r"\s*([0-9]+)\s*/\s*([0-9]+)\s*", text)
+    if not m or not 1 <= int(m[1]) <= int(m[2]) or int(m[2]) > 10 ** 6:
+        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N, such as 1/2, got {options._show(text)}")
+    return int(m[1]), int(m[2])
+
+
+shard_spec.__name__ = "shard"
+
+
+def parse_families(text: str) -> dict[str, tuple[str, ...]]:
+    """``linear=LinAttPrep,LinAttApply;dot=AttPrep,AttApply`` -> {'linear': (...), 'dot': (...)}."""
+    fams: dict[str, tuple[str, ...]] = {}
+    owner: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        name, eq, gens = (s.strip() for s in part.partition("="))
+        if not eq or not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+            raise DiagError(f"--families: expected FAMILY=NAME,NAME;FAMILY=..., got {options._show(part)}")
+        if name in RESERVED:
+            raise DiagError(f"--families: '{name}' is reserved (a mechanism with generators of several families "
+                            "is 'both', of none 'none')")
+        if name in fams:
+            raise DiagError(f"--families: the family '{name}' is given twice")
+        names = parse_names(gens, "families")
+        if not names:
+            raise DiagError(f"--families: the family '{name}' has no generators")
+        for g in names:
+            if g in owner:
+                raise DiagError(f"--families: '{g}' is in two families ('{owner[g]}' and '{name}')")
+            owner[g] = name
+        fams[name] = tuple(names)
+    return fams
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", nargs="?", help="the mechanisms' file (not with --report)")
+    p.add_argument("-d", "--diagram", metavar="M0,M1,...", default=None,
+                   help="the mechanisms (default: every diagram of type [s, d] -> [s, d] that is causal)")
+    p.add_argument("--layers", type=layer_counts, default=[1, 2], metavar="1-3",
+                   help="layer counts: a range, a list, or both (default 1-2)")
+    p.add_argument("-o", "--out", default=None, metavar="DIR",
+                   help=f"the study's directory (default {DEFAULT_OUT}); with several --report directories, where "
+                        "the merged results go (default: 'merged' beside the first)")
+    p.add_argument("--shard", type=shard_spec, default=(1, 1), metavar="K/N",
+                   help="run the K-th of N disjoint shares of the runs (sorted by mechanism and layers, every N-th "
+                        "from the K-th)")
+    p.add_argument("--report", nargs="+", default=None, metavar="DIR",
+                   help="redraw the figures from these studies' results.csv without training (several: merged)")
+    g = p.add_argument_group("the recipe (recorded in DIR/study.json; a study resumes only with the same)")
+    g.add_argument("--heads", type=options.integer(1, MAX_LAYERS), default=4)
+    g.add_argument("--d-model", type=positive, default=128)
+    g.add_argument("--d-ff", type=positive, default=None, help="feed-forward width (default 4 x d-model)")
+    g.add_argument("--context", type=positive, default=35)
+    g.add_argument("--batch-size", type=positive, default=32)
+    g.add_argument("--epochs", type=positive, default=1)
+    g.add_argument("--max-steps", type=positive, default=None, help="train each run for at most this many steps")
+    g.add_argument("--lr-scale", type=options.number(high=1e6), default=1.0,
+                   help="scale of the Vaswani et al. schedule")
+    g.add_argument("--warmup", type=positive, default=200)
+    g.add_argument("--eval-every", type=positive, default=200, metavar="STEPS")
+    g.add_argument("--approximator", default="mlp", choices=["linear", "mlp"])
+    g.add_argument("--dims", default="", metavar="k=32", help="sizes for the heads' other fixed dimensions")
+    add_norm_after(g)
+    g.add_argument("--data", default="shakespeare", metavar="DIR",
+                   help="'shakespeare' (embedded, default), 'synthetic', or a directory with "
+                        "ptb.{train,valid,test}.txt")
+    g.add_argument("--seed", type=options.seed, default=0)
+    g.add_argument("--test-stride", type=positive, default=1,
+                   help="stride of the test evaluation (default 1: every token with its maximal context, App. C)")
+    g.add_argument("--timing-steps", type=positive, default=20,
+                   help="training steps per timing repeat (seconds per epoch = their mean x steps per epoch)")
+    g.add_argument("--timing-repeats", type=options.integer(3, 1000, "an integer from 3 to 1000"), default=3,
+                   help="timing repeats per run, interleaved across runs (median and standard deviation)")
+    g.add_argument("--timing-device", default="cpu", choices=["cpu", "cuda"],
+                   help="where the runs are timed (training runs on the CPU, as 'stringdiag train')")
+    s = p.add_argument_group("this session")
+    s.add_argument("--time-budget", type=options.number(what="a positive number of seconds"), default=None,
+                   metavar="SECONDS", help="stop training after this long (the run in progress is checkpointed; "
+                                           "the same command continues)")
+    s.add_argument("--families", default=FAMILIES, metavar="SPEC",
+                   help=f"which generators make a family, for the table and colours (default '{FAMILIES}')")
+    s.add_argument("--threads", type=options.integer(1, 1024), default=None, help="torch's CPU threads")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.report is not None:
+        if args.file is not None:
+            raise DiagError(f"--report reads study directories, not a FILE (got {options.short(args.file)})")
+        return report(args)
+    if args.file is None:
+        raise DiagError("the following arguments are required: FILE (or --report DIR ...) "
+                        "(see 'stringdiag study --help')")
+    families = parse_families(args.families)
+
+    import torch
+
+    from ..data import load_corpus
+    from ..study.runner import Recipe, Run, Study, plan, shard
+    from ..train.model import head_dims
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    prog = load_reporting(args.file)
+    heads = select(prog, args.diagram)
+    dims = options.parse_dims(args.dims)
+    for name in dims:
+        decl = prog.lookup_dim(name)
+        if decl is None or decl.kind != "fixed":
+            raise DiagError(f"--dims: '{name}' is not a fixed dimension of {options.short(prog.path)}")
+    for head in heads.values():
+        feature = head.input_types[0][-1].name
+        if feature in dims:
+            raise DiagError(f"--dims: '{feature}' is the heads' feature dimension; its size is --d-model / --heads "
+                            f"({args.d_model} / {args.heads} here)")
+    after = norm_after(args.norm_after, prog)
+    if args.families != FAMILIES:
+        for gens in families.values():
+            for g in gens:
+                if prog.lookup_def(g) is None:
+                    raise DiagError(f"--families: no diagram named {g!r} in {options.short(prog.path)}")
+    corpus = load_corpus(args.data)
+    check_windows(corpus, args.context, args.batch_size)
+    if args.test_stride > args.context:
+        raise DiagError(f"--test-stride {args.test_stride}: at most --context ({args.context}), or some test "
+                        "tokens would never be scored")
+    if args.timing_device == "cuda" and not torch.cuda.is_available():
+        raise DiagError("--timing-device cuda: torch sees no CUDA device on this machine")
+    if args.d_model % args.heads:
+        raise DiagError(f"--d-model {args.d_model} is not divisible by --heads {args.heads}")
+    recipe = Recipe(d_model=args.d_model, heads=args.heads, d_ff=args.d_ff, context=args.context,
+                    batch_size=args.batch_size, epochs=args.epochs, max_steps=args.max_steps, lr_scale=args.lr_scale,
+                    warmup=args.warmup, eval_every=args.eval_every, approximator=args.approximator,
+                    dims=tuple(sorted(dims.items())), seed=args.seed, norm_after=tuple(after),
+                    test_stride=args.test_stride, timing_steps=args.timing_steps, timing_repeats=args.timing_repeats,
+                    timing_device=args.timing_device)
+    out = Path(args.out or DEFAULT_OUT)
+    study = Study(heads, corpus, recipe, out, file=str(args.file), families=families)
+    # sizes this machine cannot hold are refused before anything is allocated; then causality
+    deepest = max(args.layers)
+    sizes = argparse.Namespace(approximator=args.approximator, layers=deepest, batch_size=args.batch_size,
+                               context=args.context, d_model=args.d_model, heads=args.heads, d_ff=args.d_ff)
+    for name in heads:
+        def make(approximator=args.approximator, check_causal=False, layers=deepest, name=name):
+            return study.make(Run(name, layers), approximator=approximator, check_causal=check_causal)
+
+        try:
+            check_size(make, sizes, len(corpus.vocab))
+        except (RuntimeError, MemoryError) as e:
+            raise (options.out_of_memory(e) or e) from None
+    for name in list(heads):
+        head_dims(heads[name], args.d_model // args.heads, dims)
+        try:
+            study.make(Run(name, 1))
+        except DiagError as e:
+            if args.diagram is not None:
+                raise
+            print(f"warning: {e.message}; '{name}' is left out of the study", file=sys.stderr)
+            del heads[name]
+            del study.heads[name]
+    if not heads:
+        raise DiagError(f"{options.short(prog.path)} has no causal diagram of type [s, d] -> [s, d] to study")
+    study.open()  # a study already in `out` must have this configuration
+    runs = plan(heads, args.layers)
+    k, n = args.shard
+    mine = shard(runs, k, n)
+    share = f" (shard {k}/{n} of {len(runs)})" if n > 1 else ""
+    print(f"study of {', '.join(heads)} at {_layers(args.layers)} on {corpus.name}: {len(mine)} run(s){share}, "
+          f"{study.total_steps:,} steps each, in {out}")
+    if not mine:
+        print(f"shard {k}/{n} has no runs: there are {len(runs)} runs for {n} shards")
+    outcome = study.run(mine, time_budget=args.time_budget)
+    done = len(mine) - len(outcome.pending)
+    print(f"{done} of {len(mine)} run(s) finished: {len(outcome.trained)} trained now "
+          f"({len(outcome.resumed)} resumed), {len(outcome.skipped)} trained before; {len(outcome.timed)} timed")
+    print(f"wrote {outcome.csv}" + (f", {', '.join(str(f) for f in outcome.figures)}" if outcome.figures else ""))
+    return 0
+
+
+def _layers(counts: list[int]) -> str:
+    return f"{counts[0]} layer" if counts == [1] else f"{', '.join(map(str, counts))} layers"
+
+
+def select(prog, names: str | None) -> dict:
+    """The mechanisms: those named by ``-d``, each checked; else every diagram of the file of type
+    [s, d] -> [s, d] (causality is checked later, on a built model)."""
+    from ..train.model import head_dims
+
+    if names is None:
+        chosen = {}
+        for name, d in prog.diagrams.items():
+            try:
+                head_dims(d, 1)
+            except DiagError:
+                continue
+            chosen[name] = d
+        if not chosen:
+            raise DiagError(f"{options.short(prog.path)} has no diagram of type [s, d] -> [s, d] (s seq, d fixed) "
+                            "to study")
+        return chosen
+    listed = parse_names(names, "diagram")
+    if not listed:
+        raise DiagError("--diagram: no names given")
+    chosen = {}
+    for name in listed:
+        (d,) = pick(prog, name)
+        head_dims(d, 1)
+        chosen[name] = d
+    return chosen
+
+
+def report(args: argparse.Namespace) -> int:
+    """Merge the studies' results.csv and redraw the figures; no training."""
+    from ..study import results as R
+    from ..study.figures import draw
+    from ..study.runner import CSV, STUDY, compare
+
+    dirs = [Path(d) for d in args.report]
+    sources, studies = [], []
+    for d in dirs:
+        path = d / CSV if d.is_dir() else d
+        if not path.is_file():
+            raise DiagError(f"{options.short(d)} holds no {CSV} (is it a study's directory?)")
+        sources.append((str(d), R.read_csv(path)))
+        if (d / STUDY).is_file():
+            studies.append((d, R.read_json(d / STUDY)))
+    for d, s in studies[1:]:
+        diff = compare(studies[0][1], s)
+        if diff:
+            raise DiagError(f"{options.short(studies[0][0])} and {options.short(d)} are different studies "
+                            f"({'; '.join(diff[:3])}): their results cannot be merged")
+    rows = R.merge(sources)
+    if args.out:
+        out = Path(args.out)
+    elif len(dirs) == 1:
+        out = dirs[0] if dirs[0].is_dir() else dirs[0].parent
+    else:
+        out = dirs[0].parent / "merged"
+    resolved = out.resolve()
+    if len(dirs) > 1 and any(d.is_dir() and d.resolve() == resolved for d in dirs):
+        raise DiagError(f"-o {options.short(out)}: the merged results would replace that study's own {CSV}; "
+                        "choose another directory")
+    wrote = []
+    if not (len(dirs) == 1 and (dirs[0] / CSV if dirs[0].is_dir() else dirs[0]).resolve() == (out / CSV).resolve()):
+        R.write_csv(out / CSV, rows)
+        wrote.append(out / CSV)
+    wrote += draw(rows, out)
+    print(f"{len(rows)} run(s) from {len(dirs)} stud{'y' if len(dirs) == 1 else 'ies'}; wrote "
+          f"{', '.join(str(w) for w in wrote)}")
+    return 0

@@ -1,0 +1,237 @@
+"""A study's results: rows of ``results.csv``, families, values relative to M1, merging.
+
+One row per finished run (mechanism x layers). Test perplexity, seconds per epoch and
+peak memory are also given relative to the reference mechanism (M1, the Vaswani
+transformer, as the paper's Fig. 4) at the same depth; the standard deviations are scaled
+by the same number, the reference's median, so M1 itself is 1.0 with its own spread.
+
+>>> fam = {"linear": ("LinAttPrep", "LinAttApply"), "dot": ("AttPrep", "AttApply")}
+>>> family({"AttPrep", "AttApply"}, fam), family({"LinAttPrep", "AttApply"}, fam), family(set(), fam)
+('dot', 'both', 'none')
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from ..errors import DiagError
+
+REFERENCE = "M1"
+# which generators make a family (App. C, Fig. 2's colours): data the user may replace
+DEFAULT_FAMILIES: dict[str, tuple[str, ...]] = {"linear": ("LinAttPrep", "LinAttApply"), "dot": ("AttPrep", "AttApply")}
+BOTH, NONE = "both", "none"  # a mechanism with generators of several families; of none
+
+COLUMNS = ["mechanism", "family", "layers", "parameters", "steps", "test_ppl",
+           "seconds_per_epoch", "seconds_per_epoch_std", "peak_memory_bytes", "peak_memory_std",
+           "test_ppl_rel", "seconds_per_epoch_rel", "seconds_per_epoch_rel_std", "peak_memory_rel",
+           "peak_memory_rel_std", "timing_repeats", "device"]
+REQUIRED = COLUMNS[:10]
+INTS = {"layers", "parameters", "steps", "timing_repeats"}
+TEXT = {"mechanism", "family", "device"}
+
+
+def family(uses: Iterable[str], families: Mapping[str, Iterable[str]] = DEFAULT_FAMILIES) -> str:
+    """The family whose generators are the only ones a mechanism uses; ``both`` if it uses those of
+    several families, ``none`` if it uses none (as ``stringdiag enumerate`` names them)."""
+    used = set(uses)
+    hit = [name for name, gens in families.items() if used & set(gens)]
+    return hit[0] if len(hit) == 1 else BOTH if hit else NONE
+
+
+def uses(diagram) -> list[str]:
+    """Every definition a diagram uses, directly or inside the definitions it uses, sorted."""
+    seen: set[str] = set()
+    todo, visited = [diagram], set()
+    while todo:
+        d = todo.pop()
+        if id(d) in visited:
+            continue
+        visited.add(id(d))
+        for b in d.boxes():
+            node = d.box(b)
+            if node["box"] == "diagram":
+                seen.add(node["op"])
+                if node.get("ref") is not None:
+                    todo.append(node["ref"])
+    return sorted(seen)
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def _std(xs: list[float]) -> float:
+    """Sample standard deviation (n - 1); 0 for a single value."""
+    if len(xs) < 2:
+        return 0.0
+    m = sum(xs) / len(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def summarise(samples: list[float]) -> tuple[float, float]:
+    """Median and standard deviation of timing repeats."""
+    return _median(samples), _std(samples)
+
+
+def row(result: Mapping, families: Mapping[str, Iterable[str]] = DEFAULT_FAMILIES) -> dict:
+    """The CSV row of one finished run's ``result.json``."""
+    return {"mechanism": result["mechanism"], "family": family(result.get("uses", ()), families),
+            "layers": result["layers"], "parameters": result["parameters"], "steps": result.get("steps"),
+            "test_ppl": result["test_ppl"], "seconds_per_epoch": result["seconds_per_epoch"],
+            "seconds_per_epoch_std": result["seconds_per_epoch_std"],
+            "peak_memory_bytes": result["peak_memory_bytes"], "peak_memory_std": result["peak_memory_std"],
+            "timing_repeats": len(result.get("seconds_per_epoch_samples", ())) or None,
+            "device": result.get("device")}
+
+
+def relative(rows: list[dict], reference: str = REFERENCE) -> list[dict]:
+    """The rows with their ``*_rel`` columns filled against the reference at the same depth
+    (left empty where the reference is not among the rows)."""
+    refs = {r["layers"]: r for r in rows if r["mechanism"] == reference}
+    out = []
+    for r in rows:
+        r = {**r}
+        ref = refs.get(r["layers"])
+        for col, std in (("test_ppl", None), ("seconds_per_epoch", "seconds_per_epoch_std"),
+                         ("peak_memory_bytes", "peak_memory_std")):
+            name = "peak_memory" if col == "peak_memory_bytes" else col
+            base = ref.get(col) if ref else None
+            ok = base not in (None, 0) and r.get(col) is not None and math.isfinite(base)
+            r[f"{name}_rel"] = r[col] / base if ok else None
+            if std:
+                r[f"{name}_rel_std"] = r[std] / base if ok and r.get(std) is not None else None
+        out.append(r)
+    return out
+
+
+def sort_key(r: Mapping) -> tuple:
+    return (natural(r["mechanism"]), r["layers"])
+
+
+def natural(name: str) -> tuple:
+    """M2 before M10: digits compare as numbers.
+
+    >>> sorted(["M10", "M2", "M1", "A"], key=natural)
+    ['A', 'M1', 'M2', 'M10']
+    """
+    import re
+
+    parts = re.split(r"([0-9]+)", name)
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))
+
+
+# -- files ------------------------------------------------------------------------------
+def _fmt(v) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):  # six significant digits: far below the spread of repeats
+        return repr(float(f"{v:.6g}")) if math.isfinite(v) else ("inf" if v > 0 else "nan")
+    return str(v)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write beside the file, then rename over it: never half a file. A failure is the tool's error."""
+    path = Path(path)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        with os.fdopen(fd, "w", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        raise DiagError(f"cannot write {path}: {e.strerror or e}") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_json(path: Path, data) -> None:
+    write_atomic(path, json.dumps(data, indent=2) + "\n")
+
+
+def read_json(path: Path) -> dict:
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise DiagError(f"cannot read {path}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise DiagError(f"{path} is damaged: it is not JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise DiagError(f"{path} is damaged: it is not a JSON object")
+    return data
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in sorted(rows, key=sort_key):
+        w.writerow({c: _fmt(r.get(c)) for c in COLUMNS})
+    write_atomic(path, buf.getvalue())
+
+
+def read_csv(path: Path) -> list[dict]:
+    """A ``results.csv`` back as typed rows (numbers as numbers, empty cells as None)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise DiagError(f"cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise DiagError(f"{path} is not a study's results.csv (it is not text)") from None
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+    if missing:
+        raise DiagError(f"{path} is not a study's results.csv (it lacks the column(s) {', '.join(missing)})")
+    rows = []
+    for line, raw in enumerate(reader, start=2):
+        r: dict = {}
+        for c in COLUMNS:
+            v = (raw.get(c) or "").strip()
+            if c in TEXT:
+                r[c] = v or None
+                continue
+            if not v:
+                r[c] = None
+                continue
+            try:
+                r[c] = int(v) if c in INTS else float(v)
+            except ValueError:
+                raise DiagError(f"{path}:{line}: {c} is {v!r}, not a number") from None
+        if not r["mechanism"] or r["layers"] is None:
+            raise DiagError(f"{path}:{line}: a row without a mechanism or a layer count")
+        rows.append(r)
+    return rows
+
+
+def merge(sources: list[tuple[str, list[dict]]], reference: str = REFERENCE) -> list[dict]:
+    """Rows of several studies (shards) as one, relative columns recomputed across all of them.
+    The same run in two sources is an error unless the two rows agree."""
+    seen: dict[tuple, tuple[str, dict]] = {}
+    for source, rows in sources:
+        for r in rows:
+            key = (r["mechanism"], r["layers"])
+            if key in seen:
+                other, prev = seen[key]
+                same = all(prev.get(c) == r.get(c) for c in REQUIRED)
+                if not same:
+                    raise DiagError(f"{key[0]} with {key[1]} layer(s) has different results in {other} and {source}")
+                continue
+            seen[key] = (source, r)
+    return relative(sorted((r for _, r in seen.values()), key=sort_key), reference)

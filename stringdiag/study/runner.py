@@ -1,0 +1,375 @@
+"""A study: every mechanism at every depth, trained with one recipe, resumable and shardable.
+
+Layout of the output directory::
+
+    study.json            the recipe, the corpus's fingerprint, each mechanism's hash
+    M1-L2/                one directory per run (mechanism x layers)
+        checkpoint.safetensors, log.csv    the train loop's (atomic, checksummed; resumable)
+        trained.json      training done and tested (written atomically)
+        result.json       timed too: the run is finished (written atomically)
+    results.csv           one row per finished run, with values relative to M1
+    perplexity.svg/png, cost.svg/png
+
+A session trains the runs of its share in order: a finished run is skipped, a run with a
+checkpoint resumes from it (the loop's resume sees exactly the batches it would have),
+the others start. ``time_budget`` bounds the training time of one session: when it is
+spent the run in progress is checkpointed and the session stops; the next one continues
+(every session trains at least one step, so a small budget still makes progress).
+When every run of the share is trained, those not yet timed are timed together,
+interleaved (repeat 1 of every run, then repeat 2, ...), so slow drifts of the machine
+touch every mechanism alike. Training runs on the CPU, as the train loop does; timing
+runs on the recipe's ``timing_device`` (``cuda``: the allocator's peak is the memory).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+import torch
+
+from ..data.corpus import Corpus, lm_windows
+from ..errors import DiagError
+from ..graph.diagram import Diagram
+from ..train import checkpoint
+from ..train.loop import TrainConfig, evaluate, train
+from ..train.model import STABILISED, LanguageModel
+from . import results as R
+from .timing import measure
+
+FORMAT = 1
+STUDY = "study.json"
+CHECKPOINT = "checkpoint.safetensors"
+TRAINED = "trained.json"
+RESULT = "result.json"
+CSV = "results.csv"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything that makes two runs comparable: the model's sizes, the schedule, the
+    evaluation and the timing. A study keeps one; resuming with another is refused."""
+
+    d_model: int = 128
+    heads: int = 4
+    d_ff: int | None = None
+    context: int = 35
+    batch_size: int = 32
+    epochs: int = 1
+    max_steps: int | None = None
+    lr_scale: float = 1.0
+    warmup: int = 200
+    eval_every: int = 200
+    approximator: str = "mlp"
+    dims: tuple[tuple[str, int], ...] = ()
+    seed: int = 0
+    norm_after: tuple[str, ...] = STABILISED
+    test_stride: int = 1
+    timing_steps: int = 20
+    timing_repeats: int = 3
+    timing_device: str = "cpu"   # training runs on the CPU, as the train loop does
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["dims"] = dict(self.dims)
+        d["norm_after"] = list(self.norm_after)
+        return d
+
+
+@dataclass(frozen=True)
+class Run:
+    mechanism: str
+    layers: int
+
+    @property
+    def name(self) -> str:
+        """Its directory: ``M1-L2``."""
+        return f"{self.mechanism}-L{self.layers}"
+
+    def __str__(self) -> str:
+        return f"{self.mechanism}, {self.layers} layer{'' if self.layers == 1 else 's'}"
+
+
+def plan(mechanisms: Iterable[str], layers: Iterable[int]) -> list[Run]:
+    """Every (mechanism, layers), sorted by mechanism (M2 before M10), then layers.
+
+    >>> [r.name for r in plan(["M10", "M2"], [2, 1])]
+    ['M2-L1', 'M2-L2', 'M10-L1', 'M10-L2']
+    """
+    runs = {Run(m, n) for m in mechanisms for n in layers}
+    return sorted(runs, key=lambda r: (R.natural(r.mechanism), r.layers))
+
+
+def shard(runs: list[Run], k: int, n: int) -> list[Run]:
+    """Shard ``k`` of ``n`` (1-based): every n-th run from the k-th. The shards are disjoint and
+    cover all runs.
+
+    >>> runs = plan(["M0", "M1"], [1, 2, 3])
+    >>> [r.name for r in shard(runs, 1, 2)], [r.name for r in shard(runs, 2, 2)]
+    (['M0-L1', 'M0-L3', 'M1-L2'], ['M0-L2', 'M1-L1', 'M1-L3'])
+    """
+    if not 1 <= k <= n:
+        raise DiagError(f"--shard {k}/{n}: expected 1 <= K <= N")
+    return runs[k - 1::n]
+
+
+def fingerprint(corpus: Corpus) -> dict:
+    """What identifies a corpus, wherever it lies: its vocabulary and token streams."""
+    h = hashlib.sha256("\n".join(corpus.vocab).encode())
+    for split in ("train", "valid", "test"):
+        h.update(corpus.split(split).contiguous().numpy().tobytes())
+    return {"name": corpus.name, "vocab": len(corpus.vocab),
+            "tokens": [corpus.split(s).numel() for s in ("train", "valid", "test")], "sha256": h.hexdigest()}
+
+
+def _differences(there: Mapping, here: Mapping, label: str = "") -> list[str]:
+    def show(v) -> str:
+        text = json.dumps(v)
+        return text if len(text) <= 24 else text[:20] + '..."'
+
+    out = []
+    for k in list(here) + [k for k in there if k not in here]:
+        a, b = there.get(k, "(absent)"), here.get(k, "(absent)")
+        if a != b:
+            out.append(f"{label}{k} {show(a)} there, {show(b)} here")
+    return out
+
+
+def compare(there: dict, here: dict) -> list[str]:
+    """How two studies' configurations differ (recipe and corpus; not where the corpus lies)."""
+    corpus = lambda d: {k: v for k, v in (d.get("corpus") or {}).items() if k not in ("name", "spec")}  # noqa: E731
+    return _differences(there.get("recipe") or {}, here.get("recipe") or {}) + \
+        _differences(corpus(there), corpus(here), "corpus ")
+
+
+class SweepProgress:
+    """One line per run of the sweep, in tqdm's format when it is installed:
+    ``run 3/28: M2, 2 layers:   7%|▋         | 2/28 [02:39<34:30, 79.65s/it]``.
+
+    A line is printed (not a bar redrawn in place) because the train loop redraws its own
+    progress line on the terminal in between."""
+
+    def __init__(self, total: int, log: Callable[[str], None]):
+        self.total, self.log, self.t0 = total, log, time.time()
+
+    def show(self, i: int, run: Run, note: str = "") -> None:
+        prefix, elapsed = f"run {i}/{self.total}: {run}{note}", time.time() - self.t0
+        try:
+            from tqdm import tqdm
+        except ImportError:  # the same information, plainer
+            frac = (i - 1) / max(self.total, 1)
+            bar = "#" * int(24 * frac) + "-" * (24 - int(24 * frac))
+            self.log(f"{prefix}: [{bar}] {i - 1}/{self.total} ({elapsed:.0f}s)")
+            return
+        self.log(tqdm.format_meter(i - 1, self.total, elapsed, prefix=prefix))
+
+
+@dataclass
+class Outcome:
+    """What a session did with its share of the runs."""
+
+    runs: list[Run]
+    trained: list[Run] = field(default_factory=list)   # trained to the end (and tested) in this session
+    resumed: list[Run] = field(default_factory=list)   # of those, continued from a checkpoint
+    skipped: list[Run] = field(default_factory=list)   # trained before this session: not trained again
+    timed: list[Run] = field(default_factory=list)
+    pending: list[Run] = field(default_factory=list)   # left for the next session (time budget spent)
+    csv: Path | None = None
+    figures: list[Path] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return not self.pending
+
+
+class Study:
+    """The runs of one recipe over ``heads`` (mechanism name -> head diagram) in ``out``."""
+
+    def __init__(self, heads: Mapping[str, Diagram], corpus: Corpus, recipe: Recipe, out: str | Path,
+                 file: str = "", families: Mapping[str, Iterable[str]] = R.DEFAULT_FAMILIES,
+                 log: Callable[[str], None] = print, figures: bool = True):
+        self.heads, self.corpus, self.recipe = dict(heads), corpus, recipe
+        self.out, self.file, self.log, self.figures = Path(out), file, log, figures
+        self.device = recipe.timing_device
+        self.families = {k: tuple(v) for k, v in families.items()}
+
+    # -- models ---------------------------------------------------------------------
+    def make(self, run: Run, approximator: str | None = None, check_causal: bool = True,
+             layers: int | None = None) -> LanguageModel:
+        r = self.recipe
+        return LanguageModel(self.heads[run.mechanism], vocab=len(self.corpus.vocab), d_model=r.d_model,
+                             n_layers=layers or run.layers, n_heads=r.heads, d_ff=r.d_ff,
+                             approximator=approximator or r.approximator, dims=dict(r.dims),
+                             check_causal=check_causal, norm_after=r.norm_after)
+
+    @property
+    def steps_per_epoch(self) -> int:
+        r = self.recipe
+        return lm_windows(self.corpus.train, r.context, max(r.context // 2, 1)).shape[0] // r.batch_size
+
+    @property
+    def total_steps(self) -> int:
+        """The train loop's: epochs of steps, cut at max_steps."""
+        total = self.steps_per_epoch * self.recipe.epochs
+        return total if self.recipe.max_steps is None else min(total, self.recipe.max_steps)
+
+    def train_config(self, budget: float | None) -> TrainConfig:
+        r = self.recipe
+        return TrainConfig(context=r.context, batch_size=r.batch_size, epochs=r.epochs, lr_scale=r.lr_scale,
+                           warmup=r.warmup, seed=r.seed, eval_every=r.eval_every, time_budget=budget,
+                           max_steps=r.max_steps)
+
+    def hashes(self) -> dict[str, str]:
+        """Each mechanism's canonical hash, every definition it uses opened: a changed generator shows."""
+        return {m: d.expand().canonical_hash() for m, d in self.heads.items()}
+
+    # -- study.json -------------------------------------------------------------------
+    def description(self) -> dict:
+        return {"format": FORMAT, "file": self.file, "recipe": self.recipe.to_json(),
+                "corpus": fingerprint(self.corpus), "mechanisms": self.hashes(),
+                "families": {k: list(v) for k, v in self.families.items()}}
+
+    def open(self) -> None:
+        """Start the study in ``out``, or check that the one there has this configuration."""
+        path = self.out / STUDY
+        mine = self.description()
+        if path.exists():
+            old = R.read_json(path)
+            if old.get("format") != FORMAT:
+                raise DiagError(f"{path} was written by another version of stringdiag (format "
+                                f"{json.dumps(old.get('format'))}, not {FORMAT})")
+            diff = compare(old, mine)
+            if diff:
+                raise DiagError(f"{self.out} holds a study with another configuration ({'; '.join(diff[:3])}): "
+                                f"continue it with the options it was started with (see {path}), or choose another -o")
+            known = old.get("mechanisms") or {}
+            changed = sorted(m for m in mine["mechanisms"] if m in known and known[m] != mine["mechanisms"][m])
+            if changed:
+                raise DiagError(f"'{changed[0]}' has changed since the study in {self.out} began (its diagram's hash "
+                                f"differs from the one in {path}): its runs there would mix two mechanisms; "
+                                "choose another -o")
+            mine["mechanisms"] = {**known, **mine["mechanisms"]}
+            if mine["mechanisms"] == known and mine["families"] == old.get("families") and \
+                    mine["file"] == old.get("file"):
+                return
+        R.write_json(path, mine)
+
+    # -- a session --------------------------------------------------------------------
+    def run(self, runs: list[Run], time_budget: float | None = None) -> Outcome:
+        """Train (or resume, or skip) every run in order, time the trained ones, write the results."""
+        self.open()
+        start = time.time()
+        outcome = Outcome(runs=list(runs))
+        bar = SweepProgress(len(runs), self.log)
+        stopped = started = False
+        for i, run in enumerate(runs, 1):
+            d = self.out / run.name
+            if (d / RESULT).exists() or (d / TRAINED).exists():
+                outcome.skipped.append(run)
+                done = (d / RESULT).exists()
+                bar.show(i, run, ": finished, skipped" if done else ": trained, skipped (not yet timed)")
+                continue
+            left = None if time_budget is None else max(time_budget - (time.time() - start), 0.0)
+            if stopped or (started and left == 0.0):  # every session trains at least one step
+                stopped = True
+                outcome.pending.append(run)
+                continue
+            resuming, started = (d / CHECKPOINT).exists(), True
+            bar.show(i, run, ": resuming" if resuming else "")
+            if self.train_run(run, left):
+                outcome.trained.append(run)
+                if resuming:
+                    outcome.resumed.append(run)
+            else:
+                stopped = True
+                outcome.pending.append(run)
+        if outcome.pending:
+            self.log(f"time budget spent: {len(outcome.pending)} of {len(runs)} run(s) not finished; run the same "
+                     "command again to continue")
+        else:
+            todo = [r for r in runs if not (self.out / r.name / RESULT).exists()]
+            if todo:
+                self.time_runs(todo)
+                outcome.timed = todo
+        outcome.csv, outcome.figures = self.write_results()
+        return outcome
+
+    def train_run(self, run: Run, budget: float | None = None) -> bool:
+        """Train one run to the end (resuming its checkpoint) and test it; False if the budget ran out first."""
+        d = self.out / run.name
+        ckpt = d / CHECKPOINT
+        total = self.total_steps
+        step = checkpoint.read_meta(ckpt).get("step", 0) if ckpt.exists() else 0
+        if not isinstance(step, int) or step < total:
+            train(lambda: self.make(run), self.corpus.train, self.corpus.valid, self.train_config(budget),
+                  out_dir=d, resume=ckpt.exists(), log=self.log)
+            step = checkpoint.read_meta(ckpt)["step"]
+            if step < total:
+                return False
+        torch.manual_seed(self.recipe.seed)
+        model = self.make(run, check_causal=False)
+        meta = checkpoint.load(ckpt, model)
+        self.log(f"{run}: test perplexity (stride {self.recipe.test_stride}) ...")
+        test = evaluate(model, self.corpus.test, self.recipe.context, stride=self.recipe.test_stride)
+        history = meta.get("history") or []
+        trained = {"mechanism": run.mechanism, "layers": run.layers,
+                   "parameters": sum(p.numel() for p in model.parameters()), "steps": step,
+                   "valid_ppl": history[-1].get("valid_ppl") if history else None, "test_ppl": test,
+                   "unigram_test_ppl": self.corpus.unigram_perplexity("test"),
+                   "uses": R.uses(self.heads[run.mechanism]),
+                   "diagram": self.heads[run.mechanism].expand().canonical_hash()}
+        R.write_json(d / TRAINED, trained)
+        self.log(f"{run}: test perplexity {test:.2f} after {step} steps")
+        return True
+
+    def time_runs(self, runs: list[Run]) -> None:
+        """Time every run ``timing_repeats`` times, interleaved; write each one's ``result.json``."""
+        r = self.recipe
+        windows = lm_windows(self.corpus.train, r.context, max(r.context // 2, 1))
+        per_epoch = self.steps_per_epoch
+        seconds: dict[Run, list[float]] = {run: [] for run in runs}
+        memory: dict[Run, list[int]] = {run: [] for run in runs}
+        method = ""
+        for rep in range(r.timing_repeats):
+            for i, run in enumerate(runs, 1):
+                self.log(f"timing {rep + 1}/{r.timing_repeats}, run {i}/{len(runs)}: {run}")
+                sec, peak, method = measure(lambda: self.make(run, check_causal=False), windows, r.batch_size,
+                                            r.timing_steps, device=self.device, seed=r.seed + rep)
+                seconds[run].append(sec * per_epoch)
+                memory[run].append(peak)
+        for run in runs:
+            d = self.out / run.name
+            result = R.read_json(d / TRAINED)
+            spe, spe_sd = R.summarise(seconds[run])
+            mem, mem_sd = R.summarise([float(m) for m in memory[run]])
+            result.update({"seconds_per_epoch": spe, "seconds_per_epoch_std": spe_sd,
+                           "seconds_per_epoch_samples": seconds[run], "peak_memory_bytes": int(mem),
+                           "peak_memory_std": mem_sd, "peak_memory_samples": memory[run], "memory_method": method,
+                           "steps_per_epoch": per_epoch, "timing_steps": r.timing_steps,
+                           "device": str(torch.device(self.device)), "threads": torch.get_num_threads()})
+            R.write_json(d / RESULT, result)
+
+    # -- results --------------------------------------------------------------------
+    def results(self) -> list[dict]:
+        """The rows of every finished run in ``out`` (this session's or earlier ones')."""
+        rows = []
+        for path in sorted(self.out.glob(f"*/{RESULT}")):
+            result = R.read_json(path)
+            try:
+                rows.append(R.row(result, self.families))
+            except KeyError as e:
+                raise DiagError(f"{path} is damaged: it lacks {e.args[0]!r}") from None
+        return R.relative(sorted(rows, key=R.sort_key))
+
+    def write_results(self) -> tuple[Path, list[Path]]:
+        rows = self.results()
+        R.write_csv(self.out / CSV, rows)
+        figs: list[Path] = []
+        if self.figures and rows:
+            from .figures import draw
+
+            figs = draw(rows, self.out)
+        return self.out / CSV, figs
