@@ -264,7 +264,6 @@ def _shape(d: Diagram, body: list, done: Mapping[int, Shape]) -> Shape:
         callee = done[id(node["ref"].graph)]
         counts.update(callee.counts)
         simd = node["simd"]
-        n = len(simd)
         index = {lab: k for k, (lab, _) in enumerate(simd)}
         iterated = [frozenset(a for a in axes if isinstance(a, str)) for _w, axes in ins]
         sub = {g: dim for g, dim in node.get("generics", ())}

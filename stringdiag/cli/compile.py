@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 from pathlib import Path
 
 from ..errors import DiagError
+from ..syntax.source import write_atomic
 from . import options
 from .common import load_reporting, pick
 from .options import short
@@ -80,19 +80,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         out = Path(args.output)
         code = source_code(gm, f"{args.file}: {diagram.name} with {args.dims or 'default dims'}")
-        tmp = None
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".stringdiag.", suffix=".py")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(code)
-            os.replace(tmp, out)
-            tmp = None
-        except OSError as e:
-            raise DiagError(f"cannot write {short(out)}: {e.strerror or e}") from None
-        finally:
-            if tmp is not None and os.path.exists(tmp):
-                os.unlink(tmp)
+        write_atomic(out, code)
         print(f"wrote {out}")
     else:
         print(gm.code)

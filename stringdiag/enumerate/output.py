@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.types import show_type
+from ..syntax.source import write_atomic
 from .space import X, Generator, Wiring
 
 DEFAULT_FAMILIES = {"linear": ("LinAttPrep", "LinAttApply"), "dot": ("AttPrep", "AttApply")}
@@ -91,11 +92,7 @@ def write(path: str, members: list[Named], generator_file: str, header: str, def
             raise DiagError(f"{generator_file} defines a diagram '{m.name}' that is not the enumerated {m.name}; "
                             "rename it, or write the mechanisms elsewhere")
     body = "\n".join(parts)
-    text = f"{comment}\nimport \"{rel}\"\n\n{body}"
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    write_atomic(path, f"{comment}\nimport \"{rel}\"\n\n{body}")
 
 
 __all__ = ["Named", "ordered", "source", "write", "family", "DEFAULT_FAMILIES"]

@@ -11,8 +11,6 @@ several boxes splits at a copy point; a wire read by none ends in a deletion dot
 from __future__ import annotations
 
 import html
-import os
-import tempfile
 from pathlib import Path
 
 import graphviz
@@ -20,6 +18,7 @@ import graphviz
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.types import Dim
+from ..syntax.source import write_atomic
 
 SEQ_COLOUR = "#c0392b"
 FIXED_COLOUR = "#1f5f9e"
@@ -244,17 +243,7 @@ def grid_svg(frames: list[tuple[str, Diagram]], columns: int = 6, progress=None)
 
 
 def write_text(text: str, out: str | Path) -> Path:
-    out = Path(out)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except OSError as e:
-        raise DiagError(f"cannot write {out}: {e.strerror or e}") from None
-    return out
+    return write_atomic(out, text)
 
 
 def write(g: graphviz.Digraph, out: str | Path) -> Path:
@@ -269,16 +258,7 @@ def write(g: graphviz.Digraph, out: str | Path) -> Path:
     except graphviz.ExecutableNotFound:
         raise DiagError("Graphviz's 'dot' is not installed: apt-get install -y graphviz "
                         "(or your platform's graphviz package)") from None
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a picture is for everyone
-        os.replace(tmp, out)
-    except OSError as e:
-        raise DiagError(f"cannot write {out}: {e.strerror or e}") from None
-    return out
+    return write_atomic(out, data)
 
 
 def to_svg(d: Diagram, expand: bool = False) -> str:

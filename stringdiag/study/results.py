@@ -15,12 +15,11 @@ import csv
 import io
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from ..errors import DiagError
+from ..syntax.source import write_atomic
 
 REFERENCE = "M1"
 # which generators make a family (App. C, Fig. 2's colours): data the user may replace
@@ -139,26 +138,6 @@ def _fmt(v) -> str:
     if isinstance(v, float):  # six significant digits: far below the spread of repeats
         return repr(float(f"{v:.6g}")) if math.isfinite(v) else ("inf" if v > 0 else "nan")
     return str(v)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write beside the file, then rename over it: never half a file. A failure is the tool's error."""
-    path = Path(path)
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        with os.fdopen(fd, "w", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as e:
-        raise DiagError(f"cannot write {path}: {e.strerror or e}") from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def write_json(path: Path, data) -> None:

@@ -1,13 +1,50 @@
-"""Reading a file the tool is given: never a hang, never a traceback.
+"""Reading the files the tool is given and writing the ones it makes: never a hang, never a
+half-written file, never a traceback.
 
 Shared by every reader of user files (.diag, .rules, .deriv, corpora), so that all of them
-refuse a FIFO, a device, a directory, an oversized or non-UTF-8 file in the same words.
+refuse a FIFO, a device, a directory, an oversized or non-UTF-8 file in the same words; and
+by every writer (pictures, compiled code, results, logs), so that each writes beside its
+target and renames over it.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from ..errors import DiagError, Pos
+
+
+def shown_path(name: str) -> str:
+    """A path as messages show it: whole, unless it is very long."""
+    name = str(name)
+    return name if len(name) <= 120 else f"{name[:58]}...{name[-58:]}"
+
+
+def write_atomic(path: str | Path, data: str | bytes, kept: str = "") -> Path:
+    """Write ``data`` beside ``path`` (synced), then rename it over ``path``: readers see the old
+    file or the new one, never half of one. Readable by everyone, as a picture or a result
+    is. A failure (a full disk, a name too long) is the tool's error; ``kept`` says what
+    survives it, e.g. " (the previous log is kept)"."""
+    import os
+    import tempfile
+
+    out = Path(path)
+    tmp = None
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name[:100]}.")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it private
+        os.replace(tmp, out)
+        tmp = None
+    except OSError as e:
+        raise DiagError(f"cannot write {shown_path(str(out))}: {e.strerror or e}{kept}") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+    return out
 
 
 def read_source(path: str | Path, limit: int = 16 * 2 ** 20) -> str:
@@ -22,7 +59,7 @@ def read_source(path: str | Path, limit: int = 16 * 2 ** 20) -> str:
     import stat
 
     name = str(path)
-    shown = name if len(name) <= 120 else f"{name[:58]}...{name[-58:]}"
+    shown = shown_path(name)
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below
         fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
