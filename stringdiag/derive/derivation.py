@@ -29,7 +29,7 @@ from ..rewrite.oracle import equal
 from ..rewrite.rule import EQUATION, RULES_DIR, Rule, library, load_rules
 from ..syntax.parser import parse, pos_of
 from . import steps
-from .steps import EQ, REWIRE
+from .steps import EQ, RED, REWIRE  # noqa: F401  (the relations, re-exported for callers)
 
 
 @dataclass
