@@ -45,6 +45,7 @@ bench: install dot
 	$(BIN)/python benchmarks/bench_derive.py
 	$(BIN)/python benchmarks/bench_enumerate.py
 	$(BIN)/python benchmarks/bench_info.py
+	$(BIN)/python benchmarks/bench_iso.py
 
 clean:
 	rm -rf $(VENV) *.egg-info runs
