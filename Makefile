@@ -35,7 +35,7 @@ demo: install dot
 	$(BIN)/stringdiag train gallery/anatomy.diag -d M1 --layers 1 --time-budget 120 --eval-every 100 -o runs/demo/M1
 
 test: install dot
-	$(BIN)/python -m pytest -q
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q  # small tensors: one thread is faster, and steady
 
 bench: install dot
 	$(BIN)/python benchmarks/bench_check.py
