@@ -15,7 +15,7 @@ from ..errors import DiagError
 from . import options
 from .common import load_reporting, pick
 from .options import positive
-from .train import MAX_LAYERS, add_norm_after, check_size, check_windows, norm_after, parse_names
+from .train import MAX_LAYERS, add_recipe, check_size, check_windows, norm_after, parse_names
 
 HELP = "train every mechanism of a file at several depths with one recipe; tabulate and plot (Figs. 2, 4)"
 DEFAULT_OUT = "runs/study"
@@ -93,24 +93,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report", nargs="+", default=None, metavar="DIR",
                    help="redraw the figures from these studies' results.csv without training (several: merged)")
     g = p.add_argument_group("the recipe (recorded in DIR/study.json; a study resumes only with the same)")
-    g.add_argument("--heads", type=options.integer(1, MAX_LAYERS), default=4)
-    g.add_argument("--d-model", type=positive, default=128)
-    g.add_argument("--d-ff", type=positive, default=None, help="feed-forward width (default 4 x d-model)")
-    g.add_argument("--context", type=positive, default=35)
-    g.add_argument("--batch-size", type=positive, default=32)
-    g.add_argument("--epochs", type=positive, default=1)
-    g.add_argument("--max-steps", type=positive, default=None, help="train each run for at most this many steps")
-    g.add_argument("--lr-scale", type=options.number(high=1e6), default=1.0,
-                   help="scale of the Vaswani et al. schedule")
-    g.add_argument("--warmup", type=positive, default=200)
-    g.add_argument("--eval-every", type=positive, default=200, metavar="STEPS")
-    g.add_argument("--approximator", default="mlp", choices=["linear", "mlp"])
-    g.add_argument("--dims", default="", metavar="k=32", help="sizes for the heads' other fixed dimensions")
-    add_norm_after(g)
-    g.add_argument("--data", default="shakespeare", metavar="DIR",
-                   help="'shakespeare' (embedded, default), 'synthetic', or a directory with "
-                        "ptb.{train,valid,test}.txt")
-    g.add_argument("--seed", type=options.seed, default=0)
+    add_recipe(g, "train each run for at most this many steps")
     g.add_argument("--test-stride", type=positive, default=1,
                    help="stride of the test evaluation (default 1: every token with its maximal context, App. C)")
     g.add_argument("--timing-steps", type=positive, default=20,

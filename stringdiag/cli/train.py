@@ -23,28 +23,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE")
     p.add_argument("-d", "--diagram", metavar="NAME", required=True, help="the head: a diagram [s, d] -> [s, d]")
     p.add_argument("--layers", type=options.integer(1, MAX_LAYERS), default=2)
-    p.add_argument("--heads", type=options.integer(1, MAX_LAYERS), default=4)
-    p.add_argument("--d-model", type=positive, default=128)
-    p.add_argument("--d-ff", type=positive, default=None, help="feed-forward width (default 4 x d-model)")
-    p.add_argument("--context", type=positive, default=35)
-    p.add_argument("--batch-size", type=positive, default=32)
-    p.add_argument("--epochs", type=positive, default=1)
-    p.add_argument("--max-steps", type=positive, default=None, help="stop after this many steps")
+    add_recipe(p, "stop after this many steps")
     p.add_argument("--time-budget", type=options.number(what="a positive number of seconds"), default=None,
                    metavar="SECONDS", help="stop after this long")
-    p.add_argument("--lr-scale", type=options.number(high=1e6), default=1.0,
-                   help="scale of the Vaswani et al. schedule")
-    p.add_argument("--warmup", type=positive, default=200)
-    p.add_argument("--eval-every", type=positive, default=200, metavar="STEPS")
-    p.add_argument("--approximator", default="mlp", choices=["linear", "mlp"])
-    p.add_argument("--dims", default="", metavar="k=32", help="sizes for the head's other fixed dimensions")
-    add_norm_after(p)
-    p.add_argument("--data", default="shakespeare", metavar="DIR",
-                   help="'shakespeare' (embedded, default), 'synthetic', or a directory with ptb.{train,valid,test}.txt")
-    p.add_argument("--seed", type=options.seed, default=0)
     p.add_argument("-o", "--out", default=None, metavar="DIR", help="checkpoints and log (default: runs/NAME)")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     p.add_argument("--no-test", action="store_true", help="skip the stride-1 test evaluation at the end")
+
+
+def add_recipe(g, max_steps_help: str) -> None:
+    """The options of the App. C recipe, shared by ``train`` and ``study``."""
+    g.add_argument("--heads", type=options.integer(1, MAX_LAYERS), default=4)
+    g.add_argument("--d-model", type=positive, default=128)
+    g.add_argument("--d-ff", type=positive, default=None, help="feed-forward width (default 4 x d-model)")
+    g.add_argument("--context", type=positive, default=35)
+    g.add_argument("--batch-size", type=positive, default=32)
+    g.add_argument("--epochs", type=positive, default=1)
+    g.add_argument("--max-steps", type=positive, default=None, help=max_steps_help)
+    g.add_argument("--lr-scale", type=options.number(high=1e6), default=1.0,
+                   help="scale of the Vaswani et al. schedule")
+    g.add_argument("--warmup", type=positive, default=200)
+    g.add_argument("--eval-every", type=positive, default=200, metavar="STEPS")
+    g.add_argument("--approximator", default="mlp", choices=["linear", "mlp"])
+    g.add_argument("--dims", default="", metavar="k=32", help="sizes for the heads' other fixed dimensions")
+    add_norm_after(g)
+    g.add_argument("--data", default="shakespeare", metavar="DIR",
+                   help="'shakespeare' (embedded, default), 'synthetic', or a directory with ptb.{train,valid,test}.txt")
+    g.add_argument("--seed", type=options.seed, default=0)
 
 
 def add_norm_after(p: argparse.ArgumentParser) -> None:
