@@ -30,13 +30,7 @@ ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 LINE = re.compile(r"(error: |[^\n]+:\d+:\d+: error: )\S")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models train faster on one thread (two threads on a busy machine spin and wait)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def one_line(err: str) -> str:

@@ -31,13 +31,7 @@ FIGURES = ["perplexity.svg", "perplexity.png", "cost.svg", "cost.png"]
 LINE = re.compile(r"error: \S")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models train faster on one thread (two threads on a busy machine spin and wait)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

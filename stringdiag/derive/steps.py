@@ -25,7 +25,7 @@ from ..graph.diagram import Diagram
 from ..graph.expand import expand
 from ..graph.weights import WeightKey, boxes_by_weights, fresh_instance, instances, weight_key
 from ..rewrite.dpo import copy_box, copy_diagram, rewrite, rewrite_all
-from ..rewrite.match import Match, PROCESSES, instance_path
+from ..rewrite.match import PROCESSES, Match, wire_name
 from ..rewrite.rule import EQUATION, Rule
 
 EQ, RED, REWIRE = "≡", "⇒", "≠"
@@ -108,24 +108,6 @@ def specialise(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[st
         node.pop("local", None)
         node.pop("param", None)
     return Outcome(expand(out, keep=definitions - {op}), RED, note)
-
-
-def wire_name(d: Diagram, w: int) -> str:
-    """A wire's name as matches spell it (``rewrite.match``): its own name, qualified by the
-    instance of the definition it was opened from (``ConcatFF#2/y``) unless the diagram
-    that used the definition named it; an unnamed wire by the box making it (``F@3:7``)."""
-    node = d.graph.nodes[w]
-    pr = d.producer(w)
-    path = instance_path(d.box(pr)) if pr is not None else ""
-    if "scope" in node:
-        path = node["scope"]
-    if node.get("name"):
-        return path + node["name"]
-    if pr is not None:
-        pos = d.box(pr).get("pos")
-        op = d.box(pr)["op"]
-        return path + (f"{op}@{pos.line}:{pos.col}" if pos else f"{op}#{pr}")
-    return f"#{w}"
 
 
 def _weights_at(cur: Diagram, name: str, uses: list[int], at: str) -> WeightKey:

@@ -105,6 +105,24 @@ def instance_path(node: dict) -> str:
     return ""
 
 
+def wire_name(d: Diagram, w: int) -> str:
+    """A wire's name as matches spell it: its own name, qualified by the instance of the
+    definition it was opened from (``Layer#3/Head#2/y``) unless the diagram that used the
+    definition named it; an unnamed wire by the box making it (``F@3:7``)."""
+    node = d.graph.nodes[w]
+    pr = d.producer(w)
+    path = instance_path(d.box(pr)) if pr is not None else ""
+    if "scope" in node:  # named by the definition that used the one making it
+        path = node["scope"]
+    if node.get("name"):
+        return path + node["name"]
+    if pr is not None:
+        pos = d.box(pr).get("pos")
+        op = d.box(pr)["op"]
+        return path + (f"{op}@{pos.line}:{pos.col}" if pos else f"{op}#{pr}")
+    return f"#{w}"
+
+
 # -- the target, indexed ----------------------------------------------------------------
 class Index:
     """Candidates by key, levels (strictly increasing along every path) and cached views of
@@ -709,19 +727,7 @@ class Matcher:
         return self.convex(matched, [m.wires[y][0] for y in self.p.outputs if y in m.wires])
 
     def wire_name(self, w: int) -> str:
-        t = self.t
-        node = t.graph.nodes[w]
-        pr = t.producer(w)
-        path = instance_path(t.box(pr)) if pr is not None else ""
-        if "scope" in node:  # named by the definition that used the one making it
-            path = node["scope"]
-        if node.get("name"):
-            return path + node["name"]
-        if pr is not None:
-            pos = t.box(pr).get("pos")
-            op = t.box(pr)["op"]
-            return path + (f"{op}@{pos.line}:{pos.col}" if pos else f"{op}#{pr}")
-        return f"#{w}"
+        return wire_name(self.t, w)
 
     def convex(self, matched: frozenset, out_wires: list[int]) -> bool:
         """No path from an output of the match through outside boxes back into it."""
