@@ -16,12 +16,11 @@ from lark import Token, Tree
 
 from ..errors import DiagError, DiagWarning, Pos
 from ..syntax.parser import pos_of
+from .constants import OPERATORS, show
 from .diagram import Diagram
 from .program import BoxDecl, Definition, Program, box_decls, dim_expr, suggest, tensor_type, type_list
 from .types import Dim, TensorType, show_type, substitute_type
 
-# Scalar primitives that fold when every argument is a constant (sqrt(k), 1 / 2, ...).
-_FOLD = {"add": "+", "sub": "-", "mul": "*", "div": "/", "neg": "-", "sqrt": "sqrt", "exp": "exp", "log": "log"}
 _BINOP = {"add": "add", "sub": "sub", "mul": "mul", "div": "div"}
 TOO_DEEP = "expressions are nested too deeply to check; split them into named wires"
 
@@ -391,7 +390,7 @@ class Elaborator:
         return tuple(axes)
 
     def materialize(self, v: Val, pos: Pos) -> Val:
-        _, (w,) = self.d.add_box("const", show_const(v.const), [], [()], pos=pos, value=v.const)
+        _, (w,) = self.d.add_box("const", show(v.const), [], [()], pos=pos, value=v.const)
         return Val(w, ())
 
     # -- box application ------------------------------------------------------------
@@ -464,7 +463,7 @@ class Elaborator:
             raise self.err(f"'{name}' has {len(generics)} dimension parameter(s) but "
                            f"{len(explicit)} were given", t)
         # constants fold: sqrt(k), 1 / 2
-        if box == "fixed" and name in _FOLD and vals and all(v.wire is None for v in vals):
+        if box == "fixed" and name in OPERATORS and vals and all(v.wire is None for v in vals):
             return [Val(None, const=(name, *[v.const for v in vals]))]
         vals = [self.materialize(v, pos) if v.wire is None else v for v in vals]
         sub: dict[str, Dim] = dict(zip(generics, explicit))
@@ -569,27 +568,3 @@ class Elaborator:
 def _shown(op: str) -> str:
     """How a box is named in messages: arithmetic by its operator."""
     return {"add": "+", "sub": "-", "mul": "*", "div": "/"}.get(op, op)
-
-
-def show_const(c) -> str:
-    """A constant expression as text: ``1/sqrt(k)``."""
-    tag = c[0]
-    if tag == "num":
-        v = c[1]
-        return str(int(v)) if float(v).is_integer() else repr(v)
-    if tag == "dim":
-        return str(c[1])
-    if tag in ("sqrt", "exp", "log"):
-        return f"{tag}({show_const(c[1])})"
-    if tag == "neg":
-        return f"-{show_const(c[1])}"
-    return f"({show_const(c[1])}{_FOLD[tag]}{show_const(c[2])})"
-
-
-def substitute_const(c, sub):
-    """The constant with generic dimensions replaced (when a definition is instantiated)."""
-    if c[0] == "num":
-        return c
-    if c[0] == "dim":
-        return ("dim", c[1].substitute(sub))
-    return (c[0], *[substitute_const(x, sub) for x in c[1:]])

@@ -16,7 +16,7 @@ from typing import Mapping
 
 from .diagram import Diagram
 from .gcpause import gc_paused
-from .elaborate import show_const, substitute_const
+from .constants import show as show_const, substitute as substitute_const
 from .types import Dim, substitute_type
 
 # How a source wire appears in the target: (target wire, view), where the view has one

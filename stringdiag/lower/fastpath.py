@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..graph import constants
 from ..graph.diagram import Diagram
 
 
@@ -60,21 +61,9 @@ def _const(d: Diagram, w: int, sizes: dict[str, int]) -> float | None:
     if p is None or d.box(p)["box"] != "const" or d.wire_type(w) != ():
         return None
     try:
-        return float(_evaluate(d.box(p)["value"], sizes))
+        return float(constants.evaluate(d.box(p)["value"], lambda dim: dim.evaluate(sizes)))
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         return None
-
-
-def _evaluate(c, sizes: dict[str, int]):
-    tag = c[0]
-    if tag == "num":
-        return c[1]
-    if tag == "dim":
-        return c[1].evaluate(sizes)
-    args = [_evaluate(x, sizes) for x in c[1:]]
-    ops = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-           "div": lambda a, b: a / b, "neg": lambda a: -a, "sqrt": math.sqrt, "exp": math.exp, "log": math.log}
-    return ops[tag](*args)
 
 
 def find_attention(d: Diagram, sizes: dict[str, int]) -> list[Attention]:

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import fx, nn
 
 from ..errors import DiagError
+from ..graph import constants
 from ..graph.diagram import Diagram
 from ..graph.types import Dim
 from ..graph.weights import weight_key
@@ -300,18 +301,7 @@ class Lowering:
         return y if perm == tuple(range(len(perm))) else g.call_method("permute", (y, perm))
 
     def const_value(self, c) -> Any:
-        tag = c[0]
-        if tag == "num":
-            return float(c[1])
-        if tag == "dim":
-            v = self.size(c[1])
-            return float(v) if isinstance(v, int) else v
-        args = [self.const_value(x) for x in c[1:]]
-        fn = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
-              "neg": operator.neg, "sqrt": math.sqrt, "exp": math.exp, "log": math.log}[tag]
-        if all(isinstance(a, (int, float)) for a in args):
-            return fn(*args)
-        return self.g.call_function(fn, tuple(args))
+        return constants.evaluate(c, self.size, lambda fn, args: self.g.call_function(fn, tuple(args)))
 
     def contract(self, b: int) -> fx.Node:
         node = self.d.box(b)

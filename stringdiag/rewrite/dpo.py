@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import DiagError
 from ..graph.diagram import Diagram
-from ..graph.elaborate import show_const, substitute_const
+from ..graph.constants import show as show_const, substitute as substitute_const
 from ..graph.gcpause import gc_paused
 from ..graph.types import Dim, show_type
 from ..graph.weights import fresh_instance, instances, tie

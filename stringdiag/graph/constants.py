@@ -1,0 +1,87 @@
+"""Constant expressions: ``1/sqrt(k)`` as a small tree, with one operator table.
+
+A constant is ``("num", float)``, ``("dim", Dim)`` or ``(op, *args)`` for an op in :data:`OPERATORS`.
+The elaborator folds scalar primitives applied to constants into such trees; the compiler evaluates
+them once sizes are known (or emits them into the graph when a size is only known at run time); the
+matcher unifies them; rewriting substitutes generic dimensions in them. All of those read the one
+table below, so a new operator is one line here.
+
+>>> from stringdiag.graph.types import Dim
+>>> c = ("div", ("num", 1.0), ("sqrt", ("dim", Dim.var("k"))))
+>>> show(c)
+'(1/sqrt(k))'
+>>> evaluate(c, lambda d: d.evaluate({"k": 4}))
+0.5
+>>> show(substitute(c, {"k": Dim.var("d")}))
+'(1/sqrt(d))'
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Operator:
+    """A scalar operator a constant may use: how it computes and how it is written."""
+
+    fn: Callable
+    symbol: str  # infix symbol for binary operators, function name otherwise
+    infix: bool
+
+
+OPERATORS: dict[str, Operator] = {
+    "add": Operator(operator.add, "+", True),
+    "sub": Operator(operator.sub, "-", True),
+    "mul": Operator(operator.mul, "*", True),
+    "div": Operator(operator.truediv, "/", True),
+    "neg": Operator(operator.neg, "-", False),
+    "sqrt": Operator(math.sqrt, "sqrt", False),
+    "exp": Operator(math.exp, "exp", False),
+    "log": Operator(math.log, "log", False),
+}
+
+
+def evaluate(c, size: Callable[[Any], Any], apply: Callable | None = None) -> Any:
+    """The value of constant ``c``; ``size(dim)`` gives a dimension's value.
+
+    ``apply(fn, args)`` is called for an operator whose arguments are not all plain numbers (a
+    size known only at run time); by default the operator is applied directly.
+    """
+    tag = c[0]
+    if tag == "num":
+        return float(c[1])
+    if tag == "dim":
+        v = size(c[1])
+        return float(v) if isinstance(v, int) else v
+    fn = OPERATORS[tag].fn
+    args = [evaluate(x, size, apply) for x in c[1:]]
+    if apply is not None and not all(isinstance(a, (int, float)) for a in args):
+        return apply(fn, args)
+    return fn(*args)
+
+
+def show(c) -> str:
+    """A constant expression as text: ``(1/sqrt(k))``."""
+    tag = c[0]
+    if tag == "num":
+        v = c[1]
+        return str(int(v)) if float(v).is_integer() else repr(v)
+    if tag == "dim":
+        return str(c[1])
+    op = OPERATORS[tag]
+    if not op.infix:
+        return f"-{show(c[1])}" if tag == "neg" else f"{op.symbol}({show(c[1])})"
+    return f"({show(c[1])}{op.symbol}{show(c[2])})"
+
+
+def substitute(c, sub):
+    """The constant with generic dimensions replaced (when a definition is instantiated)."""
+    if c[0] == "num":
+        return c
+    if c[0] == "dim":
+        return ("dim", c[1].substitute(sub))
+    return (c[0], *[substitute(x, sub) for x in c[1:]])
