@@ -23,7 +23,6 @@ from ..graph.diagram import Diagram
 from ..graph.expand import expand
 from ..graph.program import Definition, Program, load, loads, prelude, read_source, suggest
 from ..graph.types import show_type
-from ..rewrite.dpo import copy_diagram
 from ..rewrite.match import find_matches, select
 from ..rewrite.oracle import equal
 from ..rewrite.rule import EQUATION, RULES_DIR, Rule, library, load_rules
@@ -201,7 +200,7 @@ class Runner:
             if out.input_types != cur.input_types or out.output_types != cur.output_types:
                 raise self.err(f"a rewiring keeps the boundary: {out.signature()} is not of the type of "
                                f"{cur.signature()}", ref)
-            res = steps.Outcome(copy_diagram(out), REWIRE)
+            res = steps.Outcome(out.copy(), REWIRE)
         else:  # pragma: no cover - the grammar has no other steps
             raise AssertionError(kind)
         out = res.diagram

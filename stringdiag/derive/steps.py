@@ -24,7 +24,7 @@ from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.expand import expand
 from ..graph.weights import WeightKey, boxes_by_weights, fresh_instance, instances, weight_key
-from ..rewrite.dpo import copy_box, copy_diagram, rewrite, rewrite_all
+from ..rewrite.dpo import copy_box, rewrite, rewrite_all
 from ..rewrite.match import PROCESSES, Match, wire_name
 from ..rewrite.rule import EQUATION, Rule
 
@@ -98,7 +98,7 @@ def specialise(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[st
         others = sorted({str(k[-1]) for b in cur.boxes() if cur.box(b)["op"] == name
                          and (k := weight_key(cur.box(b))) is not None and k != key})
         note = f"only the weights {key[-1]}" + (f" (not {', '.join(others)})" if others else "")
-    out = copy_diagram(cur)
+    out = cur.copy()
     op = f"{name} :=" if defn.name.startswith("__") else defn.name  # how the opened box is labelled
     for b in uses:
         node = out.box(b)

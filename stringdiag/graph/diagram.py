@@ -152,6 +152,15 @@ class Diagram:
         """Boxes in an order where every box follows the producers of its inputs."""
         return [n for n in nx.topological_sort(self.graph) if self.graph.nodes[n]["kind"] == "box"]
 
+    def copy(self, name: str | None = None) -> "Diagram":
+        """A copy with its own graph (node attributes copied), so that rewriting it in place
+        leaves the original, and anything cached about it, alone."""
+        out = type(self)(name=name or self.name, graph=self.graph.copy(), inputs=list(self.inputs),
+                         outputs=list(self.outputs), input_names=list(self.input_names),
+                         generics=self.generics, pos=self.pos, source=self.source, program=self.program)
+        out._next = self._next
+        return out
+
     # -- equality up to isomorphism -------------------------------------------------
     def canonical_hash(self) -> str:
         from .iso import canonical_hash

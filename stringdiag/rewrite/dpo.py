@@ -32,16 +32,6 @@ _IDENT_ATTRS = ("box", "op", "ref", "param", "local", "instance")
 _counter = [0]
 
 
-def copy_diagram(d: Diagram, name: str | None = None) -> Diagram:
-    """A copy with its own graph (node attributes copied), so that rewriting it in place
-    leaves the original, and anything cached about it, alone."""
-    out = Diagram(name=name or d.name, graph=d.graph.copy(), inputs=list(d.inputs), outputs=list(d.outputs),
-                  input_names=list(d.input_names), generics=d.generics, pos=d.pos, source=d.source,
-                  program=d.program)
-    out._next = d._next
-    return out
-
-
 def _unique(label: str, taken: set[str]) -> str:
     while label in taken:
         label += "'"
@@ -61,7 +51,7 @@ def rewrite(target: Diagram, match: Match, replacement: Diagram | None = None, *
         if match.rule is None:
             raise DiagError("this match has no rule; pass the replacement diagram")
         replacement = match.rule.sides(match.reverse)[1]
-    d = target if in_place else copy_diagram(target)
+    d = target if in_place else target.copy()
     ix = index if (in_place and index is not None) else None
     tie(d, match.ties)  # one name of the rule over several weight sets: they become one (⇒)
     _Splice(d, match, replacement, ix).run()
@@ -393,7 +383,7 @@ def copy_box(d: Diagram, box: int, readers: list[tuple[int, int]]) -> Diagram:
     """Naturality of copy (seed 003, Sec. 2): a box whose output is copied equals one copy of
     the box per reader. Returns a new diagram where ``readers`` ((box, port) pairs of one
     output) read a fresh copy of ``box``; everything else still reads the original."""
-    out = copy_diagram(d)
+    out = d.copy()
     g = out.graph
     node = dict(g.nodes[box])
     ins = out.box_inputs(box)
@@ -433,7 +423,7 @@ def rewrite_all(target: Diagram, rule, reverse: bool = False, limit: int | None 
     and a local re-check of each match before it is applied: linear in the target.
     """
     with gc_paused():
-        out = copy_diagram(target)
+        out = target.copy()
         ix = Index(out)
         matches = list(iter_matches(out, rule, reverse, index=ix, limit=limit))
         done = 0
@@ -467,4 +457,4 @@ class _Names:
         pass
 
 
-__all__ = ["rewrite", "rewrite_all", "copy_box", "copy_diagram"]
+__all__ = ["rewrite", "rewrite_all", "copy_box"]

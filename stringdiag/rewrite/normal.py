@@ -8,12 +8,11 @@ whether two diagrams are equal up to renaming *and* that spelling.
 from __future__ import annotations
 
 from ..graph.diagram import Diagram
-from .dpo import copy_diagram
 
 
 def iterated(d: Diagram) -> Diagram:
     """A copy in which every contraction's local axes are SIMD labels."""
-    out = copy_diagram(d)
+    out = d.copy()
     g = out.graph
     for b in list(out.boxes()):
         node = g.nodes[b]

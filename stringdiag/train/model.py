@@ -61,10 +61,9 @@ def stabilised(head: Diagram, after: Iterable[str] = STABILISED) -> Diagram:
     not opened). An output whose last axis is a sequence dimension cannot be normalised:
     that is an error naming the definition."""
     from ..graph.program import prelude
-    from ..rewrite.dpo import copy_diagram
 
     names = frozenset(after)
-    out = copy_diagram(head)
+    out = head.copy()
     norm = prelude()["layernorm"]
     for b in list(out.boxes()):
         node = out.box(b)
