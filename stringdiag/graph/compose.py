@@ -330,7 +330,7 @@ def _paste(out: Diagram, d: Diagram, glue: dict[int, int]) -> dict[int, int]:
     frames: dict[Any, tuple] = {}
     for n, a in d.graph.nodes(data=True):
         if n not in new:
-            new[n] = out._fresh()
+            new[n] = out.new_id()
             out.graph.add_node(new[n], **_node_attrs(a, names, frames))
     for u, v, k, a in d.graph.edges(keys=True, data=True):
         out.graph.add_edge(new[u], new[v], key=k, **a)

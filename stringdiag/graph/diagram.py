@@ -51,13 +51,13 @@ class Diagram:
     _next: int = 0
 
     # -- building -------------------------------------------------------------------
-    def _fresh(self) -> int:
+    def new_id(self) -> int:
         """A new node id; ids only grow, so ``_next`` also versions the graph's additions."""
         self._next += 1
         return self._next
 
     def add_wire(self, type_: TensorType, name: str | None = None, pos: Pos | None = None) -> int:
-        w = self._fresh()
+        w = self.new_id()
         self.graph.add_node(w, kind="wire", type=tuple(type_), name=name, pos=pos)
         return w
 
@@ -75,7 +75,7 @@ class Diagram:
         """Add a box; ``out_types`` are local (the SIMD dims are prepended here). A use of a
         definition given no ``instance`` gets one of its own: its own weights (``weights.py``)."""
         assert box in BOX_CLASSES, box
-        b = self._fresh()
+        b = self.new_id()
         if box == "diagram" and "instance" not in attrs:
             attrs["instance"] = f"{op}#b{b}"  # never an elaborator's op#k nor compose's op@k
         self.graph.add_node(b, kind="box", box=box, op=op, simd=tuple(simd), pos=pos, **attrs)

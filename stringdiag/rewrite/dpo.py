@@ -289,7 +289,7 @@ class _Splice:
         """Add the box; outputs laid out as a replaced wire is go straight into that wire."""
         d, g = self.d, self.g
         box, op = attrs.pop("box"), attrs.pop("op")
-        b = d._fresh()
+        b = d.new_id()
         g.add_node(b, kind="box", box=box, op=op, simd=tuple(simd), pos=rn.get("pos"), **attrs)
         for port, (w, axes) in enumerate(inputs):
             g.add_edge(w, b, key=port, axes=tuple(axes))
@@ -346,7 +346,7 @@ class _Splice:
         labels = [_unique(self.m.slots[e[1]][0] if e[0] == "s" else f"a{e[1]}", taken) for e in glay]
         simd = tuple((lab, x) for lab, x in zip(labels, d.wire_type(w)))
         axes = tuple(labels[glay.index(e)] for e in lay)
-        b = d._fresh()
+        b = d.new_id()
         g.add_node(b, kind="box", box="reindex", op="reindex", simd=simd, pos=self.rep.pos,
                    display={lab: lab for lab in labels}, clusters=())
         g.add_edge(tw, b, key=0, axes=axes)
@@ -396,7 +396,7 @@ def copy_box(d: Diagram, box: int, readers: list[tuple[int, int]]) -> Diagram:
         if not hits:
             raise DiagError(f"box {r} does not read box {box} at port {port}")
         wanted[(r, port)] = hits[0]
-    b = out._fresh()
+    b = out.new_id()
     attrs = {k: v for k, v in node.items() if k != "kind"}
     g.add_node(b, kind="box", **attrs)
     for port, (w, axes) in enumerate(ins):
