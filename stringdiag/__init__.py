@@ -26,4 +26,15 @@ def compile(diagram: Diagram, dims: dict | None = None, approximator="mlp", dtyp
     from .lower import compile as lower
 
     return lower(diagram, dims=dims, approximator=approximator, dtype=dtype, fast=fast)
+
+
+def _repr_svg_(diagram: Diagram) -> str:
+    """A diagram's picture in a notebook. The graph layer knows nothing of pictures, so the
+    package, which sits above every layer, attaches it; drawn (and graphviz read) on demand."""
+    from .render.draw import to_svg
+
+    return to_svg(diagram)
+
+
+Diagram._repr_svg_ = _repr_svg_
 __version__ = "0.1.0"

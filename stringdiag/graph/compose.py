@@ -50,18 +50,14 @@ True
 """
 from __future__ import annotations
 
-import itertools
 import re
 from typing import Any, Iterable
 
 from ..errors import DiagError
 from .diagram import Diagram
 from .program import BoxDecl, Definition
-from .types import Dim, TensorType, show_type
-from .weights import weight_key, weight_sets
-
-_ids = itertools.count(1)  # fresh weight identities: op@n
-_frames = itertools.count(1)  # picture frames of pasted copies
+from .types import Dim, TensorType
+from .algebra import fresh, fresh_id, tensor, then
 
 
 # -- generators ---------------------------------------------------------------------
@@ -151,7 +147,7 @@ def use(box: Diagram | Definition | BoxDecl, *, instance: str | None = None, pro
     if isinstance(box, Definition):
         box = box.diagram()
     if isinstance(box, Diagram):
-        attrs = {"ref": box, "instance": instance or _fresh_id(box.name)}
+        attrs = {"ref": box, "instance": instance or fresh_id(box.name)}
         return _one_box("diagram", box, _seq_generics(box), attrs, box.program, box.input_names)
     own = box.box == "learn" and box.local
     if instance is not None and not own:
@@ -159,100 +155,11 @@ def use(box: Diagram | Definition | BoxDecl, *, instance: str | None = None, pro
                         "only a definition or a local learnable has weights of its own to name")
     attrs: dict[str, Any] = {"ref": box}
     if box.box == "learn":
-        attrs.update(local=box.local, param=(instance or _fresh_id(box.name)) if own else box.name)
+        attrs.update(local=box.local, param=(instance or fresh_id(box.name)) if own else box.name)
     return _one_box(box.box, box, box.generics, attrs, program, None)
 
 
-# -- composition ----------------------------------------------------------------------
-def then(f: Diagram, g: Diagram) -> Diagram:
-    """Sequential composition ``f ; g``: the outputs of ``f`` are the inputs of ``g``, whose
-    types must agree exactly. Weight identities are kept (``then(f, f)`` shares ``f``'s).
-
-    >>> then(identity("[d]"), identity("[k]"))  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    stringdiag.errors.DiagError: cannot compose id ; id: the outputs of id have types [d] but ... types [k]
-    """
-    if f.output_types != g.input_types:
-        raise DiagError(f"cannot compose {f.name} ; {g.name}: the outputs of {f.name} have types "
-                        f"{_show(f.output_types)} but the inputs of {g.name} have types {_show(g.input_types)}")
-    out = _empty(f"{f.name} ; {g.name}", f, g)
-    fmap = _paste(out, f, {})
-    gmap = _paste(out, g, {w: fmap[v] for w, v in zip(g.inputs, f.outputs)})
-    out.inputs = [fmap[w] for w in f.inputs]
-    out.outputs = [gmap[w] for w in g.outputs]
-    out.input_names = _input_names(out)
-    return out
-
-
-def tensor(f: Diagram, g: Diagram) -> Diagram:
-    """Parallel composition ``f ⊗ g``: the inputs of ``f`` then those of ``g``, and the
-    outputs likewise. Weight identities are kept (``tensor(f, f)`` shares ``f``'s).
-
-    >>> tensor(identity("[d]"), copy("[k]")).signature()
-    'id @ copy : [d], [k] -> [d], [k], [k]'
-    """
-    out = _empty(f"{f.name} @ {g.name}", f, g)
-    fmap, gmap = _paste(out, f, {}), _paste(out, g, {})
-    out.inputs = [fmap[w] for w in f.inputs] + [gmap[w] for w in g.inputs]
-    out.outputs = [fmap[w] for w in f.outputs] + [gmap[w] for w in g.outputs]
-    out.input_names = _input_names(out)
-    return out
-
-
-def fresh(d: Diagram) -> Diagram:
-    """The same diagram with every weight set of its own renamed to a fresh identity: the
-    instances of its definition boxes and the params of its local learnables (boxes that
-    shared a set still share the new one; global learnables keep theirs). In an expanded
-    diagram the instance a path starts with is renamed (``H#1/F`` becomes ``H@7/F``), so
-    that ``fresh`` and ``expand`` commute up to names.
-
-    >>> from stringdiag import loads
-    >>> h = loads('''dim d : fixed
-    ... diagram H(x: [d]) -> [d] {
-    ...   learn F : [d] -> [d]
-    ...   return F(x)
-    ... }''')["H"]
-    >>> [h.box(b)["param"] for b in h.boxes()] != [fresh(h).box(b)["param"] for b in fresh(h).boxes()]
-    True
-    """
-    out = _empty(d.name, d, d)
-    nodes = _paste(out, d, {})
-    out.inputs, out.outputs = [nodes[w] for w in d.inputs], [nodes[w] for w in d.outputs]
-    out.input_names = list(d.input_names)
-    new: dict[str, str] = {}
-    for _, a in out.graph.nodes(data=True):
-        _refresh(a, new)
-    return out
-
-
 # -- helpers --------------------------------------------------------------------------
-def _fresh_id(op: str) -> str:
-    return f"{op}@{next(_ids)}"
-
-
-def _fresh_path(new: dict[str, str], path: str) -> str:
-    """``path`` with its first instance renamed, the same way wherever it occurs."""
-    head, sep, rest = path.partition("/")
-    if head not in new:
-        new[head] = _fresh_id(re.split(r"[#@]", head)[0] or head)
-    return new[head] + sep + rest
-
-
-def _refresh(a: dict, new: dict[str, str]) -> None:
-    """Rename a node's weight identities, and the instance paths that name them (``weights.py``)."""
-    if a["kind"] == "wire":
-        if a.get("scope"):
-            a["scope"] = _fresh_path(new, a["scope"])
-        return
-    if a["box"] == "diagram":  # a box without an instance is its own (as expand numbers it)
-        a["instance"] = _fresh_path(new, a["instance"]) if a.get("instance") else _fresh_id(a["op"])
-    elif a["box"] == "learn" and a.get("local"):
-        a["param"] = _fresh_path(new, a.get("param", a["op"]))
-    if "clusters" in a:
-        a["clusters"] = tuple((c[0], _fresh_path(new, c[1]), *c[2:]) if c[0] == "def" else c for c in a["clusters"])
-
-
 def _types(spec) -> list[TensorType]:
     """Tensor types from ``"[s, d], [d + k]"``, from one tuple of :class:`Dim`, or from a
     list of types, each a string or a tuple of dimensions (``Dim``, names or numbers)."""
@@ -279,10 +186,6 @@ def _dim(text: str) -> Dim:
             prod = prod * (Dim.const(int(factor)) if factor.isdigit() else Dim.var(factor))
         total = total + prod
     return total
-
-
-def _show(types: Iterable[TensorType]) -> str:
-    return ", ".join(show_type(t) for t in types) or "nothing"
 
 
 def _open(name: str, types: list[TensorType], program, names: list[str] | None = None) -> Diagram:
@@ -313,94 +216,6 @@ def _seq_generics(defn: Diagram) -> tuple[str, ...]:
         n for t in defn.input_types for dim in t for n in dim.names()
         if n not in defn.generics and prog is not None and (decl := prog.lookup_dim(n)) is not None
         and decl.kind == "seq"))
-
-
-def _empty(name: str, f: Diagram, g: Diagram) -> Diagram:
-    _check_shared(f, g)
-    generics = tuple(dict.fromkeys(f.generics + g.generics))
-    return Diagram(name=name, program=f.program or g.program, source=f.source or g.source, generics=generics)
-
-
-def _paste(out: Diagram, d: Diagram, glue: dict[int, int]) -> dict[int, int]:
-    """Copy ``d``'s nodes and edges into ``out`` under new ids, except the wires of ``d`` in
-    ``glue``, which are the given wires of ``out``. Returns the map from ``d``'s nodes.
-    Wire names are kept unique; the picture's SIMD frames get new identities."""
-    new = dict(glue)
-    names = {a.get("name") for _, a in out.graph.nodes(data=True) if a["kind"] == "wire"}
-    frames: dict[Any, tuple] = {}
-    for n, a in d.graph.nodes(data=True):
-        if n not in new:
-            new[n] = out.new_id()
-            out.graph.add_node(new[n], **_node_attrs(a, names, frames))
-    for u, v, k, a in d.graph.edges(keys=True, data=True):
-        out.graph.add_edge(new[u], new[v], key=k, **a)
-    return new
-
-
-def _node_attrs(a: dict, names: set, frames: dict) -> dict:
-    a = dict(a)
-    if a["kind"] == "wire":
-        a["name"] = _unique(a.get("name"), names)
-        return a
-    if "display" in a:
-        a["display"] = dict(a["display"])
-    if "clusters" in a:
-        a["clusters"] = tuple(_frame(c, frames) for c in a["clusters"])
-    return a
-
-
-def _frame(c: tuple, frames: dict) -> tuple:
-    """A frame of the picture around a pasted box, told apart from the same frame pasted
-    elsewhere: a SIMD frame gets a new statement, a definition's frame a fourth part."""
-    key = c[1] if c[0] == "simd" else c
-    if key not in frames:
-        frames[key] = ("compose", next(_frames))
-    return (c[0], frames[key], *c[2:]) if c[0] == "simd" else (*c[:3], frames[key])
-
-
-def _unique(name: str | None, taken: set) -> str | None:
-    if name is None:
-        return None
-    base, k = name, 1
-    while name in taken:
-        k += 1
-        name = f"{base}_{k}"
-    taken.add(name)
-    return name
-
-
-def _input_names(d: Diagram) -> list[str]:
-    """The names of the input wires (distinct: they are the compiled module's arguments)."""
-    taken = {d.graph.nodes[w].get("name") for w in d.inputs}
-    return [d.graph.nodes[w].get("name") or _unique(f"x{k + 1}", taken) for k, w in enumerate(d.inputs)]
-
-
-def _owners(d: Diagram, keys: set | None = None) -> dict[tuple, Any]:
-    """Each weight set of ``d`` (of ``keys``, if given), with what computes with it: a
-    declaration, or a definition told by its content (``iso.definition_key``)."""
-    from .iso import definition_key
-
-    out = {}
-    for b in d.boxes():
-        node = d.box(b)
-        key = weight_key(node)
-        if key is not None and (keys is None or key in keys):
-            out[key] = definition_key(node["ref"]) if node["box"] == "diagram" else node.get("ref", node["op"])
-    return out
-
-
-def _check_shared(f: Diagram, g: Diagram) -> None:
-    """Refuse one weight identity on two different processes (two bodies' local ``F``)."""
-    if f is g:
-        return
-    both = weight_sets(f) & weight_sets(g)
-    if not both:
-        return
-    mine, theirs = _owners(f, both), _owners(g, both)
-    for key in both:
-        if mine[key] != theirs[key]:
-            raise DiagError(f"{f.name} and {g.name} both use the weight set '{key[-1]}' but for different "
-                            "boxes; give one of them its own weights with fresh()")
 
 
 __all__ = ["identity", "use", "then", "tensor", "copy", "delete", "swap", "fresh"]

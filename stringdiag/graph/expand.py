@@ -14,7 +14,7 @@ from __future__ import annotations
 import weakref
 from typing import Mapping
 
-from .diagram import Diagram
+from .hypergraph import Hypergraph
 from .gcpause import gc_paused
 from .constants import show as show_const, substitute as substitute_const
 from .types import Dim, substitute_type
@@ -24,7 +24,7 @@ from .types import Dim, substitute_type
 Placed = tuple[int, tuple]
 
 
-def expand(d: Diagram, keep: frozenset[str] = frozenset(), path: str = "") -> Diagram:
+def expand(d: Hypergraph, keep: frozenset[str] = frozenset(), path: str = "") -> Hypergraph:
     """Inline definitions, except those named in ``keep`` (a backend's native processes).
 
     A kept definition stays one box and records its instance path in ``instance``, so
@@ -35,8 +35,8 @@ def expand(d: Diagram, keep: frozenset[str] = frozenset(), path: str = "") -> Di
         return _expand(d, keep, path)
 
 
-def _expand(d: Diagram, keep: frozenset[str] = frozenset(), path: str = "") -> Diagram:
-    out = Diagram(name=d.name, generics=d.generics, pos=d.pos, source=d.source, program=d.program,
+def _expand(d: Hypergraph, keep: frozenset[str] = frozenset(), path: str = "") -> Hypergraph:
+    out = type(d)(name=d.name, generics=d.generics, pos=d.pos, source=d.source, program=d.program,
                   input_names=list(d.input_names))
     env: dict[int, Placed] = {}
     for w in d.inputs:
@@ -57,7 +57,7 @@ def _fresh_label(label: str, taken: set[str]) -> str:
     return label
 
 
-def _inline(out: Diagram, src: Diagram, env: dict[int, Placed], context: tuple, sub: Mapping[str, Dim],
+def _inline(out: Hypergraph, src: Hypergraph, env: dict[int, Placed], context: tuple, sub: Mapping[str, Dim],
             path: str, outer: tuple = (), keep: frozenset[str] = frozenset()) -> None:
     """Copy ``src``'s boxes into ``out`` inside the SIMD ``context``; ``outer`` is the
     lexical nesting (SIMD boxes and definitions) drawn around them."""
@@ -81,7 +81,7 @@ def _inline(out: Diagram, src: Diagram, env: dict[int, Placed], context: tuple, 
             seen[node["op"]] = seen.get(node["op"], 0) + 1
             instance = node.get("instance") or f"{node['op']}#{seen[node['op']]}"
         if inline:
-            callee: Diagram = node["ref"]
+            callee: Hypergraph = node["ref"]
             csub = {g: dim.substitute(sub) for g, dim in node.get("generics", ())}
             simd = own
             inner_ctx = context + simd
@@ -133,7 +133,7 @@ def _inline(out: Diagram, src: Diagram, env: dict[int, Placed], context: tuple, 
 _plans: "weakref.WeakKeyDictionary[object, tuple[int, list]]" = weakref.WeakKeyDictionary()
 
 
-def _plan(src: Diagram) -> list:
+def _plan(src: Hypergraph) -> list:
     """The boxes of a definition in order with their ports, computed once per definition."""
     key = src.graph
     # node ids only grow, so (last id, node count, edge count) changes with any edit
@@ -157,7 +157,7 @@ def simd_index(label: str, simd: tuple) -> int:
     raise KeyError(label)  # pragma: no cover - views only hold labels of their context
 
 
-def _settle(out: Diagram, placed: Placed, src_type, context: tuple, pos, canonical: bool = False) -> Placed:
+def _settle(out: Hypergraph, placed: Placed, src_type, context: tuple, pos, canonical: bool = False) -> Placed:
     """Make every axis of the source wire present in the target (broadcast when missing),
     and, for a diagram's outputs, in order."""
     tw, view = placed

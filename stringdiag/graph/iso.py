@@ -52,7 +52,7 @@ from operator import attrgetter, itemgetter
 
 import networkx as nx
 
-from .diagram import Diagram
+from .hypergraph import Hypergraph
 from .gcpause import gc_paused
 from .weights import weight_key
 
@@ -84,7 +84,7 @@ def _axes_label(node: dict, axes: tuple, n_local: int = 0) -> str:
     return ",".join(f"v{order[a]}" if isinstance(a, str) else str(a) for a in axes)
 
 
-def labelled(d: Diagram) -> nx.DiGraph:
+def labelled(d: Hypergraph) -> nx.DiGraph:
     """A simple digraph with string labels that capture the diagram up to renaming."""
     h = nx.DiGraph()
     ins = {}
@@ -140,7 +140,7 @@ class _Graph:
         return [(u, v, el[k]) for u, vs in enumerate(self.out) for v, k in vs]
 
 
-def _graph(d: Diagram) -> _Graph:
+def _graph(d: Hypergraph) -> _Graph:
     """The nodes, labels and edges of :func:`labelled` (the same strings), in one pass over
     the diagram, with the strings of dimensions, wire types and input axes memoised."""
     g = d.graph
@@ -563,7 +563,7 @@ def _stable(g: _Graph) -> tuple[_Colouring, list]:
     return col, trace
 
 
-def canonical_hash(d: Diagram) -> str:
+def canonical_hash(d: Hypergraph) -> str:
     """A hash equal for isomorphic diagrams (and, in practice, different otherwise): a digest
     of the labels, of the trace of colour refinement to the stable partition, and of the
     edges between classes (a canonical form of the diagram when every class is one node).
@@ -580,7 +580,7 @@ def canonical_hash(d: Diagram) -> str:
 _definitions: "weakref.WeakKeyDictionary[object, tuple]" = weakref.WeakKeyDictionary()
 
 
-def definition_key(defn: Diagram) -> tuple[str, str]:
+def definition_key(defn: Hypergraph) -> tuple[str, str]:
     """What a definition computes, for telling two definitions apart: its name and the hash of
     its body (two files may each define a ``dot`` and mean different things). Cached."""
     version = (defn._next, defn.graph.number_of_nodes(), defn.graph.number_of_edges())
@@ -608,7 +608,7 @@ def _confirm(ca: _Colouring, cb: _Colouring) -> bool:
     return True
 
 
-def isomorphic(a: Diagram, b: Diagram) -> bool:
+def isomorphic(a: Hypergraph, b: Hypergraph) -> bool:
     """Exact check: equal labels, equal refinement traces, then a bijection confirmed edge by
     edge (searching by individualisation and refinement where the partition is not discrete)."""
     with gc_paused():
@@ -655,7 +655,7 @@ def _isomorphic(ga: _Graph, gb: _Graph) -> bool:
             return False
 
 
-def isomorphic_vf2(a: Diagram, b: Diagram) -> bool:
+def isomorphic_vf2(a: Hypergraph, b: Hypergraph) -> bool:
     """The reference check: networkx's VF2 on :func:`labelled` (slow on large diagrams)."""
     ha, hb = labelled(a), labelled(b)
     same = lambda x, y: x["label"] == y["label"]  # noqa: E731

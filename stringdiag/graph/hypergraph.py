@@ -1,0 +1,169 @@
+"""The typed diagram graph (the data of :class:`~stringdiag.graph.diagram.Diagram`): boxes with ordered ports, wires carrying tensor types.
+
+A diagram is a bipartite ``networkx.MultiDiGraph`` in the style of Chyp's hypergraphs:
+wire nodes and box nodes, edges ``wire -> box`` (input port ``key``) and ``box -> wire``
+(output port ``key``). A wire with several consumers is a copy; a wire with none is a
+deletion. Both are the cartesian structure of the paper (Sec. 2), made implicit.
+
+SIMD structure lives on the boxes. A box iterated over indices carries ``simd``, an
+ordered tuple of ``(label, Dim)`` (outer to inner; the paper's nested dashed boxes).
+Its output wires have type ``[dims of simd] + local output type``. Each input edge
+carries ``axes``: for every axis of the incoming wire, either a SIMD label (that axis is
+iterated) or an ``int`` (the axis becomes that local axis of the port). A SIMD label that
+does not occur in an input's ``axes`` means the input is copied into every iteration
+(copy-SIMD). A ``scan`` box iterates its innermost SIMD index sequentially, carrying a
+residual from output port 0 back to input port 0 (finite iteration, App. A.1.3).
+
+Box classes (``box`` attribute):
+``learn`` (universal approximator, filled), ``abstract`` (a family to instantiate, e.g.
+``sim``), ``fixed`` (a primitive process of the prelude or a user declaration),
+``diagram`` (a definition used as a box), and three structural ones: ``contract``
+(sum over ``summed`` indices of the product of its inputs), ``reindex`` (transpose,
+broadcast) and ``const`` (a symbolic number).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import networkx as nx
+
+from ..errors import Pos
+from .types import Dim, TensorType, show_type
+
+Axes = tuple[Any, ...]  # str: a SIMD (or summed) label; int: a local axis
+BOX_CLASSES = ("learn", "abstract", "fixed", "diagram", "contract", "reindex", "const")
+
+
+@dataclass
+class Hypergraph:
+    """An open diagram as data: a graph with ordered input and output wires.
+
+    Everything that builds or reads the graph lives here; operations that need the
+    isomorphism, expansion or composition modules are on the subclass :class:`Diagram`
+    (``diagram.py``), so those modules can work on this class without a cycle."""
+
+    name: str
+    graph: nx.MultiDiGraph = field(default_factory=nx.MultiDiGraph)
+    inputs: list[int] = field(default_factory=list)
+    outputs: list[int] = field(default_factory=list)
+    input_names: list[str] = field(default_factory=list)
+    generics: tuple[str, ...] = ()
+    pos: Pos | None = None
+    source: str = ""  # the program's file, for messages
+    program: Any = None  # the Program this diagram belongs to (to look up definitions)
+    _next: int = 0
+
+    # -- building -------------------------------------------------------------------
+    def new_id(self) -> int:
+        """A new node id; ids only grow, so ``_next`` also versions the graph's additions."""
+        self._next += 1
+        return self._next
+
+    def add_wire(self, type_: TensorType, name: str | None = None, pos: Pos | None = None) -> int:
+        w = self.new_id()
+        self.graph.add_node(w, kind="wire", type=tuple(type_), name=name, pos=pos)
+        return w
+
+    def add_box(
+        self,
+        box: str,
+        op: str,
+        inputs: list[tuple[int, Axes]],
+        out_types: list[TensorType],
+        simd: tuple[tuple[str, Dim], ...] = (),
+        pos: Pos | None = None,
+        out_names: list[str | None] | None = None,
+        **attrs: Any,
+    ) -> tuple[int, list[int]]:
+        """Add a box; ``out_types`` are local (the SIMD dims are prepended here). A use of a
+        definition given no ``instance`` gets one of its own: its own weights (``weights.py``)."""
+        assert box in BOX_CLASSES, box
+        b = self.new_id()
+        if box == "diagram" and "instance" not in attrs:
+            attrs["instance"] = f"{op}#b{b}"  # never an elaborator's op#k nor compose's op@k
+        self.graph.add_node(b, kind="box", box=box, op=op, simd=tuple(simd), pos=pos, **attrs)
+        for port, (w, axes) in enumerate(inputs):
+            self.graph.add_edge(w, b, key=port, axes=tuple(axes))
+        simd_dims = tuple(d for _, d in simd)
+        scan = attrs.get("scan", False)
+        outs = []
+        for port, t in enumerate(out_types):
+            dims = simd_dims[:-1] if (scan and port == 0) else simd_dims
+            name = out_names[port] if out_names else None
+            w = self.add_wire(dims + tuple(t), name=name, pos=pos)
+            self.graph.add_edge(b, w, key=port)
+            outs.append(w)
+        return b, outs
+
+    # -- reading --------------------------------------------------------------------
+    def boxes(self) -> Iterator[int]:
+        return (n for n, a in self.graph.nodes(data=True) if a["kind"] == "box")
+
+    def wires(self) -> Iterator[int]:
+        return (n for n, a in self.graph.nodes(data=True) if a["kind"] == "wire")
+
+    def box(self, b: int) -> dict:
+        return self.graph.nodes[b]
+
+    def wire_type(self, w: int) -> TensorType:
+        return self.graph.nodes[w]["type"]
+
+    def box_inputs(self, b: int) -> list[tuple[int, Axes]]:
+        ins = sorted((k, w, d["axes"]) for w, _, k, d in self.graph.in_edges(b, keys=True, data=True))
+        return [(w, axes) for _, w, axes in ins]
+
+    def box_outputs(self, b: int) -> list[int]:
+        return [w for _, w, _ in sorted(self.graph.out_edges(b, keys=True), key=lambda e: e[2])]
+
+    def producer(self, w: int) -> int | None:
+        preds = list(self.graph.predecessors(w))
+        return preds[0] if preds else None
+
+    def consumers(self, w: int) -> list[tuple[int, int]]:
+        """(box, port) pairs reading this wire; more than one is a copy."""
+        return [(b, k) for _, b, k in self.graph.out_edges(w, keys=True)]
+
+    def local_in_type(self, b: int, port: int) -> TensorType:
+        w, axes = self.box_inputs(b)[port]
+        t = self.wire_type(w)
+        loc = sorted((a, d) for a, d in zip(axes, t) if isinstance(a, int))
+        return tuple(d for _, d in loc)
+
+    def local_out_type(self, b: int, port: int) -> TensorType:
+        node = self.box(b)
+        n = len(node["simd"]) - (1 if node.get("scan") and port == 0 else 0)
+        return self.wire_type(self.box_outputs(b)[port])[n:]
+
+    @property
+    def input_types(self) -> list[TensorType]:
+        return [self.wire_type(w) for w in self.inputs]
+
+    @property
+    def output_types(self) -> list[TensorType]:
+        return [self.wire_type(w) for w in self.outputs]
+
+    def signature(self) -> str:
+        ins = ", ".join(show_type(t) for t in self.input_types)
+        outs = ", ".join(show_type(t) for t in self.output_types)
+        return f"{self.name} : {ins} -> {outs}"
+
+    def __len__(self) -> int:
+        """Number of boxes."""
+        return sum(1 for _ in self.boxes())
+
+    def topological_boxes(self) -> list[int]:
+        """Boxes in an order where every box follows the producers of its inputs."""
+        return [n for n in nx.topological_sort(self.graph) if self.graph.nodes[n]["kind"] == "box"]
+
+    def copy(self, name: str | None = None) -> "Hypergraph":
+        """A copy with its own graph (node attributes copied), so that rewriting it in place
+        leaves the original, and anything cached about it, alone."""
+        out = type(self)(name=name or self.name, graph=self.graph.copy(), inputs=list(self.inputs),
+                         outputs=list(self.outputs), input_names=list(self.input_names),
+                         generics=self.generics, pos=self.pos, source=self.source, program=self.program)
+        out._next = self._next
+        return out
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.signature()}, {len(self)} boxes>"
