@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 
 import stringdiag
-from stringdiag.graph.summary import summarize
+from stringdiag.cli.summary import summarize
 
 
 def doubling(levels: int, local: bool) -> str:

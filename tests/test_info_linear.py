@@ -14,9 +14,10 @@ import pytest
 import stringdiag
 from stringdiag.analysis.combine import (expanded_box_count, expanded_counts, learnables, parameter_count,
                                          weights)
-from stringdiag.analysis.complexity import Complexity, _dominant, _monomials, _only, _seq_names, _show, analyse
+from stringdiag.analysis.complexity import Complexity, analyse, seq_names as _seq_names
+from stringdiag.analysis.monomials import dominant as _dominant, monomials as _monomials, only as _only, show as _show
 from stringdiag.graph.diagram import Diagram
-from stringdiag.graph.summary import summarize
+from stringdiag.cli.summary import summarize
 from stringdiag.graph.types import show_type
 
 

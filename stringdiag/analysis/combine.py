@@ -38,7 +38,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ..graph.diagram import Diagram
 from ..graph.types import Dim, show_type, substitute_type
-from .complexity import Monomial, _monomials
+from ..errors import DiagError
+from .monomials import Monomial, monomials, multiply, prune
 
 FULL = None  # a wire inside every enclosing SIMD box (the labels of a broadcast)
 Labels = Any  # FULL, or a frozenset of the definition's input positions
@@ -116,7 +117,7 @@ def _of_dims(dims: Iterable[Dim]) -> frozenset:
     if hit is None:
         if len(_dims_monos) > 100_000:  # a bound, not an eviction policy: programs reuse few shapes
             _dims_monos.clear()
-        hit = _dims_monos[key] = _prune(_monomials(list(key)))
+        hit = _dims_monos[key] = prune(monomials(list(key)))
     return hit
 
 
@@ -127,35 +128,12 @@ def _of_dim(dim: Dim) -> frozenset:
     return hit
 
 
-def _mul(a: Monomial, b: Monomial) -> Monomial:
-    if not a:
-        return b
-    if not b:
-        return a
-    acc = dict(a)
-    for n, p in b:
-        acc[n] = acc.get(n, 0) + p
-    return tuple(sorted(acc.items()))
-
-
-def _prune(ms: Iterable[Monomial]) -> frozenset:
-    ms = set(ms)
-    if len(ms) < 2:
-        return frozenset(ms)
-
-    def covers(a: Monomial, b: Monomial) -> bool:
-        da = dict(a)
-        return all(da.get(n, 0) >= p for n, p in b)
-
-    return frozenset(m for m in ms if not any(o != m and covers(o, m) for o in ms))
-
-
 def _times(a: frozenset, b: frozenset) -> frozenset:
     if b == {()}:
         return a
     if a == {()}:
         return b
-    return _prune(_mul(x, y) for x in a for y in b)
+    return prune(multiply(x, y) for x in a for y in b)
 
 
 def _substitute(ms: frozenset, sub: Mapping[str, Dim]) -> frozenset:
@@ -174,8 +152,8 @@ def _substitute(ms: frozenset, sub: Mapping[str, Dim]) -> frozenset:
             else:
                 rest.append((n, p))
         keep = tuple(rest)
-        out.update(_mul(x, keep) for x in acc)
-    return _prune(out)
+        out.update(multiply(x, keep) for x in acc)
+    return prune(out)
 
 
 def _add(items: dict, key: Labels, ms: frozenset) -> None:
@@ -239,7 +217,7 @@ def _own_time(d: Diagram, node: Mapping, ins: list, outs: list) -> frozenset:
     acc: set = set()
     for t in in_types + out_types:
         acc |= _of_dims(simd + t)
-    return _prune(acc)
+    return prune(acc)
 
 
 def _shape(d: Diagram, body: list, done: Mapping[int, Shape]) -> Shape:
@@ -300,8 +278,8 @@ def _shape(d: Diagram, body: list, done: Mapping[int, Shape]) -> Shape:
                 env[w] = (FULL, ("p", tuple(range(r))))
             else:
                 env[w] = (lift(lab)[0], placed)
-    return Shape(counts, [env[w] for w in d.outputs], {k: _prune(v) for k, v in time.items()},
-                 {k: _prune(v) for k, v in memory.items()})
+    return Shape(counts, [env[w] for w in d.outputs], {k: prune(v) for k, v in time.items()},
+                 {k: prune(v) for k, v in memory.items()})
 
 
 def _place(lab: Labels, ints: Ints, ins: list, iterated: list, index: dict, r: int, env: dict) -> Ints | None:
@@ -366,7 +344,7 @@ def cost_monomials(d: Diagram) -> tuple[frozenset, frozenset]:
     for w in _canonical_fixes(d, s):
         time |= _of_dims(d.wire_type(w))
         memory |= _of_dims(d.wire_type(w))
-    return _prune(time), _prune(memory)
+    return prune(time), prune(memory)
 
 
 # -- weights ----------------------------------------------------------------------------------
@@ -522,17 +500,20 @@ def _box_parameters(shapes_in: list[tuple[int, ...]], shapes_out: list[tuple[int
     return cache[key]
 
 
+# Parameters of the modules lower/ builds for each approximator policy, by feature counts
+# (in and out); the suite checks them against the compiled modules (test_info_linear.py).
+FORMULAS: dict[str, Callable[[int, int], int]] = {
+    "linear": lambda i, o: i * o + o,
+    "mlp": lambda i, o: i * i + i + i * o + o,
+}
+
+
 def _counter(approximator: Any) -> Callable[[int, int], int]:
-    if approximator == "linear":
-        return lambda i, o: i * o + o
-    if approximator == "mlp":
-        return lambda i, o: i * i + i + i * o + o
     if callable(approximator):
         return lambda i, o: sum(p.numel() for p in approximator(i, o).parameters())
-    from ..lower.approximators import factory
-
-    factory(approximator)  # raises the usual error
-    raise AssertionError(approximator)  # pragma: no cover
+    if approximator not in FORMULAS:
+        raise DiagError(f"unknown approximator '{approximator}': use one of {', '.join(FORMULAS)} or a callable")
+    return FORMULAS[approximator]
 
 
 def parameter_count(d: Diagram, dims: Mapping[str, int], approximator: Any = "mlp") -> int:
@@ -594,8 +575,6 @@ def parameter_count(d: Diagram, dims: Mapping[str, int], approximator: Any = "ml
 def _evaluate(dim: Dim, env: Mapping[str, int | None]) -> int:
     for n in dim.names():
         if env.get(n) is None:
-            from ..errors import DiagError
-
             raise DiagError(f"no size for dimension '{n}' (give it in dims)")
     return dim.evaluate(env)
 

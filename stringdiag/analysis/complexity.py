@@ -22,45 +22,11 @@ attention is ``O(s)``.
 """
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable
 
 from ..graph.diagram import Diagram
-from ..graph.types import Dim
-
-Monomial = tuple[tuple[str, int], ...]  # sorted (name, power)
-
-
-def _monomials(dims: Iterable[Dim]) -> set[Monomial]:
-    """Monomials of a product of dimensions (constants dropped: they are O(1))."""
-    terms: list[Counter] = [Counter()]
-    for d in dims:
-        nxt = []
-        for m, _ in d.terms:
-            for t in terms:
-                nxt.append(t + Counter(m))
-        terms = nxt or terms
-    return {tuple(sorted(t.items())) for t in terms}
-
-
-def _dominant(ms: set[Monomial]) -> list[Monomial]:
-    def covers(a: Monomial, b: Monomial) -> bool:
-        da = dict(a)
-        return all(da.get(n, 0) >= p for n, p in b)
-
-    keep = [m for m in ms if not any(o != m and covers(o, m) for o in ms)]
-    return sorted(keep, key=lambda m: (-sum(p for _, p in m), m))
-
-
-def _show(ms: list[Monomial], seq: set[str]) -> str:
-    """``s^2·d``: sequence lengths first, as the paper writes them."""
-    if not ms:
-        return "1"
-    ordered = [sorted(m, key=lambda np: (np[0] not in seq, np[0])) for m in ms]
-    ordered.sort(key=lambda m: (-sum(p for _, p in m), [(n not in seq, -p, n) for n, p in m]))
-    return " + ".join("·".join(n if p == 1 else f"{n}^{p}" for n, p in m) or "1" for m in ordered)
-
+from .combine import cost_monomials
+from .monomials import dominant, only, show
 
 @dataclass(frozen=True)
 class Complexity:
@@ -75,16 +41,14 @@ def analyse(d: Diagram) -> Complexity:
 
     The cost is that of ``d.expand()``, but computed per definition and combined
     (``combine.py``): linear in the source however often definitions nest."""
-    from .combine import cost_monomials
-
     time, memory = cost_monomials(d)
-    seq = _seq_names(d)
-    return Complexity(_show(_dominant(set(time)), seq), _show(_dominant(set(memory)), seq),
-                      _show(_dominant({_only(m, seq) for m in time}), seq),
-                      _show(_dominant({_only(m, seq) for m in memory}), seq))
+    seq = seq_names(d)
+    return Complexity(show(dominant(set(time)), seq), show(dominant(set(memory)), seq),
+                      show(dominant({only(m, seq) for m in time}), seq),
+                      show(dominant({only(m, seq) for m in memory}), seq))
 
 
-def _seq_names(d: Diagram) -> set[str]:
+def seq_names(d: Diagram) -> set[str]:
     prog = d.program
     names = set()
     for w in d.wires():
@@ -94,7 +58,3 @@ def _seq_names(d: Diagram) -> set[str]:
                 if decl is not None and decl.kind == "seq":
                     names.add(n)
     return names
-
-
-def _only(m: Monomial, names: set[str]) -> Monomial:
-    return tuple((n, p) for n, p in m if n in names)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..graph.summary import summarize
+from .summary import summarize
 from .common import load_reporting, pick
 
 HELP = "describe diagrams: inputs, outputs, dimensions, boxes by kind, learnable boxes"

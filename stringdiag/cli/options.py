@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
+from ..analysis.combine import FORMULAS
 from ..errors import DiagError
 
 INT = re.compile(r"[+-]?[0-9]+")
@@ -161,8 +162,6 @@ def available_memory() -> int | None:
     return avail
 
 
-# parameters of the approximators by feature counts, for sizes past what torch can even describe
-FORMULAS = {"linear": lambda i, o: i * o + o, "mlp": lambda i, o: i * i + i + i * o + o}
 
 
 class TooLarge(Exception):

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .diagram import BOX_CLASSES, Diagram
+from ..analysis.combine import expanded_counts, learnables
+from ..analysis.complexity import analyse
+from ..graph.diagram import BOX_CLASSES, Diagram
 
 
 def summarize(d: Diagram) -> dict:
@@ -16,8 +18,6 @@ def summarize(d: Diagram) -> dict:
     >>> s["dimensions"], s["boxes"]["by_kind"], [l["name"] for l in s["learnable"]]
     ({'s': 'seq', 'd': 'fixed'}, {'learn': 1, 'fixed': 1}, ['F'])
     """
-    from ..analysis.combine import expanded_counts, learnables
-
     prog = d.program
     dims: dict[str, str] = {}
     for w in d.wires():
@@ -50,7 +50,5 @@ def summarize(d: Diagram) -> dict:
 
 
 def _complexity(d: Diagram) -> dict:
-    from ..analysis.complexity import analyse
-
     c = analyse(d)
     return {"time": c.time, "memory": c.memory, "seq_time": c.seq_time, "seq_memory": c.seq_memory}
