@@ -24,7 +24,7 @@ from stringdiag.graph.compose import copy, delete, fresh, identity, swap, tensor
 from stringdiag.graph.iso import labelled
 from stringdiag.graph.weights import weight_sets
 from stringdiag.render.draw import to_graphviz, to_svg
-from stringdiag.rewrite.oracle import equal
+from stringdiag.verify.oracle import equal
 
 ROOT = Path(__file__).resolve().parents[1]
 ANATOMY = ROOT / "gallery" / "anatomy.diag"

@@ -17,11 +17,12 @@ from stringdiag.analysis.complexity import analyse
 from stringdiag.graph.diagram import Diagram
 from stringdiag.graph.program import prelude
 from stringdiag.graph.types import Dim
-from stringdiag.rewrite import (copy_box, equal, find_matches, load_rules, loads_rules, rewrite, rewrite_all,
+from stringdiag.rewrite import (copy_box, find_matches, load_rules, loads_rules, rewrite, rewrite_all,
                                 select)
 from stringdiag.rewrite import match as M
 from stringdiag.rewrite.normal import iterated
 from stringdiag.rewrite.rule import RULES_DIR
+from stringdiag.verify import equal
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = load_rules(RULES_DIR)
@@ -205,7 +206,7 @@ def test_oracle_refuses_different_boundaries(kernel):
 
 
 def test_oracle_default_sizes_are_distinct_primes():
-    from stringdiag.rewrite.oracle import default_sizes
+    from stringdiag.verify.oracle import default_sizes
 
     sizes = default_sizes({"s", "d", "k", "h"}, {"d": 4})
     assert sizes["d"] == 4 and len(set(sizes.values())) == 4

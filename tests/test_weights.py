@@ -157,7 +157,7 @@ def test_case6_unfold_keeps_two_weight_sets(here):
 
 
 def test_oracle_catches_a_function_change_on_weights(here, prog):
-    from stringdiag.rewrite.oracle import equal
+    from stringdiag.verify.oracle import equal
     ok, err = equal(prog["D"], prog["E"])
     assert not ok and err > 1e-3
 

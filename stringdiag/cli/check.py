@@ -63,7 +63,8 @@ def check_rules(path: str, verify: bool = False, quiet: bool = False) -> int:
     proof does not prove it. Errors in the file itself (syntax, types, a reduction that is
     not one) are raised as ``DiagError``."""
     from ..derive.proof import check_proof, shown
-    from ..rewrite.rule import EQUATION, load_rules, verify_rule
+    from ..rewrite.rule import EQUATION, load_rules
+    from ..verify.oracle import verify_rule
 
     rules = load_rules(path)
     for r in rules:

@@ -24,7 +24,7 @@ from ..graph.expand import expand
 from ..graph.program import Definition, Program, load, loads, prelude, read_source, suggest
 from ..graph.types import show_type
 from ..rewrite.match import find_matches, select
-from ..rewrite.oracle import equal
+from ..verify.oracle import equal
 from ..rewrite.rule import EQUATION, RULES_DIR, Rule, library, load_rules
 from ..syntax.parser import parse, pos_of
 from . import steps

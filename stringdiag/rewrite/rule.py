@@ -34,7 +34,7 @@ The file format:
 Loading returns :class:`Rule` objects; every error is a positioned ``DiagError``. A
 reduction is checked when it is loaded: its right side must be an instance of its left
 (:func:`check_reduction` says exactly what that means). Equations are checked
-numerically on demand (:func:`verify_rule`; ``stringdiag check FILE.rules --verify``).
+numerically on demand (:func:`stringdiag.verify.verify_rule`; ``stringdiag check FILE.rules --verify``).
 
 >>> rules = loads_rules('''
 ... rule commute<n>(a: [n], b: [n]) -> [] {
@@ -647,18 +647,5 @@ class _Instance:
 
 
 # -- equations: both sides evaluated -------------------------------------------------------
-def verify_rule(rule: Rule, trials: int = 3, seed: int = 0, tol: float = 1e-9) -> tuple[bool, float]:
-    """Evaluate both sides of an equation on the same random float64 inputs (the oracle,
-    :func:`stringdiag.rewrite.oracle.equal`): box variables and abstract families are
-    instantiated as random universal approximators, the same on both sides. Returns whether
-    the sides agree to ``tol`` and the largest relative error."""
-    from .oracle import equal
-
-    abstract = {side.box(b)["op"] for side in (rule.lhs.expand(), rule.rhs.expand()) for b in side.boxes()
-                if side.box(b)["box"] == "abstract"} | set(rule.vars)
-    return equal(rule.lhs, rule.rhs, trials=trials, seed=seed, tol=tol,
-                 instantiate={name: "learn" for name in sorted(abstract)})
-
-
-__all__ = ["Rule", "load_rules", "loads_rules", "library", "check_reduction", "verify_rule", "RULES_DIR",
+__all__ = ["Rule", "load_rules", "loads_rules", "library", "check_reduction", "RULES_DIR",
            "EQUATION", "REDUCTION"]

@@ -41,6 +41,8 @@ import torch
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.types import Dim, show_type
+from ..lower import compile
+from ..rewrite.rule import Rule
 
 PRIMES = (3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73)
 Instance = Union[Diagram, str]  # a definition, or "learn": a random universal approximator
@@ -127,8 +129,6 @@ def equal(a: Diagram, b: Diagram, dims: dict[str, int] | None = None, trials: in
         raise DiagError(f"the diagrams have different boundaries: {a.signature()} and {b.signature()}")
     fa, fb = instantiated(a, instantiate), instantiated(b, instantiate)
     sizes = default_sizes(dim_names(fa) | dim_names(fb), dims)
-    from .. import compile  # the public API; it imports torch's lowering on first use
-
     worst = 0.0
     for t in range(trials):
         torch.manual_seed(seed * 1000 + t)
@@ -221,3 +221,14 @@ def relative_error(p: torch.Tensor, q: torch.Tensor) -> float:
 
 
 __all__ = ["equal", "instantiated", "default_sizes", "dim_names", "share", "share_sets", "draw", "relative_error"]
+
+
+def verify_rule(rule: Rule, trials: int = 3, seed: int = 0, tol: float = 1e-9) -> tuple[bool, float]:
+    """Evaluate both sides of an equation on the same random float64 inputs (:func:`equal`):
+    box variables and abstract families are instantiated as random universal approximators,
+    the same on both sides. Returns whether the sides agree to ``tol`` and the largest
+    relative error."""
+    abstract = {side.box(b)["op"] for side in (rule.lhs.expand(), rule.rhs.expand()) for b in side.boxes()
+                if side.box(b)["box"] == "abstract"} | set(rule.vars)
+    return equal(rule.lhs, rule.rhs, trials=trials, seed=seed, tol=tol,
+                 instantiate={name: "learn" for name in sorted(abstract)})
