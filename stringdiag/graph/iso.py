@@ -87,11 +87,7 @@ def _axes_label(node: dict, axes: tuple, n_local: int = 0) -> str:
 def labelled(d: Hypergraph) -> nx.DiGraph:
     """A simple digraph with string labels that capture the diagram up to renaming."""
     h = nx.DiGraph()
-    ins = {}
-    for k, w in enumerate(d.inputs):
-        ins.setdefault(w, []).append(f"in{k}")
-    for k, w in enumerate(d.outputs):
-        ins.setdefault(w, []).append(f"out{k}")
+    ins = _io_names(d)
     g = d.graph
     for n, a in g.nodes(data=True):
         if a["kind"] == "wire":
@@ -140,151 +136,191 @@ class _Graph:
         return [(u, v, el[k]) for u, vs in enumerate(self.out) for v, k in vs]
 
 
-def _graph(d: Hypergraph) -> _Graph:
-    """The nodes, labels and edges of :func:`labelled` (the same strings), in one pass over
-    the diagram, with the strings of dimensions, wire types and input axes memoised."""
-    g = d.graph
+def _io_names(d: Hypergraph) -> dict:
+    """The boundary positions a wire takes (``in0``, ``out1``): part of its label."""
     io: dict = {}
     for k, w in enumerate(d.inputs):
         io.setdefault(w, []).append(f"in{k}")
     for k, w in enumerate(d.outputs):
         io.setdefault(w, []).append(f"out{k}")
-    strs: dict = {}  # Dim.terms -> str(Dim): many equal dimensions, and printing one is slow
+    return io
 
-    def S(x) -> str:
+
+class _Labels:
+    """Label strings numbered in order of appearance, with the memos that make labelling
+    fast: a large diagram has many equal dimensions, and printing a ``Dim`` is slow."""
+
+    def __init__(self):
+        self.node_ids: dict[str, int] = {}
+        self.edge_ids: dict[str, int] = {}
+        self.strs: dict = {}  # Dim.terms -> str(Dim)
+        self.wire_memo: dict = {}  # the terms of a wire type -> its label's number
+        self.dims_memo: dict = {}  # the terms of some dimensions -> "d1,d2"
+
+    def node(self, s: str) -> int:
+        i = self.node_ids.get(s)
+        if i is None:
+            i = self.node_ids[s] = len(self.node_ids)
+        return i
+
+    def edge(self, s: str) -> int:
+        return self.edge_ids.setdefault(s, len(self.edge_ids))
+
+    def dim(self, x) -> str:
         try:
             key = x.terms
         except AttributeError:  # not a Dim
             return str(x)
-        s = strs.get(key)
+        s = self.strs.get(key)
         if s is None:
-            s = strs[key] = str(x)
+            s = self.strs[key] = str(x)
         return s
 
-    attr = dict(g.nodes(data=True))
-    succ = dict(g.adjacency())  # u -> {v: {key: data}}
-    keys = list(attr)
-    index = {x: i for i, x in enumerate(keys)}
-    n = len(keys)
-    node_ids: dict[str, int] = {}  # label -> local number
-    edge_ids: dict[str, int] = {}
-    lab: list[int] = []
-    wire_memo: dict = {}  # the terms of a wire type -> its label's number
-    dims_memo: dict = {}  # the terms of some dimensions -> "d1,d2"
-    n_local: dict = {}  # contract box -> number of its local output axes
-    contexts: list = [None] * n  # box -> number of what the axes labels of its inputs depend on
-    context_ids: dict = {}
-    weights: list = []  # (weights node, box index)
-    for ix, (x, a) in enumerate(attr.items()):
-        if a["kind"] == "wire":
-            t = a["type"]
-            try:
-                tk = tuple(map(_terms, t))
-            except AttributeError:  # not Dims
-                tk = tuple(map(str, t))
-            i = wire_memo.get(tk)
-            if i is None:
-                s = "wire|" + ",".join([S(y) for y in t]) + "|"
-                i = node_ids.get(s)
-                if i is None:
-                    i = node_ids[s] = len(node_ids)
-                wire_memo[tk] = i
-            if x in io:
-                s = "wire|" + ",".join([S(y) for y in t]) + "|" + ",".join(io[x])
-                i = node_ids.get(s)
-                if i is None:
-                    i = node_ids[s] = len(node_ids)
-            lab.append(i)
-            continue
-        box = a["box"]
-        simd = a["simd"]
-        summed = a.get("summed", ())
-        local: tuple = ()
-        if box == "contract":
-            outs = succ[x]
-            if outs:
-                if len(outs) == 1:
-                    (w0,) = outs
-                else:
-                    w0 = min(outs, key=lambda w: min(outs[w]))
-                local = attr[w0]["type"][len(simd) - (1 if a.get("scan") else 0):]
-                n_local[x] = len(local)
-        ctx = (box == "contract", tuple(map(_first, simd)), tuple(map(_first, summed)), len(local))
-        contexts[ix] = context_ids.setdefault(ctx, len(context_ids))
-        if box == "learn" and not a.get("local"):
-            ident = a.get("param", a["op"])  # a global learnable: its name is its identity
-        else:
-            ident = a["op"]
-        generics = a.get("generics", ())
+    def dims(self, ys) -> str:
+        return ",".join([self.dim(y) for y in ys])
+
+    def wire(self, t: tuple, io: list | None) -> int:
+        """A wire's label: its type, and where it is on the boundary."""
+        try:
+            tk = tuple(map(_terms, t))
+        except AttributeError:  # not Dims
+            tk = tuple(map(str, t))
+        i = self.wire_memo.get(tk)
+        if i is None:  # (numbered first even for a boundary wire: label numbers follow appearance)
+            i = self.wire_memo[tk] = self.node("wire|" + self.dims(t) + "|")
+        return self.node("wire|" + self.dims(t) + "|" + ",".join(io)) if io else i
+
+    def simd(self, simd: tuple) -> str:
         try:  # many boxes, few kinds of SIMD boxes
             tk = tuple(map(_terms, map(_second, simd)))
-            dims = dims_memo.get(tk)
-            if dims is None:
-                dims = dims_memo[tk] = ",".join([S(y) for _, y in simd])
         except AttributeError:  # not Dims
-            dims = ",".join([S(y) for _, y in simd])
-        s = "|".join((box, ident, dims + "".join(["," + S(y) for y in local]) if local else dims,
+            return self.dims(map(_second, simd))
+        dims = self.dims_memo.get(tk)
+        if dims is None:
+            dims = self.dims_memo[tk] = self.dims(map(_second, simd))
+        return dims
+
+    def box(self, a: dict, local: tuple) -> int:
+        """A box's label: the same string as :func:`_box_label`, built from memoised parts."""
+        box, summed, generics = a["box"], a.get("summed", ()), a.get("generics", ())
+        ident = a.get("param", a["op"]) if box == "learn" and not a.get("local") else a["op"]
+        dims = self.simd(a["simd"])
+        s = "|".join((box, ident, dims + "".join(["," + self.dim(y) for y in local]) if local else dims,
                       "scan" if a.get("scan") else "",
-                      ",".join([S(y) for _, y in summed]) if summed else "",
-                      ",".join([f"{q}={S(y)}" for q, y in generics]) if generics else "",
+                      self.dims(map(_second, summed)) if summed else "",
+                      ",".join([f"{q}={self.dim(y)}" for q, y in generics]) if generics else "",
                       repr(a["value"]) if "value" in a else "''"))
-        i = node_ids.get(s)
-        if i is None:
-            i = node_ids[s] = len(node_ids)
-        lab.append(i)
-        if box == "learn" and a.get("local") or box == "diagram":  # not a global learnable
+        return self.node(s)
+
+
+class _Builder:
+    """:func:`labelled`'s graph as a :class:`_Graph`, in one pass over the diagram."""
+
+    def __init__(self, d: Hypergraph):
+        g = d.graph
+        self.attr = dict(g.nodes(data=True))
+        self.succ = dict(g.adjacency())  # u -> {v: {key: data}}
+        self.keys = list(self.attr)
+        self.index = {x: i for i, x in enumerate(self.keys)}
+        self.labels = _Labels()
+        self.lab: list[int] = []
+        self.n_local: dict = {}  # contract box -> number of its local output axes
+        self.contexts: list = [None] * len(self.keys)  # box -> what the axes labels of its inputs depend on
+        self.context_ids: dict = {}
+        self.weights: list = []  # (weights node, box index)
+        self.io = _io_names(d)
+
+    def build(self) -> _Graph:
+        n = len(self.keys)
+        for ix, (x, a) in enumerate(self.attr.items()):
+            self.lab.append(self.labels.wire(a["type"], self.io.get(x)) if a["kind"] == "wire" else self.box(ix, x, a))
+        self.out: list[list] = [[] for _ in range(n)]
+        self.inn: list[list] = [[] for _ in range(n)]
+        self.weight_nodes()
+        axes_memo: dict = {}  # (port, axes, context) -> edge label number
+        port_memo: dict = {}  # output port -> edge label number
+        for u in range(n):
+            if self.contexts[u] is None:
+                self.wire_edges(u, axes_memo)
+            else:
+                self.box_edges(u, port_memo)
+        L = self.labels
+        return _Graph(self.keys, self.lab, list(L.node_ids), self.out, self.inn, list(L.edge_ids))
+
+    def local(self, x, a: dict) -> tuple:
+        """A contraction's local output axes (its label, and its inputs' axes, depend on them)."""
+        outs = self.succ[x]
+        if a["box"] != "contract" or not outs:
+            return ()
+        w0 = next(iter(outs)) if len(outs) == 1 else min(outs, key=lambda w: min(outs[w]))
+        local = self.attr[w0]["type"][len(a["simd"]) - (1 if a.get("scan") else 0):]
+        self.n_local[x] = len(local)
+        return local
+
+    def box(self, ix: int, x, a: dict) -> int:
+        local = self.local(x, a)
+        ctx = (a["box"] == "contract", tuple(map(_first, a["simd"])), tuple(map(_first, a.get("summed", ()))),
+               len(local))
+        self.contexts[ix] = self.context_ids.setdefault(ctx, len(self.context_ids))
+        if a["box"] == "learn" and a.get("local") or a["box"] == "diagram":  # not a global learnable
             wk = weight_key(a)
             if wk is not None:
-                weights.append((("weights", wk), ix))
-    out: list[list] = [[] for _ in range(n)]
-    inn: list[list] = [[] for _ in range(n)]
-    if weights:
-        wl = node_ids.setdefault("weights", len(node_ids))
-        kw = edge_ids.setdefault("w", len(edge_ids))
-        for wk, b in weights:
-            i = index.get(wk)
+                self.weights.append((("weights", wk), ix))
+        return self.labels.box(a, local)
+
+    def weight_nodes(self) -> None:
+        """One ``weights`` node per weight set, with an edge to every box computing with it."""
+        if not self.weights:
+            return
+        wl, kw = self.labels.node("weights"), self.labels.edge("w")
+        for wk, b in self.weights:
+            i = self.index.get(wk)
             if i is None:
-                i = index[wk] = len(keys)
-                keys.append(wk)
-                lab.append(wl)
-                out.append([])
-                inn.append([])
-            out[i].append((b, kw))
-            inn[b].append((i, kw))
-    axes_memo: dict = {}  # (port, axes, context) -> edge label number
-    port_memo: dict = {}  # output port -> edge label number
-    for u in range(n):
-        nbrs = succ[keys[u]]
-        ou = out[u]
-        if contexts[u] is None:  # a wire: edges to boxes, labelled by port and axes
-            for y, kd in nbrs.items():
-                v = index[y]
-                if len(kd) == 1:
-                    ((k, data),) = kd.items()
-                    memo = (k, data["axes"], contexts[v])
-                    e = axes_memo.get(memo)
-                    if e is None:
-                        s = f"{k}:{_axes_label(attr[y], data['axes'], n_local.get(y, 0))}"
-                        e = axes_memo[memo] = edge_ids.setdefault(s, len(edge_ids))
-                else:  # the same wire read twice by one box (x * x): one edge, both labels
-                    s = ";".join(sorted(f"{k}:{_axes_label(attr[y], data['axes'], n_local.get(y, 0))}"
-                                        for k, data in kd.items()))
-                    e = edge_ids.setdefault(s, len(edge_ids))
-                ou.append((v, e))
-                inn[v].append((u, e))
-        else:
-            for y, kd in nbrs.items():
-                v = index[y]
-                if len(kd) == 1:
-                    (k,) = kd
-                    e = port_memo.get(k)
-                    if e is None:
-                        e = port_memo[k] = edge_ids.setdefault(str(k), len(edge_ids))
-                else:
-                    e = edge_ids.setdefault(";".join(sorted(str(k) for k in kd)), len(edge_ids))
-                ou.append((v, e))
-                inn[v].append((u, e))
-    return _Graph(keys, lab, list(node_ids), out, inn, list(edge_ids))
+                i = self.index[wk] = len(self.keys)
+                self.keys.append(wk)
+                self.lab.append(wl)
+                self.out.append([])
+                self.inn.append([])
+            self.out[i].append((b, kw))
+            self.inn[b].append((i, kw))
+
+    def wire_edges(self, u: int, memo: dict) -> None:
+        """Edges from a wire to the boxes reading it, labelled by port and axes."""
+        for y, kd in self.succ[self.keys[u]].items():
+            v = self.index[y]
+            if len(kd) == 1:
+                ((k, data),) = kd.items()
+                key = (k, data["axes"], self.contexts[v])
+                e = memo.get(key)
+                if e is None:
+                    e = memo[key] = self.labels.edge(self.axes(y, k, data))
+            else:  # the same wire read twice by one box (x * x): one edge, both labels
+                e = self.labels.edge(";".join(sorted(self.axes(y, k, data) for k, data in kd.items())))
+            self.out[u].append((v, e))
+            self.inn[v].append((u, e))
+
+    def axes(self, y, k: int, data: dict) -> str:
+        return f"{k}:{_axes_label(self.attr[y], data['axes'], self.n_local.get(y, 0))}"
+
+    def box_edges(self, u: int, memo: dict) -> None:
+        """Edges from a box to its output wires, labelled by port."""
+        for y, kd in self.succ[self.keys[u]].items():
+            v = self.index[y]
+            if len(kd) == 1:
+                (k,) = kd
+                e = memo.get(k)
+                if e is None:
+                    e = memo[k] = self.labels.edge(str(k))
+            else:
+                e = self.labels.edge(";".join(sorted(str(k) for k in kd)))
+            self.out[u].append((v, e))
+            self.inn[v].append((u, e))
+
+
+def _graph(d: Hypergraph) -> _Graph:
+    """The nodes, labels and edges of :func:`labelled` (the same strings), in one pass over
+    the diagram, with the strings of dimensions, wire types and input axes memoised."""
+    return _Builder(d).build()
 
 
 def _from_labelled(h: nx.DiGraph) -> _Graph:
