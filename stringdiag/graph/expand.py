@@ -12,6 +12,7 @@ boxes, so its body runs once per step. One pass, linear in the size of the resul
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass
 from typing import Mapping
 
 from .hypergraph import Hypergraph
@@ -57,77 +58,115 @@ def _fresh_label(label: str, taken: set[str]) -> str:
     return label
 
 
+@dataclass(frozen=True)
+class _Scope:
+    """Where one definition's boxes are being copied to: its wires' places in the target
+    (``env``), the SIMD ``context`` around it, its generics' values (``sub``), its instance
+    path, and ``outer``, the lexical nesting (SIMD boxes and definitions) drawn around it."""
+
+    src: Hypergraph
+    env: dict
+    context: tuple
+    sub: Mapping[str, Dim]
+    path: str
+    outer: tuple = ()
+
+
 def _inline(out: Hypergraph, src: Hypergraph, env: dict[int, Placed], context: tuple, sub: Mapping[str, Dim],
             path: str, outer: tuple = (), keep: frozenset[str] = frozenset()) -> None:
-    """Copy ``src``'s boxes into ``out`` inside the SIMD ``context``; ``outer`` is the
-    lexical nesting (SIMD boxes and definitions) drawn around them."""
+    """Copy ``src``'s boxes into ``out`` inside the SIMD ``context``, opening every
+    definition used as a box except those in ``keep`` (and scans)."""
+    scope = _Scope(src, env, context, sub, path, outer)
     ctx_labels = [lab for lab, _ in context]
     seen: dict[str, int] = {}
     for _b, node, box_ins, box_outs, out_locals in _plan(src):
-        taken = set(ctx_labels)
-        rename = {}
-        for lab, _ in tuple(node["simd"]) + tuple(node.get("summed", ())):
-            rename[lab] = _fresh_label(lab, taken)
-            taken.add(rename[lab])
-        own = tuple((rename[lab], dim.substitute(sub)) for lab, dim in node["simd"])
-        display = dict(node.get("display", {}))
-        display = {rename.get(k, k): v for k, v in display.items()}
-        inputs = []
-        for w, axes in box_ins:
-            tw, view = env[w]
-            inputs.append((tw, tuple(rename.get(axes[v], axes[v]) if isinstance(v, int) else v for v in view)))
-        inline = node["box"] == "diagram" and not node.get("scan") and node["op"] not in keep
+        rename = _rename_indices(node, ctx_labels)
+        inputs = [_place_input(env[w], axes, rename) for w, axes in box_ins]
+        instance = None
         if node["box"] == "diagram":
             seen[node["op"]] = seen.get(node["op"], 0) + 1
             instance = node.get("instance") or f"{node['op']}#{seen[node['op']]}"
-        if inline:
-            callee: Hypergraph = node["ref"]
-            csub = {g: dim.substitute(sub) for g, dim in node.get("generics", ())}
-            simd = own
-            inner_ctx = context + simd
-            cenv: dict[int, Placed] = {}
-            for (cw, (tw, axes)) in zip(callee.inputs, inputs):
-                # the callee's input axes are the port's local axes, numbered from 0
-                cenv[cw] = (tw, axes)
-            here = f"{path}{instance}/"
-            _inline(out, callee, cenv, inner_ctx, csub, here,
-                    outer + _subst_clusters(node.get("clusters", ()), sub) + (("def", here, node["op"]),), keep)
-            for ow, cw in zip(box_outs, callee.outputs):
-                tw, view = cenv[cw]
-                n_simd = len(simd)
-                lifted = tuple(v if isinstance(v, str) and v in ctx_labels else
-                               (simd_index(v, simd) if isinstance(v, str) else n_simd + v) for v in view)
-                env[ow] = _settle(out, (tw, lifted), substitute_type(src.wire_type(ow), sub), context,
-                                  node["pos"])
-                outer_name = src.graph.nodes[ow]["name"]
-                if outer_name and env[ow][0] not in out.inputs:  # the caller's name for it wins
-                    out.graph.nodes[env[ow][0]]["name"] = outer_name
-                    out.graph.nodes[env[ow][0]]["scope"] = path  # ... and names it in the caller's scope
-            continue
-        attrs = {k: v for k, v in node.items() if k not in ("kind", "box", "op", "simd", "pos", "display")}
-        attrs["clusters"] = outer + _subst_clusters(node.get("clusters", ()), sub)
-        if "summed" in attrs:
-            attrs["summed"] = tuple((rename[lab], dim.substitute(sub)) for lab, dim in attrs["summed"])
-        if "generics" in attrs:
-            attrs["generics"] = tuple((g, dim.substitute(sub)) for g, dim in attrs["generics"])
-        if "value" in attrs:
-            attrs["value"] = substitute_const(attrs["value"], sub)
-        if node["box"] == "diagram":
-            attrs["instance"] = f"{path}{instance}"
-        if node["box"] == "learn":
-            param = node.get("param", node["op"])
-            attrs["param"] = f"{path}{param}" if node.get("local") else param
-        out_types = [substitute_type(t, sub) for t in out_locals]
-        # tightening: a box sits only in the context SIMD boxes its inputs depend on
-        used = {a for _, axes in inputs for a in axes if isinstance(a, str)}
-        ctx = tuple((lab, dim) for lab, dim in context if lab in used)
-        op = show_const(attrs["value"]) if "value" in attrs else node["op"]
-        _, wires = out.add_box(node["box"], op, inputs, out_types, simd=ctx + own, pos=node["pos"],
-                               out_names=[src.graph.nodes[w]["name"] for w in box_outs],
-                               display={**{lab: lab for lab, _ in ctx}, **display}, **attrs)
-        for ow, nw in zip(box_outs, wires):
-            r = len(src.wire_type(ow))
-            env[ow] = (nw, tuple(lab for lab, _ in ctx) + tuple(range(r)))
+        if node["box"] == "diagram" and not node.get("scan") and node["op"] not in keep:
+            _open(out, scope, node, rename, inputs, box_outs, instance, keep)
+        else:
+            _copy(out, scope, node, rename, inputs, box_outs, out_locals, instance)
+
+
+def _place_input(placed: Placed, axes: tuple, rename: dict) -> Placed:
+    """An input wire as the box sees it: the source's axes labels read through the view."""
+    tw, view = placed
+    return tw, tuple(rename.get(axes[v], axes[v]) if isinstance(v, int) else v for v in view)
+
+
+def _rename_indices(node: dict, taken_labels: list[str]) -> dict[str, str]:
+    """The box's own SIMD and summed labels, primed where the context already uses them."""
+    taken, rename = set(taken_labels), {}
+    for lab, _ in tuple(node["simd"]) + tuple(node.get("summed", ())):
+        rename[lab] = _fresh_label(lab, taken)
+        taken.add(rename[lab])
+    return rename
+
+
+def _open(out: Hypergraph, scope: _Scope, node: dict, rename: dict, inputs: list, box_outs: list,
+          instance: str, keep: frozenset[str]) -> None:
+    """Inline a definition used as a box: its body, inside the box's own SIMD boxes."""
+    callee: Hypergraph = node["ref"]
+    sub, context = scope.sub, scope.context
+    simd = tuple((rename[lab], dim.substitute(sub)) for lab, dim in node["simd"])
+    # the callee's input axes are the port's local axes, numbered from 0
+    cenv: dict[int, Placed] = dict(zip(callee.inputs, inputs))
+    here = f"{scope.path}{instance}/"
+    frame = scope.outer + _subst_clusters(node.get("clusters", ()), sub) + (("def", here, node["op"]),)
+    _inline(out, callee, cenv, context + simd, {g: dim.substitute(sub) for g, dim in node.get("generics", ())},
+            here, frame, keep)
+    ctx_labels = {lab for lab, _ in context}
+    for ow, cw in zip(box_outs, callee.outputs):
+        tw, view = cenv[cw]
+        lifted = tuple(v if isinstance(v, str) and v in ctx_labels else
+                       (simd_index(v, simd) if isinstance(v, str) else len(simd) + v) for v in view)
+        placed = scope.env[ow] = _settle(out, (tw, lifted), substitute_type(scope.src.wire_type(ow), sub), context,
+                                         node["pos"])
+        outer_name = scope.src.graph.nodes[ow]["name"]
+        if outer_name and placed[0] not in out.inputs:  # the caller's name for it wins
+            out.graph.nodes[placed[0]]["name"] = outer_name
+            out.graph.nodes[placed[0]]["scope"] = scope.path  # ... and names it in the caller's scope
+
+
+def _copy(out: Hypergraph, scope: _Scope, node: dict, rename: dict, inputs: list, box_outs: list,
+          out_locals: list, instance: str | None) -> None:
+    """Copy one box as it is, tightened to the context SIMD boxes its inputs depend on."""
+    attrs = _attrs(node, rename, scope, instance)
+    own = tuple((rename[lab], dim.substitute(scope.sub)) for lab, dim in node["simd"])
+    used = {a for _, axes in inputs for a in axes if isinstance(a, str)}
+    ctx = tuple((lab, dim) for lab, dim in scope.context if lab in used)
+    display = {rename.get(k, k): v for k, v in node.get("display", {}).items()}
+    op = show_const(attrs["value"]) if "value" in attrs else node["op"]
+    _, wires = out.add_box(node["box"], op, inputs, [substitute_type(t, scope.sub) for t in out_locals],
+                           simd=ctx + own, pos=node["pos"],
+                           out_names=[scope.src.graph.nodes[w]["name"] for w in box_outs],
+                           display={**{lab: lab for lab, _ in ctx}, **display}, **attrs)
+    for ow, nw in zip(box_outs, wires):
+        r = len(scope.src.wire_type(ow))
+        scope.env[ow] = (nw, tuple(lab for lab, _ in ctx) + tuple(range(r)))
+
+
+def _attrs(node: dict, rename: dict, scope: _Scope, instance: str | None) -> dict:
+    """A copied box's attributes, with generics substituted and weights placed at the path."""
+    sub, path = scope.sub, scope.path
+    attrs = {k: v for k, v in node.items() if k not in ("kind", "box", "op", "simd", "pos", "display")}
+    attrs["clusters"] = scope.outer + _subst_clusters(node.get("clusters", ()), sub)
+    if "summed" in attrs:
+        attrs["summed"] = tuple((rename[lab], dim.substitute(sub)) for lab, dim in attrs["summed"])
+    if "generics" in attrs:
+        attrs["generics"] = tuple((g, dim.substitute(sub)) for g, dim in attrs["generics"])
+    if "value" in attrs:
+        attrs["value"] = substitute_const(attrs["value"], sub)
+    if node["box"] == "diagram":
+        attrs["instance"] = f"{path}{instance}"
+    if node["box"] == "learn":
+        param = node.get("param", node["op"])
+        attrs["param"] = f"{path}{param}" if node.get("local") else param
+    return attrs
 
 
 _plans: "weakref.WeakKeyDictionary[object, tuple[int, list]]" = weakref.WeakKeyDictionary()
