@@ -84,83 +84,95 @@ def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str
     """
     if expand:
         d = d.expand()
-    P = prefix
     g = graphviz.Digraph(name=cluster or d.name)
     g.attr(rankdir="LR", fontname=FONT, nodesep="0.25", ranksep="0.35", label=d.signature(),
            labelloc="t", fontsize="12", newrank="true")
     g.attr("node", fontname=FONT, fontsize="11")
     g.attr("edge", fontname=FONT, fontsize="10", arrowsize="0.5")
+    _Frames(d, prefix).emit(g, ())
+    _boundary(g, d, prefix, ranked=not cluster)
+    for w in d.wires():
+        _wire(g, d, w, prefix)
+    return g
 
-    # clusters: SIMD boxes and opened definitions, identified by their full nesting path
-    tree: dict[tuple, list] = {(): []}
-    for b in d.boxes():
-        node = d.box(b)
-        path = tuple(node.get("clusters", ()))
-        for k in range(1, len(path) + 1):
-            tree.setdefault(path[:k], [])
-        tree[path].append(b)
 
-    def cluster_attrs(key) -> dict:
-        if key[0] == "def":
-            return {"label": key[2], "style": "rounded", "color": "#777777", "fontname": FONT}
-        _, _frame, label, dim, scan = key
-        text = f"{'scan ' if scan else ''}{label} : {dim}" if label != str(dim) else f"{'scan ' if scan else ''}{dim}"
-        return {"label": text, "style": "dashed,bold" if scan else "dashed", "color": "#555555",
-                "fontname": FONT, "fontsize": "10", "labeljust": "l"}
+def _cluster_attrs(key: tuple) -> dict:
+    """A frame's look: an opened definition (rounded, named) or a SIMD box (dashed; bold when scanned)."""
+    if key[0] == "def":
+        return {"label": key[2], "style": "rounded", "color": "#777777", "fontname": FONT}
+    _, _frame, label, dim, scan = key
+    text = f"{'scan ' if scan else ''}{label} : {dim}" if label != str(dim) else f"{'scan ' if scan else ''}{dim}"
+    return {"label": text, "style": "dashed,bold" if scan else "dashed", "color": "#555555",
+            "fontname": FONT, "fontsize": "10", "labeljust": "l"}
 
-    children: dict[tuple, list[tuple]] = {}
-    for path in tree:
-        if path:
-            children.setdefault(path[:-1], []).append(path)
-    counter = [0]
 
-    def emit(graph, path):
-        for b in tree[path]:
-            graph.node(f"{P}{b}", **_box_style(d.box(b)))
-        for child in children.get(path, []):
-            counter[0] += 1
-            with graph.subgraph(name=f"cluster_{P}{counter[0]}") as sub:
-                sub.attr(**cluster_attrs(child[-1]))
-                emit(sub, child)
+class _Frames:
+    """The nesting of SIMD boxes and opened definitions, each identified by its full path
+    (a box's ``clusters``), drawn as nested Graphviz clusters with the boxes inside."""
 
-    emit(g, ())
+    def __init__(self, d: Diagram, prefix: str):
+        self.d, self.prefix, self.count = d, prefix, 0
+        self.tree: dict[tuple, list] = {(): []}
+        for b in d.boxes():
+            path = tuple(d.box(b).get("clusters", ()))
+            for k in range(1, len(path) + 1):
+                self.tree.setdefault(path[:k], [])
+            self.tree[path].append(b)
+        self.children: dict[tuple, list[tuple]] = {}
+        for path in self.tree:
+            if path:
+                self.children.setdefault(path[:-1], []).append(path)
 
+    def emit(self, graph, path: tuple) -> None:
+        for b in self.tree[path]:
+            graph.node(f"{self.prefix}{b}", **_box_style(self.d.box(b)))
+        for child in self.children.get(path, []):
+            self.count += 1
+            with graph.subgraph(name=f"cluster_{self.prefix}{self.count}") as sub:
+                sub.attr(**_cluster_attrs(child[-1]))
+                self.emit(sub, child)
+
+
+def _boundary(g: graphviz.Digraph, d: Diagram, P: str, ranked: bool) -> None:
+    """The input names on the left, the outputs on the right (ranked, unless a cluster)."""
     with g.subgraph(name=f"{P}inputs") as src:
-        if not cluster:
+        if ranked:
             src.attr(rank="source")
         for k, _ in enumerate(d.inputs):
             src.node(f"{P}in{k}", label=d.input_names[k] if k < len(d.input_names) else f"in{k}",
                      shape="plaintext", fontname=FONT)
     with g.subgraph(name=f"{P}outputs") as snk:
-        if not cluster:
+        if ranked:
             snk.attr(rank="sink")
         for k, _ in enumerate(d.outputs):
             snk.node(f"{P}out{k}", label=f"out{k + 1}" if len(d.outputs) > 1 else "out", shape="plaintext")
 
-    for w in d.wires():
-        a = d.graph.nodes[w]
-        label = type_label(a["type"], d, a.get("name"))
-        src_node = f"{P}{d.producer(w)}" if d.producer(w) is not None else None
-        if src_node is None:
-            src_node = f"{P}in{d.inputs.index(w)}" if w in d.inputs else None
-        if src_node is None:  # pragma: no cover - every wire has a producer or is an input
-            continue
-        sinks = [f"{P}{b}" for b, _ in d.consumers(w)]
-        sinks += [f"{P}out{k}" for k, o in enumerate(d.outputs) if o == w]
-        producer = d.producer(w)
-        if a["type"] == () and producer is not None and d.graph.nodes[producer]["box"] == "const":
-            label = ""  # a constant's wire: the number says it all
-        if not sinks:
-            g.node(f"{P}del{w}", label="", shape="point", width="0.08", color="#333333")
-            g.edge(src_node, f"{P}del{w}", label=label, arrowhead="none")
-        elif len(sinks) == 1:
-            g.edge(src_node, sinks[0], label=label)
-        else:
-            g.node(f"{P}copy{w}", label="", shape="point", width="0.09")
-            g.edge(src_node, f"{P}copy{w}", label=label, arrowhead="none")
-            for snk in sinks:
-                g.edge(f"{P}copy{w}", snk)
-    return g
+
+def _wire(g: graphviz.Digraph, d: Diagram, w: int, P: str) -> None:
+    """A wire from its producer (or input) to its readers: a copy point when several read
+    it, a deletion dot when none does."""
+    a = d.graph.nodes[w]
+    producer = d.producer(w)
+    if producer is not None:
+        src_node = f"{P}{producer}"
+    elif w in d.inputs:
+        src_node = f"{P}in{d.inputs.index(w)}"
+    else:  # pragma: no cover - every wire has a producer or is an input
+        return
+    sinks = [f"{P}{b}" for b, _ in d.consumers(w)] + [f"{P}out{k}" for k, o in enumerate(d.outputs) if o == w]
+    label = type_label(a["type"], d, a.get("name"))
+    if a["type"] == () and producer is not None and d.graph.nodes[producer]["box"] == "const":
+        label = ""  # a constant's wire: the number says it all
+    if not sinks:
+        g.node(f"{P}del{w}", label="", shape="point", width="0.08", color="#333333")
+        g.edge(src_node, f"{P}del{w}", label=label, arrowhead="none")
+    elif len(sinks) == 1:
+        g.edge(src_node, sinks[0], label=label)
+    else:
+        g.node(f"{P}copy{w}", label="", shape="point", width="0.09")
+        g.edge(src_node, f"{P}copy{w}", label=label, arrowhead="none")
+        for snk in sinks:
+            g.edge(f"{P}copy{w}", snk)
 
 
 def strip(frames: list[tuple[str, str, Diagram]]) -> graphviz.Digraph:
