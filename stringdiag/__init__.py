@@ -14,8 +14,9 @@
 from .errors import DiagError, Pos
 from .graph.diagram import Diagram
 from .graph.program import Program, load, loads
+from .version import __version__
 
-__all__ = ["DiagError", "Pos", "Diagram", "Program", "load", "loads", "compile"]
+__all__ = ["DiagError", "Pos", "Diagram", "Program", "load", "loads", "compile", "__version__"]
 
 
 def compile(diagram: Diagram, dims: dict | None = None, approximator="mlp", dtype=None, fast: bool = True):
@@ -37,4 +38,3 @@ def _repr_svg_(diagram: Diagram) -> str:
 
 
 Diagram._repr_svg_ = _repr_svg_
-__version__ = "0.1.0"

@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent / "stringdiag"
 
 LAYERS = {
-    "errors": 0,
+    "errors": 0, "version": 0,
     "syntax": 1,
     "graph": 2, "data": 2,
     "rewrite": 3, "analysis": 3,

@@ -10,6 +10,7 @@ import os
 import sys
 
 from ..errors import DiagError
+from ..version import __version__
 from . import check, compile, derive, enumerate, info, normalize, render, study, train
 from .options import short
 
@@ -30,6 +31,7 @@ class Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="stringdiag", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, mod in COMMANDS.items():
         mod.add_arguments(sub.add_parser(name, help=mod.HELP, description=mod.HELP))
