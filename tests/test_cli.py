@@ -118,7 +118,8 @@ def test_info_json(good, capsys):
     info = json.loads(capsys.readouterr().out)
     assert info["signature"] == "Twice : [s, d] -> [s, d]"
     assert info["inputs"] == [{"name": "x", "indices": ["s", "d"]}]
-    assert info["dimensions"] == {"s": "seq", "d": "fixed"}
+    # k only appears inside the definitions Twice uses, but compiling Twice needs its size
+    assert info["dimensions"] == {"s": "seq", "d": "fixed", "k": "fixed"}
     assert info["boxes"]["by_kind"] == {"diagram": 2}
     assert info["boxes"]["expanded"]["learn"] == 6
     # top-level learnables are shared: each is one parameter used twice

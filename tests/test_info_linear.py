@@ -37,10 +37,14 @@ def ref_counts(flat: Diagram) -> Counter:
     return Counter(flat.box(b)["box"] for b in flat.boxes())
 
 
-def ref_learnables(flat: Diagram) -> list[dict]:
-    params: dict[str, dict] = {}
+def ref_learnables(flat: Diagram, params: dict | None = None) -> list[dict]:
+    """The learnable boxes of the expansion and, where a box is a scan, of its body expanded
+    at the scan's instance path (as the compiler lowers it), in order of first use."""
+    params = {} if params is None else params
     for b in flat.boxes():
         node = flat.box(b)
+        if node["box"] == "diagram" and node.get("scan"):
+            ref_learnables(node["ref"].expand(path=node["instance"] + "/"), params)
         if node["box"] != "learn":
             continue
         ins = ", ".join(show_type(flat.local_in_type(b, k)) for k in range(len(flat.box_inputs(b))))
@@ -52,9 +56,13 @@ def ref_learnables(flat: Diagram) -> list[dict]:
     return list(params.values())
 
 
-def ref_analyse(d: Diagram) -> Complexity:
-    """analyse() as it was: every box of the expansion, one by one."""
-    flat = d.expand()
+def _times(a: set, b: set) -> set:
+    return {tuple(sorted((Counter(dict(x)) + Counter(dict(y))).items())) for x in a for y in b}
+
+
+def ref_costs(flat: Diagram) -> tuple[set, set]:
+    """Time and memory monomials of every box and wire of an expansion, one by one; a scan
+    adds its body's, expanded, times its SIMD dimensions (one run of the body per step)."""
     time, memory = set(), set()
     for b in flat.boxes():
         node = flat.box(b)
@@ -68,10 +76,20 @@ def ref_analyse(d: Diagram) -> Complexity:
             for t in [flat.local_in_type(b, p) for p in range(len(flat.box_inputs(b)))] + \
                      [flat.local_out_type(b, p) for p in range(len(flat.box_outputs(b)))]:
                 time |= _monomials(simd + list(t))
+            if node["box"] == "diagram" and node.get("scan"):
+                body_time, body_memory = ref_costs(node["ref"].expand())
+                time |= _times(body_time, _monomials(simd))
+                memory |= _times(body_memory, _monomials(simd))
             continue
         time |= _monomials(simd + per)
     for w in flat.wires():
         memory |= _monomials(flat.wire_type(w))
+    return time, memory
+
+
+def ref_analyse(d: Diagram) -> Complexity:
+    """analyse() as it was: every box of the expansion, one by one (scanned bodies opened)."""
+    time, memory = ref_costs(d.expand())
     seq = _seq_names(d)
     return Complexity(_show(_dominant(time), seq), _show(_dominant(memory), seq),
                       _show(_dominant({_only(m, seq) for m in time}), seq),

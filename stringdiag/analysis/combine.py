@@ -74,6 +74,12 @@ def _inlined(node: Mapping) -> bool:
     return node["box"] == "diagram" and not node.get("scan")
 
 
+def _opened(node: Mapping) -> bool:
+    """A box whose body counts: inlined by ``expand``, or scanned (the compiler runs its
+    body once per step, with weights of its own)."""
+    return node["box"] == "diagram"
+
+
 Reached = list  # of (definition, version, body), callees first
 
 
@@ -187,8 +193,8 @@ def shape(d: Diagram) -> Shape:
     """The summary of ``d`` as a definition, each reachable definition computed once
     (cached per definition while neither it nor anything it uses changes)."""
     done: dict[int, Shape] = {}
-    for x, version, body in _post_order(d, _inlined):
-        callees = tuple(done[id(node["ref"].graph)].serial for _b, node, _i, _o in body if _inlined(node))
+    for x, version, body in _post_order(d, _opened):
+        callees = tuple(done[id(node["ref"].graph)].serial for _b, node, _i, _o in body if _opened(node))
         key = (version, callees)
         hit = _shapes.get(x.graph)
         if hit is None or hit[0] != key:
@@ -235,6 +241,8 @@ def _shape(d: Diagram, body: list, done: Mapping[int, Shape]) -> Shape:
                 labels = _join(labels, env[w][0])
             counts[node["box"]] += 1
             _add(time, labels, _own_time(d, node, ins, outs))
+            if node["box"] == "diagram":  # a scan
+                _add_scanned(time, memory, labels, node, done[id(node["ref"].graph)])
             for w in outs:
                 _add(memory, labels, _of_dims(d.wire_type(w)))
                 env[w] = (labels, ("p", tuple(range(len(d.wire_type(w))))))
@@ -280,6 +288,17 @@ def _shape(d: Diagram, body: list, done: Mapping[int, Shape]) -> Shape:
                 env[w] = (lift(lab)[0], placed)
     return Shape(counts, [env[w] for w in d.outputs], {k: prune(v) for k, v in time.items()},
                  {k: prune(v) for k, v in memory.items()})
+
+
+def _add_scanned(time: dict, memory: dict, labels: Labels, node: Mapping, callee: Shape) -> None:
+    """A scan runs its body once per step of every SIMD index around it (the scanned one
+    included), and training keeps every step's intermediate values: both costs are the
+    body's times the box's SIMD dimensions."""
+    sub = {g: dim for g, dim in node.get("generics", ())}
+    steps = _of_dims([dim for _, dim in node["simd"]])
+    for items, into in ((callee.time, time), (callee.memory, memory)):
+        body = frozenset().union(*items.values()) if items else frozenset()
+        _add(into, labels, _times(_substitute(prune(body), sub), steps))
 
 
 def _place(lab: Labels, ints: Ints, ins: list, iterated: list, index: dict, r: int, env: dict) -> Ints | None:
@@ -345,6 +364,37 @@ def cost_monomials(d: Diagram) -> tuple[frozenset, frozenset]:
         time |= _of_dims(d.wire_type(w))
         memory |= _of_dims(d.wire_type(w))
     return prune(time), prune(memory)
+
+
+# -- dimensions ---------------------------------------------------------------------------
+
+def _mentioned(x: Diagram) -> Iterable[str]:
+    """The dimension names a body's wires, SIMD boxes, sums and generics' values mention."""
+    for w in x.wires():
+        for dim in x.wire_type(w):
+            yield from sorted(dim.names())
+    for b in x.boxes():
+        node = x.box(b)
+        for _, dim in (*node["simd"], *node.get("summed", ()), *node.get("generics", ())):
+            yield from sorted(dim.names())
+
+
+def dimensions(d: Diagram) -> dict[str, Diagram]:
+    """Every dimension the compiled module of ``d`` needs a size for (those of ``d``'s own
+    wires first), each with the definition that mentions it, whose program declares it.
+
+    A definition's generics are bound by whoever uses it, so they are not needed, except
+    the top diagram's own. Scanned bodies count (the compiler lowers them too)."""
+    needs: dict[int, dict[str, Diagram]] = {}
+    for x, _version, body in _post_order(d, _opened):
+        names: dict[str, Diagram] = dict.fromkeys(_mentioned(x), x)
+        for _b, node, _i, _o in body:
+            if _opened(node):
+                for n, owner in needs[id(node["ref"].graph)].items():
+                    names.setdefault(n, owner)
+        bound = () if x is d else x.generics
+        needs[id(x.graph)] = {n: owner for n, owner in names.items() if n not in bound}
+    return needs[id(d.graph)]
 
 
 # -- weights ----------------------------------------------------------------------------------
@@ -428,14 +478,15 @@ LIST_LIMIT = 1000
 
 
 def learnables(d: Diagram, limit: int = LIST_LIMIT) -> list[dict]:
-    """The learnable boxes of ``d.expand()``: one entry per weight set in order of first use
-    (name, box, signature, uses, shared), as ``info`` lists them.
+    """The learnable boxes of the compiled module (those of ``d.expand()`` and of the bodies
+    of its scans): one entry per weight set in order of first use (name, box, signature,
+    uses, shared), as ``info`` lists them.
 
     When there are more than ``limit`` weight sets, a local learnable with several weight
     sets is listed once for its declaration instead: name ``F (local to H)``, with
     ``weight_sets`` (how many the expansion holds: one per instance of ``H``), ``local_to``
     and ``uses`` (over all of its weight sets)."""
-    ws, bodies = weights(d)
+    ws, bodies = weights(d, through=_opened)
     top = ws[id(d.graph)]
     n_sets = len(top.glob) + sum(top.loc_sets.values())
     grouped = n_sets > limit
@@ -464,7 +515,7 @@ def learnables(d: Diagram, limit: int = LIST_LIMIT) -> list[dict]:
                 if local and not group:
                     entry["uses"] += 1
                     counted[key] += 1
-            elif _inlined(node):
+            elif _opened(node):
                 c = ws[id(node["ref"].graph)]
                 if grouped or not c.has_local:
                     if all(k in entries for k in c.keys):
@@ -524,7 +575,7 @@ def parameter_count(d: Diagram, dims: Mapping[str, int], approximator: Any = "ml
     Scanned definitions are opened too, as the compiler does: their weights are the body's."""
     make = _counter(approximator)
     cache: dict = {}
-    ws, bodies = weights(d, through=lambda node: True)
+    ws, bodies = weights(d, through=_opened)
     memo: dict[tuple, int] = {}
     top = {n: v for n, v in dims.items()}
 
@@ -591,5 +642,5 @@ def _bind(node: Mapping, env: Mapping[str, int | None], top: Mapping[str, int]) 
     return inner, tuple(bound)
 
 
-__all__ = ["shape", "expanded_counts", "expanded_box_count", "cost_monomials", "learnables", "parameter_count",
+__all__ = ["shape", "dimensions", "expanded_counts", "expanded_box_count", "cost_monomials", "learnables", "parameter_count",
            "weights", "LIST_LIMIT"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..analysis.combine import expanded_counts, learnables
+from ..analysis.combine import dimensions, expanded_counts, learnables
 from ..analysis.complexity import analyse
 from ..graph.diagram import BOX_CLASSES, Diagram
 
@@ -18,13 +18,7 @@ def summarize(d: Diagram) -> dict:
     >>> s["dimensions"], s["boxes"]["by_kind"], [l["name"] for l in s["learnable"]]
     ({'s': 'seq', 'd': 'fixed'}, {'learn': 1, 'fixed': 1}, ['F'])
     """
-    prog = d.program
-    dims: dict[str, str] = {}
-    for w in d.wires():
-        for dim in d.wire_type(w):
-            for n in sorted(dim.names()):
-                decl = prog.lookup_dim(n) if prog is not None else None
-                dims.setdefault(n, decl.kind if decl else "generic")
+    dims = {n: _kind(n, owner) for n, owner in dimensions(d).items()}
     order = {k: i for i, k in enumerate(BOX_CLASSES)}
     by_kind = Counter(d.box(b)["box"] for b in d.boxes())
     expanded = expanded_counts(d)  # per definition, combined: never d.expand() (2^n boxes for n nestings)
@@ -52,3 +46,9 @@ def summarize(d: Diagram) -> dict:
 def _complexity(d: Diagram) -> dict:
     c = analyse(d)
     return {"time": c.time, "memory": c.memory, "seq_time": c.seq_time, "seq_memory": c.seq_memory}
+
+
+def _kind(name: str, owner: Diagram) -> str:
+    """``seq`` or ``fixed`` as the mentioning definition's program declares it, else ``generic``."""
+    decl = owner.program.lookup_dim(name) if owner.program is not None else None
+    return decl.kind if decl else "generic"
