@@ -53,73 +53,112 @@ def run(args: argparse.Namespace) -> int:
             status = 1
             continue
         if not args.quiet:
-            n = len(prog.own)
-            print(f"{path}: ok ({n} diagram{'s' if n != 1 else ''}: {', '.join(prog.own)})")
+            print(f"{path}: ok ({_many(len(prog.own), 'diagram')}: {', '.join(prog.own)})")
     return status
+
+
+def _many(n: int, what: str) -> str:
+    """``1 rule``, ``3 rules``: a count with its noun."""
+    return f"{n} {what}{'s' if n != 1 else ''}"
 
 
 def check_rules(path: str, verify: bool = False, quiet: bool = False) -> int:
     """Check one ``.rules`` file; 1 when an equation does not hold numerically or a rule's
     proof does not prove it. Errors in the file itself (syntax, types, a reduction that is
     not one) are raised as ``DiagError``."""
-    from ..derive.proof import check_proof, shown
-    from ..rewrite.rule import EQUATION, load_rules
-    from ..verify.oracle import verify_rule
+    from ..rewrite.rule import load_rules
 
     rules = load_rules(path)
     for r in rules:
         for w in r.warnings:
             print(w.render("warning"), file=sys.stderr)
-    names = ", ".join(r.name for r in rules)
-    width = max((len(r.name) for r in rules), default=0)
-    status = 0
+    checks = RuleChecks(rules, verify)
+    if verify:
+        checks.verify_all(path)
+    else:
+        checks.list_all(path, quiet)
+    return checks.status
 
-    def proved(r) -> str | None:
+
+class RuleChecks:
+    """The report on one file's rules, a line per rule: a rule that fails is reported (its
+    error on stderr) and sets ``status`` to 1, so that the rules after it are still checked."""
+
+    def __init__(self, rules: list, verify: bool):
+        self.rules, self.verify = rules, verify
+        self.width = max((len(r.name) for r in rules), default=0)
+        self.status = 0
+
+    def head(self, r) -> str:
+        """The start of a rule's line: its name, aligned, and its relation."""
+        return f"  {r.name:<{self.width}}  {r.symbol}  "
+
+    def fail(self, line: str, error: DiagError) -> None:
+        print(line)
+        print(error.render(), file=sys.stderr)
+        self.status = 1
+
+    def proved(self, r) -> str | None:
         """Run the rule's proof: its line, or None (the error printed) when it fails."""
-        nonlocal status
+        from ..derive.proof import check_proof, shown
+
         try:
-            return check_proof(r, verify=verify).describe()
+            return check_proof(r, verify=self.verify).describe()
         except DiagError as e:
-            print(f"  {r.name:<{width}}  {r.symbol}  FAILED: not proved by {shown(r.proof)}")
-            print(e.render(), file=sys.stderr)
-            status = 1
+            self.fail(self.head(r) + f"FAILED: not proved by {shown(r.proof)}", e)
             return None
 
-    if not verify:
+    def list_all(self, path: str, quiet: bool) -> None:
+        """Without ``--verify``: the file's line, then a line for each rule that names a proof."""
         if not quiet:
-            print(f"{path}: ok ({len(rules)} rule{'s' if len(rules) != 1 else ''}: {names})")
-        for r in rules:
-            if r.proof is not None and (line := proved(r)) is not None and not quiet:
-                print(f"  {r.name:<{width}}  {r.symbol}  {line}")
-        return status
-    print(f"{path}: {len(rules)} rule{'s' if len(rules) != 1 else ''}")
-    for r in rules:
-        head = f"  {r.name:<{width}}  {r.symbol}  "
+            print(f"{path}: ok ({_many(len(self.rules), 'rule')}: {', '.join(r.name for r in self.rules)})")
+        for r in self.rules:
+            if r.proof is not None and (line := self.proved(r)) is not None and not quiet:
+                print(self.head(r) + line)
+
+    def verify_all(self, path: str) -> None:
+        """With ``--verify``: a line for every rule, its proof run and its equation evaluated."""
+        print(f"{path}: {_many(len(self.rules), 'rule')}")
+        for r in self.rules:
+            self.verify_one(r)
+
+    def verify_one(self, r) -> None:
+        from ..rewrite.rule import EQUATION
+
         proof = ""
         if r.proof is not None:
-            line = proved(r)
+            line = self.proved(r)
             if line is None:
-                continue
+                return
             proof = line + ", "
         if r.kind != EQUATION:
-            if r.proof is not None:  # ⇒ and ≡ steps from the left side to the right
-                print(head + proof + "the right side is an instance of the left, up to equalities")
-                continue
-            what = ", ".join(f"{hole} := {how}" for hole, how in r.specialised.items())
-            print(head + f"a reduction: the right side is an instance of the left ({what or 'no holes'})")
-            continue
+            print(self.head(r) + self.reduction(r, proof))
+        else:
+            self.evaluate(r, proof)
+
+    @staticmethod
+    def reduction(r, proof: str) -> str:
+        """Why a reduction holds: its proof (⇒ and ≡ steps from the left side to the right), or
+        the holes of the left side that the right side fills."""
+        if r.proof is not None:
+            return proof + "the right side is an instance of the left, up to equalities"
+        what = ", ".join(f"{hole} := {how}" for hole, how in r.specialised.items())
+        return f"a reduction: the right side is an instance of the left ({what or 'no holes'})"
+
+    def evaluate(self, r, proof: str) -> None:
+        """An equation's two sides on random inputs: they must agree numerically."""
+        from ..verify.oracle import verify_rule
+
+        head = self.head(r)
         try:
             same, err = verify_rule(r)
         except DiagError as e:
-            print(head + f"cannot be evaluated: {e.message}")
-            print(DiagError(f"rule '{r.name}' cannot be evaluated: {e.message}", r.pos).render(), file=sys.stderr)
-            status = 1
-            continue
+            self.fail(head + f"cannot be evaluated: {e.message}",
+                      DiagError(f"rule '{r.name}' cannot be evaluated: {e.message}", r.pos))
+            return
         if same:
             print(head + proof + f"verified, relative error {err:.1g}")
         else:
-            print(head + f"FAILED: its sides differ numerically (relative error {err:.3g})")
-            print(DiagError(f"rule '{r.name}' is not an equation: its sides differ numerically "
-                            f"(relative error {err:.3g})", r.pos).render(), file=sys.stderr)
-            status = 1
-    return status
+            self.fail(head + f"FAILED: its sides differ numerically (relative error {err:.3g})",
+                      DiagError(f"rule '{r.name}' is not an equation: its sides differ numerically "
+                                f"(relative error {err:.3g})", r.pos))

@@ -35,70 +35,111 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..enumerate.output import ordered, write
     from ..enumerate.sensitivity import readings
     from ..enumerate.stages import enumerate_space
     from ..rewrite.rule import load_rules
 
     prog = load_reporting(args.file)
     names = [n.strip() for n in args.generators.split(",") if n.strip()]
-    if not names:
-        raise DiagError("--generators: name at least one generator")
-    defns = []
-    for n in names:
-        if n not in prog.defs:
-            raise DiagError(f"--generators: '{n}' is not a diagram of {args.file} "
-                            f"(it has {', '.join(prog.defs) or 'none'})")
-        defns.append(prog[n])
+    defns = _generators(prog, names, args.file)
     rule_files = {path: load_rules(path) for path in args.rules}
     rules = [r for rs in rule_files.values() for r in rs]
     space = enumerate_space(defns, args.max, rules, args.copy_outputs)
     gens = _gens(defns)
+    named = _named(space, gens)
+    table = readings(defns, args.max, rule_files, args.copy_outputs) if args.sensitivity else []
+    if args.output:
+        _write(args, prog, names, space, named)
+    if args.grid:
+        _draw(named, args.grid)
+    if args.json:
+        print(json.dumps(_as_json(space, named, table), indent=2))
+        return 0
+    _print(args, space, named, gens, table)
+    if args.output:
+        print(f"wrote {args.output} ({len(named)} mechanisms)", file=sys.stderr)
+    return 0
+
+
+def _generators(prog, names: list[str], file: str) -> list:
+    """The definitions ``--generators`` names, each a diagram of the file."""
+    if not names:
+        raise DiagError("--generators: name at least one generator")
+    for n in names:
+        if n not in prog.defs:
+            raise DiagError(f"--generators: '{n}' is not a diagram of {file} "
+                            f"(it has {', '.join(prog.defs) or 'none'})")
+    return [prog[n] for n in names]
+
+
+def _named(space, gens) -> list:
+    """The survivors in their order, named, each with the diagram the enumeration built for it."""
+    from ..enumerate.output import ordered
+
     named = ordered([m.wiring for m in space.result], gens)
     built = {id(m.wiring): m.diagram for m in space.result}
     for m in named:
         m.diagram = built[id(m.wiring)]
-    table = readings(defns, args.max, rule_files, args.copy_outputs) if args.sensitivity else []
-    if args.output:
-        header = (f"The space of mechanisms (seed 003, Sec. 5), written by\n  stringdiag enumerate {args.file} --generators {','.join(names)} "
-                  f"--max {args.max}" + (f" --rules {' '.join(args.rules)}" if args.rules else "")
-                  + (" --copy-outputs" if args.copy_outputs else "") + "\n"
-                  + "; ".join(f"{s.name} {s.count}" for s in space.stages) + "\n\n"
-                  + READING.format(max=args.max, copy=" and so are generator outputs" if args.copy_outputs else ""))
-        write(args.output, named, args.file, header, {n: prog[n] for n in prog.own})
-    if args.grid:
-        from tqdm import tqdm
+    return named
 
-        from ..render.draw import grid_svg, write_text
 
-        frames = [(f"{m.name}  ({m.family}, {m.generators})", m.diagram) for m in named]
-        bar = lambda xs: tqdm(xs, desc="drawing", unit="diagram", file=sys.stderr, leave=False)  # noqa: E731
-        write_text(grid_svg(frames, progress=bar), args.grid)
-        print(f"wrote {args.grid}", file=sys.stderr)
-    if args.json:
-        print(json.dumps({
-            "stages": [{"name": s.name, "count": s.count} for s in space.stages],
-            "mechanisms": [{"name": m.name, "generators": m.generators, "family": m.family, "source": m.source}
-                           for m in named],
-            **({"sensitivity": table} if table else {}),
-        }, indent=2))
-        return 0
-    print(READING.format(max=args.max, copy=" and so are generator outputs" if args.copy_outputs else ""))
+def _reading(args: argparse.Namespace) -> str:
+    """What the space is, in words: the text output and the written file both begin with it."""
+    return READING.format(max=args.max, copy=" and so are generator outputs" if args.copy_outputs else "")
+
+
+def _write(args: argparse.Namespace, prog, names: list[str], space, named: list) -> None:
+    """The survivors as a .diag file, headed by the command that wrote it and the stages' counts."""
+    from ..enumerate.output import write
+
+    command = (f"stringdiag enumerate {args.file} --generators {','.join(names)} --max {args.max}"
+               + (f" --rules {' '.join(args.rules)}" if args.rules else "")
+               + (" --copy-outputs" if args.copy_outputs else ""))
+    stages = "; ".join(f"{s.name} {s.count}" for s in space.stages)
+    header = f"The space of mechanisms (seed 003, Sec. 5), written by\n  {command}\n{stages}\n\n{_reading(args)}"
+    write(args.output, named, args.file, header, {n: prog[n] for n in prog.own})
+
+
+def _draw(named: list, path: str) -> None:
+    """The survivors in a grid, each captioned; progress on stderr (drawing many takes a while)."""
+    from tqdm import tqdm
+
+    from ..render.draw import grid_svg, write_text
+
+    frames = [(f"{m.name}  ({m.family}, {m.generators})", m.diagram) for m in named]
+    bar = lambda xs: tqdm(xs, desc="drawing", unit="diagram", file=sys.stderr, leave=False)  # noqa: E731
+    write_text(grid_svg(frames, progress=bar), path)
+    print(f"wrote {path}", file=sys.stderr)
+
+
+def _as_json(space, named: list, table: list[dict]) -> dict:
+    return {
+        "stages": [{"name": s.name, "count": s.count} for s in space.stages],
+        "mechanisms": [{"name": m.name, "generators": m.generators, "family": m.family, "source": m.source}
+                       for m in named],
+        **({"sensitivity": table} if table else {}),
+    }
+
+
+def _print(args: argparse.Namespace, space, named: list, gens, table: list[dict]) -> None:
+    """The reading, the count after each stage, every survivor as a term, and the sensitivity table."""
+    print(_reading(args))
     for s in space.stages:
         print(f"{s.name:<14} {s.count:>7}")
     for m in named:
         print(f"  {m.name:<5} {m.generators} generator{'s' if m.generators != 1 else ' '}  {m.family:<7} "
               f"{_term(m.wiring, gens)}")
     if table:
-        print("\nsensitivity (the count under each reading):")
-        width = max(len(r["reading"]) for r in table)
-        print(f"  {'reading':<{width}}  {'raw':>7}  {'not-composite':>13}  {'reduced':>7}")
-        for r in table:
-            red = "-" if r["reduced"] is None else str(r["reduced"])
-            print(f"  {r['reading']:<{width}}  {r['raw']:>7}  {r['not-composite']:>13}  {red:>7}")
-    if args.output:
-        print(f"wrote {args.output} ({len(named)} mechanisms)", file=sys.stderr)
-    return 0
+        _print_sensitivity(table)
+
+
+def _print_sensitivity(table: list[dict]) -> None:
+    print("\nsensitivity (the count under each reading):")
+    width = max(len(r["reading"]) for r in table)
+    print(f"  {'reading':<{width}}  {'raw':>7}  {'not-composite':>13}  {'reduced':>7}")
+    for r in table:
+        red = "-" if r["reduced"] is None else str(r["reduced"])
+        print(f"  {r['reading']:<{width}}  {r['raw']:>7}  {r['not-composite']:>13}  {red:>7}")
 
 
 def _gens(defns):

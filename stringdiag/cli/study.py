@@ -15,7 +15,8 @@ from ..errors import DiagError
 from . import options
 from .common import load_reporting, pick
 from .options import positive
-from .train import MAX_LAYERS, add_recipe, check_size, check_windows, norm_after, parse_names
+from .train import (MAX_LAYERS, add_recipe, check_feature, check_size, check_windows, memory_errors, norm_after,
+                    parse_names)
 
 HELP = "train every mechanism of a file at several depths with one recipe; tabulate and plot (Figs. 2, 4)"
 DEFAULT_OUT = "runs/study"
@@ -124,30 +125,54 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from ..data import load_corpus
-    from ..study.runner import Recipe, Run, Study, plan, shard
-    from ..train.model import head_dims
+    from ..study.runner import Study
 
     if args.threads:
         torch.set_num_threads(args.threads)
     prog = load_reporting(args.file)
     heads = select(prog, args.diagram)
+    dims = _dims(prog, heads, args)
+    after = norm_after(args.norm_after, prog)
+    if args.families != FAMILIES:
+        _check_families(prog, families)
+    corpus = load_corpus(args.data)
+    _check_recipe(corpus, args)
+    out = Path(args.out or DEFAULT_OUT)
+    study = Study(heads, corpus, _recipe(args, dims, after), out, file=str(args.file), families=families)
+    # sizes this machine cannot hold are refused before anything is allocated; then causality
+    _check_sizes(study, args, len(corpus.vocab))
+    _drop_non_causal(study, dims, args)
+    if not study.heads:
+        raise DiagError(f"{options.short(prog.path)} has no causal diagram of type [s, d] -> [s, d] to study")
+    study.open()  # a study already in `out` must have this configuration
+    _run_share(study, args, corpus.name, out)
+    return 0
+
+
+def _dims(prog, heads: dict, args: argparse.Namespace) -> dict[str, int]:
+    """``--dims``: sizes of the file's fixed dimensions, never of the heads' feature dimension."""
     dims = options.parse_dims(args.dims)
     for name in dims:
         decl = prog.lookup_dim(name)
         if decl is None or decl.kind != "fixed":
             raise DiagError(f"--dims: '{name}' is not a fixed dimension of {options.short(prog.path)}")
     for head in heads.values():
-        feature = head.input_types[0][-1].name
-        if feature in dims:
-            raise DiagError(f"--dims: '{feature}' is the heads' feature dimension; its size is --d-model / --heads "
-                            f"({args.d_model} / {args.heads} here)")
-    after = norm_after(args.norm_after, prog)
-    if args.families != FAMILIES:
-        for gens in families.values():
-            for g in gens:
-                if prog.lookup_def(g) is None:
-                    raise DiagError(f"--families: no diagram named {g!r} in {options.short(prog.path)}")
-    corpus = load_corpus(args.data)
+        check_feature(head.input_types[0][-1].name, dims, args, "heads'")
+    return dims
+
+
+def _check_families(prog, families: dict[str, tuple[str, ...]]) -> None:
+    """Families given on the command line name definitions of the file (the default's need not)."""
+    for gens in families.values():
+        for g in gens:
+            if prog.lookup_def(g) is None:
+                raise DiagError(f"--families: no diagram named {g!r} in {options.short(prog.path)}")
+
+
+def _check_recipe(corpus, args: argparse.Namespace) -> None:
+    """The recipe against the corpus and this machine, before any run starts."""
+    import torch
+
     check_windows(corpus, args.context, args.batch_size)
     if args.test_stride > args.context:
         raise DiagError(f"--test-stride {args.test_stride}: at most --context ({args.context}), or some test "
@@ -156,44 +181,60 @@ def run(args: argparse.Namespace) -> int:
         raise DiagError("--timing-device cuda: torch sees no CUDA device on this machine")
     if args.d_model % args.heads:
         raise DiagError(f"--d-model {args.d_model} is not divisible by --heads {args.heads}")
-    recipe = Recipe(d_model=args.d_model, heads=args.heads, d_ff=args.d_ff, context=args.context,
-                    batch_size=args.batch_size, epochs=args.epochs, max_steps=args.max_steps, lr_scale=args.lr_scale,
-                    warmup=args.warmup, eval_every=args.eval_every, approximator=args.approximator,
-                    dims=tuple(sorted(dims.items())), seed=args.seed, norm_after=tuple(after),
-                    test_stride=args.test_stride, timing_steps=args.timing_steps, timing_repeats=args.timing_repeats,
-                    timing_device=args.timing_device)
-    out = Path(args.out or DEFAULT_OUT)
-    study = Study(heads, corpus, recipe, out, file=str(args.file), families=families)
-    # sizes this machine cannot hold are refused before anything is allocated; then causality
+
+
+def _recipe(args: argparse.Namespace, dims: dict[str, int], after: tuple[str, ...]):
+    from ..study.runner import Recipe
+
+    return Recipe(d_model=args.d_model, heads=args.heads, d_ff=args.d_ff, context=args.context,
+                  batch_size=args.batch_size, epochs=args.epochs, max_steps=args.max_steps, lr_scale=args.lr_scale,
+                  warmup=args.warmup, eval_every=args.eval_every, approximator=args.approximator,
+                  dims=tuple(sorted(dims.items())), seed=args.seed, norm_after=tuple(after),
+                  test_stride=args.test_stride, timing_steps=args.timing_steps, timing_repeats=args.timing_repeats,
+                  timing_device=args.timing_device)
+
+
+def _check_sizes(study, args: argparse.Namespace, vocab: int) -> None:
+    """Every mechanism at the deepest layer count must fit this machine's memory."""
+    from ..study.runner import Run
+
     deepest = max(args.layers)
     sizes = argparse.Namespace(approximator=args.approximator, layers=deepest, batch_size=args.batch_size,
                                context=args.context, d_model=args.d_model, heads=args.heads, d_ff=args.d_ff)
-    for name in heads:
+    for name in study.heads:
         def make(approximator=args.approximator, check_causal=False, layers=deepest, name=name):
             return study.make(Run(name, layers), approximator=approximator, check_causal=check_causal)
 
-        try:
-            check_size(make, sizes, len(corpus.vocab))
-        except (RuntimeError, MemoryError) as e:
-            raise (options.out_of_memory(e) or e) from None
-    for name in list(heads):
-        head_dims(heads[name], args.d_model // args.heads, dims)
+        with memory_errors():
+            check_size(make, sizes, vocab)
+
+
+def _drop_non_causal(study, dims: dict[str, int], args: argparse.Namespace) -> None:
+    """Build each mechanism at one layer: one that is not causal is an error when named by ``-d``,
+    else a warning, and it leaves the study."""
+    from ..study.runner import Run
+    from ..train.model import head_dims
+
+    for name, head in list(study.heads.items()):
+        head_dims(head, args.d_model // args.heads, dims)
         try:
             study.make(Run(name, 1))
         except DiagError as e:
             if args.diagram is not None:
                 raise
             print(f"warning: {e.message}; '{name}' is left out of the study", file=sys.stderr)
-            del heads[name]
             del study.heads[name]
-    if not heads:
-        raise DiagError(f"{options.short(prog.path)} has no causal diagram of type [s, d] -> [s, d] to study")
-    study.open()  # a study already in `out` must have this configuration
-    runs = plan(heads, args.layers)
+
+
+def _run_share(study, args: argparse.Namespace, corpus: str, out: Path) -> None:
+    """This shard's runs, trained and timed, with a line before and a summary after."""
+    from ..study.runner import plan, shard
+
+    runs = plan(study.heads, args.layers)
     k, n = args.shard
     mine = shard(runs, k, n)
     share = f" (shard {k}/{n} of {len(runs)})" if n > 1 else ""
-    print(f"study of {', '.join(heads)} at {_layers(args.layers)} on {corpus.name}: {len(mine)} run(s){share}, "
+    print(f"study of {', '.join(study.heads)} at {_layers(args.layers)} on {corpus}: {len(mine)} run(s){share}, "
           f"{study.total_steps:,} steps each, in {out}")
     if not mine:
         print(f"shard {k}/{n} has no runs: there are {len(runs)} runs for {n} shards")
@@ -202,7 +243,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"{done} of {len(mine)} run(s) finished: {len(outcome.trained)} trained now "
           f"({len(outcome.resumed)} resumed), {len(outcome.skipped)} trained before; {len(outcome.timed)} timed")
     print(f"wrote {outcome.csv}" + (f", {', '.join(str(f) for f in outcome.figures)}" if outcome.figures else ""))
-    return 0
 
 
 def _layers(counts: list[int]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import DiagError
@@ -84,66 +85,99 @@ def norm_after(text: str | None, prog) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
     from ..data import load_corpus
-    from ..train.loop import TrainConfig, evaluate, train
-    from ..train.model import LanguageModel
+    from ..train.loop import train
 
     prog = load_reporting(args.file)
     (head,) = pick(prog, args.diagram)
     dims = options.parse_dims(args.dims, head)
     after = norm_after(args.norm_after, prog)
     feature = head.input_types[0][-1].name if len(head.inputs) == 1 and head.input_types[0] else None
-    if feature in dims:
-        raise DiagError(f"--dims: '{feature}' is the head's feature dimension; its size is --d-model / --heads "
-                        f"({args.d_model} / {args.heads} here)")
+    check_feature(feature, dims, args, "head's")
     rank = int(os.environ.get("RANK", "0"))
     say = print if rank == 0 else (lambda *a, **k: None)
     corpus = load_corpus(args.data)
     check_windows(corpus, args.context, args.batch_size)
-
-    def make(approximator=args.approximator, check_causal=True, layers=args.layers):
-        return LanguageModel(head, vocab=len(corpus.vocab), d_model=args.d_model, n_layers=layers,
-                             n_heads=args.heads, d_ff=args.d_ff, approximator=approximator, dims=dims,
-                             check_causal=check_causal, norm_after=after)
-
+    make = _factory(head, len(corpus.vocab), dims, after, args)
     n = check_size(make, args, len(corpus.vocab))
     say(f"corpus {corpus.name}: {len(corpus.vocab):,} words; {corpus.train.numel():,} / {corpus.valid.numel():,} / "
         f"{corpus.test.numel():,} tokens (train / valid / test)")
     baseline = corpus.unigram_perplexity()
     say(f"unigram perplexity on valid: {baseline:.1f}")
     if n is None:  # not counted on the meta device: count a real one
-        torch.manual_seed(args.seed)
-        try:
-            n = sum(p.numel() for p in make().parameters())
-        except (RuntimeError, MemoryError) as e:
-            raise (options.out_of_memory(e) or e) from None
+        n = _count_parameters(make, args.seed)
     say(f"model: {args.layers} layer(s) x {args.heads} '{head.name}' heads, d_model {args.d_model}: {n:,} parameters")
     out = Path(args.out or Path("runs") / head.name)
-    cfg = TrainConfig(context=args.context, batch_size=args.batch_size, epochs=args.epochs, lr_scale=args.lr_scale,
-                      warmup=args.warmup, seed=args.seed, eval_every=args.eval_every, time_budget=args.time_budget,
-                      max_steps=args.max_steps)
-    try:
-        history = train(make, corpus.train, corpus.valid, cfg, out_dir=out, resume=args.resume, log=say)
-    except (RuntimeError, MemoryError) as e:
-        raise (options.out_of_memory(e) or e) from None
-    result = {"diagram": head.name, "parameters": n, "unigram_ppl": baseline,
-              "valid_ppl": history.rows[-1]["valid_ppl"] if history.rows else None, "steps": history.rows[-1]["step"]
-              if history.rows else 0}
-    if rank == 0 and not args.no_test:
-        from ..train import checkpoint
-
-        model = make()
-        checkpoint.load(out / "checkpoint.safetensors", model)
-        say("test perplexity (stride 1: every token with its maximal context) ...")
-        result["test_ppl"] = evaluate(model, corpus.test, args.context, stride=1)
-        result["unigram_test_ppl"] = corpus.unigram_perplexity("test")
-        say(f"test perplexity {result['test_ppl']:.1f} (unigram on test {result['unigram_test_ppl']:.1f})")
+    with memory_errors():
+        history = train(make, corpus.train, corpus.valid, _config(args), out_dir=out, resume=args.resume, log=say)
+    last = history.rows[-1] if history.rows else {"valid_ppl": None, "step": 0}
+    result = {"diagram": head.name, "parameters": n, "unigram_ppl": baseline, "valid_ppl": last["valid_ppl"],
+              "steps": last["step"]}
     if rank == 0:
+        if not args.no_test:
+            result.update(_test(make, corpus, out, args.context, say))
         (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
         say(f"wrote {out / 'log.csv'}, {out / 'checkpoint.safetensors'}, {out / 'result.json'}")
     return 0
+
+
+def check_feature(feature: str | None, dims: dict[str, int], args: argparse.Namespace, whose: str) -> None:
+    """``--dims`` may not size the heads' feature dimension: --d-model and --heads do."""
+    if feature in dims:
+        raise DiagError(f"--dims: '{feature}' is the {whose} feature dimension; its size is --d-model / --heads "
+                        f"({args.d_model} / {args.heads} here)")
+
+
+@contextmanager
+def memory_errors():
+    """An allocation that fails after all is the tool's error (out of memory), not a traceback."""
+    try:
+        yield
+    except (RuntimeError, MemoryError) as e:
+        raise (options.out_of_memory(e) or e) from None
+
+
+def _factory(head, vocab: int, dims: dict[str, int], after: tuple[str, ...], args: argparse.Namespace):
+    """The model of the command line, built on demand: check_size builds it with other layer counts and
+    approximators (on the meta device), training and the test each build their own."""
+    from ..train.model import LanguageModel
+
+    def make(approximator=args.approximator, check_causal=True, layers=args.layers):
+        return LanguageModel(head, vocab=vocab, d_model=args.d_model, n_layers=layers,
+                             n_heads=args.heads, d_ff=args.d_ff, approximator=approximator, dims=dims,
+                             check_causal=check_causal, norm_after=after)
+
+    return make
+
+
+def _count_parameters(make, seed: int) -> int:
+    import torch
+
+    torch.manual_seed(seed)
+    with memory_errors():
+        return sum(p.numel() for p in make().parameters())
+
+
+def _config(args: argparse.Namespace):
+    from ..train.loop import TrainConfig
+
+    return TrainConfig(context=args.context, batch_size=args.batch_size, epochs=args.epochs, lr_scale=args.lr_scale,
+                       warmup=args.warmup, seed=args.seed, eval_every=args.eval_every, time_budget=args.time_budget,
+                       max_steps=args.max_steps)
+
+
+def _test(make, corpus, out: Path, context: int, say) -> dict[str, float]:
+    """The trained model's test perplexity at stride 1, and the unigram baseline's on the same split."""
+    from ..train import checkpoint
+    from ..train.loop import evaluate
+
+    model = make()
+    checkpoint.load(out / "checkpoint.safetensors", model)
+    say("test perplexity (stride 1: every token with its maximal context) ...")
+    scores = {"test_ppl": evaluate(model, corpus.test, context, stride=1),
+              "unigram_test_ppl": corpus.unigram_perplexity("test")}
+    say(f"test perplexity {scores['test_ppl']:.1f} (unigram on test {scores['unigram_test_ppl']:.1f})")
+    return scores
 
 
 def check_windows(corpus, context: int, batch_size: int) -> None:

@@ -24,6 +24,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..data.corpus import eval_windows, lm_windows
+from ..errors import DiagError
 from . import checkpoint
 
 
@@ -106,90 +107,127 @@ def train(make_model: Callable[[], torch.nn.Module], train_ids: torch.Tensor, va
           cfg: TrainConfig, out_dir: str | Path | None = None, resume: bool = False,
           log: Callable[[str], None] = print) -> History:
     """Train; checkpoints and the curve (``log.csv``) go to ``out_dir`` when given."""
-    rank, world = distributed()
-    torch.manual_seed(cfg.seed)
-    model = make_model()
-    d_model = model.config["d_model"]
-    opt = torch.optim.Adam(model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9, weight_decay=cfg.weight_decay)
-    out = Path(out_dir) if out_dir else None
-    if out and rank == 0:
-        out.mkdir(parents=True, exist_ok=True)
-    ckpt = out / "checkpoint.safetensors" if out else None
-    step, history = 0, History()
+    run = _Training(make_model, cfg, out_dir, log)
     if resume:
-        if ckpt is None or not ckpt.exists():
-            from ..errors import DiagError
+        run.resume()
+    run.prepare(train_ids, valid_ids)
+    while run.step < run.total:
+        if run.epoch():  # the time budget is spent
+            break
+    run.finish()
+    return run.history
 
-            raise DiagError(f"--resume: no checkpoint at {ckpt}")
-        meta = checkpoint.load(ckpt, model, opt)
-        step = meta["step"]
-        history.rows = meta.get("history", [])
-        if rank == 0:  # the log as of the checkpoint: rows a failed run wrote after it are dropped
-            _write_log(out / "log.csv", history.rows)
-        log(f"resumed from {ckpt} at step {step}")
-    net = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
-    w = lm_windows(train_ids, cfg.context, max(cfg.context // 2, 1))
-    per_epoch = w.shape[0] // (cfg.batch_size * world)
-    if per_epoch < 1:
-        from ..errors import DiagError
 
-        raise DiagError(f"the training data has {w.shape[0]:,} windows of {cfg.context + 1} tokens, fewer than one "
-                        f"batch of {cfg.batch_size * world}")
-    total = per_epoch * cfg.epochs if cfg.max_steps is None else min(per_epoch * cfg.epochs, cfg.max_steps)
-    valid = valid_ids[: cfg.valid_tokens] if cfg.valid_tokens else valid_ids
-    bar = Progress(total) if rank == 0 else None
-    t0, tokens, loss_acc = time.time(), 0, []
+class _Training:
+    """The state that the steps of one ``train`` share: model, optimiser, step, the loss and
+    tokens since the last record, the clock, and (on process 0) the progress bar."""
 
-    def record(kind: str) -> None:
-        ppl = evaluate(model, valid, cfg.context) if rank == 0 else float("nan")
-        row = {"step": step, "epoch": round(step / max(per_epoch, 1), 3), "train_loss": _mean(loss_acc),
-               "valid_ppl": ppl, "lr": opt.param_groups[0]["lr"], "seconds": round(time.time() - t0, 1),
-               "tokens_per_s": round(tokens / max(time.time() - t0, 1e-9))}
-        history.rows.append(row)
-        loss_acc.clear()
-        if rank == 0:
-            if bar and bar.tty:
+    def __init__(self, make_model: Callable[[], torch.nn.Module], cfg: TrainConfig, out_dir: str | Path | None,
+                 log: Callable[[str], None]):
+        self.rank, self.world = distributed()
+        torch.manual_seed(cfg.seed)
+        self.model = make_model()
+        self.d_model = self.model.config["d_model"]
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9,
+                                    weight_decay=cfg.weight_decay)
+        self.out = Path(out_dir) if out_dir else None
+        if self.out and self.rank == 0:
+            self.out.mkdir(parents=True, exist_ok=True)
+        self.ckpt = self.out / "checkpoint.safetensors" if self.out else None
+        self.cfg, self.log = cfg, log
+        self.step, self.history = 0, History()
+
+    def resume(self) -> None:
+        """Continue from the checkpoint: weights, optimiser, step and the log as of it."""
+        if self.ckpt is None or not self.ckpt.exists():
+            raise DiagError(f"--resume: no checkpoint at {self.ckpt}")
+        meta = checkpoint.load(self.ckpt, self.model, self.opt)
+        self.step = meta["step"]
+        self.history.rows = meta.get("history", [])
+        if self.rank == 0:  # the log as of the checkpoint: rows a failed run wrote after it are dropped
+            _write_log(self.out / "log.csv", self.history.rows)
+        self.log(f"resumed from {self.ckpt} at step {self.step}")
+
+    def prepare(self, train_ids: torch.Tensor, valid_ids: torch.Tensor) -> None:
+        """The training windows, the steps they make, and the validation prefix; the clock starts."""
+        cfg = self.cfg
+        self.net = torch.nn.parallel.DistributedDataParallel(self.model) if self.world > 1 else self.model
+        self.windows = lm_windows(train_ids, cfg.context, max(cfg.context // 2, 1))
+        self.per_epoch = self.windows.shape[0] // (cfg.batch_size * self.world)
+        if self.per_epoch < 1:
+            raise DiagError(f"the training data has {self.windows.shape[0]:,} windows of {cfg.context + 1} tokens, "
+                            f"fewer than one batch of {cfg.batch_size * self.world}")
+        steps = self.per_epoch * cfg.epochs
+        self.total = steps if cfg.max_steps is None else min(steps, cfg.max_steps)
+        self.valid = valid_ids[: cfg.valid_tokens] if cfg.valid_tokens else valid_ids
+        self.bar = Progress(self.total) if self.rank == 0 else None
+        self.t0, self.tokens, self.losses = time.time(), 0, []
+
+    def epoch(self) -> bool:
+        """The rest of the current epoch, in the order ``seed + epoch`` draws (so a resumed run sees
+        the batches it would have); True when the time budget is spent."""
+        cfg = self.cfg
+        epoch, offset = divmod(self.step, self.per_epoch)
+        g = torch.Generator().manual_seed(cfg.seed * 100003 + epoch)
+        order = torch.randperm(self.windows.shape[0], generator=g)[: self.per_epoch * cfg.batch_size * self.world]
+        batches = order.view(self.per_epoch, self.world, cfg.batch_size)
+        for b in range(offset, self.per_epoch):
+            if self.step >= self.total:
+                break
+            self.train_step(self.windows[batches[b, self.rank]])
+            if self.step % cfg.eval_every == 0:
+                self.record("periodic")
+            if cfg.time_budget is not None and time.time() - self.t0 > cfg.time_budget:
+                return True
+        return False
+
+    def train_step(self, batch: torch.Tensor) -> None:
+        self.step += 1
+        for group in self.opt.param_groups:
+            group["lr"] = vaswani_lr(self.step, self.d_model, self.cfg.warmup, self.cfg.lr_scale)
+        logits = self.net(batch[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        self.losses.append(loss.item())
+        self.tokens += batch[:, 1:].numel() * self.world
+        if self.bar:
+            self.bar.update(self.step, f"loss {loss.item():.3f} {self.tokens_per_s():,.0f} tok/s")
+
+    def tokens_per_s(self) -> float:
+        return self.tokens / max(time.time() - self.t0, 1e-9)
+
+    def finish(self) -> None:
+        """A last record unless the last step made one."""
+        if self.bar:
+            self.bar.close()
+        if self.step % self.cfg.eval_every:
+            self.record("final")
+
+    def record(self, kind: str) -> None:
+        """Validate (process 0) and add a row to the log; process 0 checkpoints, the others wait."""
+        ppl = evaluate(self.model, self.valid, self.cfg.context) if self.rank == 0 else float("nan")
+        row = {"step": self.step, "epoch": round(self.step / max(self.per_epoch, 1), 3),
+               "train_loss": _mean(self.losses), "valid_ppl": ppl, "lr": self.opt.param_groups[0]["lr"],
+               "seconds": round(time.time() - self.t0, 1),
+               "tokens_per_s": round(self.tokens_per_s())}
+        self.history.rows.append(row)
+        self.losses.clear()
+        if self.rank == 0:
+            if self.bar and self.bar.tty:
                 print()
-            log(f"step {step}: train loss {row['train_loss']:.3f}, valid ppl {ppl:.1f} ({kind})")
-            if out:  # the checkpoint first: the log never runs ahead of it
-                checkpoint.save(ckpt, model, opt, {"step": step, "config": model.config, "train": asdict(cfg),
-                                                   "history": history.rows})
-                _write_log(out / "log.csv", history.rows)
-        if world > 1:
+            self.log(f"step {self.step}: train loss {row['train_loss']:.3f}, valid ppl {ppl:.1f} ({kind})")
+            if self.out:
+                self.save()
+        if self.world > 1:
             dist.barrier()
 
-    stopped = False
-    while step < total and not stopped:
-        epoch, offset = divmod(step, per_epoch)
-        g = torch.Generator().manual_seed(cfg.seed * 100003 + epoch)
-        order = torch.randperm(w.shape[0], generator=g)[: per_epoch * cfg.batch_size * world]
-        batches = order.view(per_epoch, world, cfg.batch_size)
-        for b in range(offset, per_epoch):
-            if step >= total:
-                break
-            batch = w[batches[b, rank]]
-            step += 1
-            for group in opt.param_groups:
-                group["lr"] = vaswani_lr(step, d_model, cfg.warmup, cfg.lr_scale)
-            logits = net(batch[:, :-1])
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            loss_acc.append(loss.item())
-            tokens += batch[:, 1:].numel() * world
-            if bar:
-                bar.update(step, f"loss {loss.item():.3f} {tokens / max(time.time() - t0, 1e-9):,.0f} tok/s")
-            if step % cfg.eval_every == 0:
-                record("periodic")
-            if cfg.time_budget is not None and time.time() - t0 > cfg.time_budget:
-                stopped = True
-                break
-    if bar:
-        bar.close()
-    if step % cfg.eval_every:
-        record("final")
-    return history
+    def save(self) -> None:
+        """The checkpoint first: the log never runs ahead of it."""
+        checkpoint.save(self.ckpt, self.model, self.opt, {"step": self.step, "config": self.model.config,
+                                                          "train": asdict(self.cfg), "history": self.history.rows})
+        _write_log(self.out / "log.csv", self.history.rows)
 
 
 def _mean(xs: list[float]) -> float:
@@ -200,8 +238,6 @@ def _write_log(path: Path, rows: list[dict]) -> None:
     """The whole log, written beside it and then renamed over it: never a half row.
 
     A failure to write (a full disk) is the tool's error; the previous log stays."""
-    from ..errors import DiagError
-
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         if not rows:

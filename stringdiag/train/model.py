@@ -24,6 +24,7 @@ from ..lower.approximators import Policy
 from ..lower.primitives import posenc
 from ..errors import DiagError
 from ..graph.diagram import Diagram
+from ..graph.program import prelude
 
 STABILISED = ("AttApply", "LinAttApply")  # the default of norm_after: the paper's (Lin)AttApply (App. C)
 
@@ -60,8 +61,6 @@ def stabilised(head: Diagram, after: Iterable[str] = STABILISED) -> Diagram:
     Only the head's own boxes are looked at (a definition used inside another definition is
     not opened). An output whose last axis is a sequence dimension cannot be normalised:
     that is an error naming the definition."""
-    from ..graph.program import prelude
-
     names = frozenset(after)
     out = head.copy()
     norm = prelude()["layernorm"]
