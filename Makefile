@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install dot bench clean
+.PHONY: demo test install dot bench clean pictures
 
 install: $(STAMP)
 
@@ -33,6 +33,10 @@ demo: install dot
 	$(BIN)/stringdiag compile gallery/anatomy.diag -d M1 --dims d=32,k=32 -o runs/demo/M1.py
 	$(BIN)/stringdiag compile gallery/anatomy.diag -d M0 --dims d=32,k=32 -o runs/demo/M0.py
 	$(BIN)/stringdiag train gallery/anatomy.diag -d M1 --layers 1 --time-budget 120 --eval-every 100 -o runs/demo/M1
+
+# Every picture in gallery/, made as gallery/PICTURES says (tests/test_pictures.py fails when one is stale).
+pictures: install dot
+	@grep -v '^#' gallery/PICTURES | while read -r line; do $(BIN)/stringdiag $$line || exit 1; done
 
 test: install dot
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q  # small tensors: one thread is faster, and steady

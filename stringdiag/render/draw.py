@@ -19,6 +19,7 @@ from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.types import Dim
 from ..syntax.source import write_atomic
+from .frames import frames, rows
 
 SEQ_COLOUR = "#c0392b"
 FIXED_COLOUR = "#1f5f9e"
@@ -89,10 +90,12 @@ def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str
            labelloc="t", fontsize="12", newrank="true")
     g.attr("node", fontname=FONT, fontsize="11")
     g.attr("edge", fontname=FONT, fontsize="10", arrowsize="0.5")
-    _Frames(d, prefix).emit(g, ())
+    frames = _Frames(d, prefix)
+    frames.emit(g, ())
     _boundary(g, d, prefix, ranked=not cluster)
+    row = rows(d, frames.drawn) or {}
     for w in d.wires():
-        _wire(g, d, w, prefix)
+        _wire(g, d, w, prefix, row)
     return g
 
 
@@ -107,14 +110,15 @@ def _cluster_attrs(key: tuple) -> dict:
 
 
 class _Frames:
-    """The nesting of SIMD boxes and opened definitions, each identified by its full path
-    (a box's ``clusters``), drawn as nested Graphviz clusters with the boxes inside."""
+    """The frames of the picture (``frames.py``: SIMD boxes a box iterates, split into
+    connected parts, and opened definitions), each identified by its full path and drawn
+    as nested Graphviz clusters with the boxes inside."""
 
     def __init__(self, d: Diagram, prefix: str):
         self.d, self.prefix, self.count = d, prefix, 0
         self.tree: dict[tuple, list] = {(): []}
-        for b in d.boxes():
-            path = tuple(d.box(b).get("clusters", ()))
+        self.drawn = frames(d)
+        for b, path in self.drawn.items():
             for k in range(1, len(path) + 1):
                 self.tree.setdefault(path[:k], [])
             self.tree[path].append(b)
@@ -129,7 +133,8 @@ class _Frames:
         for child in self.children.get(path, []):
             self.count += 1
             with graph.subgraph(name=f"cluster_{self.prefix}{self.count}") as sub:
-                sub.attr(**_cluster_attrs(child[-1]))
+                frame, _part = child[-1]
+                sub.attr(**_cluster_attrs(frame))
                 self.emit(sub, child)
 
 
@@ -148,9 +153,10 @@ def _boundary(g: graphviz.Digraph, d: Diagram, P: str, ranked: bool) -> None:
             snk.node(f"{P}out{k}", label=f"out{k + 1}" if len(d.outputs) > 1 else "out", shape="plaintext")
 
 
-def _wire(g: graphviz.Digraph, d: Diagram, w: int, P: str) -> None:
+def _wire(g: graphviz.Digraph, d: Diagram, w: int, P: str, row: dict) -> None:
     """A wire from its producer (or input) to its readers: a copy point when several read
-    it, a deletion dot when none does."""
+    it, a deletion dot when none does. A wire between two rows of a wrapped picture
+    (``frames.rows``) does not constrain their ranks."""
     a = d.graph.nodes[w]
     producer = d.producer(w)
     if producer is not None:
@@ -159,20 +165,26 @@ def _wire(g: graphviz.Digraph, d: Diagram, w: int, P: str) -> None:
         src_node = f"{P}in{d.inputs.index(w)}"
     else:  # pragma: no cover - every wire has a producer or is an input
         return
-    sinks = [f"{P}{b}" for b, _ in d.consumers(w)] + [f"{P}out{k}" for k, o in enumerate(d.outputs) if o == w]
+    readers = [(f"{P}{b}", row.get(b)) for b, _ in d.consumers(w)]
+    readers += [(f"{P}out{k}", None) for k, o in enumerate(d.outputs) if o == w]
+    here = row.get(producer)
+
+    def rank(other) -> dict:
+        return {"constraint": "false"} if row and other != here else {}
+
     label = type_label(a["type"], d, a.get("name"))
     if a["type"] == () and producer is not None and d.graph.nodes[producer]["box"] == "const":
         label = ""  # a constant's wire: the number says it all
-    if not sinks:
+    if not readers:
         g.node(f"{P}del{w}", label="", shape="point", width="0.08", color="#333333")
         g.edge(src_node, f"{P}del{w}", label=label, arrowhead="none")
-    elif len(sinks) == 1:
-        g.edge(src_node, sinks[0], label=label)
+    elif len(readers) == 1:
+        g.edge(src_node, readers[0][0], label=label, **rank(readers[0][1]))
     else:
         g.node(f"{P}copy{w}", label="", shape="point", width="0.09")
         g.edge(src_node, f"{P}copy{w}", label=label, arrowhead="none")
-        for snk in sinks:
-            g.edge(f"{P}copy{w}", snk)
+        for node, other in readers:
+            g.edge(f"{P}copy{w}", node, **rank(other))
 
 
 def strip(frames: list[tuple[str, str, Diagram]]) -> graphviz.Digraph:

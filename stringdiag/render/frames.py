@@ -1,0 +1,101 @@
+"""Where each box is drawn: the frames (SIMD boxes, opened definitions) around it.
+
+A box records the frames of the source statement it came from (``clusters``: outer to
+inner). That record can say more than the box does: a constant or a learnable tensor
+inlined into a statement over ``i`` is not iterated over ``i`` (the elaborator tightens it
+out), and a rewrite can move a box out of a SIMD box. So a box is drawn inside exactly the
+SIMD boxes it iterates (its ``simd``), matched to the recorded frames by the index shown and
+its range; an index with no recorded frame gets one of its own.
+
+One statement's SIMD frame can also hold boxes that are not connected inside it (a layer
+norm and a residual add, with an attention that is not per-position between them): drawn
+as one frame it would swallow the attention's place. A SIMD frame is therefore split into
+its connected parts (boxes joined by wires that stay inside the frame), each drawn apart.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Hashable
+
+import networkx as nx
+
+from ..graph.diagram import Diagram
+
+Frame = tuple  # ("simd", statement, label, dim, scan) or ("def", path, name, ...), as in ``clusters``
+Key = tuple  # (frame, part): one drawn frame
+
+
+def _shown(node: dict) -> list[tuple[str, str]]:
+    """The box's SIMD indices as the picture names them: (label shown, range)."""
+    display = node.get("display", {})
+    return [(display.get(label, label), str(dim)) for label, dim in node["simd"]]
+
+
+def recorded(node: dict, b: Hashable) -> list[Frame]:
+    """The box's frames: its recorded ones, less the SIMD frames it does not iterate, plus
+    a frame of its own (innermost) for each index it iterates that no frame records."""
+    want = Counter(_shown(node))
+    out: list[Frame] = []
+    for frame in node.get("clusters", ()):
+        if frame[0] != "simd":
+            out.append(frame)
+            continue
+        key = (frame[2], str(frame[3]))
+        if want[key] > 0:
+            want[key] -= 1
+            out.append(frame)
+    scan = bool(node.get("scan"))
+    for label, dim in _shown(node):
+        if want[(label, dim)] > 0:
+            want[(label, dim)] -= 1
+            out.append(("simd", ("box", b), label, dim, scan))
+    return out
+
+
+def _parts(d: Diagram, members: list[int]) -> dict[int, int]:
+    """Each member's connected part, joined by wires from one member to another; parts are
+    numbered in order of their first box."""
+    inside = set(members)
+    g = nx.Graph()
+    g.add_nodes_from(members)
+    for b in members:
+        for w in d.box_outputs(b):
+            g.add_edges_from((b, c) for c, _ in d.consumers(w) if c in inside)
+    order = {b: k for k, b in enumerate(members)}
+    parts = sorted(nx.connected_components(g), key=lambda part: min(order[b] for b in part))
+    return {b: k for k, part in enumerate(parts) for b in part}
+
+
+def frames(d: Diagram) -> dict[int, tuple[Key, ...]]:
+    """Every box's drawn frames, outer to inner: SIMD frames split into connected parts."""
+    paths = {b: recorded(d.box(b), b) for b in d.boxes()}
+    drawn: dict[int, tuple[Key, ...]] = {b: () for b in paths}
+    depth = max((len(p) for p in paths.values()), default=0)
+    for k in range(depth):
+        groups: dict[tuple, list[int]] = {}
+        for b, path in paths.items():
+            if len(path) > k:
+                groups.setdefault((drawn[b], path[k]), []).append(b)
+        for (outer, frame), members in groups.items():
+            part = _parts(d, members) if frame[0] == "simd" else dict.fromkeys(members, 0)
+            for b in members:
+                drawn[b] = outer + ((frame, part[b]),)
+    return drawn
+
+
+# boxes along the longest path beyond which a picture is wrapped into rows (a stack of layers)
+LONG = 48
+
+
+def rows(d: Diagram, drawn: dict[int, tuple[Key, ...]]) -> dict[int, Hashable] | None:
+    """For a long picture with several opened definitions at its top (the layers of an
+    expanded stack), each box's row: its outermost opened definition (None outside any).
+    Wires between rows do not push a row to the right of the one before, so Graphviz stacks
+    the layers instead of drawing one line thousands of points long. None: one row."""
+    if nx.dag_longest_path_length(d.graph) // 2 <= LONG:
+        return None
+    out = {b: next((key for key in path if key[0][0] == "def"), None) for b, path in drawn.items()}
+    return out if len(set(out.values()) - {None}) > 1 else None
+
+
+__all__ = ["frames", "recorded", "rows", "LONG", "Frame", "Key"]
