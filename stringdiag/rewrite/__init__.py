@@ -16,10 +16,11 @@ numerical oracle that checks equations (seed 003, Sec. 3 and App. A.1.3, B.2, B.
 >>> equal(t, r)[0], len(t), len(r)
 (True, 2, 2)
 """
-from .dpo import copy_box, rewrite, rewrite_all
+from .dpo import rewrite
 from .match import Match, find_matches, iter_matches, select
 from .oracle import equal
 from .rule import Rule, library, load_rules, loads_rules
+from .strategy import rewrite_all
 
 __all__ = ["Rule", "library", "load_rules", "loads_rules", "Match", "find_matches", "iter_matches", "select",
-           "rewrite", "rewrite_all", "copy_box", "equal"]
+           "rewrite", "rewrite_all", "equal"]
