@@ -11,9 +11,9 @@ bridges the rare case where a box's local axes cannot be put in that order).
 Processes named on both sides keep the target's identity (the same weights); a box
 variable becomes the process it matched. A process the rule names once but that matched
 several weight sets ties them first (``Match.ties``: a reduction). A definition the other
-side brings in new gets an instance of its own (its own weights, ``weights.py``). Dimension variables take the values the match
-gave them. Contractions are inserted with every free axis iterated (``y[i, c] = sum_j ...``),
-the form matching reads them in.
+side brings in new gets an instance of its own (its own weights, ``weights.py``). Dimension
+variables take the values the match gave them. Contractions are inserted with every free
+axis iterated (``y[i, c] = sum_j ...``), the form matching reads them in.
 """
 from __future__ import annotations
 
