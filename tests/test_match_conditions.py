@@ -57,6 +57,13 @@ def lifted(monkeypatch, module, name: str, target, r, lift=lambda *a: True, **kw
     return find_matches(target, r, **kw)
 
 
+SCANNED = """learn H : [d], [d] -> [d], [d]
+diagram Scanned(h: [d], x: [s, d]) -> [d], [s, d] {
+  hh, y[i] = scan H(h, x[i])
+  return hh, y
+}"""
+
+
 # -- a candidate box -----------------------------------------------------------------------------
 def test_same_box_a_process_is_its_name():
     """(The index files boxes by name too, so the search never even tries G for F.)"""
@@ -77,11 +84,7 @@ def test_same_box_a_box_variable_is_a_process():
 
 
 def test_same_scan_a_scan_is_not_its_simd_box():
-    p = program("""learn H : [d], [d] -> [d], [d]
-diagram Scanned(h: [d], x: [s, d]) -> [d], [s, d] {
-  hh, y[i] = scan H(h, x[i])
-  return hh, y
-}""")["Scanned"]
+    p = program(SCANNED)["Scanned"]
     v = Index(p).view(box_of(p, "H"))
     assert v.scan and C.same_scan(v, v)
     assert not C.same_scan(v, dataclasses.replace(v, scan=False))
@@ -158,11 +161,7 @@ def test_every_label_placed():
 
 
 def test_scan_kept():
-    p = program("""learn H : [d], [d] -> [d], [d]
-diagram Scanned(h: [d], x: [s, d]) -> [d], [s, d] {
-  hh, y[i] = scan H(h, x[i])
-  return hh, y
-}""")["Scanned"]
+    p = program(SCANNED)["Scanned"]
     v = Index(p).view(box_of(p, "H"))
     (lab, dim), = v.labels
     assert C.scan_kept(v, v, {lab: lab})
