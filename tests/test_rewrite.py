@@ -17,8 +17,8 @@ from stringdiag.analysis.complexity import analyse
 from stringdiag.graph.diagram import Diagram
 from stringdiag.graph.program import prelude
 from stringdiag.graph.types import Dim
-from stringdiag.rewrite import (copy_box, find_matches, load_rules, loads_rules, rewrite, rewrite_all,
-                                select)
+from stringdiag.derive.steps import copy_box
+from stringdiag.rewrite import find_matches, load_rules, loads_rules, rewrite, rewrite_all, select
 from stringdiag.rewrite import match as M
 from stringdiag.rewrite.normal import iterated
 from stringdiag.rewrite.rule import RULES_DIR

@@ -10,7 +10,7 @@ from typing import Callable
 
 from ..errors import DiagError
 from ..graph.diagram import Diagram
-from ..rewrite.dpo import rewrite_all
+from ..rewrite.strategy import rewrite_all
 from ..rewrite.rule import library
 
 

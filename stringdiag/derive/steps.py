@@ -24,9 +24,11 @@ from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.expand import expand
 from ..graph.weights import WeightKey, boxes_by_weights, fresh_instance, instances, weight_key
-from ..rewrite.dpo import copy_box, rewrite, rewrite_all
+from ..rewrite.dpo import rewrite
 from ..rewrite.match import PROCESSES, Match, wire_name
+from ..rewrite.names import WireNames
 from ..rewrite.rule import EQUATION, Rule
+from ..rewrite.strategy import rewrite_all
 
 EQ, RED, REWIRE = "≡", "⇒", "≠"
 
@@ -62,6 +64,42 @@ def unfold(cur: Diagram, name: str, definitions: frozenset[str]) -> Outcome:
     if all(cur.box(b).get("scan") for b in uses):
         raise DiagError(f"'{name}' is iterated by scan: a sequential loop cannot be opened into SIMD boxes")
     return Outcome(expand(cur, keep=definitions - {name}), EQ)
+
+
+def copy_box(d: Diagram, box: int, readers: list[tuple[int, int]]) -> Diagram:
+    """Naturality of copy (seed 003, Sec. 2): a box whose output is copied equals one copy of
+    the box per reader. Returns a new diagram where ``readers`` ((box, port) pairs of one
+    output) read a fresh copy of ``box``; everything else still reads the original."""
+    out = d.copy()
+    g = out.graph
+    node = dict(g.nodes[box])
+    ins = out.box_inputs(box)
+    outs = out.box_outputs(box)
+    if not readers:
+        raise DiagError("name the readers that get the copy")
+    wanted = {}
+    for r, port in readers:
+        hits = [k for k, w in enumerate(outs) if g.has_edge(w, r, key=port)]
+        if not hits:
+            raise DiagError(f"box {r} does not read box {box} at port {port}")
+        wanted[(r, port)] = hits[0]
+    b = out.new_id()
+    attrs = {k: v for k, v in node.items() if k != "kind"}
+    g.add_node(b, kind="box", **attrs)
+    for port, (w, axes) in enumerate(ins):
+        g.add_edge(w, b, key=port, axes=axes)
+    fresh = []
+    names = WireNames(out)
+    for port, w in enumerate(outs):
+        name = g.nodes[w].get("name")  # the copy's wire is a' beside a, so that steps can name either
+        nw = out.add_wire(out.wire_type(w), name=names.fresh_name(name), pos=g.nodes[w].get("pos"))
+        g.add_edge(b, nw, key=port)
+        fresh.append(nw)
+    for (r, port), k in wanted.items():
+        a = g.edges[outs[k], r, port]
+        g.remove_edge(outs[k], r, key=port)
+        g.add_edge(fresh[k], r, key=port, **a)
+    return out
 
 
 def copy(cur: Diagram, wire: str) -> Outcome:
@@ -216,5 +254,5 @@ def _common_prefix(pairs: dict[WeightKey, WeightKey]) -> str | None:
     return prefix
 
 
-__all__ = ["Outcome", "EQ", "RED", "REWIRE", "apply_rule", "apply_everywhere", "unfold", "copy", "specialise",
-           "fold", "wire_name"]
+__all__ = ["Outcome", "EQ", "RED", "REWIRE", "apply_rule", "apply_everywhere", "unfold", "copy", "copy_box",
+           "specialise", "fold", "wire_name"]

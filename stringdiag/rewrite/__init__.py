@@ -17,9 +17,10 @@ numerical oracle that checks equations is ``stringdiag.verify`` (seed 003, Sec. 
 >>> equal(t, r)[0], len(t), len(r)
 (True, 2, 2)
 """
-from .dpo import copy_box, rewrite, rewrite_all
+from .dpo import rewrite
 from .match import Match, find_matches, iter_matches, select
 from .rule import Rule, library, load_rules, loads_rules
+from .strategy import rewrite_all
 
 __all__ = ["Rule", "library", "load_rules", "loads_rules", "Match", "find_matches", "iter_matches", "select",
-           "rewrite", "rewrite_all", "copy_box"]
+           "rewrite", "rewrite_all"]

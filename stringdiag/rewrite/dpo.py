@@ -11,9 +11,9 @@ bridges the rare case where a box's local axes cannot be put in that order).
 Processes named on both sides keep the target's identity (the same weights); a box
 variable becomes the process it matched. A process the rule names once but that matched
 several weight sets ties them first (``Match.ties``: a reduction). A definition the other
-side brings in new gets an instance of its own (its own weights, ``weights.py``). Dimension variables take the values the match
-gave them. Contractions are inserted with every free axis iterated (``y[i, c] = sum_j ...``),
-the form matching reads them in.
+side brings in new gets an instance of its own (its own weights, ``weights.py``). Dimension
+variables take the values the match gave them. Contractions are inserted with every free
+axis iterated (``y[i, c] = sum_j ...``), the form matching reads them in.
 """
 from __future__ import annotations
 
@@ -23,10 +23,12 @@ from typing import Any
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.constants import show as show_const, substitute as substitute_const
-from ..graph.gcpause import gc_paused
 from ..graph.types import Dim, show_type
 from ..graph.weights import fresh_instance, instances, tie
-from .match import PROCESSES, Index, Match, Matcher, iter_matches, pattern, view
+from .index import PROCESSES, Index
+from .names import WireNames
+from .occurrence import Match
+from .view import View, view
 
 _IDENT_ATTRS = ("box", "op", "ref", "param", "local", "instance")
 _counter = [0]
@@ -78,7 +80,29 @@ def _plan(rep: Diagram) -> _Plan:
     return plan
 
 
+class _Labels:
+    """The labels of a box the splice inserts: its context slots named, and the rule's own
+    labels renamed apart from them (a rule's ``i`` may meet a context index ``i``)."""
+
+    def __init__(self, m: Match, rn: dict, rv: View, slots: list[int]):
+        taken: set[str] = set()
+        self.ctx = {s: _unique(m.slots[s][0] or "c", taken) for s in slots}
+        self.rename = {lab: _unique(_clean(lab, rn), taken) for lab, _ in rv.labels + rv.summed}
+        self.dims = dict(rv.labels + rv.summed)
+
+    def axes(self, lay: tuple, alpha: tuple) -> tuple:
+        """An input's axes in the target: a slot's label, a rule label renamed, or a local axis."""
+        out = []
+        for e in lay:
+            a = self.ctx[e[1]] if e[0] == "s" else alpha[e[1]]
+            out.append(self.rename[a] if e[0] != "s" and isinstance(a, str) else a)
+        return tuple(out)
+
+
 class _Splice:
+    """One double pushout: delete the match's interior, insert the replacement's boxes box
+    by box, glue its outputs to the wires the match's outputs were."""
+
     def __init__(self, d: Diagram, m: Match, rep: Diagram, ix: Index | None):
         self.d, self.m, self.rep, self.ix = d, m, rep, ix
         self.plan = _plan(rep)
@@ -90,6 +114,7 @@ class _Splice:
         _counter[0] += 1
         self.tag = _counter[0]
         self.taken: set | None = None  # instances in the target, read when a new one is needed
+        self.names: Index | WireNames | None = ix  # wire names in the target, read when a new one is needed
 
     def fail(self, msg: str) -> DiagError:
         name = f"rule '{self.m.rule.name}'" if self.m.rule is not None else f"'{self.rep.name}'"
@@ -103,39 +128,18 @@ class _Splice:
 
     # -- the whole splice -------------------------------------------------------------
     def run(self) -> None:
-        g, m, rep, pat = self.g, self.m, self.rep, self.m.pattern
-        # where the replacement's boundary goes: (target wire, layout), a layout entry per
-        # target axis: ("p", axis of the rule's wire) or ("s", context slot)
-        env: dict[int, tuple[int, tuple]] = {}
-        for xr, xp in zip(rep.inputs, pat.inputs):
-            if xp in m.boundary:
-                env[xr] = self.layout(m.boundary[xp])
-            elif g_uses(rep, xr):
-                raise self.fail(f"input {pat.inputs.index(xp) + 1} is not used by the matched side, "
-                                "so the match does not say what the other side reads there")
-        goals = [self.layout(m.boundary[yp]) for yp in pat.outputs]
-        for k, (yr, goal) in enumerate(zip(rep.outputs, goals)):
-            for j in range(k):
-                if goal[0] == goals[j][0] and rep.outputs[j] != yr:
-                    raise self.fail("it would split a copied wire in two (the matched side returns one wire "
-                                    "twice); copy the box that makes it first")
+        g, m, rep = self.g, self.m, self.rep
+        env, goals = self.boundary()
         matched = list(m.boxes.values())
         if any(tb not in g or g.nodes[tb]["kind"] != "box" for tb in matched):
             raise DiagError("this match is not one of this diagram's (was it rewritten already?)")
         idents = {n: dict(g.nodes[tb]) for n, tb in m.idents.items()}
         prefix = _common_prefix([tuple(g.nodes[tb].get("clusters", ())) for tb in matched])
-        # delete the interior: the matched boxes and the wires only they read
-        interior = {m.wires[y][0] for y in m.wires if y not in set(pat.inputs) | set(pat.outputs)}
-        for tb in matched:
-            if self.ix is not None:
-                self.ix.forget(tb)
-            g.remove_node(tb)
-        for w in interior:
-            g.remove_node(w)
-        # insert the other side's boxes; a replaced wire that still has a writer (an input of
-        # the match passed straight through) is not theirs to write
+        self.delete(matched)
+        # a replaced wire that still has a writer (an input of the match passed straight
+        # through) is not the inserted boxes' to write
         claimed: set[int] = {w for w, _ in goals if g.in_degree(w) or w in self.d.inputs}
-        wants = {}
+        wants: dict[int, list] = {}
         for k, yr in enumerate(rep.outputs):
             wants.setdefault(yr, []).append(goals[k])
         new_boxes = []
@@ -149,6 +153,36 @@ class _Splice:
         if self.ix is not None:
             self.ix.raise_levels(new_boxes)
 
+    def boundary(self) -> tuple[dict, list]:
+        """Where the replacement's inputs are read from and its outputs go: (target wire,
+        layout), a layout entry per target axis, ``("p", axis of the rule's wire)`` or
+        ``("s", context slot)``."""
+        m, rep, pat = self.m, self.rep, self.m.pattern
+        env: dict[int, tuple[int, tuple]] = {}
+        for xr, xp in zip(rep.inputs, pat.inputs):
+            if xp in m.boundary:
+                env[xr] = self.layout(m.boundary[xp])
+            elif g_uses(rep, xr):
+                raise self.fail(f"input {pat.inputs.index(xp) + 1} is not used by the matched side, "
+                                "so the match does not say what the other side reads there")
+        goals = [self.layout(m.boundary[yp]) for yp in pat.outputs]
+        for k, (yr, goal) in enumerate(zip(rep.outputs, goals)):
+            if any(goal[0] == goals[j][0] and rep.outputs[j] != yr for j in range(k)):
+                raise self.fail("it would split a copied wire in two (the matched side returns one wire "
+                                "twice); copy the box that makes it first")
+        return env, goals
+
+    def delete(self, matched: list[int]) -> None:
+        """The pushout complement: the matched boxes and the wires only they read go."""
+        m, pat = self.m, self.m.pattern
+        interior = {m.wires[y][0] for y in m.wires if y not in set(pat.inputs) | set(pat.outputs)}
+        for tb in matched:
+            if self.ix is not None:
+                self.ix.forget(tb)
+            self.g.remove_node(tb)
+        for w in interior:
+            self.g.remove_node(w)
+
     def layout(self, b: tuple[int, tuple, tuple]) -> tuple[int, tuple]:
         w, perm, ctx = b
         lay: list[Any] = [None] * len(self.d.wire_type(w))
@@ -160,116 +194,93 @@ class _Splice:
 
     # -- one box of the replacement ---------------------------------------------------------
     def insert(self, rb: int, env: dict, wants: dict, claimed: set, idents: dict, prefix: tuple) -> list[int]:
-        d, rep, m = self.d, self.rep, self.m
-        rn = rep.box(rb)
-        rv = self.plan.views[rb]
-        need: set[int] = set()
-        for w, _ in rv.ins:
-            need |= {e[1] for e in env[w][1] if e[0] == "s"}
+        """Insert the replacement's box ``rb`` inside the match's context and record in ``env``
+        where its outputs went."""
+        m, rn, rv = self.m, self.rep.box(rb), self.plan.views[rb]
         goals = [wants.get(w, [None])[0] for w in rv.outs]
+        slots = self.slots_needed(rv, env, goals)
+        labels = _Labels(m, rn, rv, slots)
+        scan = bool(rn.get("scan"))
+        order, direct = self.order(rv, goals, claimed, scan, slots)
+        simd = [(labels.ctx[e[1]], m.slots[e[1]][1]) if e[0] == "s" else
+                (labels.rename[e[1]], self.dim(labels.dims[e[1]])) for e in order]
+        inputs = [(env[w][0], labels.axes(env[w][1], alpha)) for w, alpha in rv.ins]
+        attrs = self.attrs(rn, labels.rename, idents)
+        self.decorate(attrs, rn, labels, slots, prefix)
+        if rn["box"] == "contract":
+            attrs["summed"] = tuple((labels.rename[lab], self.dim(dim)) for lab, dim in rv.summed)
+            out_locals = [()]
+        else:
+            out_locals = [tuple(self.dim(x) for x in t) for t in self.plan.locals[rb]]
+        names = [self.rep.graph.nodes[w].get("name") for w in rv.outs]
+        b = self.add_box(rn, attrs, inputs, simd, out_locals, direct, claimed, scan, names)
+        self.record(env, rv, b, order, scan, out_locals)
+        return [b]
+
+    def slots_needed(self, rv: View, env: dict, goals: list) -> list[int]:
+        """The context slots a new box iterates: those of its inputs, and those of the wires
+        its outputs replace; an output may not gain one its wire does not have."""
+        need = {e[1] for w, _ in rv.ins for e in env[w][1] if e[0] == "s"}
         for k, goal in enumerate(goals):
-            if goal is None:
-                continue
-            have = {e[1] for e in goal[1] if e[0] == "s"}
+            have = need if goal is None else {e[1] for e in goal[1] if e[0] == "s"}
             if not need <= have:
-                extra = ", ".join(m.slots[s][0] for s in sorted(need - have))
-                raise self.fail(f"output {rep.outputs.index(rv.outs[k]) + 1} would depend on index {extra}, "
+                extra = ", ".join(self.m.slots[s][0] for s in sorted(need - have))
+                raise self.fail(f"output {self.rep.outputs.index(rv.outs[k]) + 1} would depend on index {extra}, "
                                 "which the wire it replaces does not")
             need |= have
-        slots = sorted(need)
-        taken: set[str] = set()
-        ctx_label = {s: _unique(m.slots[s][0] or "c", taken) for s in slots}
-        rename = {lab: _unique(_clean(lab, rn), taken) for lab, _ in rv.labels + rv.summed}
-        rdim = dict(rv.labels + rv.summed)
+        return sorted(need)
+
+    def order(self, rv: View, goals: list, claimed: set, scan: bool, slots: list[int]) -> tuple[list, dict]:
+        """The order of a new box's SIMD labels (slots first, then the rule's), and the outputs
+        it can write straight into the wire they replace: laid out as that wire is."""
         order = [("s", s) for s in slots] + [("l", lab) for lab, _ in rv.labels]
-        scan = bool(rn.get("scan"))
         direct: dict[int, tuple] = {}
-        for k, goal in enumerate(goals):  # lay the iterated labels out as the replaced wire is
+        for k, goal in enumerate(goals):
             if goal is None or goal[0] in claimed or scan:
                 continue
-            want = []
-            for e in goal[1]:
-                if e[0] == "s":
-                    want.append(("s", e[1]))
-                else:
-                    a = rv.layouts[k][e[1]]
-                    want.append(("l", a) if isinstance(a, str) else ("i", a))
-            locs = [e for e in want if e[0] == "i"]
-            n_lab = len(want) - len(locs)
-            if want[n_lab:] != locs or [e[1] for e in locs] != list(range(len(locs))):
-                continue  # local axes not last: a reindex box will reorder them
-            if set(want[:n_lab]) != set(order) or (direct and want[:n_lab] != order):
-                continue  # another output already fixed the order, or an index is missing
-            order = want[:n_lab]
+            want = _wanted(goal[1], rv.layouts[k])
+            if want is None or set(want) != set(order) or (direct and want != order):
+                continue  # a reindex box will reorder, another output fixed the order, or an index is missing
+            order = want
             direct[k] = goal
-        simd = []
-        for e in order:
-            if e[0] == "s":
-                simd.append((ctx_label[e[1]], m.slots[e[1]][1]))
-            else:
-                simd.append((rename[e[1]], self.dim(rdim[e[1]])))
-        inputs = []
-        for w, alpha in rv.ins:
-            tw, lay = env[w]
-            axes = []
-            for e in lay:
-                if e[0] == "s":
-                    axes.append(ctx_label[e[1]])
-                else:
-                    a = alpha[e[1]]
-                    axes.append(rename[a] if isinstance(a, str) else a)
-            inputs.append((tw, tuple(axes)))
-        attrs = self.attrs(rn, rename, idents)
-        # frames for the picture: those around every matched box, then the context indices
-        # (unless those frames already draw them), then the rule's own
+        return order, direct
+
+    def decorate(self, attrs: dict, rn: dict, labels: _Labels, slots: list[int], prefix: tuple) -> None:
+        """Frames for the picture: those around every matched box, then the context indices
+        (unless those frames already draw them), then the rule's own; and the labels' names."""
+        m = self.m
         if sum(1 for c in prefix if c and c[0] == "simd") < len(slots):
             prefix = prefix + tuple(("simd", ("rewrite", self.tag, "slot", s), m.slots[s][0], m.slots[s][1], False)
                                     for s in slots)
         attrs["clusters"] = prefix + tuple(
             ("simd", ("rewrite", self.tag, c[1]), c[2], self.dim(c[3]), c[4]) if c and c[0] == "simd" else c
             for c in rn.get("clusters", ()))
-        display = {ctx_label[s]: m.slots[s][0] for s in slots}
+        display = {labels.ctx[s]: m.slots[s][0] for s in slots}
         shown = rn.get("display", {})
-        display.update({rename[lab]: shown.get(lab, _clean(lab, rn)) for lab in rename})
+        display.update({new: shown.get(lab, _clean(lab, rn)) for lab, new in labels.rename.items()})
         attrs["display"] = display
-        if rn["box"] == "contract":
-            attrs["summed"] = tuple((rename[lab], self.dim(dim)) for lab, dim in rv.summed)
-            out_locals = [()]
-        else:
-            out_locals = [tuple(self.dim(x) for x in t) for t in self.plan.locals[rb]]
-        names = [rep.graph.nodes[w].get("name") for w in rv.outs]
-        b = self.add_box(rn, attrs, inputs, simd, out_locals, direct, claimed, scan, names)
-        # record where each output went, as a layout over the rule wire's axes
-        outs = d.box_outputs(b)
-        for k, (w_r, tw) in enumerate(zip(rv.outs, outs)):
-            lay = []
-            labs = list(order)
-            if scan and k == 0:
-                labs = labs[:-1]
-            for e in labs:
-                if e[0] == "s":
-                    lay.append(("s", e[1]))
-                else:
-                    lay.append(("p", rv.layouts[k].index(e[1])))
-            n_loc = len(out_locals[k])
-            lay += [("p", rv.layouts[k].index(j)) for j in range(n_loc)]
+
+    def record(self, env: dict, rv: View, b: int, order: list, scan: bool, out_locals: list) -> None:
+        """Where each output of the new box went, as a layout over the rule wire's axes."""
+        for k, (w_r, tw) in enumerate(zip(rv.outs, self.d.box_outputs(b))):
+            labs = order[:-1] if scan and k == 0 else order
+            lay = [("s", e[1]) if e[0] == "s" else ("p", rv.layouts[k].index(e[1])) for e in labs]
+            lay += [("p", rv.layouts[k].index(j)) for j in range(len(out_locals[k]))]
             env[w_r] = (tw, tuple(lay))
-        return [b]
 
     def attrs(self, rn: dict, rename: dict, idents: dict) -> dict:
+        """The new box's attributes: a process named on both sides keeps the target's identity
+        (its weights), a box variable becomes the process it matched, a definition brought in
+        new gets an instance of its own; dimension variables take the match's values."""
         skip = ("kind", "simd", "pos", "display", "clusters", "summed", "var")
         attrs = {k: v for k, v in rn.items() if k not in skip}
         name = rn["op"]
         if rn["box"] in PROCESSES and name in idents:
-            src = idents[name]
-            for k in _IDENT_ATTRS:
-                if k in src:
-                    attrs[k] = src[k]
-                else:
-                    attrs.pop(k, None)
+            keys = _IDENT_ATTRS + ("generics",) if rn.get("var") else _IDENT_ATTRS
+            attrs.update({k: idents[name][k] for k in keys if k in idents[name]})
+            for k in [k for k in _IDENT_ATTRS if k not in idents[name]]:
+                attrs.pop(k, None)
             if rn.get("var"):
-                if "generics" in src:
-                    attrs["generics"] = src["generics"]
                 return attrs
         elif rn.get("var"):
             raise self.fail(f"box variable '{name}' is not bound by the matched side")
@@ -312,11 +323,9 @@ class _Splice:
 
     def fresh_name(self, name: str | None) -> str | None:
         """The rule's name for a new wire, made unique in the target (``bc``, ``bc'``)."""
-        if name is None:
-            return None
-        if self.ix is None:
-            self.ix = _Names(self.d)
-        return self.ix.fresh_name(name)
+        if self.names is None:
+            self.names = WireNames(self.d)
+        return self.names.fresh_name(name)
 
     # -- outputs that need gluing -------------------------------------------------------------
     def attach(self, tw: int, lay: tuple, goal: tuple) -> list[int]:
@@ -379,82 +388,18 @@ def _common_prefix(paths: list[tuple]) -> tuple:
     return first[:k]
 
 
-def copy_box(d: Diagram, box: int, readers: list[tuple[int, int]]) -> Diagram:
-    """Naturality of copy (seed 003, Sec. 2): a box whose output is copied equals one copy of
-    the box per reader. Returns a new diagram where ``readers`` ((box, port) pairs of one
-    output) read a fresh copy of ``box``; everything else still reads the original."""
-    out = d.copy()
-    g = out.graph
-    node = dict(g.nodes[box])
-    ins = out.box_inputs(box)
-    outs = out.box_outputs(box)
-    if not readers:
-        raise DiagError("name the readers that get the copy")
-    wanted = {}
-    for r, port in readers:
-        hits = [k for k, w in enumerate(outs) if g.has_edge(w, r, key=port)]
-        if not hits:
-            raise DiagError(f"box {r} does not read box {box} at port {port}")
-        wanted[(r, port)] = hits[0]
-    b = out.new_id()
-    attrs = {k: v for k, v in node.items() if k != "kind"}
-    g.add_node(b, kind="box", **attrs)
-    for port, (w, axes) in enumerate(ins):
-        g.add_edge(w, b, key=port, axes=axes)
-    fresh = []
-    names = _Names(out)
-    for port, w in enumerate(outs):
-        name = g.nodes[w].get("name")  # the copy's wire is a' beside a, so that steps can name either
-        nw = out.add_wire(out.wire_type(w), name=name and names.fresh_name(name), pos=g.nodes[w].get("pos"))
-        g.add_edge(b, nw, key=port)
-        fresh.append(nw)
-    for (r, port), k in wanted.items():
-        a = g.edges[outs[k], r, port]
-        g.remove_edge(outs[k], r, key=port)
-        g.add_edge(fresh[k], r, key=port, **a)
-    return out
+def _wanted(glay: tuple, rlay: tuple) -> list | None:
+    """A replaced wire's layout in a new box's terms (slots ``("s", k)``, the box's labels
+    ``("l", label)``), its local axes dropped; ``None`` where those are not last and in order."""
+    want = []
+    for e in glay:
+        a = None if e[0] == "s" else rlay[e[1]]
+        want.append(("s", e[1]) if e[0] == "s" else ("l", a) if isinstance(a, str) else ("i", a))
+    locs = [e for e in want if e[0] == "i"]
+    n_lab = len(want) - len(locs)
+    if want[n_lab:] != locs or [e[1] for e in locs] != list(range(len(locs))):
+        return None
+    return want[:n_lab]
 
 
-def rewrite_all(target: Diagram, rule, reverse: bool = False, limit: int | None = None) -> tuple[Diagram, int]:
-    """Apply the rule at every match found in ``target`` (matches that overlap one already
-    rewritten, or that it invalidated, are skipped; new boxes are not searched again).
-
-    Returns the new diagram and the number of rewrites. One copy of the target, one index,
-    and a local re-check of each match before it is applied: linear in the target.
-    """
-    with gc_paused():
-        out = target.copy()
-        ix = Index(out)
-        matches = list(iter_matches(out, rule, reverse, index=ix, limit=limit))
-        done = 0
-        checker = Matcher(pattern(rule, reverse), ix)
-        for m in matches:
-            if checker.recheck(m):
-                rewrite(out, m, index=ix, in_place=True)
-                done += 1
-    return out, done
-
-
-class _Names:
-    """Wire names of a diagram being rewritten once (an :class:`Index` does this in bulk)."""
-
-    def __init__(self, d: Diagram):
-        self._names = {a.get("name") for _, a in d.graph.nodes(data=True) if a["kind"] == "wire"}
-
-    def fresh_name(self, name: str) -> str:
-        while name in self._names:
-            name += "'"
-        self._names.add(name)
-        return name
-
-    def forget(self, b: int) -> None:
-        pass
-
-    def add(self, b: int) -> None:
-        pass
-
-    def raise_levels(self, boxes) -> None:
-        pass
-
-
-__all__ = ["rewrite", "rewrite_all", "copy_box"]
+__all__ = ["rewrite"]

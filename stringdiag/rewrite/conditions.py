@@ -1,0 +1,187 @@
+"""The conditions a match must satisfy, each a named function (after Chyp's matcher).
+
+On a candidate box (is this target box the pattern box?):
+:func:`same_shape`, :func:`same_scan`, :func:`same_box`, :func:`same_definition`,
+:func:`same_locality`, :func:`same_constant`, :func:`same_generics`,
+:func:`same_local_types`, and ``unify.bind_function`` (one name, one function); once its
+labels are placed: :func:`every_label_placed`, :func:`scan_kept`, :func:`context_links`.
+
+On a whole match: ``Unifier.settle`` (sums of dimensions add up), :func:`iterates_once`
+(SIMD context), and :func:`holds`: :func:`fed_from_outside`, :func:`glued`,
+:func:`convex`. :func:`weight_ties` does not reject: it marks a match that would tie
+weights, a reduction, which ``find_matches`` returns only when asked.
+
+Each is looked up by name when it is used, so a test can lift one and show the match it stops.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..graph.diagram import Diagram
+from ..graph.iso import definition_key
+from ..graph.weights import weight_key
+from .index import PROCESSES, Index
+from .unify import Unifier
+from .view import View
+
+
+# -- a candidate box ------------------------------------------------------------------------
+def same_shape(pv: View, tv: View) -> bool:
+    """A box is a function of its ports: the target box has the pattern box's inputs,
+    outputs and summed indices, and at least its iterated labels (the rest are context)."""
+    return (len(pv.ins) == len(tv.ins) and len(pv.outs) == len(tv.outs) and len(pv.summed) == len(tv.summed)
+            and len(tv.labels) >= len(pv.labels))
+
+
+def same_scan(pv: View, tv: View) -> bool:
+    """A scan is a sequential loop carrying a state; the SIMD box of the same function is
+    parallel and computes something else."""
+    return pv.scan == tv.scan
+
+
+def same_box(pn: dict, tn: dict) -> bool:
+    """Typing of the box: a box variable stands for any process (never a contraction or a
+    constant); otherwise the same kind of box and, for a process, the same name."""
+    if pn.get("var"):
+        return tn["box"] in PROCESSES
+    return pn["box"] == tn["box"] and (pn["box"] not in PROCESSES or pn["op"] == tn["op"])
+
+
+def same_definition(pn: dict, tn: dict) -> bool:
+    """A definition is told by its content, not its name: two files may each define a ``Sq``
+    and mean different things."""
+    if pn["box"] != "diagram" or pn.get("var") or pn["ref"] is tn["ref"]:
+        return True
+    return definition_key(pn["ref"]) == definition_key(tn["ref"])
+
+
+def same_locality(pn: dict, tn: dict) -> bool:
+    """A local learnable is fresh in each instance of its definition, a global one is one set
+    of weights everywhere: one name, two kinds of function."""
+    return pn["box"] != "learn" or bool(pn.get("var")) or bool(pn.get("local")) == bool(tn.get("local"))
+
+
+def same_constant(pn: dict, tn: dict, uni: Unifier) -> bool:
+    """A constant is its value, up to the rule's dimension variables (``sqrt(k)``)."""
+    return pn["box"] != "const" or uni.unify_value(pn.get("value"), tn.get("value"))
+
+
+def same_generics(pn: dict, tn: dict, uni: Unifier) -> bool:
+    """A generic box is one function per size (``ones<s>``, a definition ``<n>``): its generic
+    dimensions unify, even those its port types do not show."""
+    if pn.get("var"):
+        return True
+    pg, tg = tuple(pn.get("generics", ())), tuple(tn.get("generics", ()))
+    return [g for g, _ in pg] == [g for g, _ in tg] and all(uni.unify(a, b) for (_, a), (_, b) in zip(pg, tg))
+
+
+def same_local_types(local: tuple[list, list], t: Diagram, tb: int, uni: Unifier) -> bool:
+    """Typing at the ports, per iteration: the pattern box's local input and output types
+    (without SIMD labels) unify with the target box's, binding the rule's dimension variables."""
+    ins, outs = local
+    return (all(uni.unify_types(lt, t.local_in_type(tb, q)) for q, lt in enumerate(ins))
+            and all(uni.unify_types(lt, t.local_out_type(tb, q)) for q, lt in enumerate(outs)))
+
+
+# -- a candidate box, its labels placed ----------------------------------------------------------
+def every_label_placed(lam: dict, pdim: dict) -> bool:
+    """Every index of the pattern box is sent to an index of the target box: the rewrite
+    must know which target index each of the rule's indices is."""
+    return len(lam) == len(pdim)
+
+
+def scan_kept(pv: View, tv: View, lam: dict) -> bool:
+    """A scan runs over its last label in order: the pattern's scanned index is the target's
+    scanned index, not one of its context indices."""
+    return not pv.scan or lam[pv.labels[-1][0]] == tv.labels[-1][0]
+
+
+def context_links(pv: View, tv: View, tb: int, wires: dict, ctx: tuple) -> tuple | None:
+    """SIMD context: an axis of a matched input that the pattern does not read must be one of
+    the box's context labels (``ctx``), which the rewrite prepends to what it inserts; any
+    other extra axis is data the pattern does not see. Returns the links of the box's context
+    labels to wire axes, from which the slots are found, or ``None``."""
+    links = []
+    for (pw, _), (w, beta) in zip(pv.ins, tv.ins):
+        perm = wires[pw][1]
+        for q, b in enumerate(beta):
+            if q in perm:
+                continue
+            if not (isinstance(b, str) and b in ctx):
+                return None
+            links.append((("w", w, q), ("b", tb, b)))
+    for w, layout in zip(tv.outs, tv.layouts):
+        links += [(("w", w, q), ("b", tb, e)) for q, e in enumerate(layout) if isinstance(e, str) and e in ctx]
+    return tuple(links)
+
+
+def iterates_once(roots: list) -> bool:
+    """SIMD context: a matched box iterates each context index (slot) once. Two context
+    labels of one box linked through wires to one slot (``x[i, j] * x[k, j]`` read as a
+    product of two vectors) would make the rewrite pair the two."""
+    return len(set(roots)) == len(roots)
+
+
+# -- a whole match ----------------------------------------------------------------------------
+def fed_from_outside(p: Any, ix: Index, matched: frozenset, wires: dict) -> bool:
+    """No input of the match is made by the match: after the rewrite the inserted boxes
+    would read their own output, a cycle."""
+    t = ix.d
+    for x in p.inputs:
+        if x in wires:
+            pr = t.producer(wires[x][0])
+            if pr is not None and pr in matched:
+                return False
+    return True
+
+
+def glued(p: Any, ix: Index, matched: frozenset, wires: dict) -> bool:
+    """Gluing: a wire inside the pattern (made and read in it, not an output) has no reader
+    outside the match and is no output of the target, since the rewrite deletes it."""
+    t, outs = ix.d, set(ix.d.outputs)
+    for y in p.interior:
+        w = wires[y][0]
+        if w in outs or t.graph.out_degree(w) != len(p.readers.get(y, ())):
+            return False
+    return True
+
+
+def convex(p: Any, ix: Index, matched: frozenset, wires: dict) -> bool:
+    """Convexity: no path leaves the match and re-enters it, since the replacement, one
+    block, could not sit both before and after the boxes on that path. Searched downstream
+    of the match's outputs, only below its highest level."""
+    g, level = ix.d.graph, ix.level
+    top = max(level[b] for b in matched)
+    stack = [c for y in p.outputs if y in wires for c in g.successors(wires[y][0]) if c not in matched]
+    seen = set()
+    while stack:
+        b = stack.pop()
+        if b in seen or level[b] >= top:
+            continue
+        seen.add(b)
+        after = [c for w in g.successors(b) for c in g.successors(w)]
+        if not matched.isdisjoint(after):
+            return False
+        stack += after
+    return True
+
+
+def holds(p: Any, ix: Index, matched: frozenset, wires: dict) -> bool:
+    """The conditions on where a whole match sits in the target, checked when it is found
+    and again before a match found earlier is rewritten."""
+    return fed_from_outside(p, ix, matched, wires) and glued(p, ix, matched, wires) and convex(p, ix, matched, wires)
+
+
+def weight_ties(p: Any, t: Diagram, boxes: dict[int, int]) -> tuple[frozenset, ...]:
+    """Weight sets that one name of the pattern binds together: the pattern says one
+    function where the target has several sets of weights. Rewriting there ties them,
+    an expressivity reduction (⇒), never an equation."""
+    sets: dict[Any, set] = {}
+    for pb, tb in boxes.items():
+        node = p.node[pb]
+        if node["box"] not in PROCESSES:
+            continue
+        key = weight_key(t.box(tb))
+        if key is not None:  # one set of the pattern (or one box variable): one set here
+            sets.setdefault(weight_key(node) or node["op"], set()).add(key)
+    return tuple(frozenset(s) for s in sets.values() if len(s) > 1)

@@ -1,0 +1,82 @@
+"""The target, indexed: candidate boxes by key, levels for convexity, cached views.
+
+Anchoring on the pattern box with the fewest candidates of its key, and growing along
+ports, makes enumerating every match of a small pattern linear in the target.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable
+
+from ..graph.diagram import Diagram
+from .names import WireNames
+from .view import View, view
+
+PROCESSES = ("learn", "abstract", "fixed", "diagram")  # what a box variable may stand for
+
+
+def key(node: dict, n_in: int) -> tuple:
+    """What the index files a box under: boxes of one key are the candidates for each other."""
+    if node["box"] == "contract":
+        return ("contract", n_in)
+    if node["box"] in ("reindex", "const"):
+        return (node["box"],)
+    return (node["box"], node["op"])
+
+
+class Index:
+    """Candidates by key, levels (strictly increasing along every path) and cached views of
+    a target diagram; a rewrite in place keeps it up to date."""
+
+    def __init__(self, d: Diagram):
+        self.d = d
+        self.by_key: dict[tuple, list[int]] = defaultdict(list)
+        self.level: dict[int, int] = {}
+        self._views: dict[int, View] = {}
+        self._names: WireNames | None = None
+        for b in d.topological_boxes():
+            self.add(b)
+        self.n_processes = sum(len(v) for k, v in self.by_key.items() if k[0] in PROCESSES)
+
+    def fresh_name(self, name: str | None) -> str | None:
+        """A wire name not used in the target yet (``bc``, ``bc'``, ...)."""
+        if self._names is None:
+            self._names = WireNames(self.d)
+        return self._names.fresh_name(name)
+
+    def add(self, b: int) -> None:
+        g = self.d.graph
+        lev = 0
+        for w in g.predecessors(b):
+            p = next(iter(g.predecessors(w)), None)
+            if p is not None:
+                lev = max(lev, self.level[p])
+        self.level[b] = lev + 1
+        self.by_key[key(g.nodes[b], g.in_degree(b))].append(b)
+
+    def view(self, b: int) -> View:
+        v = self._views.get(b)
+        if v is None:
+            v = self._views[b] = view(self.d, b)
+        return v
+
+    def forget(self, b: int) -> None:
+        self._views.pop(b, None)
+
+    def raise_levels(self, boxes: Iterable[int]) -> None:
+        """Restore strictly increasing levels downstream of (re)inserted boxes."""
+        g = self.d.graph
+        stack = list(boxes)
+        while stack:
+            b = stack.pop()
+            lev = self.level[b]
+            for c in [c for w in g.successors(b) for c in g.successors(w)]:
+                if self.level.get(c, 0) <= lev:
+                    self.level[c] = lev + 1
+                    stack.append(c)
+
+    def alive(self, b: int) -> bool:
+        return b in self.d.graph
+
+
+__all__ = ["PROCESSES", "key", "Index"]

@@ -1,0 +1,54 @@
+"""Wire names: how a match spells the wires it covers, and fresh names for new wires.
+
+A derivation script selects a match by its wires' names, so a name must say which copy of
+an expanded definition it is in (``Layer#3/Head#2/y``); a wire a rewrite adds gets the rule's
+name, made unique in the target (``bc``, ``bc'``) so that later steps can name it.
+"""
+from __future__ import annotations
+
+from ..graph.diagram import Diagram
+
+
+def instance_path(node: dict) -> str:
+    """``Layer#3/Head#2/`` for a box inlined from definitions by ``expand``; else empty."""
+    for c in reversed(tuple(node.get("clusters", ()))):
+        if c and c[0] == "def":
+            return c[1]
+    return ""
+
+
+def wire_name(d: Diagram, w: int) -> str:
+    """A wire's name as matches spell it: its own name, qualified by the instance of the
+    definition it was opened from (``Layer#3/Head#2/y``) unless the diagram that used the
+    definition named it; an unnamed wire by the box making it (``F@3:7``)."""
+    node = d.graph.nodes[w]
+    pr = d.producer(w)
+    path = instance_path(d.box(pr)) if pr is not None else ""
+    if "scope" in node:  # named by the definition that used the one making it
+        path = node["scope"]
+    if node.get("name"):
+        return path + node["name"]
+    if pr is not None:
+        pos = d.box(pr).get("pos")
+        op = d.box(pr)["op"]
+        return path + (f"{op}@{pos.line}:{pos.col}" if pos else f"{op}#{pr}")
+    return f"#{w}"
+
+
+class WireNames:
+    """The wire names of a diagram, read once, so that new wires get names not used yet."""
+
+    def __init__(self, d: Diagram):
+        self._names = {a["name"] for _, a in d.graph.nodes(data=True) if a["kind"] == "wire" and a.get("name")}
+
+    def fresh_name(self, name: str | None) -> str | None:
+        """``name``, or ``name'``, ``name''``, ... if the diagram has it already."""
+        if not name:
+            return name
+        while name in self._names:
+            name += "'"
+        self._names.add(name)
+        return name
+
+
+__all__ = ["instance_path", "wire_name", "WireNames"]

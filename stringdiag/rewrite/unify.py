@@ -1,0 +1,86 @@
+"""Unification: a rule's dimension variables with target dimensions, its box variables and
+process names with the functions they match.
+
+A rule is written once for every size (``assoc<n, m, p, q>``) and, with box variables, for
+every process (``given f``); a match binds each variable once and then holds it to that.
+"""
+from __future__ import annotations
+
+from ..graph.iso import definition_key
+from ..graph.types import Dim
+
+
+class Unifier:
+    """Bindings of a rule's dimension variables to target dimensions."""
+
+    __slots__ = ("vars", "sub", "pending")
+
+    def __init__(self, variables: frozenset[str], sub: dict | None = None, pending: tuple = ()):
+        self.vars = variables
+        self.sub: dict[str, Dim] = dict(sub or {})
+        self.pending: tuple = pending
+
+    def copy(self) -> "Unifier":
+        return Unifier(self.vars, self.sub, self.pending)
+
+    def unify(self, r: Dim, t: Dim) -> bool:
+        """Bind or check one dimension; a sum of unbound variables waits for :meth:`settle`."""
+        n = r.name
+        if n is not None and n in self.vars:
+            have = self.sub.get(n)
+            if have is None:
+                self.sub[n] = t
+                return True
+            return have == t
+        free = r.names() & self.vars
+        if not free:
+            return r == t
+        if free <= self.sub.keys():
+            return r.substitute(self.sub) == t
+        self.pending = self.pending + ((r, t),)  # a sum of variables: decided once they are bound
+        return True
+
+    def settle(self) -> bool:
+        """Sums of variables (``n + m``) are decided once the match has bound every variable
+        in them: a match whose sizes do not add up is no match."""
+        for r, t in self.pending:
+            if not (r.names() & self.vars) <= self.sub.keys() or r.substitute(self.sub) != t:
+                return False
+        self.pending = ()
+        return True
+
+    def unify_types(self, r, t) -> bool:
+        return len(r) == len(t) and all(self.unify(a, b) for a, b in zip(r, t))
+
+    def unify_value(self, r, t) -> bool:
+        """Constant expressions (``sqrt(k)``) with dimensions in them."""
+        if not (isinstance(r, tuple) and isinstance(t, tuple)) or len(r) != len(t) or r[0] != t[0]:
+            return r == t
+        if r[0] == "dim":
+            return self.unify(r[1], t[1])
+        if r[0] == "num":
+            return r == t
+        return all(self.unify_value(a, b) for a, b in zip(r[1:], t[1:]))
+
+
+def identity(node: dict, with_generics: bool = False) -> tuple:
+    """Which function a process box is, its weights aside: a name bound twice in a pattern
+    must find one function twice; whether with one set of weights is :attr:`Match.ties`.
+    A definition is told by its content, not its name alone."""
+    ref = definition_key(node["ref"]) if node["box"] == "diagram" else None
+    global_param = node.get("param") if node["box"] == "learn" and not node.get("local") else None
+    ident = (node["box"], node["op"], ref, global_param, bool(node.get("scan")))
+    return ident + (tuple(node.get("generics", ())),) if with_generics else ident
+
+
+def bind_function(idents: dict, name: str, ident: tuple, tb: int) -> dict | None:
+    """One name, one function: the first box a process name (or box variable) of the pattern
+    matches binds it; every other box it names must be that same function, or ``f(f(x))``
+    would match ``g(f(x))``. Returns the bindings, extended, or ``None``."""
+    have = idents.get(name)
+    if have is None:
+        return {**idents, name: (ident, tb)}
+    return idents if have[0] == ident else None
+
+
+__all__ = ["Unifier", "identity", "bind_function"]
