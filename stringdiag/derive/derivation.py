@@ -19,13 +19,15 @@ from ..analysis.complexity import analyse
 from ..errors import DiagError, Pos
 from ..graph.diagram import Diagram
 from ..graph.expand import expand
-from ..graph.program import Definition, Program, load, loads, prelude, read_source, suggest
+from ..graph.decls import Definition, Program, suggest
+from ..graph.program import load, loads, prelude
 from ..graph.types import show_type
 from ..rewrite.match import find_matches, select
 from ..rewrite.oracle import equal
 from ..rewrite.rule import EQUATION, RULES_DIR, Rule, library, load_rules
 from ..syntax import ast as A
 from ..syntax import deriv_ast as D
+from ..syntax.source import read_source
 from . import steps
 from .steps import EQ, RED, REWIRE  # noqa: F401  (the relations, re-exported for callers)
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from ..errors import DiagError, Pos
 from ..syntax import ast as A
-from ..syntax.source import read_source  # noqa: F401  (the public place to read a file)
-from .decls import BoxDecl, Definition, DimDecl, Program, box_decls, suggest  # noqa: F401  (re-exported)
+from ..syntax.source import read_source  # the public place to read a file
+from .decls import BoxDecl, Definition, DimDecl, Program, box_decls, suggest
 from .elaborate import elaborate
 from .gcpause import gc_paused
 
@@ -174,3 +174,7 @@ def _dim_decl(prog: Program, item: A.DimDecl) -> None:
     for n in item.names:
         d = DimDecl(n.text, item.kind, int(default.text) if default is not None else None, n.pos)
         _define(prog, d.name, d.pos, prog.dims, d)
+
+
+__all__ = ["BoxDecl", "Definition", "DimDecl", "Program", "suggest", "read_source", "load", "loads", "prelude",
+           "declare", "definition", "PRELUDE", "DEPTH"]

@@ -60,6 +60,7 @@ from ..graph.diagram import Diagram
 from ..graph.gcpause import gc_paused
 from ..syntax import ast as A
 from ..syntax import rules_ast as RA
+from ..syntax.source import read_source
 
 RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
 EQUATION, REDUCTION = "equation", "reduction"
@@ -108,7 +109,7 @@ def load_rules(path: str | Path) -> list[Rule]:
     path = Path(path)
     if path.is_dir():
         return [r for f in sorted(path.glob("*.rules")) for r in load_rules(f)]
-    return loads_rules(P.read_source(path), str(path))
+    return loads_rules(read_source(path), str(path))
 
 
 def library() -> dict[str, Rule]:
