@@ -14,19 +14,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lark import Token, Tree
-
 from ..analysis.combine import expanded_box_count
 from ..analysis.complexity import analyse
 from ..errors import DiagError, Pos
 from ..graph.diagram import Diagram
 from ..graph.expand import expand
-from ..graph.program import Definition, Program, load, loads, prelude, read_source, suggest
+from ..graph.decls import Definition, Program, suggest
+from ..graph.program import load, loads, prelude
 from ..graph.types import show_type
 from ..rewrite.match import find_matches, select
 from ..verify.oracle import equal
 from ..rewrite.rule import EQUATION, RULES_DIR, Rule, library, load_rules
-from ..syntax.parser import parse, pos_of
+from ..syntax import ast as A
+from ..syntax import deriv_ast as D
+from ..syntax.source import read_source
 from . import steps
 from .steps import EQ, RED, REWIRE  # noqa: F401  (the relations, re-exported for callers)
 
@@ -79,161 +80,149 @@ class Runner:
         self.rules: dict[str, Rule] = dict(_library())
         self.start_prog: Program | None = None
 
-    def err(self, msg: str, where) -> DiagError:
-        pos = where if isinstance(where, Pos) or where is None else pos_of(where, self.file)
+    def err(self, msg: str, pos: Pos | None) -> DiagError:
         return DiagError(msg, pos, self.text)
 
     # -- references -----------------------------------------------------------------
-    def program(self, rel: str, where) -> Program:
+    def program(self, rel: str, pos: Pos) -> Program:
         target = (self.base / rel).resolve()
         if str(target) not in self.programs:
             if not target.is_file():
-                raise self.err(f"no such file {rel} (looked for {target})", where)
+                raise self.err(f"no such file {rel} (looked for {target})", pos)
             self.programs[str(target)] = load(target)
         return self.programs[str(target)]
 
-    def diagram(self, ref: Tree) -> Diagram:
-        tok = ref.children[0]
-        text = str(tok)
-        if tok.type == "FILEREF":
-            rel, name = text.rsplit(":", 1)
-            prog = self.program(rel, tok)
+    def diagram(self, ref: D.Ref) -> Diagram:
+        if ref.file is not None:
+            prog = self.program(ref.file, ref.pos)
         else:
-            name = text
-            prog = next((p for p in [self.start_prog, *self.extra] if p is not None and name in p.defs), None)
+            prog = next((p for p in [self.start_prog, *self.extra] if p is not None and ref.name in p.defs), None)
             if prog is None:
-                raise self.err(f"no diagram named '{name}' in the start file or the files this derivation uses; "
-                               "write FILE.diag:NAME", tok)
+                raise self.err(f"no diagram named '{ref.name}' in the start file or the files this derivation "
+                               "uses; write FILE.diag:NAME", ref.pos)
         try:
-            return prog[name]
+            return prog[ref.name]
         except KeyError as e:
-            raise self.err(e.args[0], tok) from None
+            raise self.err(e.args[0], ref.pos) from None
 
     # -- the script -----------------------------------------------------------------
     def run(self) -> Derivation:
-        tree = parse(self.text, self.file, grammar="deriv.lark")
-        items = tree.children
-        starts = [i for i in items if i.data == "start_decl"]
+        items = D.read_deriv(self.text, self.file)
+        starts = [i for i in items if isinstance(i, D.StartDecl)]
         if len(starts) != 1:
             raise self.err("a derivation has exactly one 'start FILE.diag:NAME'",
-                           starts[1] if starts else Pos(self.file, 1, 1))
+                           starts[1].pos if starts else Pos(self.file, 1, 1))
         for item in items:
-            if item.data == "use_decl":
+            if isinstance(item, D.UseDecl):
                 self.use(item)
-        ref = starts[0].children[0]
-        if ref.children[0].type == "FILEREF":
-            self.start_prog = self.program(str(ref.children[0]).rsplit(":", 1)[0], ref)
+        ref = starts[0].ref
+        if ref.file is not None:
+            self.start_prog = self.program(ref.file, ref.pos)
         deriv = Derivation(self.file)
         cur = self.diagram(ref)
-        deriv.steps.append(Step(0, f"start {cur.name}", "", cur, pos_of(starts[0], self.file)))
-        number = 0
-        for item in items:
-            if item.data in ("start_decl", "use_decl", "target_decl"):
-                continue
-            number += 1
+        deriv.steps.append(Step(0, f"start {cur.name}", "", cur, starts[0].pos))
+        steps_ = [i for i in items if not isinstance(i, (D.StartDecl, D.UseDecl, D.TargetDecl))]
+        for number, item in enumerate(steps_, 1):
             try:
                 step = self.step(item, cur, number)
             except DiagError as e:
-                where = e.pos or pos_of(item, self.file)
-                raise DiagError(f"step {number} ({self.source(item)}) fails: {e.message}", where,
+                raise DiagError(f"step {number} ({item.text}) fails: {e.message}", e.pos or item.pos,
                                 e.source if e.pos else self.text) from None
             self.log(f"{number}. {step.text} {step.relation}")
             deriv.steps.append(step)
             cur = step.diagram
-        targets = [i for i in items if i.data == "target_decl"]
+        targets = [i for i in items if isinstance(i, D.TargetDecl)]
         if targets:
-            target = self.diagram(targets[-1].children[0])
-            deriv.target = target
-            if not expand(cur).isomorphic(expand(target)):
-                raise self.err(f"the result of step {number} is not the target '{target.name}': "
-                               f"{len(expand(cur))} boxes ({cur.signature()}) against {len(expand(target))} "
-                               f"({target.signature()}), and they are not isomorphic", targets[-1])
+            deriv.target = self.reaches(cur, targets[-1], len(steps_))
         return deriv
 
-    def source(self, item: Tree) -> str:
-        m = item.meta
-        return " ".join(self.text[m.start_pos:m.end_pos].split())
+    def reaches(self, cur: Diagram, decl: D.TargetDecl, number: int) -> Diagram:
+        """The target, which the result must be isomorphic to."""
+        target = self.diagram(decl.ref)
+        if not expand(cur).isomorphic(expand(target)):
+            raise self.err(f"the result of step {number} is not the target '{target.name}': "
+                           f"{len(expand(cur))} boxes ({cur.signature()}) against {len(expand(target))} "
+                           f"({target.signature()}), and they are not isomorphic", decl.pos)
+        return target
 
-    def use(self, item: Tree) -> None:
-        tok = item.children[0]
-        rel = str(tok)[1:-1]
+    def use(self, item: D.UseDecl) -> None:
+        rel, pos = item.path.value, item.path.pos
         if rel.endswith(".rules"):
             target = (self.base / rel).resolve()
             if not target.is_file():
-                raise self.err(f"no such file {rel}", tok)
+                raise self.err(f"no such file {rel}", pos)
             for r in load_rules(target):
                 self.rules[r.name] = r
         else:
-            self.extra.append(self.program(rel, tok))
+            self.extra.append(self.program(rel, pos))
 
-    def step(self, item: Tree, cur: Diagram, number: int) -> Step:
-        kind = item.data
-        text = self.source(item)
-        pos = pos_of(item, self.file)
-        if kind == "apply":
-            name_tok, back, everywhere, at = item.children
-            rule = self.rules.get(str(name_tok))
-            if rule is None:
-                raise self.err(f"no rule named '{name_tok}'{suggest(str(name_tok), list(self.rules))}", name_tok)
-            reverse = back is not None
-            rule.sides(reverse)  # a reduction cannot be used backwards: say so
-            if everywhere is not None:
-                res, n = steps.apply_everywhere(cur, rule, reverse)
-                if n == 0:
-                    raise self.err(f"rule '{rule.name}' does not match anywhere (without tying weights)", name_tok)
-            else:
-                res = steps.apply_rule(cur, rule, self.pick(cur, rule, reverse, at, name_tok))
-        elif kind == "specialise":
-            res = self.specialise(item, cur)
-        elif kind == "unfold":
-            (name_tok,) = item.children
-            res = self.located(name_tok, steps.unfold, cur, str(name_tok), self.all_definitions(cur))
-        elif kind == "fold":
-            name_tok, at = item.children
-            res = self.fold(cur, name_tok, at)
-        elif kind == "copy":
-            (name_tok,) = item.children
-            res = self.located(name_tok, steps.copy, cur, str(name_tok))
-        elif kind == "rewire":
-            ref, _why = item.children
-            out = self.diagram(ref)
-            if out.input_types != cur.input_types or out.output_types != cur.output_types:
-                raise self.err(f"a rewiring keeps the boundary: {out.signature()} is not of the type of "
-                               f"{cur.signature()}", ref)
-            res = steps.Outcome(out.copy(), REWIRE)
-        else:  # pragma: no cover - the grammar has no other steps
-            raise AssertionError(kind)
+    def step(self, item: D.Step, cur: Diagram, number: int) -> Step:
+        match item:
+            case D.Apply():
+                res = self.apply(item, cur)
+            case D.Specialise():
+                res = self.specialise(item, cur)
+            case D.Unfold(name):
+                res = self.located(name, steps.unfold, cur, name.text, self.all_definitions(cur))
+            case D.Fold(name, at):
+                res = self.fold(cur, name, at)
+            case D.Copy(name):
+                res = self.located(name, steps.copy, cur, name.text)
+            case D.Rewire(ref):
+                res = self.rewire(ref, cur)
+            case _:  # pragma: no cover - the grammar has no other steps
+                raise AssertionError(item)
         out = res.diagram
         out.name = cur.name
-        step = Step(number, text, res.relation, out, pos, note=res.note)
+        step = Step(number, item.text, res.relation, out, item.pos, note=res.note)
         if self.verify and res.relation == EQ:
             ok, error = equal(cur, out, instantiate=self.instances(cur, out), correspond=res.correspond)
             if not ok:
                 raise self.err(f"the two sides differ numerically (relative error {error:.3g}): "
-                               "this step is not an equality", pos)
+                               "this step is not an equality", item.pos)
             step.verified = error
         return step
 
-    def located(self, tok: Token, fn, *args) -> steps.Outcome:
+    def apply(self, item: D.Apply, cur: Diagram) -> steps.Outcome:
+        name = item.rule
+        rule = self.rules.get(name.text)
+        if rule is None:
+            raise self.err(f"no rule named '{name.text}'{suggest(name.text, list(self.rules))}", name.pos)
+        rule.sides(item.reversed)  # a reduction cannot be used backwards: say so
+        if not item.everywhere:
+            return steps.apply_rule(cur, rule, self.pick(cur, rule, item.reversed, item.at, name))
+        res, n = steps.apply_everywhere(cur, rule, item.reversed)
+        if n == 0:
+            raise self.err(f"rule '{rule.name}' does not match anywhere (without tying weights)", name.pos)
+        return res
+
+    def rewire(self, ref: D.Ref, cur: Diagram) -> steps.Outcome:
+        out = self.diagram(ref)
+        if out.input_types != cur.input_types or out.output_types != cur.output_types:
+            raise self.err(f"a rewiring keeps the boundary: {out.signature()} is not of the type of "
+                           f"{cur.signature()}", ref.pos)
+        return steps.Outcome(out.copy(), REWIRE)
+
+    def located(self, name: A.Name, fn, *args) -> steps.Outcome:
         """A step function's refusal, positioned at the name it was given."""
         try:
             return fn(*args)
         except DiagError as e:
             if e.pos is not None:
                 raise
-            raise self.err(e.message, tok) from None
+            raise self.err(e.message, name.pos) from None
 
-    def pick(self, cur: Diagram, rule: Rule, reverse: bool, at: Tree | None, name_tok: Token):
+    def pick(self, cur: Diagram, rule: Rule, reverse: bool, at: D.Where | None, name: A.Name):
         """The match the step names; one that ties weights is a reduction (the step says so)."""
         matches = find_matches(cur, rule, reverse, ties=True)
         if not matches:
-            raise self.err(f"rule '{rule.name}'{' (reversed)' if reverse else ''} does not match here", name_tok)
+            raise self.err(f"rule '{rule.name}'{' (reversed)' if reverse else ''} does not match here", name.pos)
         if at is not None:
-            return select(matches, str(at.children[0]).strip())
+            return select(matches, at.text.strip())
         if len(matches) > 1:
             shown = "; ".join(m.where for m in matches[:6])
             raise self.err(f"rule '{rule.name}' matches {len(matches)} places ({shown}); say which with "
-                           "'at WIRE, ...' or apply it 'everywhere'", name_tok)
+                           "'at WIRE, ...' or apply it 'everywhere'", name.pos)
         return matches[0]
 
     @staticmethod
@@ -252,26 +241,25 @@ class Runner:
         flats = [d.expand() for d in ds]
         return {f.box(b)["op"]: "learn" for f in flats for b in f.boxes() if f.box(b)["box"] == "abstract"}
 
-    def specialise(self, item: Tree, cur: Diagram) -> steps.Outcome:
-        name_tok, params, value, at = item.children
-        name = str(name_tok)
+    def specialise(self, item: D.Specialise, cur: Diagram) -> steps.Outcome:
+        name = item.box.text
         uses = [b for b in cur.boxes() if cur.box(b)["op"] == name and cur.box(b)["box"] in ("learn", "abstract")]
         if not uses:
-            raise self.err(f"no learnable or abstract box '{name}' in the diagram to specialise", name_tok)
+            raise self.err(f"no learnable or abstract box '{name}' in the diagram to specialise", item.box.pos)
         decl = cur.box(uses[0])["ref"]
-        if isinstance(value, Token) and value.type == "BODY":
-            defn = self.inline(name, decl, params, value)
+        if isinstance(item.value, D.Body):
+            defn = self.inline(name, decl, item.params, item.value)
         else:
-            if params is not None:
-                raise self.err("input names belong to an inline body: specialise f(x, y) := { ... }", params)
-            defn = self.diagram(value)
+            if item.params is not None:
+                raise self.err("input names belong to an inline body: specialise f(x, y) := { ... }",
+                               item.params.pos)
+            defn = self.diagram(item.value)
         if defn.input_types != list(decl.ins) or defn.output_types != list(decl.outs):
             raise self.err(f"'{defn.name}' has type {_sig(defn.input_types, defn.output_types)} but '{name}' "
-                           f"has type {_sig(decl.ins, decl.outs)}", value)
-        if at is None:
+                           f"has type {_sig(decl.ins, decl.outs)}", item.value.pos)
+        if item.at is None:
             return steps.specialise(cur, name, defn, self.all_definitions(cur))
-        tok = at.children[0]
-        where = str(tok)
+        where = item.at.text
         try:
             return steps.specialise(cur, name, defn, self.all_definitions(cur), where)
         except DiagError as e:
@@ -279,23 +267,24 @@ class Runner:
                 raise
             # at the wire's name (the WHERE token starts with the blank after 'at')
             lead = len(where) - len(where.lstrip())
-            raise self.err(e.message, Pos(self.file, tok.line, tok.column + lead)) from None
+            pos = item.at.pos
+            raise self.err(e.message, Pos(self.file, pos.line, pos.col + lead)) from None
 
-    def inline(self, name: str, decl, params: Tree | None, body: Token) -> Diagram:
+    def inline(self, name: str, decl, params: D.Params | None, body: D.Body) -> Diagram:
         """``f(x, y) := { body }``: a diagram of f's type, written in place; its text keeps its
         line and column, so errors in it point into the .deriv file."""
         if params is None:
-            raise self.err(f"name the inputs of '{name}': specialise {name}(x, ...) := {{ ... }}", body)
-        names = [str(t) for t in params.children if t is not None]
+            raise self.err(f"name the inputs of '{name}': specialise {name}(x, ...) := {{ ... }}", body.pos)
+        names = [n.text for n in params.names]
         if len(names) != len(decl.ins):
-            raise self.err(f"'{name}' has {len(decl.ins)} input(s); {len(names)} name(s) given", params)
+            raise self.err(f"'{name}' has {len(decl.ins)} input(s); {len(names)} name(s) given", params.pos)
         header = ", ".join(f"{n}: {show_type(t)}" for n, t in zip(names, decl.ins))
         outs = ", ".join(show_type(t) for t in decl.outs)
         imports = "\n".join(f'import "{p}"' for p in self.programs)
-        line, col = body.line, body.column
+        line, col = body.pos.line, body.pos.col
         # the header on the line before the body, the imports after it (order does not matter
         # in a .diag file), so that the body keeps its line and column in the .deriv
-        src = ("\n" * max(line - 2, 0) + f"diagram __{name}({header}) -> {outs}\n" + " " * (col - 1) + str(body)
+        src = ("\n" * max(line - 2, 0) + f"diagram __{name}({header}) -> {outs}\n" + " " * (col - 1) + body.text
                + "\n" + imports + "\n")
         try:
             prog = loads(src, self.file)
@@ -303,21 +292,20 @@ class Runner:
             raise DiagError(e.message, e.pos, self.text if e.pos and e.pos.file == self.file else e.source) from None
         return prog[f"__{name}"]
 
-    def fold(self, cur: Diagram, name_tok: Token, at: Tree | None) -> steps.Outcome:
-        name = str(name_tok)
+    def fold(self, cur: Diagram, name: A.Name, at: D.Where | None) -> steps.Outcome:
         defn = None
         for p in [cur.program, self.start_prog, *self.extra, prelude()]:
-            if p is not None and p.lookup_def(name) is not None:
-                defn = p.lookup_def(name)
+            if p is not None and p.lookup_def(name.text) is not None:
+                defn = p.lookup_def(name.text)
                 break
         if defn is None:
-            raise self.err(f"no definition named '{name}' to fold", name_tok)
+            raise self.err(f"no definition named '{name.text}' to fold", name.pos)
         body = defn.diagram()
         if body.generics:
-            raise self.err(f"'{name}' has dimension parameters; folding it is not supported yet", name_tok)
+            raise self.err(f"'{name.text}' has dimension parameters; folding it is not supported yet", name.pos)
         call = _call_of(defn, body)
-        rule = Rule(f"fold {name}", EQUATION, body, call, ())
-        return self.located(name_tok, steps.fold, cur, body, call, [self.pick(cur, rule, False, at, name_tok)])
+        rule = Rule(f"fold {name.text}", EQUATION, body, call, ())
+        return self.located(name, steps.fold, cur, body, call, [self.pick(cur, rule, False, at, name)])
 
 
 _LIBRARY: tuple[tuple, dict[str, Rule]] | None = None

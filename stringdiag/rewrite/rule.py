@@ -48,22 +48,19 @@ numerically on demand (:func:`stringdiag.verify.verify_rule`; ``stringdiag check
 """
 from __future__ import annotations
 
-import re
 import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from lark import Lark, Token, Tree
-from lark.exceptions import UnexpectedInput, UnexpectedToken
-
 from ..errors import DiagError, DiagWarning, Pos
 from ..graph import program as P
+from ..graph.decls import BoxDecl, Program, generic_names, type_list
 from ..graph.diagram import Diagram
 from ..graph.gcpause import gc_paused
-from ..graph.program import BoxDecl, Definition, Program
-from ..syntax import parser as S
+from ..syntax import ast as A
+from ..syntax import rules_ast as RA
+from ..syntax.source import read_source
 
 RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
 EQUATION, REDUCTION = "equation", "reduction"
@@ -106,52 +103,13 @@ class Rule:
         return f"<Rule {self.name}: {self.lhs.signature().split(' : ', 1)[1]} ({self.kind})>"
 
 
-# -- parsing ---------------------------------------------------------------------------
-@lru_cache(maxsize=None)
-def _parser() -> Lark:
-    path = S.grammar_path("rules.lark")
-    return Lark(path.read_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True,
-                import_paths=[str(path.parent)], source_path=str(path))
-
-
-_NS = re.compile(r"^diag__")
-
-
-def _strip(tree: Tree) -> Tree:
-    """Imported rules and terminals come back namespaced (``diag__assign``); the elaborator
-    reads them by their own names, so the prefix goes."""
-    for st in tree.iter_subtrees():
-        if isinstance(st.data, str) and st.data.startswith("diag__"):
-            st.data = st.data[6:]
-        for k, c in enumerate(st.children):
-            if isinstance(c, Token) and c.type.startswith("diag__"):
-                st.children[k] = Token(c.type[6:], c, c.start_pos, c.line, c.column, c.end_line, c.end_column,
-                                       c.end_pos)
-    return tree
-
-
-def _parse(text: str, file: str) -> Tree:
-    lark = _parser()
-    try:
-        return _strip(lark.parse(text))
-    except UnexpectedInput as e:
-        # name terminals as diag.lark's own messages do (imported ones come back namespaced)
-        if isinstance(getattr(e, "expected", None), (set, frozenset, list)):
-            e.expected = {_NS.sub("", n) for n in e.expected}
-        if isinstance(e, UnexpectedToken):
-            e._accepts = {_NS.sub("", n) for n in (e.accepts or e.expected)}
-        err = S._syntax_error(e, text, file, lark)
-        msg = re.sub(r"\brelation\b", "'==' (≡) or '=>' (⇒)", err.message)
-        raise DiagError(msg, err.pos, text) from None
-
-
 # -- loading ---------------------------------------------------------------------------
 def load_rules(path: str | Path) -> list[Rule]:
     """The rules of a ``.rules`` file, or of every ``.rules`` file in a directory."""
     path = Path(path)
     if path.is_dir():
         return [r for f in sorted(path.glob("*.rules")) for r in load_rules(f)]
-    return loads_rules(P.read_source(path), str(path))
+    return loads_rules(read_source(path), str(path))
 
 
 def library() -> dict[str, Rule]:
@@ -171,13 +129,9 @@ def loads_rules(text: str, file: str = "<string>") -> list[Rule]:
 
 
 def _load(text: str, file: str) -> list[Rule]:
-    tree = _parse(text, file)
     prog = Program(path=file, source=text, prelude=P.prelude())
     loaded: dict = {}
-    rule_items = []
-    for item in tree.children:
-        if not P.declare(prog, item, (), loaded) and item.data == "rule":
-            rule_items.append(item)
+    rule_items = [item for item in RA.read_rules(text, file) if not P.declare(prog, item, (), loaded)]
     for name in prog.own:
         prog[name]  # type-check helper definitions first: their errors are theirs
     rules: list[Rule] = []
@@ -191,62 +145,62 @@ def _load(text: str, file: str) -> list[Rule]:
     return rules
 
 
-def _rule(item: Tree, prog: Program) -> Rule:
-    name_tok, gen, *rest = item.children
-    params = [c for c in rest if isinstance(c, Tree) and c.data == "param"]
-    outs = next(c for c in rest if isinstance(c, Tree) and c.data == "type_list")
-    givens = [c for c in rest if isinstance(c, Tree) and c.data == "given_decl"]
-    left, rel, right = [c for c in rest if (isinstance(c, Tree) and c.data == "side") or
-                        (isinstance(c, Token) and c.type == "RELATION")]
-    proof = next((c for c in rest if isinstance(c, Tree) and c.data == "proof"), None)
-    name = str(name_tok)
-    pos = S.pos_of(name_tok, prog.path)
-    dims = P.generic_names(gen, prog)
-    for tok in (gen.children if gen is not None else ()):
-        if prog.lookup_dim(str(tok)) is not None:
-            raise DiagError(f"dimension variable '{tok}' has the name of a declared dimension; a declared "
+def _rule(item: RA.Rule, prog: Program) -> Rule:
+    name = item.name.text
+    dims = generic_names(item.generics, prog)
+    for n in (item.generics.names if item.generics is not None else ()):
+        if prog.lookup_dim(n.text) is not None:
+            raise DiagError(f"dimension variable '{n.text}' has the name of a declared dimension; a declared "
                             "dimension is a constant in a rule, so name the variable differently",
-                            S.pos_of(tok, prog.path), prog.source)
-    variables: dict[str, BoxDecl] = {}
-    for g in givens:
-        *names, ins, outs_t = g.children
-        for dn in names:
-            tok, generics = dn.children
-            if generics is not None:
-                raise DiagError("a box variable has no dimension parameters of its own; use the rule's",
-                                S.pos_of(generics, prog.path), prog.source)
-            if str(tok) in variables:
-                raise DiagError(f"box variable '{tok}' is declared twice", S.pos_of(tok, prog.path), prog.source)
-            variables[str(tok)] = BoxDecl(str(tok), "abstract", (), P.type_list(ins, prog, set(dims)),
-                                          P.type_list(outs_t, prog, set(dims)), S.pos_of(tok, prog.path))
+                            n.pos, prog.source)
+    variables = _box_variables(item.given, prog, set(dims))
     scope = Program(path=prog.path, source=prog.source, dims=prog.dims, boxes={**prog.boxes, **variables},
                     defs=prog.defs, prelude=prog.prelude)
-    sides = []
-    for side, label in ((left, "left"), (right, "right")):
-        tok = Token("NAME", f"{name} ({label})", name_tok.start_pos, name_tok.line, name_tok.column)
-        if not side.children:  # point at the opening brace, as an empty diagram body would be
-            raise DiagError(f"the {label} side of rule '{name}' is empty; it needs a return statement",
-                            S.pos_of(side, prog.path), prog.source)
-        tree = Tree("diagram", [tok, gen, *params, outs, *side.children], meta=item.meta)
-        d = Definition(tok, tree, scope).diagram()
-        for b in d.boxes():
-            node = d.box(b)
-            if node["box"] == "abstract" and variables.get(node["op"]) is node.get("ref"):
-                node["var"] = True
-        sides.append(d)
+    sides = [_side(item, side, label, scope, variables) for side, label in ((item.left, "left"), (item.right, "right"))]
     unused = [v for v in variables if not any(d.box(b).get("var") and d.box(b)["op"] == v
                                                for d in sides for b in d.boxes())]
     if unused:
         raise DiagError(f"box variable '{unused[0]}' is used by neither side of rule '{name}'",
                         variables[unused[0]].pos, prog.source)
-    rule = Rule(name, _RELATIONS[str(rel)], sides[0], sides[1], dims, variables, pos, list(scope.warnings))
-    if proof is not None:  # checked by running the derivation (stringdiag check FILE.rules)
-        tok = proof.children[0]
-        rule.proof = str((Path(prog.path).parent / str(tok)[1:-1]))
-        rule.proof_pos = S.pos_of(tok, prog.path)
+    rule = Rule(name, _RELATIONS[item.relation], sides[0], sides[1], dims, variables, item.name.pos,
+                list(scope.warnings))
+    if item.proof is not None:  # checked by running the derivation (stringdiag check FILE.rules)
+        rule.proof = str((Path(prog.path).parent / item.proof.value))
+        rule.proof_pos = item.proof.pos
     elif rule.kind == REDUCTION:
         rule.specialised = check_reduction(rule, prog.source)
     return rule
+
+
+def _box_variables(given: tuple[RA.Given, ...], prog: Program, dims: set[str]) -> dict[str, BoxDecl]:
+    """``given f : [a] -> [b]``: abstract boxes, over the rule's dimension variables only."""
+    variables: dict[str, BoxDecl] = {}
+    for g in given:
+        for dn in g.names:
+            name = dn.name.text
+            if dn.generics is not None:
+                raise DiagError("a box variable has no dimension parameters of its own; use the rule's",
+                                dn.generics.pos, prog.source)
+            if name in variables:
+                raise DiagError(f"box variable '{name}' is declared twice", dn.name.pos, prog.source)
+            variables[name] = BoxDecl(name, "abstract", (), type_list(g.ins, prog, dims),
+                                      type_list(g.outs, prog, dims), dn.name.pos)
+    return variables
+
+
+def _side(item: RA.Rule, side: RA.Side, label: str, scope: Program, variables: dict[str, BoxDecl]) -> Diagram:
+    """One side of a rule: a diagram over the rule's header, named ``NAME (left)``; the boxes
+    that are box variables are marked ``var``."""
+    if not side.body:  # point at the opening brace, as an empty diagram body would be
+        raise DiagError(f"the {label} side of rule '{item.name.text}' is empty; it needs a return statement",
+                        side.pos, scope.source)
+    name = A.Name(f"{item.name.text} ({label})", item.name.pos)
+    d = P.definition(A.Diagram(name, item.generics, item.params, item.outs, side.body, item.pos), scope).diagram()
+    for b in d.boxes():
+        node = d.box(b)
+        if node["box"] == "abstract" and variables.get(node["op"]) is node.get("ref"):
+            node["var"] = True
+    return d
 
 
 # -- reductions: the right side is an instance of the left ---------------------------------
@@ -382,30 +336,36 @@ class _Instance:
         """Try every reading (within a budget); of those that work, report the one that keeps
         the most holes as they are, then the one with the fewest replacing boxes."""
         self.fresh_boxes()
-        img0 = dict(zip(self.L.inputs, self.R.inputs))
         best: tuple | None = None
-        for img, phi in self.skeleton(0, img0, {}):
-            for img2 in self.outputs(img):
-                for img3 in self.pending(img2, phi):
-                    self.tries += 1
-                    if self.tries > self.BUDGET:
-                        if best is not None:
-                            return best[1]
-                        raise self.error("too many ways to read the right side as an instance of the left to "
-                                         "try them all; split the rule")
-                    try:
-                        found = self.replacements(img3, phi)
-                    except _NotAnInstance as e:
-                        self.note(e)
-                        continue
-                    score = (-sum(v == "itself" for v in found[0].values()), found[1])
-                    if best is None or score < best[0]:
-                        best = (score, found[0])
+        for img, phi in self.readings():
+            self.tries += 1
+            if self.tries > self.BUDGET:
+                if best is not None:
+                    return best[1]
+                raise self.error("too many ways to read the right side as an instance of the left to "
+                                 "try them all; split the rule")
+            try:
+                found = self.replacements(img, phi)
+            except _NotAnInstance as e:
+                self.note(e)
+                continue
+            score = (-sum(v == "itself" for v in found[0].values()), found[1])
+            if best is None or score < best[0]:
+                best = (score, found[0])
         if best is not None:
             return best[1]
         if self.best is not None:
             raise self.error(self.best.message, self.best.pos)
         raise self.error("its right side is not an instance of its left")  # pragma: no cover
+
+    def readings(self):
+        """Every map of the left's skeleton (rule 1) and outputs into the right, with the
+        outputs of holes that only holes read assigned; lazily, as the search tries them."""
+        img0 = dict(zip(self.L.inputs, self.R.inputs))
+        for img, phi in self.skeleton(0, img0, {}):
+            for img2 in self.outputs(img):
+                for img3 in self.pending(img2, phi):
+                    yield img3, phi
 
     def fresh_boxes(self) -> None:
         """Rule 5: the right side names no box the left lacks."""
@@ -558,92 +518,118 @@ class _Instance:
     def cone(self, h: int, img: dict, images: set, stage: float) -> tuple[set, tuple]:
         """The boxes of the right that replace hole ``h``, and a signature of that composite
         (up to the names of its labels and its SIMD context), one entry per output."""
-        L, R = self.L, self.R
-        node = L.box(h)
-        name = node["op"]
-        simd = node["simd"]
-        scanned = simd[-1][0] if node.get("scan") and simd else None
-        tag_of = {lab: j for j, (lab, _) in enumerate(simd) if lab != scanned}
-        tags: dict[int, tuple] = {}
-        sig: dict[int, Any] = {}
-        for p, (wl, al) in enumerate(L.box_inputs(h)):
+        return _Cone(self, h, img, images, stage).run()
+
+
+class _Cone:
+    """What replaces one hole of the left on the right: the boxes computing the images of its
+    outputs back to the images of its inputs. Every wire is tagged, axis by axis, with the
+    hole's SIMD index it runs along (if any), so that a composite mixing positions along one
+    is refused."""
+
+    def __init__(self, inst: _Instance, h: int, img: dict, images: set, stage: float):
+        self.inst, self.L, self.R = inst, inst.L, inst.R
+        self.h, self.img, self.images, self.stage = h, img, images, stage
+        self.node = self.L.box(h)
+        self.name = self.node["op"]
+        simd = self.node["simd"]
+        scanned = simd[-1][0] if self.node.get("scan") and simd else None
+        self.tag_of = {lab: j for j, (lab, _) in enumerate(simd) if lab != scanned}
+        self.over = ", ".join(lab for lab in self.tag_of)
+        self.tags: dict[int, tuple] = {}
+        self.sig: dict[int, Any] = {}
+        for p, (wl, al) in enumerate(self.L.box_inputs(h)):
             wr = img[wl]
-            tags.setdefault(wr, tuple(tag_of.get(a) if isinstance(a, str) else None for a in al))
-            sig[wr] = ("in", *(sig.get(wr, ("in",))[1:]), p)
-        cone: set = set()
-        over = ", ".join(lab for lab in tag_of)
+            self.tags.setdefault(wr, tuple(self.tag_of.get(a) if isinstance(a, str) else None for a in al))
+            self.sig[wr] = ("in", *(self.sig.get(wr, ("in",))[1:]), p)
+        self.boxes: set = set()
 
-        def mixes(c: int) -> _NotAnInstance:
-            return _NotAnInstance(stage, f"on the left '{name}' is applied for every {over} (a SIMD box), so it can "
-                                         f"only become a composite applied for every {over}; the right side's "
-                                         f"{self.describe(R.box(c))} in its replacement mixes positions along {over}",
-                                  self.where(R.box(c)))
-
-        def visit(w: int) -> None:
-            if w in tags:
-                return
-            c = R.producer(w)
-            if c is None:
-                k = R.inputs.index(w)
-                raise _NotAnInstance(stage, f"what replaces '{name}' on the right reads input {k + 1} "
-                                            f"('{R.input_names[k]}'), which '{name}' does not read on the left",
-                                     self.where(node))
-            if c in images:
-                raise _NotAnInstance(stage, f"what replaces '{name}' on the right reads the output of "
-                                            f"{self.describe(R.box(c))}, which '{name}' does not read on the left",
-                                     self.where(R.box(c)))
-            ins = R.box_inputs(c)
-            for wi, _ in ins:
-                visit(wi)
-            cone.add(c)
-            cnode = R.box(c)
-            labels = [lab for lab, _ in cnode["simd"]]
-            seen: dict[str, set] = {lab: set() for lab in labels}
-            for wi, ai in ins:
-                for axis, a in enumerate(ai):
-                    t = tags[wi][axis]
-                    if isinstance(a, str) and a in seen:
-                        seen[a].add(t)
-                    elif t is not None:  # a position read as a local axis, or summed over
-                        raise mixes(c)
-            lab_tag = {}
-            for lab, ts in seen.items():
-                real = ts - {None}
-                if len(real) > 1 or (real and None in ts):
-                    raise mixes(c)
-                if real:
-                    lab_tag[lab] = next(iter(real))
-            if len(set(lab_tag.values())) != len(lab_tag) or (cnode.get("scan") and labels[-1] in lab_tag):
-                raise mixes(c)
-            kept = [lab for lab in labels if lab not in lab_tag]
-            summed = [lab for lab, _ in cnode.get("summed", ())]
-
-            def ax(a):
-                return a if isinstance(a, int) else ("s", kept.index(a)) if a in kept else ("σ", summed.index(a))
-
-            s_ins = tuple((tuple(ax(a) for a in ai if a not in lab_tag), sig[wi]) for wi, ai in ins)
-            s_box = _label(R, c, drop=set(lab_tag))
-            for k, wo in enumerate(R.box_outputs(c)):
-                n = len(labels) - (1 if cnode.get("scan") and k == 0 else 0)
-                tags[wo] = tuple(lab_tag.get(labels[q]) for q in range(n)) + (None,) * (len(R.wire_type(wo)) - n)
-                sig[wo] = (s_box, k, s_ins)
-
+    def run(self) -> tuple[set, tuple]:
+        node, simd = self.node, self.node["simd"]
         out_sigs = []
-        for k, wl in enumerate(L.box_outputs(h)):
-            if wl not in img:  # read by nobody on the left: whatever replaces it is deleted
+        for k, wl in enumerate(self.L.box_outputs(self.h)):
+            if wl not in self.img:  # read by nobody on the left: whatever replaces it is deleted
                 out_sigs.append(None)
                 continue
-            wr = img[wl]
-            visit(wr)
+            wr = self.img[wl]
+            self.visit(wr)
             n = len(simd) - (1 if node.get("scan") and k == 0 else 0)
-            want = tuple(tag_of.get(simd[q][0]) for q in range(n)) + (None,) * (len(L.wire_type(wl)) - n)
-            if tags[wr] != want:
-                c = R.producer(wr)
-                raise mixes(c) if c is not None else _NotAnInstance(
-                    stage, f"on the left '{name}' is applied for every {over}; on the right its output "
-                           "is an input read another way", self.where(node))
-            out_sigs.append(sig[wr])
-        return cone, tuple(out_sigs)
+            want = tuple(self.tag_of.get(simd[q][0]) for q in range(n)) + (None,) * (len(self.L.wire_type(wl)) - n)
+            if self.tags[wr] != want:
+                c = self.R.producer(wr)
+                raise self.mixes(c) if c is not None else _NotAnInstance(
+                    self.stage, f"on the left '{self.name}' is applied for every {self.over}; on the right its "
+                                "output is an input read another way", self.inst.where(node))
+            out_sigs.append(self.sig[wr])
+        return self.boxes, tuple(out_sigs)
+
+    def mixes(self, c: int) -> _NotAnInstance:
+        over = self.over
+        return _NotAnInstance(self.stage, f"on the left '{self.name}' is applied for every {over} (a SIMD box), so "
+                                          f"it can only become a composite applied for every {over}; the right "
+                                          f"side's {self.inst.describe(self.R.box(c))} in its replacement mixes "
+                                          f"positions along {over}", self.inst.where(self.R.box(c)))
+
+    def visit(self, w: int) -> None:
+        """Tag wire ``w`` and the boxes computing it, back to the hole's inputs."""
+        if w in self.tags:
+            return
+        R, name = self.R, self.name
+        c = R.producer(w)
+        if c is None:
+            k = R.inputs.index(w)
+            raise _NotAnInstance(self.stage, f"what replaces '{name}' on the right reads input {k + 1} "
+                                             f"('{R.input_names[k]}'), which '{name}' does not read on the left",
+                                 self.inst.where(self.node))
+        if c in self.images:
+            raise _NotAnInstance(self.stage, f"what replaces '{name}' on the right reads the output of "
+                                             f"{self.inst.describe(R.box(c))}, which '{name}' does not read on "
+                                             "the left", self.inst.where(R.box(c)))
+        for wi, _ in R.box_inputs(c):
+            self.visit(wi)
+        self.boxes.add(c)
+        self.tag(c)
+
+    def tag(self, c: int) -> None:
+        """Tag the outputs of box ``c`` from its inputs' tags, and sign it."""
+        R, cnode = self.R, self.R.box(c)
+        ins = R.box_inputs(c)
+        labels = [lab for lab, _ in cnode["simd"]]
+        lab_tag = self.label_tags(c, ins, labels)
+        kept = [lab for lab in labels if lab not in lab_tag]
+        summed = [lab for lab, _ in cnode.get("summed", ())]
+
+        def ax(a):
+            return a if isinstance(a, int) else ("s", kept.index(a)) if a in kept else ("σ", summed.index(a))
+
+        s_ins = tuple((tuple(ax(a) for a in ai if a not in lab_tag), self.sig[wi]) for wi, ai in ins)
+        s_box = _label(R, c, drop=set(lab_tag))
+        for k, wo in enumerate(R.box_outputs(c)):
+            n = len(labels) - (1 if cnode.get("scan") and k == 0 else 0)
+            self.tags[wo] = tuple(lab_tag.get(labels[q]) for q in range(n)) + (None,) * (len(R.wire_type(wo)) - n)
+            self.sig[wo] = (s_box, k, s_ins)
+
+    def label_tags(self, c: int, ins: list, labels: list[str]) -> dict[str, int]:
+        """Which of the hole's SIMD indices each SIMD label of box ``c`` runs along: one each,
+        distinct, never a scanned one; a position read as a local axis, or summed, mixes."""
+        seen: dict[str, set] = {lab: set() for lab in labels}
+        for wi, ai in ins:
+            for axis, a in enumerate(ai):
+                t = self.tags[wi][axis]
+                if isinstance(a, str) and a in seen:
+                    seen[a].add(t)
+                elif t is not None:  # a position read as a local axis, or summed over
+                    raise self.mixes(c)
+        lab_tag = {}
+        for lab, ts in seen.items():
+            real = ts - {None}
+            if len(real) > 1 or (real and None in ts):
+                raise self.mixes(c)
+            if real:
+                lab_tag[lab] = next(iter(real))
+        if len(set(lab_tag.values())) != len(lab_tag) or (self.R.box(c).get("scan") and labels[-1] in lab_tag):
+            raise self.mixes(c)
+        return lab_tag
 
 
 # -- equations: both sides evaluated -------------------------------------------------------

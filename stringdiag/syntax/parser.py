@@ -1,6 +1,10 @@
-"""Text to syntax tree: the lark grammar in ``grammars/diag.lark``, with positioned errors."""
+"""Text to lark parse tree, for the grammars in ``grammars/``, with positioned errors.
+
+The typed trees the tool reads are built from these by ``ast.py`` (.diag), ``rules_ast.py``
+(.rules) and ``deriv_ast.py`` (.deriv)."""
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -34,12 +38,11 @@ def grammar_path(name: str = "diag.lark") -> Path:
 
 @lru_cache(maxsize=None)
 def parser(name: str = "diag.lark") -> Lark:
-    return Lark(
-        grammar_path(name).read_text(),
-        parser="lalr",
-        propagate_positions=True,
-        maybe_placeholders=True,
-    )
+    """The LALR parser of a grammar; one grammar may import another beside it (rules.lark
+    imports diag.lark's statements)."""
+    path = grammar_path(name)
+    return Lark(path.read_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True,
+                import_paths=[str(path.parent)], source_path=str(path))
 
 
 def _describe(term: str, lark: Lark) -> str:
@@ -66,10 +69,24 @@ def parse(text: str, file: str = "<string>", grammar: str = "diag.lark") -> Tree
     try:
         return lark.parse(text)
     except UnexpectedInput as e:
-        raise _syntax_error(e, text, file, lark) from None
+        raise syntax_error(_own_names(e), text, file, lark) from None
 
 
-def _syntax_error(e: UnexpectedInput, text: str, file: str, lark: Lark) -> DiagError:
+_NS = re.compile(r"^diag__")
+
+
+def _own_names(e: UnexpectedInput) -> UnexpectedInput:
+    """Terminals a grammar imports from diag.lark come back namespaced (``diag__NUMBER``);
+    messages name them as diag.lark's own do."""
+    if isinstance(getattr(e, "expected", None), (set, frozenset, list)):
+        e.expected = {_NS.sub("", n) for n in e.expected}
+    if isinstance(e, UnexpectedToken):
+        e._accepts = {_NS.sub("", n) for n in (e.accepts or e.expected)}
+    return e
+
+
+def syntax_error(e: UnexpectedInput, text: str, file: str, lark: Lark) -> DiagError:
+    """lark's error as the tool's: positioned, naming what was found and what could follow."""
     line = getattr(e, "line", None)
     col = getattr(e, "column", None)
     at_end = isinstance(e, UnexpectedEOF) or (isinstance(e, UnexpectedToken) and e.token.type == "$END")
@@ -93,10 +110,3 @@ def _syntax_error(e: UnexpectedInput, text: str, file: str, lark: Lark) -> DiagE
         msg += "; expected " + (expected[0] if len(expected) == 1 else "one of " + ", ".join(expected))
     return DiagError(msg, pos, text)
 
-
-def pos_of(node: Tree | Token, file: str) -> Pos:
-    """Source position of a tree or token."""
-    if isinstance(node, Token):
-        return Pos(file, node.line or 1, node.column or 1)
-    meta = node.meta
-    return Pos(file, getattr(meta, "line", 1), getattr(meta, "column", 1))

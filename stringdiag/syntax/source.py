@@ -8,6 +8,10 @@ target and renames over it.
 """
 from __future__ import annotations
 
+import errno
+import os
+import stat
+import tempfile
 from pathlib import Path
 
 from ..errors import DiagError, Pos
@@ -24,9 +28,6 @@ def write_atomic(path: str | Path, data: str | bytes, kept: str = "") -> Path:
     file or the new one, never half of one. Readable by everyone, as a picture or a result
     is. A failure (a full disk, a name too long) is the tool's error; ``kept`` says what
     survives it, e.g. " (the previous log is kept)"."""
-    import os
-    import tempfile
-
     out = Path(path)
     tmp = None
     try:
@@ -54,10 +55,6 @@ def read_source(path: str | Path, limit: int = 16 * 2 ** 20) -> str:
     ``limit`` bytes (16 MiB); text must be UTF-8, and the first byte that is not is reported
     at its line and column. Line ends are normalised to ``\\n`` as in text mode.
     """
-    import errno
-    import os
-    import stat
-
     name = str(path)
     shown = shown_path(name)
     try:

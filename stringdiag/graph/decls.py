@@ -1,0 +1,203 @@
+"""What a ``.diag`` program is made of: declared dimensions and boxes, diagram definitions,
+and the program that holds them, with the reading of a declaration's types.
+
+Kept apart from loading (``program.py``) and elaboration (``elaborate.py``) so that both
+import these records and neither imports the other: a definition is given the function that
+elaborates it.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from ..errors import DiagError, DiagWarning, Pos
+from ..syntax import ast as A
+from .diagram import Diagram
+from .types import Dim, TensorType, show_type
+
+
+@dataclass(frozen=True)
+class DimDecl:
+    name: str
+    kind: str  # "fixed" | "seq" | "generic"
+    default: int | None
+    pos: Pos | None
+
+
+@dataclass(frozen=True)
+class BoxDecl:
+    """A declared box: learnable (``learn``), abstract family (``abstract``) or ``fixed``."""
+
+    name: str
+    box: str
+    generics: tuple[str, ...]
+    ins: tuple[TensorType, ...]
+    outs: tuple[TensorType, ...]
+    pos: Pos | None
+    local: bool = False  # declared inside a diagram: fresh weights for each use of it
+
+    def signature(self) -> str:
+        g = f"<{', '.join(self.generics)}>" if self.generics else ""
+        ins = ", ".join(show_type(t) for t in self.ins)
+        outs = ", ".join(show_type(t) for t in self.outs)
+        return f"{self.box} {self.name}{g} : {ins} -> {outs}"
+
+
+@dataclass
+class Program:
+    """Everything a file declares, with its imports (and the prelude) in scope."""
+
+    path: str
+    source: str
+    dims: dict[str, DimDecl] = field(default_factory=dict)
+    boxes: dict[str, BoxDecl] = field(default_factory=dict)
+    defs: dict[str, "Definition"] = field(default_factory=dict)
+    own: list[str] = field(default_factory=list)  # names of diagrams defined in this file
+    warnings: list[DiagWarning] = field(default_factory=list)
+    prelude: "Program | None" = None
+
+    # -- lookup ---------------------------------------------------------------------
+    def __getitem__(self, name: str) -> Diagram:
+        if name in self.defs:
+            return self.defs[name].diagram()
+        if self.prelude is not None and name in self.prelude.defs:
+            return self.prelude[name]
+        hint = suggest(name, list(self.defs))
+        raise KeyError(f"no diagram named {name!r} in {self.path}{hint}")
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.defs
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.own)
+
+    @property
+    def diagrams(self) -> dict[str, Diagram]:
+        """The diagrams this file defines (not its imports), in source order."""
+        return {n: self[n] for n in self.own}
+
+    def lookup_dim(self, name: str) -> DimDecl | None:
+        if name in self.dims:
+            return self.dims[name]
+        return self.prelude.dims.get(name) if self.prelude else None
+
+    def lookup_box(self, name: str) -> BoxDecl | None:
+        if name in self.boxes:
+            return self.boxes[name]
+        return self.prelude.boxes.get(name) if self.prelude else None
+
+    def lookup_def(self, name: str) -> "Definition | None":
+        if name in self.defs:
+            return self.defs[name]
+        return self.prelude.defs.get(name) if self.prelude else None
+
+    def all_names(self) -> list[str]:
+        names = list(self.dims) + list(self.boxes) + list(self.defs)
+        if self.prelude:
+            names += list(self.prelude.boxes) + list(self.prelude.defs)
+        return names
+
+    def learnables(self) -> list[BoxDecl]:
+        return [b for b in self.boxes.values() if b.box == "learn"]
+
+
+class Definition:
+    """A diagram definition: its syntax tree, elaborated to a graph once, when first needed,
+    by ``elaborate`` (given by whoever makes the definition: the loader)."""
+
+    def __init__(self, node: A.Diagram, program: Program, elaborate: Callable[["Definition"], Diagram]):
+        self.name = node.name.text
+        self.node = node
+        self.program = program
+        self._elaborate = elaborate
+        self._diagram: Diagram | None = None
+        self._busy = False
+        self.generics: tuple[str, ...] = generic_names(node.generics, program)
+        self.pos = node.name.pos
+
+    def diagram(self) -> Diagram:
+        if self._diagram is None:
+            if self._busy:
+                cycle = _elaborating[_elaborating.index(self) + 1:]
+                via = " via " + " -> ".join(f"'{d.name}'" for d in cycle) if cycle else ""
+                # no position here: the caller knows where the use that closes the cycle is
+                raise DiagError(f"diagram '{self.name}' uses itself{via} (recursion is not allowed)")
+            self._busy = True
+            _elaborating.append(self)
+            try:
+                self._diagram = self._elaborate(self)
+            finally:
+                self._busy = False
+                _elaborating.pop()
+        return self._diagram
+
+
+_elaborating: list[Definition] = []  # definitions being elaborated, outermost first
+
+
+# -- declarations' types ------------------------------------------------------------------
+def dim_expr(e: A.DimSum | A.DimProduct | A.Name | A.Int, prog: Program, generics: tuple[str, ...] | set[str]) -> Dim:
+    """Evaluate a dimension expression, checking that its names are dimensions."""
+    match e:
+        case A.Int(text, pos):
+            if len(text) > 18:
+                raise DiagError(f"the number {text[:20]}... is too large for a dimension", pos, prog.source)
+            return Dim.const(int(text))
+        case A.Name(name, pos):
+            if name not in generics and prog.lookup_dim(name) is None:
+                hint = suggest(name, [n for n in prog.dims] + list(generics))
+                raise DiagError(f"undefined dimension '{name}'{hint}", pos, prog.source)
+            return Dim.var(name)
+        case A.DimSum(terms):
+            total = Dim.const(0)
+            for t in terms:
+                total = total + dim_expr(t, prog, generics)
+            return total
+        case A.DimProduct(factors):
+            prod = Dim.const(1)
+            for f in factors:
+                prod = prod * dim_expr(f, prog, generics)
+            return prod
+    raise AssertionError(e)  # pragma: no cover
+
+
+def tensor_type(t: A.TypeExpr, prog: Program, generics) -> TensorType:
+    return tuple(dim_expr(d, prog, generics) for d in t.dims)
+
+
+def type_list(ts: tuple[A.TypeExpr, ...], prog: Program, generics) -> tuple[TensorType, ...]:
+    return tuple(tensor_type(t, prog, generics) for t in ts)
+
+
+def generic_names(g: A.Generics | None, prog: Program) -> tuple[str, ...]:
+    """The <n, m> parameters of a declaration, each named once."""
+    if g is None:
+        return ()
+    seen: list[str] = []
+    for n in g.names:
+        if n.text in seen:
+            raise DiagError(f"dimension parameter '{n.text}' is declared twice", n.pos, prog.source)
+        seen.append(n.text)
+    return tuple(seen)
+
+
+def box_decls(item: A.BoxDecl, prog: Program, local: bool, outer_generics=()) -> list[BoxDecl]:
+    box = item.kind.text
+    if local and box != "learn":
+        raise DiagError(f"only learnable boxes can be declared inside a diagram, not '{box}'",
+                        item.kind.pos, prog.source)
+    decls = []
+    for dn in item.names:
+        generics = generic_names(dn.generics, prog)
+        scope = set(generics) | set(outer_generics)
+        decls.append(BoxDecl(dn.name.text, box, generics, type_list(item.ins, prog, scope),
+                             type_list(item.outs, prog, scope), dn.name.pos, local))
+    return decls
+
+
+def suggest(name: str, candidates: list[str]) -> str:
+    """``; did you mean 'x'?`` for the closest candidate, or nothing."""
+    same_case = [c for c in candidates if c.lower() == name.lower()]
+    close = same_case or difflib.get_close_matches(name, candidates, n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""

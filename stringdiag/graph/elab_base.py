@@ -1,0 +1,119 @@
+"""What the parts of one diagram's elaboration share: values seen through index views, the
+indices of a statement, the graph being built, and the messages.
+
+The elaborator is assembled from parts (``elaborate.py``: statements; ``elab_expr.py``:
+expressions; ``elab_call.py``: box applications), each a mixin over :class:`ElabState`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import DiagError, DiagWarning, Pos
+from .constants import show
+from .decls import BoxDecl, Definition, Program
+from .diagram import Diagram
+from .types import Dim, TensorType
+
+TOO_DEEP = "expressions are nested too deeply to check; split them into named wires"
+
+
+@dataclass
+class Val:
+    """A value in a statement: a wire seen through an index view, or a constant.
+
+    ``view`` has one entry per axis of the wire: a statement index label (that axis is
+    indexed) or ``None`` (a local axis, still part of the value's type).
+    """
+
+    wire: int | None
+    view: tuple[str | None, ...] = ()
+    const: Any = None  # a constant expression tree, when wire is None
+
+    def labels(self) -> set[str]:
+        return {v for v in self.view if v is not None}
+
+
+@dataclass
+class Scope:
+    """Indices of one statement: user name -> label, and label -> range."""
+
+    ranges: dict[str, Dim | None] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    active: dict[str, str] = field(default_factory=dict)
+    display: dict[str, str] = field(default_factory=dict)
+    first_use: dict[str, Pos] = field(default_factory=dict)
+
+    def bind(self, name: str) -> str:
+        label = name
+        while label in self.ranges:
+            label += "'"
+        self.ranges[label] = None
+        self.order.append(label)
+        self.active[name] = label
+        self.display[label] = name
+        return label
+
+    def rank(self, label: str) -> int:
+        return self.order.index(label)
+
+    def shown(self, labels) -> dict:
+        """How labels are written in pictures: as the user named the index."""
+        return {lab: self.display.get(lab, lab) for lab in labels}
+
+
+class ElabState:
+    """One definition being elaborated: its graph, its named wires and local boxes."""
+
+    def __init__(self, defn: Definition):
+        self.defn = defn
+        self.prog: Program = defn.program
+        self.file = self.prog.path
+        self.generics = set(defn.generics)
+        self.d = Diagram(name=defn.name, generics=defn.generics, pos=defn.pos,
+                         source=self.prog.path, program=self.prog)
+        self.names: dict[str, int] = {}
+        self.name_pos: dict[str, Pos] = {}
+        self.local_boxes: dict[str, BoxDecl] = {}
+        self.used_local: set[str] = set()
+        self.uses: dict[str, int] = {}  # definition -> how many uses so far (instance numbers)
+
+    def err(self, msg: str, pos: Pos | None) -> DiagError:
+        return DiagError(msg, pos, self.prog.source)
+
+    def warn(self, msg: str, pos: Pos | None) -> None:
+        self.prog.warnings.append(DiagWarning(msg, pos, self.prog.source))
+
+    def type_of(self, v: Val) -> TensorType:
+        return self.d.wire_type(v.wire)
+
+    def local_type(self, v: Val) -> TensorType:
+        if v.wire is None:
+            return ()
+        return tuple(dim for lab, dim in zip(v.view, self.type_of(v)) if lab is None)
+
+    def axes_for(self, v: Val, implicit: dict[int, str]) -> tuple:
+        """Input axes of a box: statement labels stay, local axes number from 0.
+
+        ``implicit`` maps positions among the local axes to implicit SIMD labels.
+        """
+        axes, k, j = [], 0, 0
+        for lab in v.view:
+            if lab is not None:
+                axes.append(lab)
+            elif j in implicit:
+                axes.append(implicit[j])
+                j += 1
+            else:
+                axes.append(k)
+                k += 1
+                j += 1
+        return tuple(axes)
+
+    def materialize(self, v: Val, pos: Pos) -> Val:
+        _, (w,) = self.d.add_box("const", show(v.const), [], [()], pos=pos, value=v.const)
+        return Val(w, ())
+
+    def wired(self, vals: list[Val], pos: Pos) -> list[Val]:
+        """Constants become boxes where a box reads them."""
+        return [self.materialize(v, pos) if v.wire is None else v for v in vals]

@@ -1,0 +1,237 @@
+"""Elaborating box applications: resolving the box, inferring its dimension parameters from
+its inputs, the implicit SIMD box over extra leading axes, and ``scan``.
+
+A mixin of the elaborator: expressions (``expr``) are ``elab_expr.py``'s.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import DiagError, Pos
+from ..syntax import ast as A
+from .constants import OPERATORS
+from .decls import BoxDecl, Definition, dim_expr, suggest
+from .elab_base import ElabState, Scope, Val
+from .types import Dim, TensorType, show_type, substitute_type
+
+
+@dataclass
+class Use:
+    """What one use of a box needs: its name, dimension parameters, port types, class and
+    the attributes of the box node made for it."""
+
+    name: str
+    generics: tuple[str, ...]
+    ins: list[TensorType]
+    outs: list[TensorType]
+    box: str
+    attrs: dict
+
+    @classmethod
+    def of(cls, callee: Definition | BoxDecl, uses: dict[str, int]) -> "Use":
+        """``uses`` counts the uses of each definition: each is its own weight set (H#1, H#2)."""
+        if isinstance(callee, BoxDecl):
+            attrs = {"ref": callee}
+            if callee.box == "learn":
+                attrs["local"], attrs["param"] = callee.local, callee.name
+            return cls(callee.name, callee.generics, list(callee.ins), list(callee.outs), callee.box, attrs)
+        d = callee.diagram()
+        uses[callee.name] = uses.get(callee.name, 0) + 1
+        # a sequence length is supplied at run time, so a definition written over s may be
+        # used on any sequence: its seq dimensions are parameters inferred from the inputs
+        generics = callee.generics + tuple(sorted(
+            n for t in d.input_types for dim in t for n in dim.names()
+            if n not in callee.generics and (decl := callee.program.lookup_dim(n)) is not None
+            and decl.kind == "seq"))
+        attrs = {"ref": d, "instance": f"{callee.name}#{uses[callee.name]}"}
+        return cls(callee.name, generics, d.input_types, d.output_types, "diagram", attrs)
+
+
+class Calls(ElabState):
+    def resolve(self, n: A.Name) -> Definition | BoxDecl:
+        name = n.text
+        if name in self.local_boxes:
+            self.used_local.add(name)
+            return self.local_boxes[name]
+        decl = self.prog.lookup_box(name)
+        if decl is not None:
+            return decl
+        defn = self.prog.lookup_def(name)
+        if defn is not None:
+            try:
+                defn.diagram()
+            except DiagError as e:
+                if e.pos is None:  # recursion: report it at the use that closes the cycle
+                    raise self.err(e.message, n.pos) from None
+                raise
+            return defn
+        if name in self.names:
+            raise self.err(f"'{name}' is a wire, not a box; index it with [...] instead", n.pos)
+        if name in self.generics or self.prog.lookup_dim(name):
+            raise self.err(f"'{name}' is a dimension, not a box", n.pos)
+        boxes = [b for b in self.prog.all_names() if not self.prog.lookup_dim(b)] + list(self.local_boxes)
+        raise self.err(f"undefined box '{name}'{suggest(name, boxes)}", n.pos)
+
+    def call(self, t: A.Call, scope: Scope, want_all: bool = False, scan_label: str | None = None) -> list[Val]:
+        callee = self.resolve(t.box)
+        explicit = [dim_expr(g, self.prog, self.generics) for g in t.dim_args]
+        vals = [self.expr(a, scope) for a in t.args]
+        outs = self.apply(callee, vals, scope, t.pos, explicit, scan_label=scan_label,
+                          arg_pos=[a.pos for a in t.args])
+        if not want_all and len(outs) != 1:
+            raise self.err(f"'{t.box.text}' has {len(outs)} outputs; assign them to as many names "
+                           f"(a, b = {t.box.text}(...))", t.pos)
+        return outs
+
+    def apply_prim(self, op: str, vals: list[Val], scope: Scope, pos: Pos) -> Val:
+        decl = self.prog.lookup_box(op)
+        assert decl is not None, f"prelude lacks {op}"
+        return self.apply(decl, vals, scope, pos, [])[0]
+
+    def apply(self, callee, vals: list[Val], scope: Scope, pos: Pos, explicit: list[Dim],
+              scan_label: str | None = None, arg_pos: list[Pos] | None = None) -> list[Val]:
+        """A box applied to values: its box node, in the SIMD boxes of the indices its inputs
+        depend on (the scanned index last) and of the extra leading axes of its inputs."""
+        use = Use.of(callee, self.uses)
+        arg_pos = arg_pos or [pos] * len(vals)
+        if len(vals) != len(use.ins):
+            raise self.err(f"'{_shown(use.name)}' takes {len(use.ins)} input{'s' if len(use.ins) != 1 else ''} "
+                           f"but {len(vals)} {'was' if len(vals) == 1 else 'were'} given", pos)
+        if len(explicit) > len(use.generics):
+            raise self.err(f"'{use.name}' has {len(use.generics)} dimension parameter(s) but "
+                           f"{len(explicit)} were given", pos)
+        # constants fold: sqrt(k), 1 / 2
+        if use.box == "fixed" and use.name in OPERATORS and vals and all(v.wire is None for v in vals):
+            return [Val(None, const=(use.name, *[v.const for v in vals]))]
+        vals = self.wired(vals, pos)
+        locs = [self.local_type(v) for v in vals]
+        sub = dict(zip(use.generics, explicit))
+        extras = [self.unify(use, k, port, lt, sub, pos, arg_pos[k]) for k, (port, lt) in enumerate(zip(use.ins, locs))]
+        missing = [g for g in use.generics if g not in sub]
+        if missing:
+            raise self.err(f"cannot infer dimension '{missing[0]}' of '{use.name}'; give it explicitly: "
+                           f"{use.name}<{', '.join(use.generics)}>(...)", pos)
+        imp_dims = self.implicit_dims(use.name, locs, extras, arg_pos)
+        if scan_label is not None and imp_dims:
+            raise self.err("scan does not apply over extra axes; index every argument explicitly", pos)
+        deps = self.dependencies(use.name, vals, scope, scan_label, pos, arg_pos)
+        return self.add_use(use, vals, scope, pos, sub, deps, extras, imp_dims, scan_label)
+
+    def unify(self, use: Use, k: int, port: TensorType, lt: TensorType, sub: dict[str, Dim], pos: Pos,
+              arg: Pos) -> int:
+        """Match input ``k``'s local type ``lt`` against its port, binding dimension parameters
+        in ``sub``; how many extra leading axes it has (an implicit SIMD box)."""
+        r = len(port)
+        if len(lt) < r:
+            raise self.err(f"input {k + 1} of '{use.name}' must have type {show_type(port)} "
+                           f"but has type {show_type(lt)}", arg)
+        for p, a in zip(port, lt[len(lt) - r:]):
+            ps = p.substitute(sub)
+            if ps.name in use.generics and ps.name not in sub:
+                sub[ps.name] = a
+            elif ps.names() & (set(use.generics) - set(sub)):
+                raise self.err(f"cannot infer the dimension parameters of '{use.name}' from its inputs; "
+                               f"give them explicitly: {use.name}<{', '.join(use.generics)}>(...)", pos)
+            elif ps != a:
+                want = show_type(substitute_type(port, sub))
+                raise self.err(f"input {k + 1} of '{use.name}' must have type {want} but has type "
+                               f"{show_type(lt)}", arg)
+        return len(lt) - r
+
+    def implicit_dims(self, name: str, locs: list[TensorType], extras: list[int], arg_pos: list[Pos]) -> list[Dim]:
+        """The ranges of the implicit SIMD box over extra leading axes, right-aligned across
+        arguments."""
+        m = max(extras, default=0)
+        imp_dims: list[Dim | None] = [None] * m
+        for k, (lt, e) in enumerate(zip(locs, extras)):
+            for q in range(e):
+                slot = m - e + q
+                if imp_dims[slot] is None:
+                    imp_dims[slot] = lt[q]
+                elif imp_dims[slot] != lt[q]:
+                    others = [show_type(o) for o in locs if o != lt]
+                    raise self.err(f"'{_shown(name)}' cannot combine inputs of types {show_type(lt)} and "
+                                   f"{others[0] if others else '?'}: extra axes are matched from the right; "
+                                   "index them to say which go together", arg_pos[k])
+        return imp_dims
+
+    def dependencies(self, name: str, vals: list[Val], scope: Scope, scan_label: str | None, pos: Pos,
+                     arg_pos: list[Pos]) -> list[str]:
+        """The statement indices the inputs depend on, in binding order; a scanned one last."""
+        deps = sorted(set().union(*(v.labels() for v in vals)) if vals else set(), key=scope.rank)
+        if scan_label is None:
+            return deps
+        if scan_label not in deps:
+            raise self.err(f"no argument of '{name}' is indexed by the scanned index "
+                           f"'{scope.display[scan_label]}'", pos)
+        if scan_label in vals[0].labels():
+            raise self.err(f"the carried state (input 1 of '{name}') must not depend on the scanned "
+                           f"index '{scope.display[scan_label]}'", arg_pos[0])
+        return [d for d in deps if d != scan_label] + [scan_label]
+
+    def add_use(self, use: Use, vals: list[Val], scope: Scope, pos: Pos, sub: dict[str, Dim], deps: list[str],
+                extras: list[int], imp_dims: list[Dim], scan_label: str | None) -> list[Val]:
+        """The box node of a use, and its outputs as values of the statement."""
+        m = len(imp_dims)
+        imp_labels = _fresh_labels(imp_dims, scope)
+        simd = tuple((lab, scope.ranges[lab]) for lab in deps) + tuple(zip(imp_labels, imp_dims))
+        inputs = []
+        for v, e in zip(vals, extras):
+            implicit = {q: imp_labels[m - e + q] for q in range(e)}
+            inputs.append((v.wire, self.axes_for(v, implicit)))
+        out_types = [substitute_type(o, sub) for o in use.outs]
+        attrs = dict(use.attrs)
+        if use.generics:
+            attrs["generics"] = tuple((g, sub[g]) for g in use.generics)
+        if scan_label is not None:
+            attrs["scan"] = True
+        display = scope.shown(deps)
+        display.update({lab: lab for lab in imp_labels})
+        _, wires = self.d.add_box(use.box, use.name, inputs, out_types, simd=simd, pos=pos, display=display, **attrs)
+        res = []
+        for port, (w, ot) in enumerate(zip(wires, out_types)):
+            stmt_labels = [lab for lab in deps if not (scan_label and port == 0 and lab == scan_label)]
+            res.append(Val(w, tuple(stmt_labels) + (None,) * (m + len(ot))))
+        return res
+
+    def scan_call(self, rhs: A.Call, scope: Scope, targets: list, stmt: A.Scan) -> list[Val]:
+        """``h, y[t] = scan Cell(h0, x[t])``: the state is carried along the one index bound on
+        the outputs but not on the state."""
+        if len(targets) < 2:
+            raise self.err("scan needs the final state and at least one output: h, y[t] = scan Cell(h0, x[t])",
+                           stmt.pos)
+        state_labels = set(targets[0][1])
+        scanned = set().union(*(set(t[1]) for t in targets[1:])) - state_labels
+        if len(scanned) != 1:
+            raise self.err("scan iterates exactly one index: bind it on the outputs but not on the state "
+                           "(h, y[t] = scan Cell(h0, x[t]))", stmt.pos)
+        (scan_label,) = scanned
+        callee = self.resolve(rhs.box)
+        ins = callee.diagram().input_types if isinstance(callee, Definition) else list(callee.ins)
+        outs = callee.diagram().output_types if isinstance(callee, Definition) else list(callee.outs)
+        if not ins or not outs or ins[0] != outs[0]:
+            raise self.err(f"'{rhs.box.text}' cannot be scanned: its first input and first output "
+                           "(the carried state) must have the same type", rhs.pos)
+        vals = self.call(rhs, scope, want_all=True, scan_label=scan_label)
+        if len(vals) != len(targets):
+            raise self.err(f"'{rhs.box.text}' has {len(vals)} output(s) but {len(targets)} names "
+                           "are assigned", stmt.pos)
+        return vals
+
+
+def _fresh_labels(dims: list[Dim], scope: Scope) -> list[str]:
+    """Labels of an implicit SIMD box, one per extra axis, named after its dimension."""
+    taken = set(scope.ranges)
+    labels = []
+    for dim in dims:
+        lab = str(dim) if dim.name else "n"
+        while lab in taken:
+            lab += "'"
+        taken.add(lab)
+        labels.append(lab)
+    return labels
+
+
+def _shown(op: str) -> str:
+    """How a box is named in messages: arithmetic by its operator."""
+    return {"add": "+", "sub": "-", "mul": "*", "div": "/"}.get(op, op)

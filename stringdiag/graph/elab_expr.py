@@ -1,0 +1,136 @@
+"""Elaborating expressions: names, indexing and summation (a contraction box).
+
+A mixin of the elaborator: box applications (``call``, ``apply_prim``) are ``elab_call.py``'s.
+"""
+from __future__ import annotations
+
+from ..syntax import ast as A
+from .decls import suggest
+from .elab_base import ElabState, Scope, Val
+from .types import Dim, show_type
+
+
+class Expressions(ElabState):
+    def expr(self, e: A.Expr, scope: Scope) -> Val:
+        match e:
+            case A.Number():
+                return Val(None, const=("num", e.value))
+            case A.Var(name):
+                return self.var(name)
+            case A.Indexed():
+                return self.indexed(e, scope)
+            case A.Call():
+                return self.call(e, scope)[0]
+            case A.BinOp(op, left, right):
+                return self.apply_prim(op, [self.expr(c, scope) for c in (left, right)], scope, e.pos)
+            case A.Neg(operand):
+                return self.apply_prim("neg", [self.expr(operand, scope)], scope, e.pos)
+            case A.Sum():
+                return self.summation(e, scope)
+        raise AssertionError(e)  # pragma: no cover
+
+    def var(self, n: A.Name) -> Val:
+        name = n.text
+        if name in self.names:
+            w = self.names[name]
+            return Val(w, (None,) * len(self.d.wire_type(w)))
+        if name in self.generics or self.prog.lookup_dim(name):
+            return Val(None, const=("dim", Dim.var(name)))
+        if name in self.local_boxes or self.prog.lookup_box(name) or self.prog.lookup_def(name):
+            raise self.err(f"'{name}' is a box; apply it to its inputs: {name}(...)", n.pos)
+        hint = suggest(name, list(self.names) + list(self.prog.dims))
+        raise self.err(f"undefined name '{name}'{hint}", n.pos)
+
+    def indexed(self, t: A.Indexed, scope: Scope) -> Val:
+        base = self.expr(t.base, scope)
+        match t.base:
+            case A.Var(name):
+                what, quoted = name.text, f"'{name.text}'"
+            case A.Number(text):
+                what, quoted = text, f"'{text}'"
+            case _:
+                what, quoted = "this value", "this value"
+        if base.wire is None:
+            raise self.err(f"{quoted} is a constant, not a wire; it cannot be indexed", t.base.pos)
+        ty = self.d.wire_type(base.wire)
+        free = [k for k, lab in enumerate(base.view) if lab is None]  # axes not indexed yet
+        if len(t.indices) > len(free):
+            shown = show_type(tuple(ty[k] for k in free))
+            raise self.err(f"'{what}' has {len(free)} ax{'i' if len(free) == 1 else 'e'}s {shown} "
+                           f"but {len(t.indices)} indices were given", t.pos)
+        view = list(base.view)
+        for k, index in zip(free, t.indices):
+            if index is not None:  # ':' keeps the axis
+                view[k] = self.index(index, k, free, ty, view, what, scope)
+        return Val(base.wire, tuple(view))
+
+    def index(self, n: A.Name, k: int, free: list[int], ty, view: list, what: str, scope: Scope) -> str:
+        """The label of index ``n`` on axis ``k`` of a value; its range is that axis's."""
+        name = n.text
+        if name not in scope.active:
+            raise self.err(f"index '{name}' is not bound: bind it on the left "
+                           f"(y[{name}] = ...) or sum over it (sum_{name} ...)", n.pos)
+        lab = scope.active[name]
+        if lab in view:
+            raise self.err(f"index '{name}' is used twice on '{what}' (diagonals are not supported)", n.pos)
+        have = scope.ranges[lab]
+        if have is None:
+            scope.ranges[lab] = ty[k]
+        elif have != ty[k]:
+            raise self.err(f"index '{name}' ranges over {have} elsewhere but over {ty[k]} "
+                           f"here (axis {free.index(k) + 1} of '{what}' : "
+                           f"{show_type(tuple(ty[j] for j in free))})", n.pos)
+        return lab
+
+    def summation(self, t: A.Sum, scope: Scope) -> Val:
+        """``sum_j e``: a contraction box over the factors of ``e``, in the SIMD boxes of the
+        indices they depend on that are not summed."""
+        names, body = _summed(t)
+        for n in names:
+            if not n.text.isidentifier():
+                raise self.err(f"'{n.text}' is not an index name", n.pos)
+        saved = dict(scope.active)
+        labels = []
+        for n in names:
+            if n.text in scope.active:
+                raise self.err(f"index '{n.text}' is already bound in this statement", n.pos)
+            labels.append(scope.bind(n.text))
+            scope.first_use[labels[-1]] = n.pos
+        factors = _factors(body)
+        vals = [self.expr(f, scope) for f in factors]
+        for lab, n in zip(labels, names):
+            if scope.ranges[lab] is None:
+                raise self.err(f"summed index '{n.text}' is never used", n.pos)
+        scope.active = saved
+        vals = self.wired(vals, t.pos)
+        locals_ = [self.local_type(v) for v in vals]
+        common = max(locals_, key=len)
+        for lt, f in zip(locals_, factors):
+            if lt and lt != common:
+                raise self.err(f"cannot multiply values of types {show_type(common)} and {show_type(lt)} "
+                               "elementwise; index the axes to contract them", f.pos)
+        deps = set().union(*(v.labels() for v in vals))
+        simd_labels = sorted(deps - set(labels), key=scope.rank)
+        simd = tuple((lab, scope.ranges[lab]) for lab in simd_labels)
+        summed = tuple((lab, scope.ranges[lab]) for lab in labels)
+        ins = [(v.wire, self.axes_for(v, {})) for v in vals]
+        _, (w,) = self.d.add_box("contract", "contract", ins, [common], simd=simd, pos=t.pos, summed=summed,
+                                 display=scope.shown(simd_labels + labels))
+        return Val(w, tuple(simd_labels) + (None,) * len(common))
+
+
+def _summed(t: A.Sum) -> tuple[list[A.Name], A.Expr]:
+    """``sum_j sum_f e`` is ``sum_{j, f} e``: the indices of nested sums, and the body."""
+    names: list[A.Name] = []
+    body: A.Expr = t
+    while isinstance(body, A.Sum):
+        names.extend(body.indices)
+        body = body.body
+    return names, body
+
+
+def _factors(e: A.Expr) -> list[A.Expr]:
+    if isinstance(e, A.BinOp) and e.op == "mul":
+        return _factors(e.left) + _factors(e.right)
+    return [e]
+

@@ -1,0 +1,381 @@
+"""The ``.diag`` language as a typed syntax tree: small frozen nodes, each with its position.
+
+:class:`DiagTree` reads lark's parse tree (``grammars/diag.lark``) into these nodes, so that
+the elaborator and the loaders dispatch on node classes, never on rule names or child
+positions. A node's ``pos`` is where lark puts the rule or token it is read from, so every
+message points where it always has. The reading only rebuilds: nothing is checked here, so
+errors keep the order in which the elaborator finds them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from lark import Token, Transformer_NonRecursive, v_args
+
+from ..errors import Pos
+from .parser import parse
+
+node = dataclass(frozen=True, slots=True)
+
+
+# -- leaves ------------------------------------------------------------------------------
+@node
+class Name:
+    """An identifier as written (in a summation, an index name, not yet checked)."""
+
+    text: str
+    pos: Pos
+
+
+@node
+class Int:
+    """An integer as written: a too-long one is reported by its reader, not converted here."""
+
+    text: str
+    pos: Pos
+
+
+@node
+class Str:
+    """A quoted string (a path)."""
+
+    text: str  # with its quotes
+    pos: Pos
+
+    @property
+    def value(self) -> str:
+        return self.text[1:-1]
+
+
+# -- dimensions and types -------------------------------------------------------------------
+@node
+class DimProduct:
+    factors: tuple[Name | Int, ...]
+    pos: Pos
+
+
+@node
+class DimSum:
+    """``a * b + c``: a sum of products of dimension names and integers."""
+
+    terms: tuple[DimProduct, ...]
+    pos: Pos
+
+
+@node
+class TypeExpr:
+    """``[s, d]``: one dimension expression per axis."""
+
+    dims: tuple[DimSum, ...]
+    pos: Pos
+
+
+@node
+class Generics:
+    """``<n, m>``: the dimension parameters of a declaration."""
+
+    names: tuple[Name, ...]
+    pos: Pos
+
+
+# -- declarations ---------------------------------------------------------------------------
+@node
+class Import:
+    path: Str
+    pos: Pos
+
+
+@node
+class DimDecl:
+    names: tuple[Name, ...]
+    kind: str  # "fixed" | "seq"
+    default: Int | None
+    pos: Pos
+
+
+@node
+class DeclName:
+    name: Name
+    generics: Generics | None
+    pos: Pos
+
+
+@node
+class BoxDecl:
+    """``learn Q, K : [d] -> [k]``; ``kind`` is the keyword (learn, abstract, fixed)."""
+
+    kind: Name
+    names: tuple[DeclName, ...]
+    ins: tuple[TypeExpr, ...]
+    outs: tuple[TypeExpr, ...]
+    pos: Pos
+
+
+@node
+class Param:
+    name: Name
+    type: TypeExpr
+    pos: Pos
+
+
+@node
+class Diagram:
+    name: Name
+    generics: Generics | None
+    params: tuple[Param, ...]
+    outs: tuple[TypeExpr, ...]
+    body: tuple[Stmt, ...]
+    pos: Pos
+
+
+# -- statements -----------------------------------------------------------------------------
+@node
+class Target:
+    """``y[i, j]`` on the left of an assignment."""
+
+    name: Name
+    indices: tuple[Name, ...]
+    pos: Pos
+
+
+@node
+class Assign:
+    targets: tuple[Target, ...]
+    value: Expr
+    pos: Pos
+
+
+@node
+class Scan:
+    """``h, y[t] = scan Cell(h0, x[t])``."""
+
+    targets: tuple[Target, ...]
+    call: Call
+    pos: Pos
+
+
+@node
+class Return:
+    values: tuple[Expr, ...]
+    pos: Pos
+
+
+# -- expressions ----------------------------------------------------------------------------
+@node
+class Number:
+    text: str  # as written: messages quote it
+    pos: Pos
+
+    @property
+    def value(self) -> float:
+        return float(self.text)
+
+
+@node
+class Var:
+    """A name used as a value: a wire or a dimension."""
+
+    name: Name
+    pos: Pos
+
+
+@node
+class Indexed:
+    """``x[i, :]``: indices name the value's free axes in order; ``None`` is ``:``."""
+
+    base: Expr
+    indices: tuple[Name | None, ...]
+    pos: Pos
+
+
+@node
+class Call:
+    """``F<n>(x, y)``: a box applied to its inputs, with explicit dimension arguments."""
+
+    box: Name
+    dim_args: tuple[DimSum, ...]
+    args: tuple[Expr, ...]
+    pos: Pos
+
+
+@node
+class BinOp:
+    """Arithmetic; ``op`` is the prelude box it applies (add, sub, mul, div)."""
+
+    op: str
+    left: Expr
+    right: Expr
+    pos: Pos
+
+
+@node
+class Neg:
+    operand: Expr
+    pos: Pos
+
+
+@node
+class Sum:
+    """``sum_{j, f} body``; every index carries the position of the ``sum_`` token."""
+
+    indices: tuple[Name, ...]
+    body: Expr
+    pos: Pos
+
+
+Expr = Union[Number, Var, Indexed, Call, BinOp, Neg, Sum]
+Stmt = Union[BoxDecl, Assign, Scan, Return]
+Item = Union[Import, DimDecl, BoxDecl, Diagram]
+
+
+def _present(xs) -> tuple:
+    """Children without lark's placeholders for absent optional parts."""
+    return tuple(x for x in xs if x is not None)
+
+
+class Reader(Transformer_NonRecursive):
+    """What every grammar's reader shares: positions in one file, names and quoted strings.
+    Non-recursive: expressions may nest tens of thousands deep (the elaborator reports those
+    at their statement)."""
+
+    def __init__(self, file: str):
+        super().__init__(visit_tokens=True)
+        self.file = file
+        for name in dir(type(self)):  # bind v_args' wrappers once: lark rebinds them at every lookup
+            if not name.startswith("_") and hasattr(getattr(type(self), name), "visit_wrapper"):
+                setattr(self, name, getattr(self, name))
+
+    def _at(self, meta) -> Pos:
+        return Pos(self.file, getattr(meta, "line", 1), getattr(meta, "column", 1))
+
+    def _tok(self, tok: Token) -> Pos:
+        return Pos(self.file, tok.line or 1, tok.column or 1)
+
+    def NAME(self, tok: Token) -> Name:
+        return Name(str(tok), self._tok(tok))
+
+    def STRING(self, tok: Token) -> Str:
+        return Str(str(tok), self._tok(tok))
+
+
+@v_args(meta=True, inline=True)
+class DiagTree(Reader):
+    """lark tree of diag.lark to nodes."""
+
+    def INT(self, tok: Token) -> Int:
+        return Int(str(tok), self._tok(tok))
+
+    # declarations
+    def start(self, meta, *items) -> tuple:
+        return items
+
+    def import_decl(self, meta, path):
+        return Import(path, self._at(meta))
+
+    def dim_decl(self, meta, *children):
+        *names, kind, default = children
+        return DimDecl(tuple(names), kind, default, self._at(meta))
+
+    def dim_kind(self, meta, tok):
+        return str(tok)
+
+    def box_decl(self, meta, kind, *children):
+        *names, ins, outs = children
+        return BoxDecl(kind, tuple(names), ins, outs, self._at(meta))
+
+    def box_kind(self, meta, tok):
+        return Name(str(tok), self._at(meta))
+
+    def decl_name(self, meta, name, generics):
+        return DeclName(name, generics, self._at(meta))
+
+    def generics(self, meta, *names):
+        return Generics(names, self._at(meta))
+
+    def type_list(self, meta, *types) -> tuple:
+        return _present(types)
+
+    def type(self, meta, *dims):
+        return TypeExpr(_present(dims), self._at(meta))
+
+    def dim_expr(self, meta, *terms):
+        return DimSum(terms, self._at(meta))
+
+    def dim_term(self, meta, *factors):
+        return DimProduct(factors, self._at(meta))
+
+    def param(self, meta, name, ty):
+        return Param(name, ty, self._at(meta))
+
+    def diagram(self, meta, name, generics, *rest):
+        params, outs, body = split_header(rest)
+        return Diagram(name, generics, params, outs, body, self._at(meta))
+
+    # statements
+    def assign(self, meta, targets, value):
+        return Assign(targets, value, self._at(meta))
+
+    def scan_assign(self, meta, targets, call):
+        return Scan(targets, call, self._at(meta))
+
+    def targets(self, meta, *targets) -> tuple:
+        return targets
+
+    def target(self, meta, name, *indices):
+        return Target(name, _present(indices), self._at(meta))
+
+    def return_stmt(self, meta, *values):
+        return Return(values, self._at(meta))
+
+    # expressions
+    def number(self, meta, tok):
+        return Number(str(tok), self._at(meta))
+
+    def name(self, meta, name):
+        return Var(name, self._at(meta))
+
+    def indexed(self, meta, base, *indices):
+        return Indexed(base, indices, self._at(meta))
+
+    def index(self, meta, it):
+        return it if isinstance(it, Name) else None  # ':' keeps the axis
+
+    def call(self, meta, box, dim_args, *args):
+        return Call(box, dim_args or (), _present(args), self._at(meta))
+
+    def generic_args(self, meta, *dims) -> tuple:
+        return dims
+
+    def add(self, meta, left, right):
+        return BinOp("add", left, right, self._at(meta))
+
+    def sub(self, meta, left, right):
+        return BinOp("sub", left, right, self._at(meta))
+
+    def mul(self, meta, left, right):
+        return BinOp("mul", left, right, self._at(meta))
+
+    def div(self, meta, left, right):
+        return BinOp("div", left, right, self._at(meta))
+
+    def neg(self, meta, operand):
+        return Neg(operand, self._at(meta))
+
+    def summation(self, meta, tok, body):
+        text = str(tok)[4:]
+        parts = text[1:-1].split(",") if text.startswith("{") else [text]
+        at = self._tok(tok)
+        return Sum(tuple(Name(p.strip(), at) for p in parts), body, self._at(meta))
+
+
+def split_header(rest: tuple) -> tuple[tuple, tuple, tuple]:
+    """``(params..., outs, more...)`` of a diagram or rule header read by lark: the parameters
+    (a placeholder when there are none), the output types (the one tuple), what follows."""
+    k = next(i for i, c in enumerate(rest) if isinstance(c, tuple))
+    return _present(rest[:k]), rest[k], tuple(rest[k + 1:])
+
+
+def read(text: str, file: str = "<string>") -> tuple[Item, ...]:
+    """The items of a ``.diag`` source; a syntax error is a positioned DiagError."""
+    return DiagTree(file).transform(parse(text, file))

@@ -1,0 +1,183 @@
+"""``.deriv`` files as a typed syntax tree (``grammars/deriv.lark``): declarations and steps.
+
+Every step keeps its text as written (blanks collapsed), which is how a derivation's table
+and its messages name it.
+"""
+from __future__ import annotations
+
+from typing import Union
+
+from lark import Token, v_args
+
+from ..errors import Pos
+from .ast import Name, Reader, Str, node
+from .parser import parse
+
+
+@node
+class Ref:
+    """A diagram: ``FILE.diag:NAME``, or ``NAME`` in a file already in use (``file`` None)."""
+
+    file: str | None
+    name: str
+    pos: Pos
+
+
+@node
+class Where:
+    """What follows ``at``: wire names as matches list them (``ConcatFF#1/y, x``)."""
+
+    text: str  # as written, the blank after 'at' included
+    pos: Pos
+
+
+@node
+class Body:
+    """An inline diagram body ``{ ... }``; its text keeps its line and column."""
+
+    text: str
+    pos: Pos
+
+
+@node
+class Params:
+    names: tuple[Name, ...]
+    pos: Pos
+
+
+@node
+class StartDecl:
+    ref: Ref
+    pos: Pos
+
+
+@node
+class TargetDecl:
+    ref: Ref
+    pos: Pos
+
+
+@node
+class UseDecl:
+    path: Str
+    pos: Pos
+
+
+@node
+class Apply:
+    rule: Name
+    reversed: bool
+    everywhere: bool
+    at: Where | None
+    text: str
+    pos: Pos
+
+
+@node
+class Specialise:
+    box: Name
+    params: Params | None
+    value: Ref | Body
+    at: Where | None
+    text: str
+    pos: Pos
+
+
+@node
+class Unfold:
+    name: Name
+    text: str
+    pos: Pos
+
+
+@node
+class Fold:
+    name: Name
+    at: Where | None
+    text: str
+    pos: Pos
+
+
+@node
+class Copy:
+    name: Name
+    text: str
+    pos: Pos
+
+
+@node
+class Rewire:
+    ref: Ref
+    why: Str | None
+    text: str
+    pos: Pos
+
+
+Step = Union[Apply, Specialise, Unfold, Fold, Copy, Rewire]
+Item = Union[StartDecl, TargetDecl, UseDecl, Step]
+
+
+@v_args(meta=True, inline=True)
+class DerivTree(Reader):
+    """lark tree of deriv.lark to nodes."""
+
+    def __init__(self, file: str, text: str):
+        super().__init__(file)
+        self.text = text
+
+    def _written(self, meta) -> str:
+        return " ".join(self.text[meta.start_pos:meta.end_pos].split())
+
+    def FILEREF(self, tok: Token) -> Ref:
+        file, name = str(tok).rsplit(":", 1)
+        return Ref(file, name, self._tok(tok))
+
+    def WHERE(self, tok: Token) -> Where:
+        return Where(str(tok), self._tok(tok))
+
+    def BODY(self, tok: Token) -> Body:
+        return Body(str(tok), self._tok(tok))
+
+    def start(self, meta, *items) -> tuple:
+        return items
+
+    def ref(self, meta, r):
+        return r if isinstance(r, Ref) else Ref(None, r.text, r.pos)
+
+    def start_decl(self, meta, ref):
+        return StartDecl(ref, self._at(meta))
+
+    def target_decl(self, meta, ref):
+        return TargetDecl(ref, self._at(meta))
+
+    def use_decl(self, meta, path):
+        return UseDecl(path, self._at(meta))
+
+    def at(self, meta, where):
+        return where
+
+    def params(self, meta, *names):
+        return Params(tuple(n for n in names if n is not None), self._at(meta))
+
+    def apply(self, meta, rule, back, everywhere, at):
+        return Apply(rule, back is not None, everywhere is not None, at, self._written(meta), self._at(meta))
+
+    def specialise(self, meta, box, params, value, at):
+        return Specialise(box, params, value, at, self._written(meta), self._at(meta))
+
+    def unfold(self, meta, name):
+        return Unfold(name, self._written(meta), self._at(meta))
+
+    def fold(self, meta, name, at):
+        return Fold(name, at, self._written(meta), self._at(meta))
+
+    def copy(self, meta, name):
+        return Copy(name, self._written(meta), self._at(meta))
+
+    def rewire(self, meta, ref, why):
+        return Rewire(ref, why, self._written(meta), self._at(meta))
+
+
+def read_deriv(text: str, file: str = "<string>") -> tuple[Item, ...]:
+    """The items of a ``.deriv`` source; a syntax error is a positioned DiagError."""
+    return DerivTree(file, text).transform(parse(text, file, grammar="deriv.lark"))

@@ -1,0 +1,80 @@
+"""``.rules`` files as a typed syntax tree: :class:`Rule` nodes among the ``.diag`` items.
+
+rules.lark imports diag.lark's statements, which lark returns namespaced (``diag__assign``);
+lark's ``merge_transformers`` reads those with :class:`~.ast.DiagTree` under that namespace.
+"""
+from __future__ import annotations
+
+import re
+
+from lark import v_args
+from lark.visitors import merge_transformers
+
+from ..errors import DiagError, Pos
+from .ast import DeclName, DiagTree, Generics, Item, Name, Param, Stmt, Str, TypeExpr, node, split_header
+from .parser import parse
+
+
+@node
+class Side:
+    """One side of a rule: a diagram body between braces."""
+
+    body: tuple[Stmt, ...]
+    pos: Pos
+
+
+@node
+class Given:
+    """``given f, g : [a] -> [b]``: box variables."""
+
+    names: tuple[DeclName, ...]
+    ins: tuple[TypeExpr, ...]
+    outs: tuple[TypeExpr, ...]
+    pos: Pos
+
+
+@node
+class Rule:
+    """``rule NAME<DIMS>(INPUTS) -> OUTPUTS given* { LEFT } REL { RIGHT } [by "FILE.deriv"]``."""
+
+    name: Name
+    generics: Generics | None
+    params: tuple[Param, ...]
+    outs: tuple[TypeExpr, ...]
+    given: tuple[Given, ...]
+    left: Side
+    relation: str  # as written: ==, ≡, => or ⇒
+    right: Side
+    proof: Str | None
+    pos: Pos
+
+
+@v_args(meta=True, inline=True)
+class RulesTree(DiagTree):
+    """lark tree of rules.lark to nodes; the rules it shares with diag.lark are DiagTree's."""
+
+    def rule(self, meta, name, generics, *rest):
+        params, outs, more = split_header(rest)
+        *given, left, relation, right, proof = more
+        return Rule(name, generics, params, outs, tuple(given), left, str(relation), right, proof,
+                    self._at(meta))
+
+    def given_decl(self, meta, *children):
+        *names, ins, outs = children
+        return Given(tuple(names), ins, outs, self._at(meta))
+
+    def side(self, meta, *stmts):
+        return Side(stmts, self._at(meta))
+
+    def proof(self, meta, path):
+        return path
+
+
+def read_rules(text: str, file: str = "<string>") -> tuple[Item | Rule, ...]:
+    """The items of a ``.rules`` source; a syntax error is a positioned DiagError."""
+    try:
+        tree = parse(text, file, grammar="rules.lark")
+    except DiagError as err:
+        msg = re.sub(r"\brelation\b", "'==' (≡) or '=>' (⇒)", err.message)
+        raise DiagError(msg, err.pos, text) from None
+    return merge_transformers(RulesTree(file), diag=DiagTree(file)).transform(tree)
