@@ -89,7 +89,6 @@ def test_imports_run_one_way():
     assert not wrong, "\n".join(wrong)
 
 
-@pytest.mark.xfail(strict=True, reason="graph.program <-> graph.elaborate: being split on branch house-syntax")
 def test_no_import_cycle_even_through_function_level_imports():
     cycles = list(nx.simple_cycles(import_graph()))
     assert not cycles, "\n".join(" -> ".join(c + c[:1]) for c in cycles[:10])

@@ -55,7 +55,7 @@ _bodies: "weakref.WeakKeyDictionary[object, tuple]" = weakref.WeakKeyDictionary(
 
 def _version(d: Diagram) -> tuple:
     # node ids only grow, so (last id, node count, edge count) changes with any edit (as in expand.py)
-    return (d._next, d.graph.number_of_nodes(), d.graph.number_of_edges())
+    return d.version()
 
 
 def _body(d: Diagram) -> tuple[tuple, list[tuple[int, dict, list, list]]]:
@@ -226,30 +226,46 @@ def _own_time(d: Diagram, node: Mapping, ins: list, outs: list) -> frozenset:
     return prune(acc)
 
 
-def _shape(d: Diagram, body: list, done: Mapping[int, Shape]) -> Shape:
-    combined: dict[tuple, frozenset] = {}  # a callee's cost placed in this body, by (cost, generics, SIMD)
-    counts: Counter = Counter()
-    time: dict = {}
-    memory: dict = {}
-    env: dict[int, tuple[Labels, Ints]] = {}
-    for j, w in enumerate(d.inputs):
-        env[w] = (frozenset({j}), ("i", j, tuple(range(len(d.wire_type(w))))))
-    for b, node, ins, outs in body:
-        if not _inlined(node):
-            labels: Labels = frozenset()
-            for w, _axes in ins:
-                labels = _join(labels, env[w][0])
-            counts[node["box"]] += 1
-            _add(time, labels, _own_time(d, node, ins, outs))
-            if node["box"] == "diagram":  # a scan
-                _add_scanned(time, memory, labels, node, done[id(node["ref"].graph)])
-            for w in outs:
-                _add(memory, labels, _of_dims(d.wire_type(w)))
-                env[w] = (labels, ("p", tuple(range(len(d.wire_type(w))))))
-            continue
-        callee = done[id(node["ref"].graph)]
-        counts.update(callee.counts)
-        simd = node["simd"]
+class _Summary:
+    """One definition's :class:`Shape`, built box by box in the order expand() inlines them."""
+
+    def __init__(self, d: Diagram, done: Mapping[int, Shape]):
+        self.d, self.done = d, done
+        self.combined: dict[tuple, frozenset] = {}  # a callee's cost placed in this body, by (cost, generics, SIMD)
+        self.counts: Counter = Counter()
+        self.time: dict = {}
+        self.memory: dict = {}
+        self.env: dict[int, tuple[Labels, Ints]] = {}
+        for j, w in enumerate(d.inputs):
+            self.env[w] = (frozenset({j}), ("i", j, tuple(range(len(d.wire_type(w))))))
+
+    def shape(self, body: list) -> Shape:
+        for _b, node, ins, outs in body:
+            if _inlined(node):
+                self.inline(node, ins, outs, self.done[id(node["ref"].graph)])
+            else:
+                self.box(node, ins, outs)
+        return Shape(self.counts, [self.env[w] for w in self.d.outputs],
+                     {k: prune(v) for k, v in self.time.items()}, {k: prune(v) for k, v in self.memory.items()})
+
+    def box(self, node: Mapping, ins: list, outs: list) -> None:
+        """A box that stays one box (a scan included: its body's cost is added)."""
+        d, env = self.d, self.env
+        labels: Labels = frozenset()
+        for w, _axes in ins:
+            labels = _join(labels, env[w][0])
+        self.counts[node["box"]] += 1
+        _add(self.time, labels, _own_time(d, node, ins, outs))
+        if node["box"] == "diagram":  # a scan
+            _add_scanned(self.time, self.memory, labels, node, self.done[id(node["ref"].graph)])
+        for w in outs:
+            _add(self.memory, labels, _of_dims(d.wire_type(w)))
+            env[w] = (labels, ("p", tuple(range(len(d.wire_type(w))))))
+
+    def inline(self, node: Mapping, ins: list, outs: list, callee: Shape) -> None:
+        """A definition's box, replaced by its body: the callee's summary placed here."""
+        d, env, simd = self.d, self.env, node["simd"]
+        self.counts.update(callee.counts)
         index = {lab: k for k, (lab, _) in enumerate(simd)}
         iterated = [frozenset(a for a in axes if isinstance(a, str)) for _w, axes in ins]
         sub = {g: dim for g, dim in node.get("generics", ())}
@@ -264,30 +280,32 @@ def _shape(d: Diagram, body: list, done: Mapping[int, Shape]) -> Shape:
             for k in lab:
                 here = _join(here, env[ins[k][0]][0])
                 used |= iterated[k]
-            return here, _of_dims([dim for l, dim in simd if l in used])
+            return here, _of_dims([dim for label, dim in simd if label in used])
 
-        for items, into in ((callee.time, time), (callee.memory, memory)):
+        for items, into in ((callee.time, self.time), (callee.memory, self.memory)):
             for lab, ms in items.items():
                 here, extra = lift(lab)
                 key = (ms, sub_key, extra)
-                placed = combined.get(key)
+                placed = self.combined.get(key)
                 if placed is None:
-                    placed = combined[key] = _times(_substitute(ms, sub), extra)
+                    placed = self.combined[key] = _times(_substitute(ms, sub), extra)
                 _add(into, here, placed)
         for o, w in enumerate(outs):
             lab, ints = callee.outs[o]
-            r = len(d.wire_type(w))
-            placed = _place(lab, ints, ins, iterated, index, r, env)
-            if placed is None:  # broadcast over the box's SIMD indices the output ignores
-                counts["reindex"] += 1
-                ms = _of_dims(d.wire_type(w))
-                _add(time, FULL, ms)
-                _add(memory, FULL, ms)
-                env[w] = (FULL, ("p", tuple(range(r))))
-            else:
-                env[w] = (lift(lab)[0], placed)
-    return Shape(counts, [env[w] for w in d.outputs], {k: prune(v) for k, v in time.items()},
-                 {k: prune(v) for k, v in memory.items()})
+            placed = _place(lab, ints, ins, iterated, index, len(d.wire_type(w)), env)
+            env[w] = self.broadcast(w) if placed is None else (lift(lab)[0], placed)
+
+    def broadcast(self, w: int) -> tuple[Labels, Ints]:
+        """An output the box's SIMD indices do not all reach: broadcast by a ``reindex`` box."""
+        self.counts["reindex"] += 1
+        ms = _of_dims(self.d.wire_type(w))
+        _add(self.time, FULL, ms)
+        _add(self.memory, FULL, ms)
+        return (FULL, ("p", tuple(range(len(self.d.wire_type(w))))))
+
+
+def _shape(d: Diagram, body: list, done: Mapping[int, Shape]) -> Shape:
+    return _Summary(d, done).shape(body)
 
 
 def _add_scanned(time: dict, memory: dict, labels: Labels, node: Mapping, callee: Shape) -> None:

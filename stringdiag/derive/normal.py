@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import DiagError
+from ..graph.decls import suggest
 from ..graph.diagram import Diagram
 from ..rewrite.strategy import rewrite_all
 from ..rewrite.rule import library
@@ -29,8 +30,6 @@ def normalize(d: Diagram, rules: list[str], max_rounds: int = 20, max_boxes: int
     for spec in rules:
         name, _, how = spec.partition(":")
         if name not in lib:
-            from ..graph.program import suggest
-
             raise DiagError(f"no rule named '{name}'{suggest(name, list(lib))}")
         if how not in ("", "reversed"):
             raise DiagError(f"'{spec}': write NAME or NAME:reversed")

@@ -36,7 +36,7 @@ class Elaborator(Expressions, Calls):
         self.declare_local_boxes(node.body)
         ret = self.the_return(node.body)
         for frame, stmt in enumerate(node.body):
-            start = self.d._next
+            start = self.d.last_id
             try:
                 match stmt:
                     case A.Assign():
@@ -46,7 +46,7 @@ class Elaborator(Expressions, Calls):
             except RecursionError:  # at the right-hand side
                 raise self.err(TOO_DEEP, (stmt.call if isinstance(stmt, A.Scan) else stmt.value).pos) from None
             self._mark_frame(start, frame)
-        start = self.d._next
+        start = self.d.last_id
         try:
             self.returns(ret, declared_outs)
         except RecursionError:
@@ -89,7 +89,7 @@ class Elaborator(Expressions, Calls):
     def _mark_frame(self, start: int, frame: int) -> None:
         """Boxes made by one statement share its SIMD boxes in pictures (``clusters``)."""
         g = self.d.graph
-        for n in range(start + 1, self.d._next + 1):
+        for n in range(start + 1, self.d.last_id + 1):
             a = g.nodes[n]
             if a["kind"] == "box":
                 a["clusters"] = tuple(("simd", frame, lab, dim, bool(a.get("scan")) and k == len(a["simd"]) - 1)

@@ -176,7 +176,7 @@ def _plan(src: Hypergraph) -> list:
     """The boxes of a definition in order with their ports, computed once per definition."""
     key = src.graph
     # node ids only grow, so (last id, node count, edge count) changes with any edit
-    size = (src._next, src.graph.number_of_nodes(), src.graph.number_of_edges())
+    size = src.version()
     cached = _plans.get(key)
     if cached is None or cached[0] != size:
         plan = []

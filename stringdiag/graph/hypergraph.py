@@ -55,6 +55,17 @@ class Hypergraph:
     _next: int = 0
 
     # -- building -------------------------------------------------------------------
+    @property
+    def last_id(self) -> int:
+        """The last node id handed out. Ids only grow, so the nodes added since some moment
+        are those above its ``last_id``."""
+        return self._next
+
+    def version(self) -> tuple[int, int, int]:
+        """Changes with any edit (ids only grow; a removal changes the counts): for caches
+        kept per graph. Counting a multigraph's edges takes a pass over them."""
+        return (self._next, self.graph.number_of_nodes(), self.graph.number_of_edges())
+
     def new_id(self) -> int:
         """A new node id; ids only grow, so ``_next`` also versions the graph's additions."""
         self._next += 1

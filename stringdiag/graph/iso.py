@@ -619,7 +619,7 @@ _definitions: "weakref.WeakKeyDictionary[object, tuple]" = weakref.WeakKeyDictio
 def definition_key(defn: Hypergraph) -> tuple[str, str]:
     """What a definition computes, for telling two definitions apart: its name and the hash of
     its body (two files may each define a ``dot`` and mean different things). Cached."""
-    version = (defn._next, defn.graph.number_of_nodes(), defn.graph.number_of_edges())
+    version = defn.version()
     hit = _definitions.get(defn.graph)
     if hit is None or hit[0] != version:
         hit = (version, (defn.name, canonical_hash(defn)))

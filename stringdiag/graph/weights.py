@@ -41,7 +41,7 @@ _has_weights: "weakref.WeakKeyDictionary[Any, tuple]" = weakref.WeakKeyDictionar
 def has_local_weights(defn) -> bool:
     """Whether a definition owns weights of its own (local learnables, at any depth): only then
     do two uses of it differ. Cached per definition; linear in the program."""
-    version = (defn._next, defn.graph.number_of_nodes())  # node ids only grow: any edit shows
+    version = (defn.last_id, defn.graph.number_of_nodes())  # node ids only grow: any edit shows
     hit = _has_weights.get(defn.graph)
     if hit is not None and hit[0] == version:
         return hit[1]
