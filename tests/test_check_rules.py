@@ -123,7 +123,7 @@ def test_diag_and_rules_files_in_one_call(tmp_path, capsys):
 
 # == reductions =================================================================================
 GOOD = {
-    # seed 003, Definition 3.1: f chosen to be addition with a residual
+    # Khatri et al. (2024), Definition 3.1: f chosen to be addition with a residual
     "residual": ("rule r(x: [d]) -> [d] given f : [d] -> [d] {\n  return f(x)\n} => {\n  return x + f(x)\n}",
                  {"f": "2 boxes"}),
     "residual_weights": ("rule r(x: [d]) -> [d] {\n  return F(x)\n} => {\n  return x + F(x)\n}", {"F": "2 boxes"}),

@@ -1,6 +1,6 @@
 """Every gallery derivation (gallery/*.deriv) checks step by step, its equalities hold
 numerically, it ends isomorphic to its target, and its steps are the relations it claims
-(seed 003 Secs. 3.1-3.2 and App. B; seed 004; seed 002)."""
+(Khatri et al. (2024) Secs. 3.1-3.2 and App. B; Alberti et al. (2023); Alcalde, Fantuzzi and Zuazua (2025))."""
 from __future__ import annotations
 
 from pathlib import Path

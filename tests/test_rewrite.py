@@ -37,7 +37,7 @@ learn V    : [d] -> [d]
 """
 
 KERNEL = HEAD + """
-# the O(s^2) form of linear attention: sim(q, k) = phi(q) . phi(k) in eq. (1) of seed 003
+# the O(s^2) form of linear attention: sim(q, k) = phi(q) . phi(k) in eq. (1) of Khatri et al. (2024)
 diagram KernelAttention(x: [s, d]) -> [s, d] {
   pq = elu1(Q(x))
   pk = elu1(K(x))

@@ -1,5 +1,5 @@
 """``stringdiag enumerate FILE --generators G1,G2,... --max N [--rules R.rules ...]``: the space of
-mechanisms built from generators, stage by stage (seed 003, Sec. 5)."""
+mechanisms built from generators, stage by stage (Khatri et al. (2024), Sec. 5)."""
 from __future__ import annotations
 
 import argparse
@@ -96,7 +96,8 @@ def _write(args: argparse.Namespace, prog, names: list[str], space, named: list)
                + (f" --rules {' '.join(args.rules)}" if args.rules else "")
                + (" --copy-outputs" if args.copy_outputs else ""))
     stages = "; ".join(f"{s.name} {s.count}" for s in space.stages)
-    header = f"The space of mechanisms (seed 003, Sec. 5), written by\n  {command}\n{stages}\n\n{_reading(args)}"
+    header = (f"The space of mechanisms (Khatri et al. (2024), Sec. 5), written by\n  {command}\n{stages}\n\n"
+              f"{_reading(args)}")
     write(args.output, named, args.file, header, {n: prog[n] for n in prog.own})
 
 

@@ -1,5 +1,5 @@
 """``stringdiag study FILE --layers 1-3 -o DIR``: every mechanism of a file as a language model, at
-several depths, with one recipe (seed 003, Sec. 5 and App. C; Figs. 2 and 4).
+several depths, with one recipe (Khatri et al. (2024), Sec. 5 and App. C; Figs. 2 and 4).
 
 ``stringdiag study --report DIR [DIR ...]`` redraws the figures from the results, merging
 the directories of several shards.

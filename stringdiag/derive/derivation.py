@@ -2,7 +2,7 @@
 
 A derivation starts from a diagram of a ``.diag`` file and applies steps — rules of
 ``rules/`` (equations ≡ either way, reductions ⇒ one way), specialisations of a universal
-approximator or abstract family into a composite (⇒, Definition 3.1 of seed 003),
+approximator or abstract family into a composite (⇒, Definition 3.1 of Khatri et al. (2024)),
 unfolding and folding definitions (≡), and at most a few rewirings (structural changes,
 labelled as not reductions) — and may name a target the result must be isomorphic to.
 Every step is checked as it is applied; with ``verify`` every equality is also checked

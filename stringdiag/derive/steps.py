@@ -1,5 +1,5 @@
 """The kinds of derivation step, as functions of a diagram, each classified by what it does to
-weights (seed 003, App. A.2; ``graph/weights.py``).
+weights (Khatri et al. (2024), App. A.2; ``graph/weights.py``).
 
 - applying a rule: ≡ for an equation, ⇒ for a reduction, and ⇒ too where the match ties
   several weight sets into one (the rule names one process where the target has two);
@@ -67,7 +67,7 @@ def unfold(cur: Diagram, name: str, definitions: frozenset[str]) -> Outcome:
 
 
 def copy_box(d: Diagram, box: int, readers: list[tuple[int, int]]) -> Diagram:
-    """Naturality of copy (seed 003, Sec. 2): a box whose output is copied equals one copy of
+    """Naturality of copy (Khatri et al. (2024), Sec. 2): a box whose output is copied equals one copy of
     the box per reader. Returns a new diagram where ``readers`` ((box, port) pairs of one
     output) read a fresh copy of ``box``; everything else still reads the original."""
     out = d.copy()

@@ -1,4 +1,4 @@
-"""The space of mechanisms built from generators (seed 003, Sec. 5), as wirings.
+"""The space of mechanisms built from generators (Khatri et al. (2024), Sec. 5), as wirings.
 
 A member has one input of the generators' stream type and one output of that type; it is
 made of at most ``max`` generator occurrences, each with weights of its own. Only the input

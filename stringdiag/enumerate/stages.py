@@ -1,4 +1,4 @@
-"""The space of mechanisms, stage by stage (seed 003, Sec. 5): raw, not-composite, reduced.
+"""The space of mechanisms, stage by stage (Khatri et al. (2024), Sec. 5): raw, not-composite, reduced.
 
 - ``raw``: every member (``space.py``), built as a diagram (``build.py``); deduplicated by
   the wirings' canonical form, and confirmed by the engine's own canonical hash (every

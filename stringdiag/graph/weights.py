@@ -1,6 +1,6 @@
 """Weight identity: which boxes compute one function with one set of weights.
 
-Weight sharing is semantics (seed 003, App. A.2): two uses of one learnable box are one
+Weight sharing is semantics (Khatri et al. (2024), App. A.2): two uses of one learnable box are one
 function, two learnable boxes are two. The graph says which is which with two attributes,
 never with names alone:
 

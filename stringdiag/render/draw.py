@@ -236,7 +236,7 @@ def chain_svg(frames: list[tuple[str, str, Diagram]]) -> str:
 
 
 def grid_svg(frames: list[tuple[str, Diagram]], columns: int = 6, progress=None) -> str:
-    """Several diagrams in a grid, each under its caption (Figure 3 of seed 003 is such a
+    """Several diagrams in a grid, each under its caption (Figure 3 of Khatri et al. (2024) is such a
     grid): rows as high as their tallest picture, columns as wide as their widest."""
     import re
 

@@ -1,5 +1,5 @@
 """Rewriting diagrams: rules as data, typed matching and double-pushout replacement; the
-numerical oracle that checks equations is ``stringdiag.verify`` (seed 003, Sec. 3 and App. A.1.3, B.2, B.3).
+numerical oracle that checks equations is ``stringdiag.verify`` (Khatri et al. (2024), Sec. 3 and App. A.1.3, B.2, B.3).
 
 >>> import stringdiag
 >>> from stringdiag.rewrite import library, find_matches, rewrite

@@ -23,7 +23,7 @@ The file format:
   in the file (or an import) is a constant: it matches only itself.
 - ``REL`` is ``==`` or ``≡`` for an equation (usable both ways, checked numerically by
   the tests) or ``=>`` or ``⇒`` for a reduction (one way: a universal approximator
-  specialised, Definition 3.1 of seed 003).
+  specialised, Definition 3.1 of Khatri et al. (2024)).
 - ``given f, g : [a] -> [b]`` declares box variables: ``f`` stands for any process of
   that type (a learnable, abstract, fixed or defined box; one occurrence of ``f`` fixes it
   for the others). Boxes named in the sides otherwise mean the box of that name.
@@ -213,7 +213,7 @@ def check_reduction(rule: Rule, source: str | None = None) -> dict[str, str]:
     identity"``, ``"3 boxes"``). Otherwise raise a positioned ``DiagError``, ``rule 'NAME'
     is not a reduction: ...``, saying what is wrong.
 
-    The reading (seed 003, Definition 3.1 and App. A.2: a universal approximator is a typed
+    The reading (Khatri et al. (2024), Definition 3.1 and App. A.2: a universal approximator is a typed
     hole; an expressivity reduction fills holes with composites of their types, which may
     themselves contain universal approximators — operadic precomposition). Both sides are
     opened to primitives. The *holes* of the left side are its learnable boxes, its box

@@ -1,4 +1,4 @@
-"""The study's two figures, after seed 003's Figs. 2 and 4, as SVG and PNG.
+"""The study's two figures, after Khatri et al.'s (2024) Figs. 2 and 4, as SVG and PNG.
 
 ``perplexity``: test perplexity against trainable parameters, one line per mechanism
 through its depths, coloured by family (magenta: linear attention generators only; cyan:

@@ -1,4 +1,4 @@
-"""Time and memory of training steps, for comparing mechanisms (seed 003, Fig. 4).
+"""Time and memory of training steps, for comparing mechanisms (Khatri et al. (2024), Fig. 4).
 
 One measurement builds a fresh model, runs ``warmup`` training steps (the first allocates
 Adam's moments) and then ``steps`` timed ones on batches drawn from the training windows,

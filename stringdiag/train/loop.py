@@ -1,4 +1,4 @@
-"""Training and evaluation of language models (seed 003, App. C), on one process or many.
+"""Training and evaluation of language models (Khatri et al. (2024), App. C), on one process or many.
 
 Training windows are ``context + 1`` tokens long with stride ``context // 2``; their
 order in each epoch is a permutation drawn from ``seed + epoch``, so a run resumed from

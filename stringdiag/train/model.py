@@ -1,4 +1,4 @@
-"""A decoder-only language model around any attention diagram (seed 003, Sec. 5, App. C).
+"""A decoder-only language model around any attention diagram (Khatri et al. (2024), Sec. 5, App. C).
 
 The construction is the Transformer decoder's: token embedding plus sinusoidal position,
 then N layers of (multi-head mechanism, residual, layer norm, feed-forward, residual,
