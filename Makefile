@@ -39,6 +39,7 @@ pictures: install dot
 	@grep -v '^#' gallery/PICTURES | while read -r line; do $(BIN)/stringdiag $$line || exit 1; done
 
 test: install dot
+	@echo "running the whole suite: about 8 minutes on 2 cores"
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q  # small tensors: one thread is faster, and steady
 
 bench: install dot
