@@ -140,25 +140,6 @@ def unflatten_batch(y: Tensor, batch: tuple[int, ...], n: int) -> Tensor:
     return y.reshape(tuple(batch) + tuple(y.shape[1:]))  # a tuple: () is a scalar, not "no shape"
 
 
-# Elementwise scalar primitives: name -> function of aligned tensors.
-ELEMENTWISE: dict[str, Callable] = {
-    "add": torch.add,
-    "sub": torch.sub,
-    "mul": torch.mul,
-    "div": torch.div,
-    "neg": torch.neg,
-    "exp": torch.exp,
-    "log": torch.log,
-    "sqrt": torch.sqrt,
-    "relu": torch.relu,
-    "elu": F.elu,
-    "sigmoid": torch.sigmoid,
-    "tanh": torch.tanh,
-    "softplus": F.softplus,
-    "where": where,
-}
-
-
 def causal_linear(q: Tensor, k: Tensor, v: Tensor | None, chunk: int | None = 128) -> Tensor:
     """sum_{j <= i} (q_i . k_j) v_j without the s x s matrix (Katharopoulos et al.).
 
