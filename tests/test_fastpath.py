@@ -214,3 +214,46 @@ def test_the_lowering_names_no_attention_process_outside_the_primitive_table():
             if id(node) in docs:
                 continue
             assert not re.search(r"(^|[^a-z])(softmax|elu|sdpa)", text.lower()), (path.name, text)
+
+
+# == chunked causal linear attention ===========================================================
+def naive(q, k, v=None):
+    e = (q @ k.transpose(-1, -2)).tril()
+    return e @ v if v is not None else e.sum(-1)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(s=st.integers(1, 300), chunk=st.integers(1, 140), f=st.integers(1, 5), e=st.integers(1, 4),
+       heads=st.sampled_from([(), (1,), (3,), (2, 1)]), values=st.booleans(), seed=st.integers(0, 2**16))
+def test_chunked_causal_linear_attention_is_the_quadratic_form(s, chunk, f, e, heads, values, seed):
+    """Any length (a multiple of the chunk or not), chunk sizes above and below it, leading
+    axes that broadcast (keys and values with fewer heads), with values or the normaliser."""
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(2, *heads, s, f, generator=gen, dtype=F64)
+    k = torch.randn(2, *[1] * len(heads), s, f, generator=gen, dtype=F64)
+    v = torch.randn(2, *[1] * len(heads), s, e, generator=gen, dtype=F64) if values else None
+    ref = naive(q, k, v)
+    for c in (chunk, None):
+        out = P.causal_linear(q, k, v, c)
+        assert out.shape == ref.shape
+        assert (out - ref).abs().max() <= 1e-12 * max(ref.abs().max().item(), 1.0)
+
+
+class Count(TorchFunctionMode):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.calls += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_chunked_causal_linear_attention_has_no_loop_over_the_sequence():
+    counts = []
+    for s in (1000, 10_000, 100_000):  # none a multiple of the chunk
+        q, k, v = torch.randn(1, s, 4), torch.randn(1, s, 4), torch.randn(1, s, 3)
+        with Count() as c:
+            P.causal_linear(q, k, v)
+        counts.append(c.calls)
+    assert counts[0] == counts[1] == counts[2], counts
