@@ -257,3 +257,19 @@ def test_chunked_causal_linear_attention_has_no_loop_over_the_sequence():
             P.causal_linear(q, k, v)
         counts.append(c.calls)
     assert counts[0] == counts[1] == counts[2], counts
+
+
+def test_a_definition_is_rewritten_once_and_left_as_it_was():
+    p = stringdiag.loads(SRC + "diagram Two(x: [s, d]) -> [s, d] {\n  return Commuted(Commuted(x))\n}\n", "two.diag")
+    before = p["Commuted"].canonical_hash()
+    m = compile(p["Two"], dims=DIMS, approximator="linear")
+    assert sum(n.target is SDPA for n in m.graph.nodes) == 2
+    assert p["Commuted"].canonical_hash() == before
+
+
+@pytest.mark.parametrize("name, fused, count", [("M1", SDPA, 1), ("M0", P.causal_linear, 2)])
+def test_attention_split_between_definitions_is_fused(name, fused, count):
+    """M1's softmax is in AttPrep, its values in AttApply: the rule matches once expanded."""
+    prog = stringdiag.load(Path(__file__).resolve().parents[1] / "gallery" / "anatomy.diag")
+    m = compile(prog[name], dims={"d": 6, "k": 4})
+    assert sum(n.target is fused for n in m.graph.nodes) == count

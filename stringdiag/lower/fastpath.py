@@ -21,8 +21,9 @@ from pathlib import Path
 
 from ..graph.diagram import Diagram
 from ..rewrite.dpo import rewrite
-from ..rewrite.match import Index, find_matches, iter_matches
+from ..rewrite.match import Index, Match, find_matches, iter_matches
 from ..rewrite.rule import Rule, load_rules
+from .table import NATIVE
 
 RULES = Path(__file__).resolve().parents[2] / "rules" / "fastpath.rules"
 
@@ -53,26 +54,60 @@ def rules() -> tuple[Rule, ...]:
 def apply(d: Diagram, rule: Rule, ix: Index) -> int:
     """Rewrite ``d`` in place at every match of ``rule``; returns how many.
 
-    Each match is found again from its anchor just before it is rewritten (an earlier
-    rewrite may have replaced a box it shares, such as a causal mask read twice); the
-    search repeats while some match was lost that way."""
+    A match that shares a box or a wire with one rewritten before it is found again from
+    its anchor first (that rewrite may have replaced a box both read, such as a causal
+    mask); the search repeats while some match was lost that way."""
     done = 0
     while True:
-        lost, before = 0, done
+        lost, before, touched = 0, done, set()
         for m in find_matches(d, rule, index=ix):
-            fresh = next(iter_matches(d, rule, index=ix, seed=m.seed, limit=1), None) \
-                if all(ix.alive(b) for b in m.targets) else None
-            if fresh is None:
+            if touched & _footprint(m):
+                m = next(iter_matches(d, rule, index=ix, seed=m.seed, limit=1), None) \
+                    if all(ix.alive(b) for b in m.targets) else None
+            if m is None:
                 lost += 1
                 continue
-            rewrite(d, fresh, index=ix, in_place=True)
+            touched |= _footprint(m)
+            rewrite(d, m, index=ix, in_place=True)
             done += 1
         if not lost or done == before:
             return done
 
 
+def _footprint(m: Match) -> set:
+    """The target boxes and wires a match reads, writes or replaces."""
+    return {("box", b) for b in m.targets} | {("wire", w) for w, _ in m.wires.values()}
+
+
 def fuse(d: Diagram) -> int:
-    """Apply every fast-path rule to ``d`` (expanded, not yet lowered) in place; returns
-    the number of rewrites."""
+    """Apply every fast-path rule to ``d`` in place, in file order; returns the number of
+    rewrites. A rule whose left side names a process ``d`` does not use is not searched."""
+    ops = {d.box(b)["op"] for b in d.boxes()}
+    todo = [r for r in rules() if _processes(r) <= ops]
+    if not todo:
+        return 0
     ix = Index(d)
-    return sum(apply(d, r, ix) for r in rules())
+    return sum(apply(d, r, ix) for r in todo)
+
+
+def _processes(rule: Rule) -> frozenset[str]:
+    return frozenset(rule.lhs.box(b)["op"] for b in rule.lhs.boxes() if rule.lhs.box(b)["box"] in ("fixed", "diagram"))
+
+
+def fused(d: Diagram, memo: dict | None = None) -> Diagram:
+    """A copy of ``d`` whose definitions (and theirs, down to the prelude's native ones) have
+    the fast paths applied, before anything is expanded: a definition used by many heads or
+    layers is rewritten once, not once per use. What crosses definitions (attention split
+    between two of them) is left to :func:`fuse` on the expanded diagram."""
+    memo = {} if memo is None else memo
+    out = d.copy()
+    for b in out.boxes():
+        node = out.box(b)
+        if node["box"] != "diagram" or node["op"] in NATIVE:
+            continue
+        key = id(node["ref"])
+        if key not in memo:
+            memo[key] = fused(node["ref"], memo)
+            fuse(memo[key])
+        node["ref"] = memo[key]
+    return out

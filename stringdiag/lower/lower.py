@@ -27,7 +27,7 @@ from ..graph.types import Dim
 from ..graph.weights import weight_key
 from . import primitives as P
 from .approximators import LearnableTensor, Policy, factory
-from .fastpath import fuse
+from .fastpath import fuse, fused
 from .table import NATIVE, PRIMITIVES
 
 LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -116,8 +116,9 @@ class Lowering:
         self.make = make
         self.root = root
         self.registry = registry  # weight set (weights.weight_key) -> attribute name on root
-        self.d = diagram.expand(keep=NATIVE if native else frozenset(), path=path)
-        if fast and native:  # the fused processes are native: opened, they would be their bodies again
+        fast = fast and native  # the fused processes are native: opened, they would be their bodies again
+        self.d = (fused(diagram) if fast else diagram).expand(keep=NATIVE if native else frozenset(), path=path)
+        if fast:
             fuse(self.d)
         self.g = fx.Graph()
         self.env: dict[int, fx.Node] = {}
