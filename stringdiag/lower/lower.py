@@ -108,6 +108,8 @@ class Call:
 
 
 class Lowering:
+    """One diagram being lowered into one fx graph (a scanned definition gets its own)."""
+
     def __init__(self, diagram: Diagram, dims: dict[str, int], make, root: nn.Module, registry: dict,
                  fast: bool = True, native: bool = True, path: str = ""):
         self.src = diagram
