@@ -16,7 +16,7 @@ code and returns the node of its result. The array code itself is torch's or liv
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -24,10 +24,7 @@ from torch import fx, nn
 
 from . import primitives as P
 
-if TYPE_CHECKING:  # pragma: no cover - for the annotations only
-    from .lower import Call
-
-Entry = Callable[["Call"], fx.Node]
+Entry = Callable[["Call"], fx.Node]  # Call: stringdiag.lower.lower.Call (which imports this table)
 
 
 def elementwise(fn: Callable) -> Entry:
