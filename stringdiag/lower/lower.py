@@ -1,12 +1,14 @@
 """Typed graph to a trainable ``torch.fx.GraphModule`` whose code can be printed.
 
-The diagram is expanded down to primitives (keeping the prelude processes that have a
-direct array form, such as ``softmax`` and ``layernorm``). Every wire becomes a tensor
-with one leading batch axis followed by its type's axes, so a SIMD box is a batched
-tensor operation over its indices: no Python loop over positions, except the carried
-state of ``scan``. Contractions are ``einsum`` (torch picks the order with opt_einsum's
-cost model when it is installed). Learnable boxes become modules registered once per
-set of weights: a box used twice shares them.
+The diagram is expanded down to primitives (keeping the prelude definitions that have a
+direct array form, :data:`~stringdiag.lower.table.NATIVE`), the fast-path rules put fused
+attention in place of its boxes (``fastpath.py``), and every box becomes array code: a
+contraction an ``einsum`` (torch picks the order with opt_einsum's cost model when it is
+installed), a learnable box a module registered once per set of weights (a box used twice
+shares them), a primitive whatever its entry in the primitive table (``table.py``) emits.
+Every wire becomes a tensor with one leading batch axis followed by its type's axes, so a
+SIMD box is a batched tensor operation over its indices: no Python loop over positions,
+except the carried state of ``scan``.
 """
 from __future__ import annotations
 
@@ -16,7 +18,6 @@ import re
 from typing import Any, Mapping
 
 import torch
-import torch.nn.functional as F
 from torch import fx, nn
 
 from ..errors import DiagError
@@ -26,10 +27,9 @@ from ..graph.types import Dim
 from ..graph.weights import weight_key
 from . import primitives as P
 from .approximators import LearnableTensor, Policy, factory
-from .fastpath import Attention, CausalLinear, find_attention, find_causal_linear
+from .fastpath import fuse, fused
+from .table import NATIVE, PRIMITIVES
 
-# prelude definitions lowered directly (stable softmax, fused layer norm) rather than opened
-NATIVE = frozenset({"softmax", "ssoftmax", "scale", "mean", "sum", "elu1", "layernorm"})
 LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
@@ -39,11 +39,11 @@ def compile(diagram: Diagram, dims: Mapping[str, int] | None = None, approximato
 
     Inputs may carry extra leading batch axes (the same for every input). ``dims`` gives
     the sizes of the fixed dimensions; seq dimensions are read from the inputs. With
-    ``fast``, softmax attention whose attention matrix is not used elsewhere becomes
-    ``F.scaled_dot_product_attention``. With ``native`` (the default) the prelude
-    definitions in :data:`NATIVE` are lowered to their direct array form; without it they
-    are opened like any other definition and their bodies' own primitives are compiled
-    (tests/test_primitives.py checks that both agree).
+    ``native`` (the default) the prelude definitions in :data:`NATIVE` are lowered to their
+    direct array form; without it they are opened like any other definition and their
+    bodies' own primitives are compiled (tests/test_primitives.py checks that both agree).
+    With ``fast`` and ``native``, the rules of ``rules/fastpath.rules`` first replace softmax
+    and causal linear attention by fused processes (``F.scaled_dot_product_attention``, say).
     """
     root = nn.Module()
     gm = Lowering(diagram, dict(dims or {}), factory(approximator), root, {}, fast, native).module()
@@ -55,7 +55,61 @@ def _ident(text: str) -> str:
     return s if not s[0].isdigit() else "p" + s
 
 
+class Call:
+    """One primitive box as its entry in the primitive table sees it: inputs aligned as
+    [batch, SIMD axes, local axes], dimension parameters by name, the graph to emit into."""
+
+    def __init__(self, low: "Lowering", b: int):
+        self.low, self.b = low, b
+        self.node = low.d.box(b)
+        self.g: fx.Graph = low.g
+        self.xs: list[fx.Node] = low.aligned(b)
+        self.generics: dict[str, Dim] = dict(self.node.get("generics", ()))
+        outs = low.d.box_outputs(b)
+        self.name = _ident((low.d.graph.nodes[outs[0]]["name"] if outs else None) or self.node["op"])
+
+    @property
+    def x(self) -> fx.Node:
+        return self.xs[0]
+
+    @property
+    def ref(self) -> fx.Node:
+        """A tensor of the inputs' dtype and device, for values made from nothing."""
+        return self.low.ref
+
+    def size(self, name: str) -> Any:
+        return self.low.size(self.generics[name])
+
+    def static(self, name: str) -> int:
+        return self.low.static(self.generics[name], self.node["op"])
+
+    def constant(self, c) -> Any:
+        return self.low.const_value(c)
+
+    def sqrt(self, name: str) -> Any:
+        return self.constant(("sqrt", ("dim", self.generics[name])))
+
+    def call(self, fn, *args, **kwargs) -> fx.Node:
+        return self.g.call_function(fn, args, kwargs or None)
+
+    def method(self, name: str, *args) -> fx.Node:
+        return self.g.call_method(name, args)
+
+    def module(self, make, *args) -> fx.Node:
+        """A module with parameters, one per instance of the definition (layer norm's gain)."""
+        return self.g.call_module(self.low.register(("diagram", self.node["instance"]), make), args)
+
+    def spread(self, y: fx.Node) -> fx.Node:
+        """An elementwise result copied over the SIMD indices that no input has."""
+        read = {a for _, axes in self.low.d.box_inputs(self.b) for a in axes if isinstance(a, str)}
+        if all(lab in read for lab, _ in self.node["simd"]):
+            return y
+        return self.method("expand", y, -1, *[self.low.size(dim) for _, dim in self.node["simd"]])
+
+
 class Lowering:
+    """One diagram being lowered into one fx graph (a scanned definition gets its own)."""
+
     def __init__(self, diagram: Diagram, dims: dict[str, int], make, root: nn.Module, registry: dict,
                  fast: bool = True, native: bool = True, path: str = ""):
         self.src = diagram
@@ -64,12 +118,13 @@ class Lowering:
         self.make = make
         self.root = root
         self.registry = registry  # weight set (weights.weight_key) -> attribute name on root
-        self.d = diagram.expand(keep=NATIVE if native else frozenset(), path=path)
+        fast = fast and native  # the fused processes are native: opened, they would be their bodies again
+        self.d = (fused(diagram) if fast else diagram).expand(keep=NATIVE if native else frozenset(), path=path)
+        if fast:
+            fuse(self.d)
         self.g = fx.Graph()
         self.env: dict[int, fx.Node] = {}
         self.seq: dict[str, fx.Node] = {}
-        self.fast = fast
-        self.linear_chunk: int | None = 128
         self._check_dims()
 
     # -- sizes ----------------------------------------------------------------------
@@ -100,30 +155,26 @@ class Lowering:
         """A dimension's value: an int, or a graph node when it depends on a seq length."""
         total: Any = 0
         for mono, coeff in dim.terms:
-            term: Any = coeff
-            if coeff == 1 and mono:  # d, not 1 * d
-                term = self.dims.get(mono[0], self.seq.get(mono[0]))
-                if term is None:
-                    term = 1
-                else:
-                    mono = mono[1:]
-            for n in mono:
-                if n in self.dims:
-                    v: Any = self.dims[n]
-                elif n in self.seq:
-                    v = self.seq[n]
-                else:
-                    raise DiagError(f"the size of dimension '{n}' of '{self.src.name}' is unknown: it is a seq "
-                                    "dimension that no input has as an axis of its own")
-                term = term * v if isinstance(term, int) and isinstance(v, int) else self.g.call_function(
-                    operator.mul, (term, v))
-            if isinstance(total, int) and total == 0:
-                total = term
-            elif isinstance(total, int) and isinstance(term, int):
-                total = total + term
-            else:
-                total = self.g.call_function(operator.add, (total, term))
+            factors = [self._named(n) for n in mono]
+            if coeff != 1 or not factors:  # d, not 1 * d
+                factors.insert(0, coeff)
+            term = factors[0]
+            for v in factors[1:]:
+                term = self._combine(operator.mul, term, v)
+            total = term if isinstance(total, int) and total == 0 else self._combine(operator.add, total, term)
         return total
+
+    def _named(self, n: str) -> Any:
+        if n in self.dims:
+            return self.dims[n]
+        if n in self.seq:
+            return self.seq[n]
+        raise DiagError(f"the size of dimension '{n}' of '{self.src.name}' is unknown: it is a seq "
+                        "dimension that no input has as an axis of its own")
+
+    def _combine(self, fn, a: Any, b: Any) -> Any:
+        """``fn(a, b)`` now if both are ints, else a node computing it at run time."""
+        return fn(a, b) if isinstance(a, int) and isinstance(b, int) else self.g.call_function(fn, (a, b))
 
     def static(self, dim: Dim, what: str) -> int:
         v = self.size(dim)
@@ -132,10 +183,10 @@ class Lowering:
         return v
 
     # -- module ---------------------------------------------------------------------
-    def module(self) -> fx.GraphModule:
+    def inputs(self) -> tuple[Any, Any]:
+        """Placeholders, flattened to one batch axis; seq lengths read off them. Returns the
+        caller's batch shape and its size (nodes), or ``((), 1)`` for a diagram without inputs."""
         d, g = self.d, self.g
-        flat_inputs = []
-        batch = None
         placeholders, taken = [], set()
         for k in range(len(d.inputs)):  # all arguments first, so that no inner value takes their names
             name = _ident(d.input_names[k] if k < len(d.input_names) else f"x{k}")
@@ -143,41 +194,34 @@ class Lowering:
                 name += "_"
             taken.add(name)
             placeholders.append(g.placeholder(name))
+        if not placeholders:  # no inputs (a learnable tensor, a constant): one value
+            self.ref = g.call_function(torch.zeros, ((),), name="ref")
+            return (), 1
+        batch = n_batch = None
         for w, ph in zip(d.inputs, placeholders):
-            name = ph.name
-            r = len(d.wire_type(w))
-            flat = g.call_function(_flatten_batch, (ph, r))
+            flat = g.call_function(_flatten_batch, (ph, len(d.wire_type(w))))
             if batch is None:
                 batch = g.call_function(operator.getitem, (flat, 1), name="batch")
                 n_batch = g.call_function(operator.getitem, (flat, 2), name="n")
-            t = g.call_function(operator.getitem, (flat, 0), name=name + "_")
-            self.env[w] = t
-            flat_inputs.append(t)
+            t = self.env[w] = g.call_function(operator.getitem, (flat, 0), name=ph.name + "_")
             for axis, dim in enumerate(d.wire_type(w)):
                 n = dim.name
                 decl = d.program.lookup_dim(n) if (n and d.program is not None) else None
                 # seq lengths, and the dimension parameters of a generic diagram, come from the inputs
                 if n and n not in self.seq and n not in self.dims and (decl is None or decl.kind == "seq"):
                     self.seq[n] = g.create_node("call_method", "size", (t, axis + 1), name=_ident(n))
-        if not flat_inputs:  # a diagram with no inputs (a learnable tensor, a constant) makes one value
-            self.ref = g.call_function(torch.zeros, ((),), name="ref")
-            batch, n_batch = (), 1
-        else:
-            self.ref = flat_inputs[0]
-        fused = {m.apply: m for m in find_attention(d, self.dims)} if self.fast else {}
-        linear = {m.box: m for m in find_causal_linear(d)} if self.fast else {}
-        skip = {b for m in [*fused.values(), *linear.values()] for b in m.skipped}
+        self.ref = self.env[d.inputs[0]]
+        return batch, n_batch
+
+    def module(self) -> fx.GraphModule:
+        d, g = self.d, self.g
+        batch, n_batch = self.inputs()
         for b in d.topological_boxes():
-            if b in fused:
-                self.emit(b, self.sdpa(fused[b]))
-            elif b in linear:
-                self.emit(b, self.causal_linear(linear[b]))
-            elif b not in skip:
-                self.lower_box(b)
+            self.lower_box(b)
         outs = [g.call_function(P.unflatten_batch, (self.env[w], batch, n_batch)) for w in d.outputs]
         g.output(outs[0] if len(outs) == 1 else tuple(outs))
         gm = fx.GraphModule(self.root, g, class_name=_ident(self.src.name))
-        gm.graph.eliminate_dead_code()  # what fused paths made unnecessary (an unused scale constant, say)
+        gm.graph.eliminate_dead_code()  # what fused paths made unnecessary (a mask nothing reads, say)
         gm.recompile()
         gm.weight_sets = dict(self.registry)  # weight set -> attribute: what an oracle matches weights by
         return gm
@@ -222,86 +266,36 @@ class Lowering:
             self.env[w] = self.g.call_function(operator.getitem, (value, k))
 
     def lower_box(self, b: int) -> None:
+        """Dispatch on the kind of box, as torch.fx's Interpreter does on a node's opcode."""
         node = self.d.box(b)
-        kind, op, g = node["box"], node["op"], self.g
-        name = self.d.graph.nodes[self.d.box_outputs(b)[0]]["name"] if self.d.box_outputs(b) else None
-        if kind == "abstract":
-            raise DiagError(f"'{op}' is an abstract family: instantiate it (specialise it in a derivation, or "
-                            f"replace it by a definition) before compiling", node["pos"], None)
-        if kind == "const":
-            g_value = self.const_value(node["value"])
-            y = g.call_function(P.const, (g_value, self.ref))
-            if node["simd"]:  # a constant a rewrite placed inside SIMD boxes: one copy per index
-                sizes = [self.size(dim) for _, dim in node["simd"]]
-                y = g.create_node("call_method", "expand", (g.create_node("call_method", "view", (y, 1, *[1] * len(sizes))),
-                                                           -1, *sizes))
-            self.emit(b, y)
-            return
-        if kind == "contract":
-            self.emit(b, self.contract(b))
-            return
-        if kind == "reindex":
-            (x,) = self.aligned(b)
-            sizes = [self.size(dim) for _, dim in node["simd"]]
-            n_local = len(self.d.local_in_type(b, 0))
-            self.emit(b, g.create_node("call_method", "expand", (x, -1, *sizes, *([-1] * n_local)),
-                                       name=_ident(name or "r")))
-            return
-        if node.get("scan"):
-            self.emit(b, self.scan(b))
-            return
-        if kind == "learn":
-            self.emit(b, self.learnable(b, name))
-            return
-        if kind == "diagram":
-            self.emit(b, self.native(b))
-            return
-        self.emit(b, self.fixed(b, name))
+        if node["box"] == "abstract":
+            raise DiagError(f"'{node['op']}' is an abstract family: instantiate it (specialise it in a derivation, "
+                            f"or replace it by a definition) before compiling", node["pos"], None)
+        self.emit(b, KINDS["scan" if node.get("scan") else node["box"]](self, b))
 
-    def sdpa(self, m: Attention) -> fx.Node:
-        """Fused attention: queries, keys and values arranged as [batch, heads..., position, feature]."""
-        g = self.g
-
-        def arrange(wire_roles, order):
-            w, roles = wire_roles
-            perm = (0, *[1 + roles.index(r) for r in order])
-            x = self.env[w]
-            return x if perm == tuple(range(len(perm))) else g.call_method("permute", (x, perm))
-
-        q = arrange(m.q, [*m.heads, "i", "f"])
-        k = arrange(m.k, [*m.heads, "j", "f"])
-        v = arrange(m.v, [*m.heads, "j", "v"])
-        y = g.call_function(F.scaled_dot_product_attention, (q, k, v),
-                            {"is_causal": m.causal, "scale": m.scale}, name="attention")
-        have = [*m.heads, "i", "v"]
-        perm = (0, *[1 + have.index(r) for r in m.out_roles])
-        return y if perm == tuple(range(len(perm))) else g.call_method("permute", (y, perm))
-
-    def causal_linear(self, m: CausalLinear) -> fx.Node:
-        g = self.g
-
-        def arrange(wire_roles, order):
-            w, roles = wire_roles
-            x = self.env[w]
-            present = [r for r in order if r in roles]
-            perm = (0, *[1 + roles.index(r) for r in present])
-            if perm != tuple(range(len(perm))):
-                x = g.call_method("permute", (x, perm))
-            for p, r in enumerate(order):  # a head index the values do not carry: broadcast
-                if r not in roles:
-                    x = g.call_method("unsqueeze", (x, 1 + p))
-            return x
-
-        q = arrange(m.q, [*m.heads, "i", "f"])
-        k = arrange(m.k, [*m.heads, "j", "f"])
-        v = arrange(m.v, [*m.heads, "j", "v"]) if m.v is not None else None
-        y = g.call_function(P.causal_linear, (q, k, v, self.linear_chunk), name="linear_attention")
-        have = [*m.heads, "i"] + (["v"] if m.v is not None else [])
-        perm = (0, *[1 + have.index(r) for r in m.out_roles])
-        return y if perm == tuple(range(len(perm))) else g.call_method("permute", (y, perm))
+    def constant(self, b: int) -> fx.Node:
+        node, g = self.d.box(b), self.g
+        y = g.call_function(P.const, (self.const_value(node["value"]), self.ref))
+        if not node["simd"]:
+            return y
+        # a constant a rewrite placed inside SIMD boxes: one copy per index
+        sizes = [self.size(dim) for _, dim in node["simd"]]
+        return g.call_method("expand", (g.call_method("view", (y, 1, *[1] * len(sizes))), -1, *sizes))
 
     def const_value(self, c) -> Any:
+        """A constant expression's value (graph/constants.py), as a node if a seq length is in it."""
         return constants.evaluate(c, self.size, lambda fn, args: self.g.call_function(fn, tuple(args)))
+
+    def reindex(self, b: int) -> fx.Node:
+        (x,) = self.aligned(b)
+        sizes = [self.size(dim) for _, dim in self.d.box(b)["simd"]]
+        n_local = len(self.d.local_in_type(b, 0))
+        return self.g.create_node("call_method", "expand", (x, -1, *sizes, *([-1] * n_local)),
+                                  name=_ident(self.out_name(b) or "r"))
+
+    def out_name(self, b: int) -> str | None:
+        outs = self.d.box_outputs(b)
+        return self.d.graph.nodes[outs[0]]["name"] if outs else None
 
     def contract(self, b: int) -> fx.Node:
         node = self.d.box(b)
@@ -314,8 +308,8 @@ class Lowering:
             subs.append("..." + "".join(sym[a] if isinstance(a, str) else local[a] for a in axes))
             args.append(self.env[w])
         out = "..." + "".join(sym[lab] for lab, _ in node["simd"]) + "".join(local)
-        name = self.d.graph.nodes[self.d.box_outputs(b)[0]]["name"]
-        return self.g.call_function(torch.einsum, (",".join(subs) + "->" + out, *args), name=_ident(name or "einsum"))
+        return self.g.call_function(torch.einsum, (",".join(subs) + "->" + out, *args),
+                                    name=_ident(self.out_name(b) or "einsum"))
 
     def register(self, key: tuple, make) -> str:
         """The attribute holding the module for one set of weights (made on first use);
@@ -328,87 +322,37 @@ class Lowering:
             self.registry[key] = attr
         return self.registry[key]
 
-    def learnable(self, b: int, name: str | None) -> fx.Node:
+    def learnable(self, b: int) -> fx.Node:
         node = self.d.box(b)
-        ins, outs = self.local_shapes(b, False), self.local_shapes(b, True)
-        key = weight_key(node)
-        if not ins:
+        name = _ident(self.out_name(b) or node["op"])
+        if not self.d.box_inputs(b):
+            outs = self.local_shapes(b, True)
             if len(outs) != 1:
                 raise DiagError(f"learnable box '{node['op']}' has no inputs and several outputs; declare one "
                                 "learnable tensor per output", node["pos"])
-            mod = self.register(key, lambda: LearnableTensor(outs[0]))
-            return self.g.create_node("call_module", mod, (), name=_ident(name or node["op"]))
-        n_in, n_out = sum(math.prod(s) for s in ins), sum(math.prod(s) for s in outs)
-        mod = self.register(key, lambda: self.make(n_in, n_out))
+            mod = self.register(weight_key(node), lambda: LearnableTensor(outs[0]))
+            return self.g.create_node("call_module", mod, (), name=name)
+        mod, ins, outs = self.approximator(b)
         xs = self.aligned(b)
         if len(ins) == 1 and len(ins[0]) == 1 and len(outs) == 1 and len(outs[0]) == 1:
-            return self.g.create_node("call_module", mod, (xs[0],), name=_ident(name or node["op"]))
-        return self.g.call_function(P.learnable, (self.g.get_attr(mod), xs, [len(s) for s in ins], outs),
-                                    name=_ident(name or node["op"]))
+            return self.g.create_node("call_module", mod, (xs[0],), name=name)
+        return self.g.call_function(P.learnable, (self.g.get_attr(mod), xs, [len(s) for s in ins], outs), name=name)
 
-    def native(self, b: int) -> fx.Node:
-        node = self.d.box(b)
-        op, g = node["op"], self.g
-        gen = {k: v for k, v in node.get("generics", ())}
-        (x,) = self.aligned(b)
-        if op == "softmax":
-            return g.call_function(torch.softmax, (x, -1))
-        if op == "ssoftmax":
-            k = self.size(gen["k"])
-            return g.call_function(torch.softmax, (g.call_function(operator.truediv, (x, _sqrt(g, k))), -1))
-        if op == "scale":
-            return g.call_function(operator.truediv, (x, _sqrt(g, self.size(gen["k"]))))
-        if op == "mean":
-            return g.create_node("call_method", "mean", (x, -1))
-        if op == "sum":
-            return g.create_node("call_method", "sum", (x, -1))
-        if op == "elu1":
-            return g.call_function(operator.add, (g.call_function(F.elu, (x,)), 1.0))
-        if op == "layernorm":
-            n = self.static(gen["n"], "layernorm")
-            mod = self.register(("diagram", node["instance"]), lambda: nn.LayerNorm(n))
-            return g.call_module(mod, (x,))
-        raise AssertionError(op)  # pragma: no cover - NATIVE lists exactly these
+    def approximator(self, b: int) -> tuple[str, list, list]:
+        """The module of a learnable box's weight set (made by the policy on first use), and
+        the box's local input and output shapes."""
+        ins, outs = self.local_shapes(b, False), self.local_shapes(b, True)
+        n_in, n_out = sum(math.prod(s) for s in ins), sum(math.prod(s) for s in outs)
+        return self.register(weight_key(self.d.box(b)), lambda: self.make(n_in, n_out)), ins, outs
 
-    def fixed(self, b: int, name: str | None) -> fx.Node:
+    def primitive(self, b: int) -> fx.Node:
+        """A fixed primitive or a native definition: its entry in the primitive table."""
         node = self.d.box(b)
-        op, g = node["op"], self.g
-        gen = [self.size(v) for _, v in node.get("generics", ())]
-        xs = self.aligned(b)
-        if op in P.ELEMENTWISE:
-            y = g.call_function(P.ELEMENTWISE[op], tuple(xs), name=_ident(name or op))
-            read = {a for _, axes in self.d.box_inputs(b) for a in axes if isinstance(a, str)}
-            if any(lab not in read for lab, _ in node["simd"]):  # iterated over an index no input has
-                sizes = [self.size(dim) for _, dim in node["simd"]]
-                y = g.create_node("call_method", "expand", (y, -1, *sizes))
-            return y
-        if op == "hardmax":
-            return g.call_function(P.hardmax, (xs[0],))
-        if op == "rev":
-            return g.create_node("call_method", "flip", (xs[0], -1))
-        if op == "cat":
-            both = g.call_function(P.broadcast_lead, (xs, [1, 1]))
-            return g.call_function(torch.cat, (both, -1))
-        if op == "split":
-            return g.call_function(P.split, (xs[0], gen[0]))
-        if op == "flatten":
-            return g.create_node("call_method", "flatten", (xs[0], -2))
-        if op == "unflatten":
-            return g.create_node("call_method", "unflatten", (xs[0], -1, (gen[0], gen[1])))
-        if op == "positions":
-            return g.call_function(P.positions, (gen[0], self.ref))
-        if op in ("ones", "zeros"):
-            return g.call_function(P.filled, ((gen[0],), 1.0 if op == "ones" else 0.0, self.ref))
-        if op == "posenc":
-            return g.call_function(P.posenc, (gen[0], gen[1], self.ref))
-        if op in ("causal",):
-            return g.call_function(P.causal, (gen[0], self.ref))
-        if op in ("window", "strided"):
-            return g.call_function(getattr(P, op), (gen[0], gen[1], self.ref))
-        if op == "gauss":
-            return g.call_function(P.gauss, (xs[0], xs[1], gen[0]))
-        raise DiagError(f"fixed process '{op}' has no implementation to compile; define it as a diagram",
-                        node["pos"])
+        entry = PRIMITIVES.get(node["op"])
+        if entry is None:
+            raise DiagError(f"fixed process '{node['op']}' has no implementation to compile; define it as a "
+                            "diagram", node["pos"])
+        return entry(Call(self, b))
 
     def scan(self, b: int) -> fx.Node:
         node = self.d.box(b)
@@ -417,9 +361,7 @@ class Lowering:
         outs = [self.d.local_out_type(b, p) for p in range(len(self.d.box_outputs(b)))]
         steps = self.size(node["simd"][-1][1])
         if node["box"] == "learn":
-            in_s, out_s = self.local_shapes(b, False), self.local_shapes(b, True)
-            n_in, n_out = sum(math.prod(s) for s in in_s), sum(math.prod(s) for s in out_s)
-            mod = self.register(weight_key(node), lambda: self.make(n_in, n_out))
+            mod, in_s, out_s = self.approximator(b)
             cell = self.g.call_function(P.LearnableCell, (self.g.get_attr(mod), [len(s) for s in in_s], out_s))
         elif node["box"] == "diagram":
             key = node.get("instance", node["op"])
@@ -433,13 +375,14 @@ class Lowering:
                                              [len(t) for t in outs[1:]]))
 
 
-def _sqrt(g: fx.Graph, v: Any) -> Any:
-    return math.sqrt(v) if isinstance(v, int) else g.call_function(math.sqrt, (v,))
-
-
 def _flatten_batch(x: torch.Tensor, rank: int):
     """Fold any leading batch axes into one: [*B, ...] -> [N, ...]."""
     batch = tuple(x.shape[: x.dim() - rank])
     n = math.prod(batch)
     return x.reshape(n, *x.shape[x.dim() - rank:]), batch, n
 
+
+
+KINDS = {"const": Lowering.constant, "contract": Lowering.contract, "reindex": Lowering.reindex,
+         "scan": Lowering.scan, "learn": Lowering.learnable, "diagram": Lowering.primitive,
+         "fixed": Lowering.primitive}

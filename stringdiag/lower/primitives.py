@@ -140,33 +140,18 @@ def unflatten_batch(y: Tensor, batch: tuple[int, ...], n: int) -> Tensor:
     return y.reshape(tuple(batch) + tuple(y.shape[1:]))  # a tuple: () is a scalar, not "no shape"
 
 
-# Elementwise scalar primitives: name -> function of aligned tensors.
-ELEMENTWISE: dict[str, Callable] = {
-    "add": torch.add,
-    "sub": torch.sub,
-    "mul": torch.mul,
-    "div": torch.div,
-    "neg": torch.neg,
-    "exp": torch.exp,
-    "log": torch.log,
-    "sqrt": torch.sqrt,
-    "relu": torch.relu,
-    "elu": F.elu,
-    "sigmoid": torch.sigmoid,
-    "tanh": torch.tanh,
-    "softplus": F.softplus,
-    "where": where,
-}
+CHUNK = 128  # positions per block of causal linear attention
 
 
-def causal_linear(q: Tensor, k: Tensor, v: Tensor | None, chunk: int | None = 128) -> Tensor:
+def causal_linear(q: Tensor, k: Tensor, v: Tensor | None, chunk: int | None = CHUNK) -> Tensor:
     """sum_{j <= i} (q_i . k_j) v_j without the s x s matrix (Katharopoulos et al.).
 
-    ``q, k : [..., s, f]``, ``v : [..., s, e]`` (or None for the normaliser sum_j<=i q_i.k_j).
-    With ``chunk=None``, the prefix-sum form: S_i = sum_{j<=i} k_j v_j^T by cumsum, memory
-    O(s f e). With a chunk size C, blocks of C positions: quadratic inside a block, a
-    carried state [f, e] across blocks, memory O(s e + C^2 + f e); the loop is over
-    s / C blocks, never over positions.
+    ``q, k : [..., s, f]``, ``v : [..., s, e]`` (or None for the normaliser sum_{j<=i} q_i.k_j);
+    leading axes broadcast. With ``chunk=None``, the prefix-sum form: S_i = sum_{j<=i} k_j v_j^T
+    by cumsum, memory O(s f e). With a chunk size C, the sequence is cut into blocks of C
+    positions (the last padded with zeros): inside a block the masked quadratic form, across
+    blocks each block's summary k^T v summed over the blocks before it by one cumsum; memory
+    O(s C + s f e / C), a few batched products whatever s is, no Python loop.
     """
     squeeze = v is None
     if v is None:
@@ -174,17 +159,21 @@ def causal_linear(q: Tensor, k: Tensor, v: Tensor | None, chunk: int | None = 12
     if chunk is None:
         state = torch.cumsum(k[..., :, :, None] * v[..., :, None, :], dim=-3)
         out = torch.einsum("...if,...ife->...ie", q, state)
-    else:
-        s = q.shape[-2]
-        lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-        state = torch.zeros(*lead, q.shape[-1], v.shape[-1], dtype=q.dtype, device=q.device)
-        mask = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
-        outs = []
-        for c0 in range(0, s, chunk):
-            qc, kc, vc = q[..., c0:c0 + chunk, :], k[..., c0:c0 + chunk, :], v[..., c0:c0 + chunk, :]
-            n = qc.shape[-2]
-            att = (qc @ kc.transpose(-1, -2)).masked_fill(~mask[:n, :n], 0.0)
-            outs.append(att @ vc + qc @ state)
-            state = state + kc.transpose(-1, -2) @ vc
-        out = torch.cat(outs, dim=-2)
+        return out[..., 0] if squeeze else out
+    s = q.shape[-2]
+    size = max(1, min(chunk, s))
+    qc, kc, vc = (_blocks(x, size) for x in (q, k, v))  # [..., n, C, *]
+    mask = torch.ones(size, size, dtype=torch.bool, device=q.device).tril()
+    inside = (qc @ kc.transpose(-1, -2)).masked_fill(~mask, 0.0) @ vc
+    summary = kc.transpose(-1, -2) @ vc  # [..., n, f, e]
+    before = torch.cumsum(F.pad(summary, (0, 0, 0, 0, 1, 0))[..., :-1, :, :], dim=-3)  # blocks before each
+    out = (inside + qc @ before).flatten(-3, -2)[..., :s, :]
     return out[..., 0] if squeeze else out
+
+
+def _blocks(x: Tensor, size: int) -> Tensor:
+    """[..., s, f] -> [..., ceil(s / size), size, f], zero-padded at the end."""
+    pad = -x.shape[-2] % size
+    if pad:
+        x = F.pad(x, (0, 0, 0, pad))
+    return x.unflatten(-2, (-1, size))

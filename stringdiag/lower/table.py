@@ -1,0 +1,95 @@
+"""The primitive table: every process the compiler implements, by name, one entry each.
+
+The lowering dispatches a ``fixed`` box, or a prelude definition kept whole, by its name
+here, as torch.fx's ``Interpreter`` dispatches ``call_function`` by target. An entry is a
+function of a :class:`~stringdiag.lower.lower.Call` (the box's inputs aligned as [batch,
+SIMD axes, local axes], its dimension parameters, the fx graph) that emits the box's array
+code and returns the node of its result. The array code itself is torch's or lives in
+``primitives.py``. The table has two sections:
+
+- :data:`FIXED`: the prelude's ``fixed`` primitives, which have no body;
+- :data:`NATIVE`: prelude definitions lowered whole (a stable softmax, a fused layer norm,
+  the fused attentions that ``rules/fastpath.rules`` puts in place of their bodies), so
+  that ``compile(..., native=False)`` can open them instead and tests/test_primitives.py
+  can check that both agree.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import fx, nn
+
+from . import primitives as P
+
+Entry = Callable[["Call"], fx.Node]  # Call: stringdiag.lower.lower.Call (which imports this table)
+
+
+def elementwise(fn: Callable) -> Entry:
+    """A scalar primitive: applied to the aligned inputs, broadcasting does the SIMD."""
+    return lambda c: c.spread(c.g.call_function(fn, tuple(c.xs), name=c.name))
+
+
+def sdpa(causal: bool) -> Entry:
+    """Softmax attention scaled by 1/sqrt(c) as one ``F.scaled_dot_product_attention``;
+    heads are leading axes, and keys and values without a head axis broadcast (MQA, GQA)."""
+    return lambda c: c.call(F.scaled_dot_product_attention, *c.xs, is_causal=causal,
+                            scale=c.constant(("div", ("num", 1.0), ("sqrt", ("dim", c.generics["c"])))))
+
+
+def _layernorm(c: "Call") -> fx.Node:
+    n = c.static("n")
+    return c.module(lambda: nn.LayerNorm(n), c.x)
+
+
+FIXED: dict[str, Entry] = {
+    "add": elementwise(torch.add),
+    "sub": elementwise(torch.sub),
+    "mul": elementwise(torch.mul),
+    "div": elementwise(torch.div),
+    "neg": elementwise(torch.neg),
+    "exp": elementwise(torch.exp),
+    "log": elementwise(torch.log),
+    "sqrt": elementwise(torch.sqrt),
+    "relu": elementwise(torch.relu),
+    "elu": elementwise(F.elu),
+    "sigmoid": elementwise(torch.sigmoid),
+    "tanh": elementwise(torch.tanh),
+    "softplus": elementwise(F.softplus),
+    "where": elementwise(P.where),
+    "hardmax": lambda c: c.call(P.hardmax, c.x),
+    "ones": lambda c: c.call(P.filled, (c.size("n"),), 1.0, c.ref),
+    "zeros": lambda c: c.call(P.filled, (c.size("n"),), 0.0, c.ref),
+    "cat": lambda c: c.call(torch.cat, c.call(P.broadcast_lead, c.xs, [1, 1]), -1),
+    "split": lambda c: c.call(P.split, c.x, c.size("n")),
+    "rev": lambda c: c.method("flip", c.x, -1),
+    "flatten": lambda c: c.method("flatten", c.x, -2),
+    "unflatten": lambda c: c.method("unflatten", c.x, -1, (c.size("n"), c.size("m"))),
+    "positions": lambda c: c.call(P.positions, c.size("n"), c.ref),
+    "posenc": lambda c: c.call(P.posenc, c.size("n"), c.size("m"), c.ref),
+    "causal": lambda c: c.call(P.causal, c.size("n"), c.ref),
+    "window": lambda c: c.call(P.window, c.size("n"), c.size("w"), c.ref),
+    "strided": lambda c: c.call(P.strided, c.size("n"), c.size("w"), c.ref),
+    "gauss": lambda c: c.call(P.gauss, *c.xs, c.size("n")),
+}
+
+NATIVE_ENTRIES: dict[str, Entry] = {
+    "softmax": lambda c: c.call(torch.softmax, c.x, -1),
+    "ssoftmax": lambda c: c.call(torch.softmax, c.call(operator.truediv, c.x, c.sqrt("k")), -1),
+    "scale": lambda c: c.call(operator.truediv, c.x, c.sqrt("k")),
+    "mean": lambda c: c.method("mean", c.x, -1),
+    "sum": lambda c: c.method("sum", c.x, -1),
+    "elu1": lambda c: c.call(operator.add, c.call(F.elu, c.x), 1.0),
+    "layernorm": _layernorm,
+    "sdpa": sdpa(causal=False),
+    "causal_sdpa": sdpa(causal=True),
+    "causal_linear_attention": lambda c: c.call(P.causal_linear, *c.xs),
+    "causal_linear_sum": lambda c: c.call(P.causal_linear, *c.xs, None),
+}
+
+PRIMITIVES: dict[str, Entry] = {**FIXED, **NATIVE_ENTRIES}
+NATIVE = frozenset(NATIVE_ENTRIES)  # what expansion keeps whole when lowering natively
+
+__all__ = ["PRIMITIVES", "FIXED", "NATIVE", "Entry", "elementwise"]
