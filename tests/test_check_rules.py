@@ -208,3 +208,35 @@ def test_a_reduction_in_a_library_used_by_a_derivation_is_checked(tmp_path):
     p = write(tmp_path, HEAD + BAD["fixed_box"][0])
     with pytest.raises(DiagError, match="is not a reduction"):
         load_rules(p)
+
+
+def test_two_sides_that_both_compute_nan_are_not_equal():
+    # 0 * inf on both sides: the oracle must not take NaN == NaN for agreement
+    import torch
+    from stringdiag.verify.oracle import relative_error
+
+    nan = torch.tensor([1.0, float("nan")], dtype=torch.float64)
+    assert relative_error(nan, nan.clone()) == float("inf")
+    inf = torch.tensor([1.0, -float("inf")], dtype=torch.float64)
+    assert relative_error(inf, inf.clone()) == 0.0  # the same infinities agree
+    assert relative_error(inf, -inf) == float("inf")
+
+
+def test_the_prelude_softmax_of_masked_scores_is_finite_and_is_torch_softmax():
+    import torch
+
+    import stringdiag
+    from stringdiag.lower import compile
+
+    d = stringdiag.loads("""dim s : seq
+diagram Masked(e: [s, s]) -> [s, s] {
+  a[i] = softmax(where(e[i], causal<s>()[i]))
+  return a
+}""")["Masked"]
+    opened = compile(d, dims={}, dtype=torch.float64, native=False)  # the prelude body, not torch.softmax
+    e = torch.randn(2, 5, 5, dtype=torch.float64) * 30
+    mask = torch.ones(5, 5, dtype=torch.bool).tril()
+    want = torch.softmax(e.masked_fill(~mask, -float("inf")), -1)
+    got = opened(e)
+    assert torch.isfinite(got).all()
+    assert torch.allclose(got, want, rtol=1e-12, atol=1e-15)

@@ -60,6 +60,7 @@ FIXED: dict[str, Entry] = {
     "softplus": elementwise(F.softplus),
     "where": elementwise(P.where),
     "hardmax": lambda c: c.call(P.hardmax, c.x),
+    "amax": lambda c: c.call(torch.amax, c.x, -1),
     "ones": lambda c: c.call(P.filled, (c.size("n"),), 1.0, c.ref),
     "zeros": lambda c: c.call(P.filled, (c.size("n"),), 0.0, c.ref),
     "cat": lambda c: c.call(torch.cat, c.call(P.broadcast_lead, c.xs, [1, 1]), -1),

@@ -205,11 +205,13 @@ def _tuple(y) -> tuple:
 
 
 def relative_error(p: torch.Tensor, q: torch.Tensor) -> float:
-    """max |p - q| / max(|p|, |q|) over finite entries; ``inf`` if shapes or non-finite entries differ."""
-    if p.shape != q.shape:
+    """max |p - q| / max(|p|, |q|) over finite entries; ``inf`` if the shapes differ, if the
+    infinite entries differ, or if either side has a NaN: a NaN agrees with nothing, so two
+    sides that both compute NaN (0 * inf, say) are never taken for equal functions."""
+    if p.shape != q.shape or p.isnan().any() or q.isnan().any():
         return math.inf
     fp, fq = torch.isfinite(p), torch.isfinite(q)
-    if not torch.equal(fp, fq) or not torch.equal(p[~fp].nan_to_num(0.0), q[~fq].nan_to_num(0.0)):
+    if not torch.equal(fp, fq) or not torch.equal(p[~fp], q[~fq]):
         return math.inf
     if not fp.any():
         return 0.0
@@ -218,9 +220,6 @@ def relative_error(p: torch.Tensor, q: torch.Tensor) -> float:
     if scale == 0.0:
         return 0.0
     return (p - q).abs().max().item() / scale
-
-
-__all__ = ["equal", "instantiated", "default_sizes", "dim_names", "share", "share_sets", "draw", "relative_error"]
 
 
 def verify_rule(rule: Rule, trials: int = 3, seed: int = 0, tol: float = 1e-9) -> tuple[bool, float]:
@@ -232,3 +231,6 @@ def verify_rule(rule: Rule, trials: int = 3, seed: int = 0, tol: float = 1e-9) -
                 if side.box(b)["box"] == "abstract"} | set(rule.vars)
     return equal(rule.lhs, rule.rhs, trials=trials, seed=seed, tol=tol,
                  instantiate={name: "learn" for name in sorted(abstract)})
+
+
+__all__ = ["equal", "instantiated", "default_sizes", "dim_names", "share", "share_sets", "draw", "relative_error", "verify_rule"]
