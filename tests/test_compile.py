@@ -382,3 +382,19 @@ def test_scalar_output_without_batch_axes():
     m = compile(p["A"], dims={"d": 3})
     assert m(torch.ones(4, 3)).shape == () and m(torch.ones(4, 3)).item() == 12.0
     assert m(torch.ones(2, 4, 3)).shape == (2,)
+
+
+def test_a_definition_of_ones_own_named_like_a_native_one_is_opened():
+    # the compiler lowers the prelude's softmax by torch.softmax; a file's own `softmax` that
+    # computes something else must be compiled from its body, not taken for the prelude's
+    p = stringdiag.loads("""dim s : seq
+dim d : fixed
+diagram softmax<n>(x: [n]) -> [n] {
+  return x + x
+}
+diagram A(x: [s, d]) -> [s, d] {
+  y[i] = softmax(x[i])
+  return y
+}""")
+    x = torch.randn(3, 4, dtype=torch.float64)
+    assert torch.equal(stringdiag.compile(p["A"], dims={"d": 4}, dtype=torch.float64)(x), x + x)

@@ -24,7 +24,7 @@ class Diagram(Hypergraph):
         """Equal up to renaming wires, boxes and weight sets (``iso.py``)."""
         return iso.isomorphic(self, other)
 
-    def expand(self, keep: frozenset[str] = frozenset(), path: str = "") -> "Diagram":
+    def expand(self, keep: "expansion.Keep" = frozenset(), path: str = "") -> "Diagram":
         """Inline every definition used as a box, recursively (the picture's ``--expand``),
         except those named in ``keep``; weights keep their identity (``weights.py``)."""
         return expansion.expand(self, keep, path)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping, Union
 
 from .hypergraph import Hypergraph
 from .gcpause import gc_paused
@@ -23,10 +23,16 @@ from .types import Dim, substitute_type
 # How a source wire appears in the target: (target wire, view), where the view has one
 # entry per axis of the target wire: a context SIMD label, or an int (axis of the source).
 Placed = tuple[int, tuple]
+Keep = Union[frozenset, Callable[[Mapping], bool]]  # definitions not to open: names, or a test on the box
 
 
-def expand(d: Hypergraph, keep: frozenset[str] = frozenset(), path: str = "") -> Hypergraph:
-    """Inline definitions, except those named in ``keep`` (a backend's native processes).
+def _kept(node: Mapping, keep: Keep) -> bool:
+    return keep(node) if callable(keep) else node["op"] in keep
+
+
+def expand(d: Hypergraph, keep: Keep = frozenset(), path: str = "") -> Hypergraph:
+    """Inline definitions, except those named in ``keep`` or, when ``keep`` is a predicate on
+    a box, those it accepts (a backend's native processes: the prelude's own definitions).
 
     A kept definition stays one box and records its instance path in ``instance``, so
     that parameters inside it (layernorm's gain and bias) get their own names. ``path``
@@ -36,7 +42,7 @@ def expand(d: Hypergraph, keep: frozenset[str] = frozenset(), path: str = "") ->
         return _expand(d, keep, path)
 
 
-def _expand(d: Hypergraph, keep: frozenset[str] = frozenset(), path: str = "") -> Hypergraph:
+def _expand(d: Hypergraph, keep: Keep = frozenset(), path: str = "") -> Hypergraph:
     out = type(d)(name=d.name, generics=d.generics, pos=d.pos, source=d.source, program=d.program,
                   input_names=list(d.input_names))
     env: dict[int, Placed] = {}
@@ -73,7 +79,7 @@ class _Scope:
 
 
 def _inline(out: Hypergraph, src: Hypergraph, env: dict[int, Placed], context: tuple, sub: Mapping[str, Dim],
-            path: str, outer: tuple = (), keep: frozenset[str] = frozenset()) -> None:
+            path: str, outer: tuple = (), keep: Keep = frozenset()) -> None:
     """Copy ``src``'s boxes into ``out`` inside the SIMD ``context``, opening every
     definition used as a box except those in ``keep`` (and scans)."""
     scope = _Scope(src, env, context, sub, path, outer)
@@ -86,7 +92,7 @@ def _inline(out: Hypergraph, src: Hypergraph, env: dict[int, Placed], context: t
         if node["box"] == "diagram":
             seen[node["op"]] = seen.get(node["op"], 0) + 1
             instance = node.get("instance") or f"{node['op']}#{seen[node['op']]}"
-        if node["box"] == "diagram" and not node.get("scan") and node["op"] not in keep:
+        if node["box"] == "diagram" and not node.get("scan") and not _kept(node, keep):
             _open(out, scope, node, rename, inputs, box_outs, instance, keep)
         else:
             _copy(out, scope, node, rename, inputs, box_outs, out_locals, instance)
@@ -108,7 +114,7 @@ def _rename_indices(node: dict, taken_labels: list[str]) -> dict[str, str]:
 
 
 def _open(out: Hypergraph, scope: _Scope, node: dict, rename: dict, inputs: list, box_outs: list,
-          instance: str, keep: frozenset[str]) -> None:
+          instance: str, keep: Keep) -> None:
     """Inline a definition used as a box: its body, inside the box's own SIMD boxes."""
     callee: Hypergraph = node["ref"]
     sub, context = scope.sub, scope.context

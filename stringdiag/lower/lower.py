@@ -28,7 +28,8 @@ from ..graph.weights import weight_key
 from . import primitives as P
 from .approximators import LearnableTensor, Policy, factory
 from .fastpath import fuse, fused
-from .table import NATIVE, PRIMITIVES
+from .table import PRIMITIVES
+from .table import native as native_use
 
 LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -119,7 +120,7 @@ class Lowering:
         self.root = root
         self.registry = registry  # weight set (weights.weight_key) -> attribute name on root
         fast = fast and native  # the fused processes are native: opened, they would be their bodies again
-        self.d = (fused(diagram) if fast else diagram).expand(keep=NATIVE if native else frozenset(), path=path)
+        self.d = (fused(diagram) if fast else diagram).expand(keep=native_use if native else frozenset(), path=path)
         if fast:
             fuse(self.d)
         self.g = fx.Graph()

@@ -16,12 +16,14 @@ code and returns the node of its result. The array code itself is torch's or liv
 from __future__ import annotations
 
 import operator
-from typing import Callable
+from typing import Callable, Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
+from ..graph.iso import definition_key
+from ..graph.program import prelude
 from . import primitives as P
 
 Entry = Callable[["Call"], fx.Node]  # Call: stringdiag.lower.lower.Call (which imports this table)
@@ -93,4 +95,12 @@ NATIVE_ENTRIES: dict[str, Entry] = {
 PRIMITIVES: dict[str, Entry] = {**FIXED, **NATIVE_ENTRIES}
 NATIVE = frozenset(NATIVE_ENTRIES)  # what expansion keeps whole when lowering natively
 
-__all__ = ["PRIMITIVES", "FIXED", "NATIVE", "Entry", "elementwise"]
+
+def native(node: Mapping) -> bool:
+    """Whether expansion keeps this box whole, to lower it by its entry: a use of the
+    prelude's own definition of a native process. A definition of one's own that shares the
+    name (a ``softmax`` that computes something else) is opened like any other."""
+    op = node["op"]
+    return op in NATIVE and definition_key(node["ref"]) == definition_key(prelude()[op])
+
+__all__ = ["PRIMITIVES", "FIXED", "NATIVE", "Entry", "elementwise", "native"]
