@@ -108,3 +108,19 @@ def test_the_resolver_sees_relative_and_function_level_imports():
     assert g.has_edge("stringdiag.graph.diagram", "stringdiag.graph.algebra")  # from . import algebra
     assert g.has_edge("stringdiag", "stringdiag.render.draw")  # inside _repr_svg_
     assert g.has_edge("stringdiag.cli.info", "stringdiag.cli.summary")
+
+
+FUNCTION_LINES, CLASS_LINES = 60, 300
+
+
+def test_no_function_or_class_is_too_long():
+    """Small pieces, named for what they do: no function over 60 lines, no class over 300."""
+    long = []
+    for mod, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                limit = CLASS_LINES if isinstance(node, ast.ClassDef) else FUNCTION_LINES
+                lines = node.end_lineno - node.lineno + 1
+                if lines > limit:
+                    long.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {node.name} has {lines} lines")
+    assert not long, "\n".join(long)
