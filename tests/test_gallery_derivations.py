@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from stringdiag.analysis.complexity import analyse
+from test_gallery import cites_a_paper
 from stringdiag.derive.derivation import EQ, RED, REWIRE, load_derivation
 from stringdiag.graph.expand import expand
 
@@ -52,8 +53,8 @@ def test_derivation_checks_and_reaches_its_target(path):
     d = derivation(path)
     assert d.target is not None, f"{path.name} names no target"
     assert expand(d.result).isomorphic(expand(d.target))
-    head = path.read_text().split("\n\n")[0].lower()
-    assert "seed" in head, f"{path.name}: the header comment cites its seed"
+    head = path.read_text().split("\n\n")[0]
+    assert cites_a_paper(head), f"{path.name}: the header comment cites the work it reproduces"
     if path.name not in VERIFY_BROKEN:
         for s in d.steps[1:]:
             if s.relation == EQ:
