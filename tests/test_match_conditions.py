@@ -11,7 +11,7 @@ from stringdiag.graph.types import Dim
 from stringdiag.rewrite import conditions as C
 from stringdiag.rewrite import context, search
 from stringdiag.rewrite.match import Index, find_matches, pattern
-from stringdiag.rewrite.rule import loads_rules
+from stringdiag.rewrite.rule import library, loads_rules
 from stringdiag.rewrite.unify import Unifier, bind_function, identity
 
 HEAD = """dim s : seq
@@ -230,15 +230,7 @@ diagram NumAndScores(q: [s, k], kk: [s, k], v: [s, d]) -> [s, d], [s, s] {
   y[i]    = sum_j a[i, j] * v[j]
   return y, a
 }""")["NumAndScores"]
-    r = rule("""rule assoc<n, m, p, q>(a: [n, m], b: [m, p], c: [p, q]) -> [n, q] {
-  ab[i, k] = sum_j a[i, j] * b[j, k]
-  y[i, l]  = sum_k ab[i, k] * c[k, l]
-  return y
-} == {
-  bc[j, l] = sum_k b[j, k] * c[k, l]
-  y[i, l]  = sum_j a[i, j] * bc[j, l]
-  return y
-}""")
+    r = library()["assoc"]  # (A B) C = A (B C), rules/contraction.rules
     assert len(lifted(monkeypatch, C, "glued", t, r)) == 1
 
 
