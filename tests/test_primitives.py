@@ -238,6 +238,13 @@ SCALAR_REFERENCE: dict[str, Callable[..., float]] = {
     "tanh": math.tanh,
     "softplus": lambda a: math.log1p(math.exp(a)),
     "where": lambda a, m: a if m != 0 else -math.inf,
+    "erf": math.erf,
+    "gelu": lambda a: a * 0.5 * (1 + math.erf(a / math.sqrt(2))),
+    "gelu_tanh": lambda a: 0.5 * a * (1 + math.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a ** 3))),
+    "max": max,
+    "min": min,
+    "clamp": lambda a, lo, hi: min(max(a, lo), hi),
+    "detach": lambda a: a,
 }
 POSITIVE = {"log", "sqrt"}  # primitives tested on positive inputs only
 FIXED = {n: b for n, b in prelude().boxes.items() if b.box == "fixed"}
@@ -309,3 +316,15 @@ def test_a_fixed_process_without_a_lowering_is_a_clear_error():
         compile(p["A"], dims={"n": 3})
     assert "fixed process 'mystery' has no implementation to compile; define it as a diagram" in e.value.message
     assert str(e.value.pos) == "m.diag:4:10"
+
+
+def test_no_gradient_flows_through_detach():
+    # y = x * detach(x): dy/dx is detach(x) = x, not 2x
+    d = stringdiag.loads("""dim s : seq
+diagram Stop(x: [s]) -> [s] {
+  return x * detach(x)
+}""")["Stop"]
+    m = compile(d, dims={}, dtype=torch.float64)
+    x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    m(x).sum().backward()
+    assert torch.equal(x.grad, x.detach())

@@ -42,6 +42,16 @@ def hardmax(x: Tensor) -> Tensor:
     return hit / hit.sum(dim=-1, keepdim=True)
 
 
+def gelu_tanh(x: Tensor) -> Tensor:
+    """GELU in the tanh approximation (GPT-2's ``gelu_new``)."""
+    return F.gelu(x, approximate="tanh")
+
+
+def clamp(x: Tensor, lo: Tensor, hi: Tensor) -> Tensor:
+    """``min(max(x, lo), hi)``, bounds broadcast like any scalar input."""
+    return torch.minimum(torch.maximum(x, lo), hi)
+
+
 def where(x: Tensor, m: Tensor) -> Tensor:
     return torch.where(m != 0, x, torch.full((), float("-inf"), dtype=x.dtype, device=x.device))
 
