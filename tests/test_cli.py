@@ -198,3 +198,21 @@ def test_compile_error_far_from_the_text_still_shows_the_line(tmp_path, capsys):
                    "diagram A(x: [s, k]) -> [s, s] {\n  e[i, j] = sim(x[i], x[j])\n  return e\n}\n")
     assert main(["compile", str(src), "-d", "A", "--dims", "k=2"]) == 1
     assert capsys.readouterr().err.splitlines()[1:] == ["      e[i, j] = sim(x[i], x[j])", "                ^"]
+
+
+def test_every_option_shows_its_default_in_help():
+    import argparse
+
+    from stringdiag.cli.main import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    missing = []
+    for name, command in sub.choices.items():
+        text = command.format_help()
+        for action in command._actions:
+            default = action.default
+            if not action.option_strings or default is None or default is False or default in ("", [], ()):
+                continue
+            if "default" not in (action.help or "") or "default" not in text:
+                missing.append(f"{name} {action.option_strings[-1]}")
+    assert not missing, missing

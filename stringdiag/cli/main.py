@@ -29,12 +29,26 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
+def show_defaults(p: argparse.ArgumentParser) -> None:
+    """Every option's ``--help`` line ends with its default, unless it has none (None, off,
+    empty) or its help already names it."""
+    for action in p._actions:
+        default, text = action.default, action.help or ""
+        empty = default is None or default is False or default == argparse.SUPPRESS or default in ("", [], ())
+        if not action.option_strings or empty or "default" in text:
+            continue
+        shown = ",".join(map(str, default)) if isinstance(default, (list, tuple)) else default
+        action.help = f"{text} (default: {shown})".strip()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="stringdiag", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, mod in COMMANDS.items():
-        mod.add_arguments(sub.add_parser(name, help=mod.HELP, description=mod.HELP))
+        command = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
+        mod.add_arguments(command)
+        show_defaults(command)
     return p
 
 
