@@ -211,7 +211,7 @@ def test_every_option_shows_its_default_in_help():
         text = command.format_help()
         for action in command._actions:
             default = action.default
-            if not action.option_strings or default is None or default is False or default in ("", [], ()):
+            if not action.option_strings or default is None or default is False or default in ("", [], (), argparse.SUPPRESS):
                 continue
             if "default" not in (action.help or "") or "default" not in text:
                 missing.append(f"{name} {action.option_strings[-1]}")
