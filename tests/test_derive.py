@@ -138,3 +138,13 @@ def test_a_constant_placed_inside_simd_boxes_by_a_rewrite_compiles(here):
     (here / "c.diag").write_text("dim s : seq\ndiagram D(x: [s]) -> [s] {\n  return tanh(0 * tanh(x))\n}\n")
     d = load_derivation(deriv(here, 'use "r.rules"\nstart c.diag:D\napply mul_zero\n'), verify=True)
     assert d.steps[1].verified == 0.0
+
+
+def test_normalize_says_which_bound_stopped_it(capsys):
+    from stringdiag.cli.main import main
+
+    args = ["normalize", "gallery/attention.diag", "-d", "SelfAttention", "--rules", "assoc", "commute"]
+    assert main(args) == 0
+    assert "stopped at a cycle: round 2 gave back a diagram seen before" in capsys.readouterr().out
+    assert main(args + ["--max-rounds", "1"]) == 0
+    assert "stopped at the round bound: 1 rounds (--max-rounds)" in capsys.readouterr().out

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
                        log=lambda s: print(s, flush=True))
     before, after = analyse(d), analyse(result.diagram)
     print(f"{d.name}: {expanded_box_count(d)} -> {expanded_box_count(result.diagram)} boxes in {result.rounds} round(s), "
-          f"{result.rewrites} rewrite(s); {'a fixpoint' if result.fixpoint else 'stopped at a bound'}")
+          f"{result.rewrites} rewrite(s); {result.stop}")
     print(f"time in the sequence length: O({before.seq_time}) -> O({after.seq_time}); "
           f"memory: O({before.seq_memory}) -> O({after.seq_memory})")
     if args.output:

@@ -21,6 +21,7 @@ class Normalized:
     rounds: int
     rewrites: int
     fixpoint: bool
+    stop: str = "a fixpoint"  # why the search ended, as the command line says it
 
 
 def normalize(d: Diagram, rules: list[str], max_rounds: int = 20, max_boxes: int = 100_000,
@@ -46,12 +47,15 @@ def normalize(d: Diagram, rules: list[str], max_rounds: int = 20, max_boxes: int
             if log and n:
                 log(f"round {rounds}: {rule.name}{' (reversed)' if reverse else ''} x{n}")
             if len(d) > max_boxes:
-                return Normalized(d, rounds, total + changed, False)
+                return Normalized(d, rounds, total + changed, False,
+                                  f"stopped at the size bound: more than {max_boxes:,} boxes (--max-boxes)")
         total += changed
         if not changed:
             return Normalized(d, rounds, total, True)
         h = d.canonical_hash()
         if h in seen:  # back where we have been: a cycle of equations
-            return Normalized(d, rounds, total, False)
+            return Normalized(d, rounds, total, False,
+                              f"stopped at a cycle: round {rounds} gave back a diagram seen before "
+                              "(the rules undo one another, or one undoes itself, as commute does)")
         seen.add(h)
-    return Normalized(d, max_rounds, total, False)
+    return Normalized(d, max_rounds, total, False, f"stopped at the round bound: {max_rounds} rounds (--max-rounds)")
