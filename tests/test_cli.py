@@ -177,7 +177,7 @@ def test_train_on_the_synthetic_corpus_and_resume(tmp_path, capsys):
             "-o", str(tmp_path / "run")]
     assert main(args + ["--max-steps", "20", "--no-test"]) == 0
     first = capsys.readouterr().out
-    assert "unigram perplexity on valid" in first and "step 20: train loss" in first
+    assert "unigram perplexity on valid" in first and "step 20: mean train loss" in first
     assert main(args + ["--max-steps", "40", "--resume"]) == 0
     out = capsys.readouterr().out
     assert "resumed from" in out and "at step 20" in out and "step 40:" in out and "test perplexity" in out

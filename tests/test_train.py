@@ -92,6 +92,24 @@ def test_evaluation_scores_every_target_once(stride):
     assert evaluate(Bigram(table), ids, context=8, stride=stride) == pytest.approx(math.exp(direct), rel=1e-12)
 
 
+def test_an_evaluation_past_its_deadline_says_how_much_it_scored():
+    import time
+
+    from stringdiag.train.loop import score
+
+    g = torch.Generator().manual_seed(1)
+    table = torch.randn(12, 12, generator=g, dtype=torch.float64)
+    ids = torch.randint(12, (401,), generator=g)
+    whole = score(Bigram(table), ids, context=8, stride=1, batch_size=50)
+    assert whole.scored == whole.total == 400
+    cut = score(Bigram(table), ids, context=8, stride=1, batch_size=50, deadline=time.monotonic())
+    assert cut.total == 400 and 0 < cut.scored < 400  # one batch, then the deadline had passed
+    # the first batch of stride-1 windows, scored directly
+    first = torch.arange(cut.scored)
+    direct = F.cross_entropy(table[ids[first]], ids[first + 1], reduction="mean").item()
+    assert cut.perplexity == pytest.approx(math.exp(direct), rel=1e-12)
+
+
 def test_training_lowers_perplexity_and_resumes_exactly(tmp_path):
     ids = pattern_corpus()
     train_ids, valid = ids[:5000], ids[5000:]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -26,10 +27,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layers", type=options.integer(1, MAX_LAYERS), default=2)
     add_recipe(p, "stop after this many steps")
     p.add_argument("--time-budget", type=options.number(what="a positive number of seconds"), default=None,
-                   metavar="SECONDS", help="stop after this long")
+                   metavar="SECONDS", help="the whole run ends within this long: training takes 80 %% of it "
+                   "when a test evaluation follows, which stops at the budget and says how much it scored")
     p.add_argument("-o", "--out", default=None, metavar="DIR", help="checkpoints and log (default: runs/NAME)")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
     p.add_argument("--no-test", action="store_true", help="skip the stride-1 test evaluation at the end")
+    p.add_argument("--test-tokens", type=positive, default=None, metavar="N",
+                   help="score only the first N test tokens (default: all, within --time-budget)")
 
 
 def add_recipe(g, max_steps_help: str) -> None:
@@ -84,10 +88,14 @@ def norm_after(text: str | None, prog) -> tuple[str, ...]:
     return tuple(names)
 
 
+TRAINING_SHARE = 0.8  # of --time-budget, when a test evaluation follows
+
+
 def run(args: argparse.Namespace) -> int:
     from ..data import load_corpus
     from ..train.loop import train
 
+    started = time.monotonic()
     prog = load_reporting(args.file)
     (head,) = pick(prog, args.diagram)
     dims = options.parse_dims(args.dims, head)
@@ -99,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     corpus = load_corpus(args.data)
     check_windows(corpus, args.context, args.batch_size)
     make = _factory(head, len(corpus.vocab), dims, after, args)
-    n = check_size(make, args, len(corpus.vocab))
+    n, memory = check_size(make, args, len(corpus.vocab))
     say(f"corpus {corpus.name}: {len(corpus.vocab):,} words; {corpus.train.numel():,} / {corpus.valid.numel():,} / "
         f"{corpus.test.numel():,} tokens (train / valid / test)")
     baseline = corpus.unigram_perplexity()
@@ -107,15 +115,18 @@ def run(args: argparse.Namespace) -> int:
     if n is None:  # not counted on the meta device: count a real one
         n = _count_parameters(make, args.seed)
     say(f"model: {args.layers} layer(s) x {args.heads} '{head.name}' heads, d_model {args.d_model}: {n:,} parameters")
+    say(_sizes(args, dims, len(corpus.vocab)) + (f"; memory about {memory}" if memory else ""))
     out = Path(args.out or Path("runs") / head.name)
+    deadline = started + args.time_budget if args.time_budget else None
     with memory_errors():
-        history = train(make, corpus.train, corpus.valid, _config(args), out_dir=out, resume=args.resume, log=say)
+        history = train(make, corpus.train, corpus.valid, _config(args, started), out_dir=out, resume=args.resume,
+                        log=say)
     last = history.rows[-1] if history.rows else {"valid_ppl": None, "step": 0}
     result = {"diagram": head.name, "parameters": n, "unigram_ppl": baseline, "valid_ppl": last["valid_ppl"],
               "steps": last["step"]}
     if rank == 0:
         if not args.no_test:
-            result.update(_test(make, corpus, out, args.context, say))
+            result.update(_test(make, corpus, out, args, say, deadline))
         (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
         say(f"wrote {out / 'log.csv'}, {out / 'checkpoint.safetensors'}, {out / 'result.json'}")
     return 0
@@ -158,25 +169,43 @@ def _count_parameters(make, seed: int) -> int:
         return sum(p.numel() for p in make().parameters())
 
 
-def _config(args: argparse.Namespace):
+def _config(args: argparse.Namespace, started: float):
+    """The recipe; the time left for training is what remains of --time-budget's share of it."""
     from ..train.loop import TrainConfig
 
+    budget = args.time_budget
+    if budget is not None:
+        share = budget if args.no_test else TRAINING_SHARE * budget
+        budget = max(share - (time.monotonic() - started), 1e-3)
     return TrainConfig(context=args.context, batch_size=args.batch_size, epochs=args.epochs, lr_scale=args.lr_scale,
-                       warmup=args.warmup, seed=args.seed, eval_every=args.eval_every, time_budget=args.time_budget,
+                       warmup=args.warmup, seed=args.seed, eval_every=args.eval_every, time_budget=budget,
                        max_steps=args.max_steps)
 
 
-def _test(make, corpus, out: Path, context: int, say) -> dict[str, float]:
-    """The trained model's test perplexity at stride 1, and the unigram baseline's on the same split."""
+def _sizes(args: argparse.Namespace, dims: dict[str, int], vocab: int) -> str:
+    """Every size the model is built with, resolved (defaults included)."""
+    ff = args.d_ff or 4 * args.d_model
+    own = "".join(f", {k} {v}" for k, v in sorted(dims.items()))
+    return (f"sizes: vocabulary {vocab:,}, d_model {args.d_model}, heads {args.heads} "
+            f"(feature width {args.d_model // args.heads}), d_ff {ff}, context {args.context}, "
+            f"batch {args.batch_size}{own}")
+
+
+def _test(make, corpus, out: Path, args: argparse.Namespace, say, deadline: float | None) -> dict[str, float]:
+    """The trained model's test perplexity at stride 1 (within the time budget, over --test-tokens),
+    and the unigram baseline's on the same split."""
     from ..train import checkpoint
-    from ..train.loop import evaluate
+    from ..train.loop import score
 
     model = make()
     checkpoint.load(out / "checkpoint.safetensors", model)
-    say("test perplexity (stride 1: every token with its maximal context) ...")
-    scores = {"test_ppl": evaluate(model, corpus.test, context, stride=1),
+    ids = corpus.test if args.test_tokens is None else corpus.test[: args.test_tokens + 1]
+    got = score(model, ids, args.context, stride=1, deadline=deadline, progress="test (stride 1)")
+    scores = {"test_ppl": got.perplexity, "test_tokens": got.scored,
               "unigram_test_ppl": corpus.unigram_perplexity("test")}
-    say(f"test perplexity {scores['test_ppl']:.1f} (unigram on test {scores['unigram_test_ppl']:.1f})")
+    part = "" if got.scored == got.total else f" over the first {got.scored:,} of {got.total:,} targets"
+    why = " (the time budget ran out)" if part and args.test_tokens is None else ""
+    say(f"test perplexity {scores['test_ppl']:.1f}{part}{why}, unigram on test {scores['unigram_test_ppl']:.1f}")
     return scores
 
 
@@ -196,7 +225,7 @@ def check_windows(corpus, context: int, batch_size: int) -> None:
                                                       if world > 1 else ""))
 
 
-def check_size(make, args: argparse.Namespace, vocab: int) -> int | None:
+def check_size(make, args: argparse.Namespace, vocab: int) -> tuple[int | None, str | None]:
     """Refuse sizes that cannot be trained in this machine's memory, before allocating anything:
     parameters with their gradients and two Adam moments, and (roughly) the activations of a batch."""
     import torch
@@ -207,7 +236,7 @@ def check_size(make, args: argparse.Namespace, vocab: int) -> int | None:
     except options.TooLarge:
         raise options.too_large() from None
     if n1 is None or n2 is None:
-        return None
+        return None, None
     n = n1 + (args.layers - 1) * (n2 - n1)
     size = torch.get_default_dtype().itemsize
     b, t, d, h = args.batch_size, args.context, args.d_model, args.heads
@@ -218,4 +247,5 @@ def check_size(make, args: argparse.Namespace, vocab: int) -> int | None:
     params, acts = 4 * n * size, acts * size
     options.check_memory(params + acts, f"({options.human(params)} for {n:,} parameters with their gradients and "
                          f"Adam's moments, {options.human(acts)} for activations)")
-    return n
+    return n, f"{options.human(params + acts)} at its peak ({options.human(params)} for parameters, gradients " \
+              f"and Adam's moments, {options.human(acts)} for activations)"

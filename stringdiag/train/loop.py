@@ -22,6 +22,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from tqdm import tqdm
 
 from ..data.corpus import eval_windows, lm_windows
 from ..errors import DiagError
@@ -48,27 +49,50 @@ class History:
     rows: list[dict] = field(default_factory=list)
 
 
-@torch.no_grad()
+@dataclass(frozen=True)
+class Score:
+    """A perplexity, and over how many of the split's targets it was measured."""
+
+    perplexity: float
+    scored: int
+    total: int
+
+
 def evaluate(model: torch.nn.Module, ids: torch.Tensor, context: int, stride: int | None = None,
              batch_size: int = 256) -> float:
     """Perplexity with every target scored once; stride 1 gives each the maximal context."""
+    return score(model, ids, context, stride, batch_size).perplexity
+
+
+def score(model: torch.nn.Module, ids: torch.Tensor, context: int, stride: int | None = None,
+          batch_size: int = 256, deadline: float | None = None, progress: str | None = None) -> Score:
+    """:func:`evaluate`, stopping after the batch that passes ``deadline`` (``time.monotonic()``)
+    and showing a progress bar named ``progress``: a time budget covers evaluation too."""
     was = model.training
     model.eval()
-    w, score = eval_windows(ids, context, stride or context)
-    nll, count = 0.0, 0
+    w, keep_all = eval_windows(ids, context, stride or context)
+    nll, count, total = 0.0, 0, int(keep_all.sum())
+    starts = range(0, w.shape[0], batch_size)
+    for b0 in tqdm(starts, desc=progress, unit="batch", disable=progress is None, leave=False):
+        nll += _nll(model, w[b0:b0 + batch_size], keep_all[b0:b0 + batch_size])
+        count += int(keep_all[b0:b0 + batch_size].sum())
+        if deadline is not None and time.monotonic() > deadline:
+            break
+    model.train(was)
+    mean = nll / max(count, 1)
+    return Score(math.exp(mean) if mean < 700 else float("inf"), count, total)  # diverged: no OverflowError
+
+
+def _nll(model: torch.nn.Module, chunk: torch.Tensor, keep: torch.Tensor) -> float:
+    """Summed negative log-likelihood of the scored targets of one batch of windows."""
+    targets = chunk[:, 1:][keep]
     hidden = getattr(model, "hidden", None)
-    for b0 in range(0, w.shape[0], batch_size):
-        chunk, keep = w[b0:b0 + batch_size], score[b0:b0 + batch_size]
-        targets = chunk[:, 1:][keep]
+    with torch.no_grad():
         if hidden is not None:  # unembed only the scored positions (1 in 35 at stride 1)
             logits = model.unembed(hidden(chunk[:, :-1])[keep])
         else:
             logits = model(chunk[:, :-1])[keep]
-        nll += F.cross_entropy(logits, targets, reduction="sum").double().item()
-        count += int(keep.sum())
-    model.train(was)
-    mean = nll / count
-    return math.exp(mean) if mean < 700 else float("inf")  # a diverged model: no OverflowError
+        return F.cross_entropy(logits, targets, reduction="sum").double().item()
 
 
 def vaswani_lr(step: int, d_model: int, warmup: int, scale: float) -> float:
@@ -208,6 +232,7 @@ class _Training:
     def record(self, kind: str) -> None:
         """Validate (process 0) and add a row to the log; process 0 checkpoints, the others wait."""
         ppl = evaluate(self.model, self.valid, self.cfg.context) if self.rank == 0 else float("nan")
+        first = self.step - len(self.losses) + 1
         row = {"step": self.step, "epoch": round(self.step / max(self.per_epoch, 1), 3),
                "train_loss": _mean(self.losses), "valid_ppl": ppl, "lr": self.opt.param_groups[0]["lr"],
                "seconds": round(time.time() - self.t0, 1),
@@ -217,7 +242,9 @@ class _Training:
         if self.rank == 0:
             if self.bar and self.bar.tty:
                 print()
-            self.log(f"step {self.step}: train loss {row['train_loss']:.3f}, valid ppl {ppl:.1f} ({kind})")
+            steps = f"steps {first}-{self.step}" if first < self.step else f"step {self.step}"
+            self.log(f"step {self.step}: mean train loss {row['train_loss']:.3f} over {steps}, "
+                     f"valid ppl {ppl:.1f} ({kind})")
             if self.out:
                 self.save()
         if self.world > 1:
