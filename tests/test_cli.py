@@ -180,9 +180,13 @@ def test_train_on_the_synthetic_corpus_and_resume(tmp_path, capsys):
     assert "unigram perplexity on valid" in first and "step 20: mean train loss" in first
     assert main(args + ["--max-steps", "40", "--resume"]) == 0
     out = capsys.readouterr().out
-    assert "resumed from" in out and "at step 20" in out and "step 40:" in out and "test perplexity" in out
+    assert "resumed from" in out and "at step 20" in out and "step 40:" in out
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["steps"] == 40 and result["test_ppl"] < result["unigram_ppl"]
+    last = out.strip().splitlines()[-1]  # the verdict comes last, with both numbers
+    assert last.startswith(f"test perplexity {result['test_ppl']:.1f}")
+    assert f": better than unigram on test ({result['unigram_test_ppl']:.1f})" in last
+    assert "over the first" not in last and result["test_tokens"] > 0  # all of it: no budget was given
     assert len((tmp_path / "run" / "log.csv").read_text().splitlines()) == 3  # header, step 20, step 40
 
 

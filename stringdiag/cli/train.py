@@ -125,10 +125,11 @@ def run(args: argparse.Namespace) -> int:
     result = {"diagram": head.name, "parameters": n, "unigram_ppl": baseline, "valid_ppl": last["valid_ppl"],
               "steps": last["step"]}
     if rank == 0:
-        if not args.no_test:
-            result.update(_test(make, corpus, out, args, say, deadline))
+        verdict = None if args.no_test else _test(make, corpus, out, args, result, deadline)
         (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
         say(f"wrote {out / 'log.csv'}, {out / 'checkpoint.safetensors'}, {out / 'result.json'}")
+        if verdict:
+            say(verdict)  # the last line: how the model did
     return 0
 
 
@@ -191,9 +192,9 @@ def _sizes(args: argparse.Namespace, dims: dict[str, int], vocab: int) -> str:
             f"batch {args.batch_size}{own}")
 
 
-def _test(make, corpus, out: Path, args: argparse.Namespace, say, deadline: float | None) -> dict[str, float]:
-    """The trained model's test perplexity at stride 1 (within the time budget, over --test-tokens),
-    and the unigram baseline's on the same split."""
+def _test(make, corpus, out: Path, args: argparse.Namespace, result: dict, deadline: float | None) -> str:
+    """The trained model's test perplexity at stride 1 (within the time budget, over --test-tokens)
+    and the unigram baseline's on the same split, added to ``result``; returns the verdict."""
     from ..train import checkpoint
     from ..train.loop import score
 
@@ -201,12 +202,12 @@ def _test(make, corpus, out: Path, args: argparse.Namespace, say, deadline: floa
     checkpoint.load(out / "checkpoint.safetensors", model)
     ids = corpus.test if args.test_tokens is None else corpus.test[: args.test_tokens + 1]
     got = score(model, ids, args.context, stride=1, deadline=deadline, progress="test (stride 1)")
-    scores = {"test_ppl": got.perplexity, "test_tokens": got.scored,
-              "unigram_test_ppl": corpus.unigram_perplexity("test")}
+    unigram = corpus.unigram_perplexity("test")
+    result.update(test_ppl=got.perplexity, test_tokens=got.scored, unigram_test_ppl=unigram)
     part = "" if got.scored == got.total else f" over the first {got.scored:,} of {got.total:,} targets"
     why = " (the time budget ran out)" if part and args.test_tokens is None else ""
-    say(f"test perplexity {scores['test_ppl']:.1f}{part}{why}, unigram on test {scores['unigram_test_ppl']:.1f}")
-    return scores
+    than = "better than" if got.perplexity < unigram else "no better than"
+    return f"test perplexity {got.perplexity:.1f}{part}{why}: {than} unigram on test ({unigram:.1f})"
 
 
 def check_windows(corpus, context: int, batch_size: int) -> None:
