@@ -30,6 +30,7 @@ demo: install dot
 	$(BIN)/stringdiag check gallery/*.diag
 	@for f in gallery/*.diag; do [ $$f = gallery/mechanisms.diag ] || $(BIN)/stringdiag render $$f -o gallery/ || exit 1; done
 	$(BIN)/stringdiag info gallery/attention.diag -d SelfAttention
+	$(BIN)/stringdiag derive gallery/linearize.deriv --verify
 	$(BIN)/stringdiag compile gallery/anatomy.diag -d M1 --dims d=32,k=32 -o runs/demo/M1.py
 	$(BIN)/stringdiag compile gallery/anatomy.diag -d M0 --dims d=32,k=32 -o runs/demo/M0.py
 	$(BIN)/stringdiag train gallery/anatomy.diag -d M1 --layers 1 --time-budget 120 --eval-every 100 -o runs/demo/M1
