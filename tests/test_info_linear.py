@@ -291,3 +291,14 @@ def test_parameter_count_like_compile():
         for name in ("R0", "R1", "S0", "S1"):
             gm = compile(p[name], dims={"d": 3, "k": 2, "s": 5}, approximator="linear")
             assert parameter_count(p[name], {"d": 3, "k": 2, "s": 5}, "linear") == sum(x.numel() for x in gm.parameters())
+
+
+def test_the_parameter_formulas_cover_every_approximator_policy():
+    # analysis counts parameters by formula, without torch; lower builds the modules
+    from stringdiag.analysis.combine import FORMULAS
+    from stringdiag.lower.approximators import POLICIES
+
+    assert set(FORMULAS) == set(POLICIES)
+    for name, formula in FORMULAS.items():
+        for n_in, n_out in ((3, 5), (7, 2)):
+            assert formula(n_in, n_out) == sum(p.numel() for p in POLICIES[name](n_in, n_out).parameters())

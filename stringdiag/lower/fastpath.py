@@ -23,7 +23,7 @@ from ..graph.diagram import Diagram
 from ..rewrite.dpo import rewrite
 from ..rewrite.match import Index, Match, find_matches, iter_matches
 from ..rewrite.rule import Rule, load_rules
-from .table import NATIVE
+from .table import native
 
 RULES = Path(__file__).resolve().parents[2] / "rules" / "fastpath.rules"
 
@@ -103,7 +103,7 @@ def fused(d: Diagram, memo: dict | None = None) -> Diagram:
     out = d.copy()
     for b in out.boxes():
         node = out.box(b)
-        if node["box"] != "diagram" or node["op"] in NATIVE:
+        if node["box"] != "diagram" or native(node):
             continue
         key = id(node["ref"])
         if key not in memo:
