@@ -18,7 +18,6 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..derive.derivation import load_derivation
-    from ..render.draw import chain_svg, strip, write, write_text
 
     for path in args.files:
         deriv = load_derivation(path, verify=args.verify)
@@ -32,6 +31,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"verified numerically: {n} equalit{'y' if n == 1 else 'ies'} "
                   f"(largest relative error {max((s.verified for s in deriv.steps if s.verified is not None), default=0):.1e})")
         if args.output:
+            from ..render.draw import chain_svg, strip, write, write_text  # Graphviz only to draw
+
             out = Path(args.output)
             if len(args.files) > 1 or out.is_dir():
                 out = out / (Path(path).stem + ".svg")

@@ -9,13 +9,20 @@ import argparse
 import os
 import sys
 
+from importlib import import_module
+from types import ModuleType
+
 from ..errors import DiagError
 from ..version import __version__
-from . import check, compile, derive, enumerate, info, normalize, render, study, train
 from .options import short
 
-COMMANDS = {"check": check, "render": render, "info": info, "derive": derive, "normalize": normalize,
-            "compile": compile, "train": train, "enumerate": enumerate, "study": study}
+# each command is the module stringdiag.cli.NAME (HELP, add_arguments, run), imported only when
+# it runs or when the whole list is shown: drawing or compiling costs nothing to `derive`
+COMMANDS = ("check", "render", "info", "derive", "normalize", "compile", "train", "enumerate", "study")
+
+
+def command(name: str) -> ModuleType:
+    return import_module(f"{__package__}.{name}")
 
 
 class UsageError(Exception):
@@ -41,25 +48,34 @@ def show_defaults(p: argparse.ArgumentParser) -> None:
         action.help = f"{text} (default: {shown})".strip()
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or, when ``argv`` names a command, one with only that command's
+    options filled in (the others are names, so a misspelt one is still suggested)."""
+    wanted = next((a for a in argv if not a.startswith("-")), None) if argv is not None else None
+    wanted = wanted if wanted in COMMANDS else None
     p = Parser(prog="stringdiag", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, mod in COMMANDS.items():
-        command = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
-        mod.add_arguments(command)
-        show_defaults(command)
+    for name in COMMANDS:
+        if wanted not in (None, name):
+            sub.add_parser(name)
+            continue
+        mod = command(name)
+        parser = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
+        mod.add_arguments(parser)
+        show_defaults(parser)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        argv = sys.argv[1:] if argv is None else argv
+        args = build_parser(argv).parse_args(argv)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     try:
-        return COMMANDS[args.command].run(args) or 0
+        return command(args.command).run(args) or 0
     except DiagError as e:
         print(e.render(), file=sys.stderr)
         return 1

@@ -23,7 +23,6 @@ def run(args: argparse.Namespace) -> int:
     from ..analysis.combine import expanded_box_count
     from ..analysis.complexity import analyse
     from ..derive.normal import normalize
-    from ..render.draw import render
 
     prog = load_reporting(args.file)
     (d,) = pick(prog, args.diagram)
@@ -35,5 +34,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"time in the sequence length: O({before.seq_time}) -> O({after.seq_time}); "
           f"memory: O({before.seq_memory}) -> O({after.seq_memory})")
     if args.output:
+        from ..render.draw import render  # Graphviz only to draw
+
         print(f"wrote {render(result.diagram, args.output)}")
     return 0

@@ -11,6 +11,8 @@ A failing step is reported by number, with its source position and the reason.
 """
 from __future__ import annotations
 
+from collections import ChainMap
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from ..graph.decls import Definition, Program, suggest
 from ..graph.program import load, loads, prelude
 from ..graph.types import show_type
 from ..rewrite.match import find_matches, select
-from ..rewrite.rule import EQUATION, RULES_DIR, Rule, library, load_rules
+from ..rewrite.rule import EQUATION, RULES_DIR, Library, Rule, library, load_rules
 from ..syntax import ast as A
 from ..syntax import deriv_ast as D
 from ..syntax.source import read_source
@@ -76,7 +78,7 @@ class Runner:
         self.base = Path(file).parent
         self.programs: dict[str, Program] = {}
         self.extra: list[Program] = []
-        self.rules: dict[str, Rule] = dict(_library())
+        self.rules: MutableMapping[str, Rule] = ChainMap({}, _library())  # own rules first
         self.start_prog: Program | None = None
 
     def err(self, msg: str, pos: Pos | None) -> DiagError:
@@ -309,10 +311,10 @@ class Runner:
         return self.located(name, steps.fold, cur, body, call, [self.pick(cur, rule, False, at, name)])
 
 
-_LIBRARY: tuple[tuple, dict[str, Rule]] | None = None
+_LIBRARY: tuple[tuple, Library] | None = None
 
 
-def _library() -> dict[str, Rule]:
+def _library() -> Library:
     """The standard library of rules, loaded once per process while its files stay as they
     are (a derivation per rule's proof would otherwise read them all again)."""
     global _LIBRARY

@@ -48,7 +48,9 @@ numerically on demand (:func:`stringdiag.verify.verify_rule`; ``stringdiag check
 """
 from __future__ import annotations
 
+import re
 import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,9 +114,41 @@ def load_rules(path: str | Path) -> list[Rule]:
     return loads_rules(read_source(path), str(path))
 
 
-def library() -> dict[str, Rule]:
+def library() -> Library:
     """The standard library (``rules/*.rules``), by rule name."""
-    return {r.name: r for r in load_rules(RULES_DIR)}
+    return Library(sorted(RULES_DIR.glob("*.rules")))
+
+
+class Library(Mapping[str, Rule]):
+    """Rules by name, each file read only when one of its rules is asked for.
+
+    A derivation names a handful of rules; reading all of ``rules/`` is most of its start-up.
+    Which file holds which name is found by scanning the text for ``rule NAME`` at the start
+    of a line; the file's parse is the authority once read. As with one dict built from the
+    files in order, a later file's rule wins a name.
+    """
+
+    def __init__(self, files: list[Path]):
+        self._where: dict[str, Path] = {}
+        for f in files:
+            for name in _DECLARED.findall(read_source(f)):
+                self._where[name] = f
+        self._read: dict[Path, dict[str, Rule]] = {}
+
+    def __getitem__(self, name: str) -> Rule:
+        file = self._where[name]
+        if file not in self._read:
+            self._read[file] = {r.name: r for r in load_rules(file)}
+        return self._read[file][name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+
+_DECLARED = re.compile(r"^rule\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
 
 
 def loads_rules(text: str, file: str = "<string>") -> list[Rule]:

@@ -12,6 +12,7 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from ..errors import DiagError, Pos
+from .tables import cached_lark
 
 GRAMMAR_DIRS = (
     Path(__file__).resolve().parents[2] / "grammars",  # a source checkout (editable install)
@@ -41,8 +42,8 @@ def parser(name: str = "diag.lark") -> Lark:
     """The LALR parser of a grammar; one grammar may import another beside it (rules.lark
     imports diag.lark's statements)."""
     path = grammar_path(name)
-    return Lark(path.read_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True,
-                import_paths=[str(path.parent)], source_path=str(path))
+    return cached_lark(path, parser="lalr", propagate_positions=True, maybe_placeholders=True,
+                       import_paths=[str(path.parent)], source_path=str(path))
 
 
 def _describe(term: str, lark: Lark) -> str:

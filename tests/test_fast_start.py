@@ -1,0 +1,96 @@
+"""Commands that evaluate nothing start fast: they never import torch, the LALR tables come from
+a JSON cache, and the rule library reads only the files a derivation names."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stringdiag.rewrite.rule import RULES_DIR, Library, library, load_rules
+from stringdiag.syntax import parser as P
+from stringdiag.syntax import tables
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "matplotlib", "graphviz", "transformers")
+
+PROBE = """
+import sys
+from stringdiag.cli.main import main
+code = main({argv!r})
+print("LOADED", sorted({{m.split('.')[0] for m in sys.modules}} & set({heavy!r})), code)
+"""
+
+
+@pytest.mark.parametrize("argv", [
+    ["check", "gallery/attention.diag", "rules/algebra.rules"],
+    ["info", "gallery/attention.diag", "-d", "SelfAttention"],
+    ["derive", "gallery/linearize.deriv"],
+    ["normalize", "gallery/attention.diag", "-d", "SelfAttention", "--rules", "assoc"],
+])
+def test_commands_that_evaluate_nothing_import_no_heavy_library(argv, tmp_path):
+    r = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, heavy=HEAVY)], cwd=ROOT,
+                       capture_output=True, text=True, env={"XDG_CACHE_HOME": str(tmp_path), "PATH": ""})
+    line = next(l for l in r.stdout.splitlines() if l.startswith("LOADED"))
+    assert line == "LOADED [] 0", (line, r.stderr[-2000:])
+
+
+def test_cached_tables_parse_exactly_as_freshly_built_ones(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    for name, sample in [("diag.lark", ROOT / "gallery/transformer.diag"),
+                         ("rules.lark", ROOT / "rules/contraction.rules"),
+                         ("deriv.lark", ROOT / "gallery/linearize.deriv")]:
+        path = P.grammar_path(name)
+        options = dict(parser="lalr", propagate_positions=True, maybe_placeholders=True,
+                       import_paths=[str(path.parent)], source_path=str(path))
+        built = tables.cached_lark(path, **options)           # builds, writes the cache
+        (cached,) = list(tables.cache_dir().glob(f"{path.stem}-*.json"))
+        json.loads(cached.read_text())                         # plain JSON: nothing to execute
+        again = tables.cached_lark(path, **options)            # reads it
+        assert again is not built
+        text = sample.read_text()
+        assert again.parse(text) == built.parse(text)
+
+
+def test_a_damaged_cache_is_rebuilt(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    path = P.grammar_path("deriv.lark")
+    opts = dict(parser="lalr", propagate_positions=True, maybe_placeholders=True,
+                import_paths=[str(path.parent)], source_path=str(path))
+    tables.cached_lark(path, **opts)
+    (cached,) = list(tables.cache_dir().glob("deriv-*.json"))
+    cached.write_text('{"m": [["data", ')                       # a run killed mid-write
+    text = (ROOT / "gallery/linearize.deriv").read_text()
+    assert tables.cached_lark(path, **opts).parse(text).data == "start"
+    json.loads(cached.read_text())                             # and written whole again
+
+
+def test_syntax_errors_read_the_same_with_cached_tables(tmp_path, monkeypatch):
+    from stringdiag import loads, DiagError
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    messages = []
+    for _ in range(2):  # built, then cached
+        P.parser.cache_clear()
+        with pytest.raises(DiagError) as e:
+            loads("dim s : seq\ndiagram D(x: [s]) -> [s] {\n  y = = x\n}")
+        messages.append(e.value.render())
+    P.parser.cache_clear()
+    assert messages[0] == messages[1] and ":3:7: error:" in messages[0]
+
+
+def test_the_library_index_names_exactly_the_rules_a_full_parse_finds():
+    full = {r.name: r for f in sorted(RULES_DIR.glob("*.rules")) for r in load_rules(f)}
+    lib = library()
+    assert sorted(lib) == sorted(full) and len(lib) == len(full)
+    for name in ("assoc", "div_out"):
+        assert lib[name].name == name and lib[name].kind == full[name].kind
+
+
+def test_the_library_reads_only_the_files_asked_for(tmp_path):
+    (tmp_path / "a.rules").write_text("rule one(x: []) -> [] {\n  return 1 * x\n} == {\n  return x\n}\n")
+    (tmp_path / "b.rules").write_text("rule two(x: []) -> [] {\n  return x +\n")  # broken: never read
+    lib = Library(sorted(tmp_path.glob("*.rules")))
+    assert set(lib) == {"one", "two"}
+    assert lib["one"].name == "one"
+    with pytest.raises(Exception):
+        lib["two"]
