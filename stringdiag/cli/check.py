@@ -52,9 +52,30 @@ def run(args: argparse.Namespace) -> int:
             print(e.render(), file=sys.stderr)
             status = 1
             continue
-        if not args.quiet:
+        defects = report_obstacles(prog)
+        status |= 1 if defects else 0
+        if not args.quiet and not defects:
             print(f"{path}: ok ({_many(len(prog.own), 'diagram')}: {', '.join(prog.own)})")
     return status
+
+
+def report_obstacles(prog) -> int:
+    """Print what would stop each diagram compiling (analysis.compilable): defects as errors,
+    diagrams not compilable as they stand (an abstract family, say) as warnings. Returns the
+    number of defects."""
+    from ..analysis.compilable import obstacles
+    from ..graph.program import prelude
+
+    implemented = frozenset(n for n, b in prelude().boxes.items() if b.box == "fixed")
+    seen, defects = set(), 0
+    for name in prog.own:
+        for o in obstacles(prog[name], implemented):
+            if (o.message, o.pos) in seen:  # a box used by several diagrams: said once
+                continue
+            seen.add((o.message, o.pos))
+            defects += o.defect
+            print(DiagError(o.message, o.pos).render("error" if o.defect else "warning"), file=sys.stderr)
+    return defects
 
 
 def _many(n: int, what: str) -> str:
