@@ -14,7 +14,8 @@ import pytest
 import stringdiag
 from stringdiag.cli.main import main
 from stringdiag.derive.derivation import load_derivation
-from stringdiag.render.draw import to_graphviz, to_svg
+from stringdiag.render.crossings import crossings
+from stringdiag.render.draw import stacked_rows, to_graphviz, to_svg
 from stringdiag.render.frames import frames
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,11 +115,39 @@ def test_tightened_boxes_leave_the_simd_boxes_they_do_not_iterate():
 def test_a_stack_of_layers_is_wrapped_into_rows():
     prog = stringdiag.load(str(GALLERY / "transformer.diag"))
     g = to_graphviz(prog["TransformerEncoder"], expand=True)
-    assert 'constraint=false' in g.source
+    assert 'constraint=false' in g.source  # one Graphviz graph (PNG, PDF): rows held apart
+    rows = stacked_rows(prog["TransformerEncoder"].expand())
+    assert len(rows) == 3  # embedding + layer 1, layer 2, final norm + readout
     svg = to_svg(prog["TransformerEncoder"], expand=True)
     width, height = (float(svg.split(f'{k}="')[1].split("pt")[0]) for k in ("width", "height"))
-    assert width < 0.6 * 12297  # one line was 12,297 pt wide
-    assert "constraint=false" not in to_graphviz(prog["EncoderLayer"], expand=True).source  # one layer: one row
+    assert width < 0.5 * 12297 and height > 1000  # one line was 12,297 pt wide
+    assert stacked_rows(prog["EncoderLayer"].expand()) is None  # one layer: one row
+
+
+def test_stubs_come_in_numbered_pairs():
+    import re
+    svg = to_svg(stringdiag.load(str(GALLERY / "transformer.diag"))["TransformerEncoder"], expand=True)
+    outs = Counter(re.findall(r"→ \((\d+)\)", svg))
+    ins = Counter(re.findall(r"\((\d+)\) →", svg))
+    assert outs and set(outs) == set(ins)
+    assert all(v == 1 for v in outs.values())  # one tail stub per number; it may feed several heads
+
+
+def test_the_crossing_detector_sees_an_edge_through_a_frame():
+    # a hand-made drawing: an edge from (0,50) to (100,50) through a frame spanning x 40..60
+    svg = """<svg xmlns="http://www.w3.org/2000/svg"><svg><g class="graph">
+      <g class="cluster"><title>cluster_1</title><polygon points="40,0 60,0 60,100 40,100 40,0"/></g>
+      <g class="node"><title>a</title><ellipse cx="0" cy="50" rx="5" ry="5"/></g>
+      <g class="node"><title>b</title><ellipse cx="100" cy="50" rx="5" ry="5"/></g>
+      <g class="edge"><title>a&#45;&gt;b</title><path d="M5,50C30,50 70,50 95,50"/></g>
+      <g class="edge"><title>b&#45;&gt;a</title><path d="M5,50C30,150 70,150 95,50"/></g>
+    </g></svg></svg>"""
+    assert crossings(svg) == {("a", "b")}  # b->a bends below the frame
+
+
+def test_no_edge_in_a_gallery_picture_crosses_a_frame_it_does_not_enter():
+    wrong = {p.name: sorted(c) for p in sorted(GALLERY.glob("*.svg")) if (c := crossings(p.read_text()))}
+    assert not wrong, wrong
 
 
 # -- no stale pictures ------------------------------------------------------------------------------

@@ -11,14 +11,17 @@ several boxes splits at a copy point; a wire read by none ends in a deletion dot
 from __future__ import annotations
 
 import html
+import math
 from pathlib import Path
 
 import graphviz
+import networkx as nx
 
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.types import Dim
 from ..syntax.source import write_atomic
+from .crossings import crossings
 from .frames import frames, rows
 
 SEQ_COLOUR = "#c0392b"
@@ -77,7 +80,8 @@ def _box_style(node: dict) -> dict:
     return style
 
 
-def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str | None = None) -> graphviz.Digraph:
+def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str | None = None,
+                cuts: Cuts | None = None) -> graphviz.Digraph:
     """The diagram as a Graphviz graph (open definitions with ``expand``).
 
     With ``cluster`` the graph is a cluster of that name, node names start with ``prefix``,
@@ -85,17 +89,22 @@ def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str
     """
     if expand:
         d = d.expand()
-    g = graphviz.Digraph(name=cluster or d.name)
-    g.attr(rankdir="LR", fontname=FONT, nodesep="0.25", ranksep="0.35", label=d.signature(),
-           labelloc="t", fontsize="12", newrank="true")
-    g.attr("node", fontname=FONT, fontsize="11")
-    g.attr("edge", fontname=FONT, fontsize="10", arrowsize="0.5")
-    frames = _Frames(d, prefix)
+    g = _digraph(cluster or d.name, label=d.signature())
+    frames = _Frames(d, prefix, cuts=cuts)
     frames.emit(g, ())
     _boundary(g, d, prefix, ranked=not cluster)
     row = rows(d, frames.drawn) or {}
     for w in d.wires():
-        _wire(g, d, w, prefix, row)
+        _wire(g, d, w, prefix, row, cuts)
+    return g
+
+
+def _digraph(name: str, label: str) -> graphviz.Digraph:
+    g = graphviz.Digraph(name=name)
+    g.attr(rankdir="LR", fontname=FONT, nodesep="0.25", ranksep="0.35", label=label,
+           labelloc="t", fontsize="12", newrank="true")
+    g.attr("node", fontname=FONT, fontsize="11")
+    g.attr("edge", fontname=FONT, fontsize="10", arrowsize="0.5")
     return g
 
 
@@ -114,11 +123,17 @@ class _Frames:
     connected parts, and opened definitions), each identified by its full path and drawn
     as nested Graphviz clusters with the boxes inside."""
 
-    def __init__(self, d: Diagram, prefix: str):
+    def __init__(self, d: Diagram, prefix: str, only: set[int] | None = None, cuts: "Cuts | None" = None):
         self.d, self.prefix, self.count = d, prefix, 0
+        self.stubs: dict[str, list[str]] = {}  # a box's node -> the stubs drawn in its frame
+        for a, b in sorted(cuts.edges if cuts else ()):  # sorted: the same picture in every run
+            self.stubs.setdefault(b, []).append(f"{b}__{a}")
+            self.stubs.setdefault(a, []).append(f"{a}__{b}")
         self.tree: dict[tuple, list] = {(): []}
         self.drawn = frames(d)
         for b, path in self.drawn.items():
+            if only is not None and b not in only:
+                continue
             for k in range(1, len(path) + 1):
                 self.tree.setdefault(path[:k], [])
             self.tree[path].append(b)
@@ -130,6 +145,8 @@ class _Frames:
     def emit(self, graph, path: tuple) -> None:
         for b in self.tree[path]:
             graph.node(f"{self.prefix}{b}", **_box_style(self.d.box(b)))
+            for stub in self.stubs.get(f"{self.prefix}{b}", ()):  # beside its box, inside its frames
+                graph.node(stub)
         for child in self.children.get(path, []):
             self.count += 1
             with graph.subgraph(name=f"cluster_{self.prefix}{self.count}") as sub:
@@ -153,38 +170,151 @@ def _boundary(g: graphviz.Digraph, d: Diagram, P: str, ranked: bool) -> None:
             snk.node(f"{P}out{k}", label=f"out{k + 1}" if len(d.outputs) > 1 else "out", shape="plaintext")
 
 
-def _wire(g: graphviz.Digraph, d: Diagram, w: int, P: str, row: dict) -> None:
+def _wire(g: graphviz.Digraph, d: Diagram, w: int, P: str, row: dict, cuts: Cuts | None = None) -> None:
     """A wire from its producer (or input) to its readers: a copy point when several read
     it, a deletion dot when none does. A wire between two rows of a wrapped picture
     (``frames.rows``) does not constrain their ranks."""
-    a = d.graph.nodes[w]
-    producer = d.producer(w)
-    if producer is not None:
-        src_node = f"{P}{producer}"
-    elif w in d.inputs:
-        src_node = f"{P}in{d.inputs.index(w)}"
-    else:  # pragma: no cover - every wire has a producer or is an input
-        return
-    readers = [(f"{P}{b}", row.get(b)) for b, _ in d.consumers(w)]
-    readers += [(f"{P}out{k}", None) for k, o in enumerate(d.outputs) if o == w]
+    producer, src, readers = _ends(d, w, P)
     here = row.get(producer)
+    free = {node: {"constraint": "false"} for node, b in readers if row and row.get(b) != here}
+    _fan(g, P, w, src, [node for node, _ in readers], _wire_label(d, w, producer), free, cuts)
 
-    def rank(other) -> dict:
-        return {"constraint": "false"} if row and other != here else {}
 
-    label = type_label(a["type"], d, a.get("name"))
+def _ends(d: Diagram, w: int, P: str) -> tuple[int | None, str, list[tuple[str, int | None]]]:
+    """The wire's producer box (None for an input), its source node, and its readers as
+    (node, box), an output of the diagram being a reader with no box."""
+    producer = d.producer(w)
+    src = f"{P}{producer}" if producer is not None else f"{P}in{d.inputs.index(w)}"
+    readers = [(f"{P}{b}", b) for b, _ in d.consumers(w)]
+    readers += [(f"{P}out{k}", None) for k, o in enumerate(d.outputs) if o == w]
+    return producer, src, readers
+
+
+def _wire_label(d: Diagram, w: int, producer: int | None) -> str:
+    a = d.graph.nodes[w]
     if a["type"] == () and producer is not None and d.graph.nodes[producer]["box"] == "const":
-        label = ""  # a constant's wire: the number says it all
+        return ""  # a constant's wire: the number says it all
+    return type_label(a["type"], d, a.get("name"))
+
+
+def _fan(g: graphviz.Digraph, P: str, w: int, src: str, readers: list[str], label: str,
+         attrs: dict[str, dict] | None = None, cuts: "Cuts | None" = None) -> None:
+    """Edges from ``src`` to the readers: through a copy point when there are several, into a
+    deletion dot when there are none."""
+    attrs = attrs or {}
     if not readers:
         g.node(f"{P}del{w}", label="", shape="point", width="0.08", color="#333333")
-        g.edge(src_node, f"{P}del{w}", label=label, arrowhead="none")
+        g.edge(src, f"{P}del{w}", label=label, arrowhead="none")
     elif len(readers) == 1:
-        g.edge(src_node, readers[0][0], label=label, **rank(readers[0][1]))
+        _edge(g, src, readers[0], cuts, label=label, **attrs.get(readers[0], {}))
     else:
         g.node(f"{P}copy{w}", label="", shape="point", width="0.09")
-        g.edge(src_node, f"{P}copy{w}", label=label, arrowhead="none")
-        for node, other in readers:
-            g.edge(f"{P}copy{w}", node, **rank(other))
+        g.edge(src, f"{P}copy{w}", label=label, arrowhead="none")
+        for node in readers:
+            _edge(g, f"{P}copy{w}", node, cuts, **attrs.get(node, {}))
+
+
+class Cuts:
+    """Edges drawn as a pair of numbered stubs (``→ (n)`` at the tail, ``(n) →`` at the head)
+    instead of a line: those Graphviz routed through a frame they do not enter
+    (``crossings.py``). Numbers start after the stubs between rows."""
+
+    def __init__(self, edges: set[tuple[str, str]] | None = None, start: int = 0):
+        self.edges = set(edges or ())
+        self.number = {e: start + k + 1 for k, e in enumerate(sorted(self.edges))}
+
+
+def _edge(g: graphviz.Digraph, a: str, b: str, cuts: Cuts | None, **attrs) -> None:
+    if cuts is None or (a, b) not in cuts.edges:
+        g.edge(a, b, **attrs)
+        return
+    n = cuts.number[(a, b)]
+    g.node(f"{a}__{b}", label=f"→ ({n})", shape="plaintext", fontcolor=OTHER_COLOUR)
+    g.node(f"{b}__{a}", label=f"({n}) →", shape="plaintext", fontcolor=OTHER_COLOUR)
+    g.edge(a, f"{a}__{b}", **attrs)
+    g.edge(f"{b}__{a}", b, **attrs)
+
+
+# -- a long stack, one row per layer ------------------------------------------------------------
+
+def stacked_rows(d: Diagram, cut: set[tuple[str, str]] = frozenset()) -> list[graphviz.Digraph] | None:
+    """A long stack of layers (``frames.rows``) as one Graphviz graph per row, top to bottom;
+    None when the picture is one row. A wire between rows leaves its row at a numbered stub
+    and enters the other at the same number, so no edge runs through a frame of another row."""
+    row = rows(d, frames(d))
+    if not row:
+        return None
+    number = _row_numbers(d, row)
+    tags: dict[int, int] = {}
+    for w in d.wires():
+        producer, _src, readers = _ends(d, w, "")
+        home = _home(number, producer, readers)
+        if any(number.get(b, home) != home for _, b in readers):
+            tags[w] = len(tags) + 1
+    graphs, cuts = [], Cuts(cut, start=len(tags))
+    for r in range(max(number.values()) + 1):
+        g = _digraph(f"{d.name}_row{r}", label=d.signature() if r == 0 else "")
+        _Frames(d, "", only={b for b, k in number.items() if k == r}, cuts=cuts).emit(g, ())
+        for w in d.wires():
+            _row_wire(g, d, w, number, r, tags.get(w), cuts)
+        graphs.append(g)
+    return graphs
+
+
+def _row_numbers(d: Diagram, row: dict) -> dict[int, int]:
+    """Layers in the order of their depth in the graph (the first box of each that reads
+    anything); a box outside every layer goes with the deepest layer it reads from, or, reading
+    from none, with the first layer that reads it."""
+    depth: dict[int, int] = {}
+    order = list(nx.topological_sort(d.graph))
+    for n in order:
+        depth[n] = max((depth[p] + 1 for p in d.graph.predecessors(n)), default=0)
+    start: dict = {}
+    for b, key in row.items():
+        if key is not None:
+            start[key] = min(start.get(key, math.inf), depth[b] if d.box_inputs(b) else math.inf)
+    rank = {key: k for k, key in enumerate(sorted(start, key=lambda key: start[key]))}
+    number = {b: rank[key] for b, key in row.items() if key is not None}
+    boxes = [n for n in order if n in row]
+    for b in boxes:  # outside: after what it reads
+        if row[b] is None:
+            before = [number[p] for w, _ in d.box_inputs(b) if (p := d.producer(w)) in number]
+            if before:
+                number[b] = max(before)
+    for b in reversed(boxes):  # reading nothing placed: before what reads it
+        if b not in number:
+            number[b] = min((number[r] for w in d.box_outputs(b) for r, _ in d.consumers(w) if r in number),
+                            default=0)
+    return number
+
+
+def _home(number: dict[int, int], producer: int | None, readers: list) -> int:
+    """The row a wire starts in: its producer's, or for an input its first reader's."""
+    if producer is not None:
+        return number[producer]
+    return min((number[b] for _, b in readers if b is not None), default=0)
+
+
+def _row_wire(g: graphviz.Digraph, d: Diagram, w: int, number: dict, r: int, tag: int | None,
+              cuts: Cuts) -> None:
+    producer, src, readers = _ends(d, w, "")
+    home = _home(number, producer, readers)
+    here = [node for node, b in readers if number.get(b, home) == r]
+    label = _wire_label(d, w, producer)
+    if home == r:
+        if producer is None:
+            k = d.inputs.index(w)
+            g.node(src, label=d.input_names[k] if k < len(d.input_names) else f"in{k}", shape="plaintext")
+        for k, o in enumerate(d.outputs):
+            if o == w:
+                g.node(f"out{k}", label=f"out{k + 1}" if len(d.outputs) > 1 else "out", shape="plaintext")
+        if tag is not None:
+            g.node(f"to{w}", label=f"→ ({tag})", shape="plaintext", fontcolor=OTHER_COLOUR)
+            here.append(f"to{w}")
+        _fan(g, "", w, src, here, label, cuts=cuts)
+    elif here:
+        g.node(f"from{w}", label=f"({tag}) →", shape="plaintext", fontcolor=OTHER_COLOUR)
+        _fan(g, "", w, f"from{w}", here, label, cuts=cuts)
 
 
 def strip(frames: list[tuple[str, str, Diagram]]) -> graphviz.Digraph:
@@ -208,46 +338,50 @@ def strip(frames: list[tuple[str, str, Diagram]]) -> graphviz.Digraph:
     return g
 
 
+def _embedded(svg: str) -> tuple[str, float, float]:
+    """An SVG document as an element to place in a larger picture (sizes in the outer
+    picture's units, points), with its width and height."""
+    import re
+
+    m = re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', svg)
+    w, h = (float(m.group(1)), float(m.group(2))) if m else (400.0, 200.0)
+    body = re.sub(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', r'<svg width="\1" height="\2"',
+                  svg[svg.index("<svg"):], count=1)
+    return body, w, h
+
+
+def _place(body: str, x: float, y: float) -> str:
+    return body.replace("<svg ", f'<svg x="{x:.0f}" y="{y:.0f}" ', 1)
+
+
+def _document(parts: list[str], width: float, height: float) -> str:
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<svg xmlns="http://www.w3.org/2000/svg" '
+            f'xmlns:xlink="http://www.w3.org/1999/xlink" width="{width:.0f}pt" height="{height:.0f}pt" '
+            f'viewBox="0 0 {width:.0f} {height:.0f}">\n' + "\n".join(parts) + "\n</svg>\n")
+
+
 def chain_svg(frames: list[tuple[str, str, Diagram]]) -> str:
     """The chain of a derivation as one SVG, top to bottom: each step's picture under its
     caption, the relation to the previous one (``≡``, ``⇒``) between them."""
-    import re
-
     parts, y, width = [], 0.0, 0.0
     for k, (caption, relation, d) in enumerate(frames):
-        svg = to_svg(d)
-        m = re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', svg)
-        w, h = (float(m.group(1)), float(m.group(2))) if m else (400.0, 200.0)
-        # sizes in the outer picture's units (points): drop the unit, keep the number
-        body = re.sub(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', r'<svg width="\1" height="\2"',
-                      svg[svg.index("<svg"):], count=1)
+        body, w, h = _embedded(to_svg(d))
         if k:
             parts.append(f'<text x="20" y="{y + 26:.0f}" font-family="{FONT}" font-size="26">{html.escape(relation)}</text>')
             y += 36
         parts.append(f'<text x="4" y="{y + 16:.0f}" font-family="{FONT}" font-size="14" font-weight="bold">'
                      f"{html.escape(caption)}</text>")
         y += 22
-        parts.append(body.replace("<svg ", f'<svg x="0" y="{y:.0f}" ', 1))
+        parts.append(_place(body, 0, y))
         y += h
         width = max(width, w)
-    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<svg xmlns="http://www.w3.org/2000/svg" '
-            f'xmlns:xlink="http://www.w3.org/1999/xlink" width="{width:.0f}pt" height="{y:.0f}pt" '
-            f'viewBox="0 0 {width:.0f} {y:.0f}">\n' + "\n".join(parts) + "\n</svg>\n")
+    return _document(parts, width, y)
 
 
 def grid_svg(frames: list[tuple[str, Diagram]], columns: int = 6, progress=None) -> str:
     """Several diagrams in a grid, each under its caption (Figure 3 of Khatri et al. (2024) is such a
     grid): rows as high as their tallest picture, columns as wide as their widest."""
-    import re
-
-    cells = []
-    for caption, d in (progress(frames) if progress else frames):
-        svg = to_svg(d)
-        m = re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', svg)
-        w, h = (float(m.group(1)), float(m.group(2))) if m else (200.0, 200.0)
-        body = re.sub(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', r'<svg width="\1" height="\2"',
-                      svg[svg.index("<svg"):], count=1)
-        cells.append((caption, body, w, h))
+    cells = [(caption, *_embedded(to_svg(d))) for caption, d in (progress(frames) if progress else frames)]
     columns = max(1, min(columns, len(cells)))
     widths = [max((c[2] for c in cells[k::columns]), default=0.0) + 16 for k in range(columns)]
     parts, y = [], 0.0
@@ -257,13 +391,20 @@ def grid_svg(frames: list[tuple[str, Diagram]], columns: int = 6, progress=None)
         for k, (caption, body, _, _) in enumerate(row):
             parts.append(f'<text x="{x + 4:.0f}" y="{y + 16:.0f}" font-family="{FONT}" font-size="14" '
                          f'font-weight="bold">{html.escape(caption)}</text>')
-            parts.append(body.replace("<svg ", f'<svg x="{x:.0f}" y="{y + 22:.0f}" ', 1))
+            parts.append(_place(body, x, y + 22))
             x += widths[k]
         y += 22 + max(c[3] for c in row) + 12
-    width = sum(widths)
-    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<svg xmlns="http://www.w3.org/2000/svg" '
-            f'xmlns:xlink="http://www.w3.org/1999/xlink" width="{width:.0f}pt" height="{y:.0f}pt" '
-            f'viewBox="0 0 {width:.0f} {y:.0f}">\n' + "\n".join(parts) + "\n</svg>\n")
+    return _document(parts, sum(widths), y)
+
+
+def _stack(graphs: list[graphviz.Digraph]) -> str:
+    """Row pictures one under another, as one SVG."""
+    parts, y, width = [], 0.0, 0.0
+    for g in graphs:
+        body, w, h = _embedded(g.pipe(format="svg", encoding="utf-8"))
+        parts.append(_place(body, 0, y))
+        y, width = y + h + 8, max(width, w)
+    return _document(parts, width, y)
 
 
 def write_text(text: str, out: str | Path) -> Path:
@@ -286,9 +427,27 @@ def write(g: graphviz.Digraph, out: str | Path) -> Path:
 
 
 def to_svg(d: Diagram, expand: bool = False) -> str:
-    return to_graphviz(d, expand).pipe(format="svg", encoding="utf-8")
+    """The picture as SVG; a long stack of layers as rows one under another. An edge Graphviz
+    routes through a frame it does not enter is drawn again as a pair of numbered stubs."""
+    d = d.expand() if expand else d
+    cut: set[tuple[str, str]] = set()
+    for _ in range(3):  # a stub's own short edge crossing a frame is rare; a second round fixes it
+        graphs = stacked_rows(d, cut)
+        svg = _stack(graphs) if graphs else to_graphviz(d, cuts=Cuts(cut)).pipe(format="svg", encoding="utf-8")
+        bad = crossings(svg) - cut
+        if not bad:
+            break
+        cut |= bad
+    return svg
 
 
 def render(d: Diagram, out: str | Path, expand: bool = False) -> Path:
-    """Write the picture; the format follows the extension (.svg, .png, .pdf, .dot)."""
+    """Write the picture; the format follows the extension (.svg, .png, .pdf, .dot). In SVG a
+    long stack of layers is drawn row by row (``stacked_rows``); the other formats are one
+    Graphviz graph, its rows held apart by unconstrained edges."""
+    if Path(out).suffix.lower() == ".svg":
+        try:
+            return write_text(to_svg(d, expand), out)
+        except graphviz.ExecutableNotFound:
+            return write(to_graphviz(d, expand), out)  # says how to install Graphviz
     return write(to_graphviz(d, expand), out)
