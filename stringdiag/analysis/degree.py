@@ -102,16 +102,20 @@ def _join(values: list[Value]) -> Value:
     support = _prune(v for x in values for v in x.support)
     broken = next((x.broken for x in values if x.broken), None)
     jump = next((x.jump for x in values if x.jump), None)
+    if broken:  # no polynomial piece: the vectors say nothing (and stay put, so a scan's state settles)
+        support = frozenset({(0,) * len(next(iter(support)))})
     return Value(support, broken, jump)
 
 
 def _sum(values: list[Value], n: int) -> Value:
     """The product (Minkowski sum of the exponent vectors)."""
+    j = _join(values)
+    if j.broken:
+        return j
     support: Support = frozenset({(0,) * n})
     for x in values:
         support = _plus(support, x.support)
-    j = _join(values)
-    return Value(support, j.broken, j.jump)
+    return Value(support, None, j.jump)
 
 
 def _const(n: int) -> Value:
@@ -149,11 +153,9 @@ class Pass:
     def box(self, d: Diagram, b: int, xs: list[Value]) -> list[Value]:
         node = d.box(b)
         kind, op, n_out = node["box"], node["op"], len(d.box_outputs(b))
-        if kind == "diagram":
+        if kind == "diagram" or node.get("scan"):
             outs = self.scan(node, xs, n_out) if node.get("scan") else self.run(node["ref"], xs)
             return [_within(v, op, node["pos"], xs) for v in outs]
-        if kind == "learn" and node.get("scan"):
-            return self.scan(node, xs, n_out)
         if kind == "learn":
             return [_join(xs) if xs else _const(self.n)] * n_out
         if kind in ("const", "reindex"):
@@ -201,11 +203,11 @@ class Pass:
         for _ in range(16):
             outs = self.step(node, [state, *xs[1:]], n_out)
             nxt = _join([state, outs[0]])
-            if nxt == state:
+            if nxt == state or nxt.broken:
                 return outs
             state = nxt
         why = f"the degree grows with the number of steps of the scan '{node['op']}'"
-        return [self.broken(why, node["op"], node, "no degree independent of the sequence length")] * n_out
+        return [Value(_const(self.n).support, ("no degree independent of the sequence length", why, ()))] * n_out
 
     def step(self, node: Mapping, xs: list[Value], n_out: int) -> list[Value]:
         if node["box"] == "learn":  # a learnable cell: degree 1 in the state and the step's inputs

@@ -23,9 +23,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "learnable boxes count as degree 1 (affine, or ReLU networks), as under both approximator "
                         "policies. A static pass: nothing is evaluated")
     p.add_argument("--confirm", action="store_true",
-                   help="with --degree: confirm each degree numerically on the compiled module (float64, every "
-                        "fixed dimension 2, sequences of length 3; imports torch): along random lines inside one "
-                        "linear region of the ReLUs, and by scaling with the biases set to zero")
+                   help="with --degree: confirm each degree numerically on the compiled module (float64, learnable "
+                        "boxes affine, every fixed dimension 2, sequences of length 3; imports torch): along random "
+                        "lines inside one linear region of the ReLUs (degrees up to 9), and by scaling with the "
+                        "biases set to zero (any degree)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,4 +80,4 @@ def _confirm(d) -> list[str]:
     """The numeric confirmation (verify/degree.py), one line per check; torch is imported here only."""
     from ..verify.degree import confirm
 
-    return [c.describe() for c in confirm(d)]
+    return [c.describe() for c in confirm(d)] or ["nothing to confirm numerically: no output is a spline"]
