@@ -156,9 +156,7 @@ class Pass:
         if kind == "diagram" or node.get("scan"):
             outs = self.scan(node, xs, n_out) if node.get("scan") else self.run(node["ref"], xs)
             return [_within(v, op, node["pos"], xs) for v in outs]
-        if kind == "learn":
-            return [_join(xs) if xs else _const(self.n)] * n_out
-        if kind in ("const", "reindex"):
+        if kind in ("learn", "const", "reindex"):  # degree 1 in the inputs, or a constant
             return [_join(xs) if xs else _const(self.n)] * n_out
         if kind == "contract":
             return [_sum(xs, self.n)]
@@ -216,7 +214,17 @@ class Pass:
 
 
 def degree(d: Diagram) -> list[OutputDegree]:
-    """Each output's degree as a piecewise-polynomial map of the inputs: overall and per input."""
+    """Each output's degree as a piecewise-polynomial map of the inputs: overall and per input.
+
+    >>> from stringdiag import loads
+    >>> p = loads('''dim d : fixed
+    ... learn F : [d] -> [d]
+    ... diagram G(x: [d], y: [d]) -> [d] {
+    ...   return F(x) * relu(x * y)
+    ... }''')
+    >>> [describe(r) for r in degree(p["G"])]
+    ['3, a spline (continuous piecewise polynomial); in x: 2, in y: 1']
+    """
     n = len(d.inputs)
     names = d.input_names or [f"in{k}" for k in range(n)]
     ins = [Value(frozenset({tuple(int(i == k) for i in range(n))})) for k in range(n)]

@@ -2,16 +2,17 @@
 
 Two checks, both in float64 with random weights:
 
-- **Along a line inside one linear region.** On ``x0 + tau v`` the ReLUs (and max, min,
-  hardmax, every comparison) keep one pattern while ``tau`` stays in a segment; the
-  segment is halved until the pattern, recorded at every sample point by a
-  ``TorchFunctionMode``, is one. There the map is a polynomial in ``tau`` of degree at most
-  k: sampled at Chebyshev points and fitted in the Chebyshev basis to degree k + 2, the
-  coefficients above k vanish (to float64 noise, relative to the scale of the values) and
-  the k-th does not. This is the (k+1)-th divided difference vanishing and the k-th not, at
-  well-conditioned nodes (equispaced finite differences lose 2^k in noise). It is feasible
-  while the top coefficient of a degree-k piece stands above float64 noise in a segment of
-  one region: a few tens at most (tests/test_degree.py states where it stops).
+- **Along a line inside one linear region.** On ``x0 + tau v`` the branches of the ReLUs
+  (and of max, min, hardmax, every comparison), recorded by a ``TorchFunctionMode`` at
+  every point, are one pattern on a segment of ``tau``: the longest such runs on a grid
+  are taken and re-checked at every sample point. There the map is a polynomial in ``tau``
+  of degree at most k: sampled at Chebyshev points and fitted in the Chebyshev basis to
+  degree k + 2, the coefficients above k vanish (under 1e-13 of the largest value) and the
+  k-th does not. This is the (k+1)-th divided difference vanishing and the k-th not, at
+  well-conditioned nodes (equispaced finite differences lose 2^k to noise). It works while
+  the top coefficient of a piece stands above float64 noise in a segment of one region:
+  up to degree 9 reliably in the tiny blocks of the tests; the coefficients of a degree-27
+  piece fall under the noise near degree 12 to 19.
 - **By scaling, biases set to zero.** Without biases every block of a ReLU transformer is
   positively homogeneous: ``relu(lambda z) = lambda relu(z)``, so ``f(lambda X, Y) =
   lambda^a f(X, Y)`` with ``a`` the degree in X, exactly, and each ray from the origin lies
