@@ -69,13 +69,22 @@ def _dim(kwargs) -> dict:
     return {"dim": kwargs["dim"]} if kwargs and "dim" in kwargs else {}
 
 
-def row_patterns(f: Callable, xs: Sequence[torch.Tensor]) -> list[bytes]:
-    """For every batch row of the inputs (one point each), the branches it takes, as bytes."""
+def _record(f: Callable, xs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     rec = Patterns()
     with torch.no_grad(), rec:
         f(*xs)
+    return rec.seen
+
+
+def row_patterns(f: Callable, xs: Sequence[torch.Tensor]) -> list[bytes]:
+    """For every batch row of the inputs (one point each), the branches it takes, as bytes.
+    A recorded tensor carries the batch axis if it grows by one with one more point (an
+    axis of the same size that is not the batch, a mask's, stays put)."""
     n = xs[0].shape[0]
-    parts = [p.transpose(0, 1).reshape(n, -1) for p in rec.seen if p.dim() > 1 and p.shape[1] == n]
+    seen = _record(f, xs)
+    more = _record(f, [torch.cat([x, x[:1]]) for x in xs])
+    parts = [p.transpose(0, 1).reshape(n, -1) for p, q in zip(seen, more)
+             if p.dim() > 1 and p.shape[1] == n and q.shape[1] == n + 1]
     if not parts:
         return [b""] * n
     rows = torch.cat(parts, dim=1).numpy()
@@ -169,7 +178,10 @@ def scaling_degree(f: Callable, xs: list[torch.Tensor], move: Sequence[int], out
                    tol: float = 1e-7) -> tuple[int | None, str]:
     """The degree of positive homogeneity of ``f`` in the inputs ``move``: ``log(f(lambda x)
     / f(x)) / log(lambda)`` for lambda 2 and 1.5, on every entry that is not (nearly) zero; None
-    unless all agree on one integer."""
+    unless x, 1.5 x and 2 x take the same branches and all entries agree on one integer."""
+    ray = [torch.stack([x * lam if i in move else x for lam in (1.0, 1.5, 2.0)]) for i, x in enumerate(xs)]
+    if not one_region(f, ray):
+        return None, "the ray from the origin crossed a region boundary: the map is not homogeneous"
     with torch.no_grad():
         y = _outputs(f(*xs))[out].flatten()
         keep = y.abs() > 1e-6 * y.abs().max()
@@ -208,6 +220,9 @@ def confirm(d: Diagram, dims: Mapping[str, int] | None = None, approximator: str
     """Every output's static degree, overall and per input, checked on the compiled module:
     along random lines inside one region (up to ``lines``: the largest degree seen must be
     the claim) where the claim is at most ``line_limit``, and by scaling with zero biases."""
+    splines = [(out, r) for out, r in enumerate(degree(d)) if r.degree is not None and r.spline]
+    if not splines:
+        return []  # nothing to confirm (and an abstract box would not compile)
     sizes = sizes_for(d, given=dims)
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
@@ -216,9 +231,7 @@ def confirm(d: Diagram, dims: Mapping[str, int] | None = None, approximator: str
     shapes = [tuple(dim.evaluate(sizes) for dim in ty) for ty in d.input_types]
     names = d.input_names or [f"in{k}" for k in range(len(shapes))]
     checks = []
-    for out, r in enumerate(degree(d)):
-        if r.degree is None or not r.spline:
-            continue
+    for out, r in splines:
         claims = [("all inputs", list(range(len(names))), r.degree)]
         claims += [(n, [k], r.per_input[n]) for k, n in enumerate(names)] if len(names) > 1 else []
         for what, move, k in claims:
