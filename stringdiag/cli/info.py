@@ -1,9 +1,11 @@
-"""``stringdiag info FILE [-d NAME] [--json]``: what a diagram takes, gives and contains."""
+"""``stringdiag info FILE [-d NAME] [--json] [--degree [--confirm]]``: what a diagram takes, gives
+and contains; with ``--degree``, its degree as a piecewise-polynomial map (``analysis/degree.py``)."""
 from __future__ import annotations
 
 import argparse
 import json
 
+from ..analysis.degree import degree
 from .summary import summarize
 from .common import load_reporting, pick
 
@@ -14,11 +16,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE")
     p.add_argument("-d", "--diagram", metavar="NAME", help="the diagram to describe (default: all)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--degree", action="store_true",
+                   help="also say whether the diagram is a spline (a continuous piecewise-polynomial map, as a "
+                        "ReLU transformer is: Lai, Lim and Liu, Thm 3.3) and of what degree, overall and in each "
+                        "input (the others held constant), or which box makes it none (softmax's exp, say); "
+                        "learnable boxes count as degree 1 (affine, or ReLU networks), as under both approximator "
+                        "policies. A static pass: nothing is evaluated")
+    p.add_argument("--confirm", action="store_true",
+                   help="with --degree: confirm each degree numerically on the compiled module (float64, learnable "
+                        "boxes affine, every fixed dimension 2, sequences of length 3; imports torch): along random "
+                        "lines inside one linear region of the ReLUs (degrees up to 9), and by scaling with the "
+                        "biases set to zero (any degree)")
 
 
 def run(args: argparse.Namespace) -> int:
     prog = load_reporting(args.file)
-    summaries = [summarize(d) for d in pick(prog, args.diagram)]
+    diagrams = pick(prog, args.diagram)
+    summaries = [summarize(d) for d in diagrams]
+    if args.degree or args.confirm:
+        for d, s in zip(diagrams, summaries):
+            s["degree"] = [r.as_dict() for r in degree(d)]
+            if args.confirm:
+                s["confirmed"] = _confirm(d)
     if args.json:
         print(json.dumps(summaries[0] if args.diagram else summaries, indent=2))
         return 0
@@ -50,4 +69,15 @@ def _text(s: dict) -> str:
     c = s["complexity"]
     lines.append(f"time:   O({c['time']})   in the sequence length: O({c['seq_time']})")
     lines.append(f"memory: O({c['memory']})   in the sequence length: O({c['seq_memory']})")
+    many = len(s.get("degree", ())) > 1
+    for r in s.get("degree", ()):
+        lines.append(f"degree{' of ' + r['output'] if many else ''}: {r['text']}")
+    lines += [f"  {line}" for line in s.get("confirmed", ())]
     return "\n".join(lines) + "\n"
+
+
+def _confirm(d) -> list[str]:
+    """The numeric confirmation (verify/degree.py), one line per check; torch is imported here only."""
+    from ..verify.degree import confirm
+
+    return [c.describe() for c in confirm(d)] or ["nothing to confirm numerically: no output is a spline"]
