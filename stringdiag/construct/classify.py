@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import DiagError
 from .blocks import Block, feed_forward, make
-from .geometry import direction, gap, tolerance
+from .geometry import direction, gap, single_out, tolerance
 
 STAGE = "classification"
 
@@ -31,8 +31,8 @@ def move(points: np.ndarray, i: int, normal: np.ndarray, to: np.ndarray, note: s
 
 
 def arc(centre: np.ndarray, e: np.ndarray, e2: np.ndarray, radius: float, m: int) -> list[np.ndarray]:
-    """m points on a circle, spread over 60 degrees around the direction -e."""
-    step = (math.pi / 3) / max(m, 1)
+    """m points on a circle, spread over 120 degrees around the direction -e."""
+    step = (2 * math.pi / 3) / max(m, 1)
     return [centre + radius * (-math.cos(a) * e + math.sin(a) * e2)
             for a in ((k - (m - 1) / 2) * step for k in range(m))]
 
@@ -42,15 +42,16 @@ def classify(points: np.ndarray, centres: np.ndarray, rng: np.random.Generator) 
     d, tol = points.shape[1], tolerance([points, centres])
     c0 = centres.mean(axis=0)
     s = max(float(np.linalg.norm(np.concatenate([points, centres]) - c0, axis=1).max()), 1e-300)
-    e = max((direction(rng, d) for _ in range(64)), key=lambda g: gap(np.sort(points @ g)[::-1][:2])[1]
-            if len(points) > 1 else 0.0)
+    e = direction(rng, d)
     e2 = direction(rng, d)
     e2 = (e2 - (e2 @ e) * e) / np.linalg.norm(e2 - (e2 @ e) * e)
     park = arc(c0 - 4 * s * e, e, e2, s, len(points))
     blocks: list[Block] = []
-    order = list(np.argsort(-(points @ e), kind="stable"))
-    for slot, i in enumerate(order):  # phase 1: highest along e first, onto the arc
-        blk = move(points, int(i), e, park[slot], f"park point {slot + 1} on the arc", tol)
+    order: list[int] = []
+    for slot in range(len(points)):  # phase 1: the point highest along a direction near e, onto the arc
+        i, h, _ = single_out(points, e, rng, tol, allowed=set(range(len(points))) - set(order))
+        order.append(i)
+        blk = move(points, i, h, park[slot], f"park point {slot + 1} on the arc", tol)
         blocks.append(blk)
         points = feed_forward(blk, points)
     for slot, i in enumerate(order):  # phase 2: each parked point to its target, cut off by the tangent

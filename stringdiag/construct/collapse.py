@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import DiagError
 from .blocks import Block, Seqs, apply_all, feed_forward, make
-from .geometry import direction, gap, groups, leaders, tolerance
+from .geometry import direction, groups, leaders, single_out, tolerance
 from .separate import attract
 
 TRIES = 64
@@ -31,22 +31,12 @@ def cluster(zs: Seqs, rng: np.random.Generator) -> tuple[Block, np.ndarray]:
     return blk, np.array([z[0] for z in out])
 
 
-def pick(locs: np.ndarray, h: np.ndarray, rng: np.random.Generator, tol: float):
-    """The point maximising <h', x> for h' near h (unique by a margin), and h'."""
-    for t in range(TRIES):
-        hh = h if t == 0 else h + 0.05 * direction(rng, len(h))
-        i, margin = gap(locs @ hh)
-        if margin > tol:
-            return i, hh, margin
-    raise DiagError("internal: no direction singles out a point")
-
-
 def match_labels(points: np.ndarray, labels: list[str], rng: np.random.Generator) -> tuple[list[Block], np.ndarray]:
     """T_lab: at most N - 1 feed-forward blocks (3.3-3.5). A point z^{i_0} extreme along u_0 stays;
     repeatedly the extreme point on the other side of (3.3)'s hyperplane is moved, alone, onto a point
     with its label (Case 2) or, when its label has no other point, past the hyperplane (Case 1)."""
     tol, d = tolerance([points]), points.shape[1]
-    i0, u0, _ = pick(points, direction(rng, d), rng, tol)
+    i0, u0, _ = single_out(points, direction(rng, d), rng, tol)
     vals = points @ u0
     thr = (vals[i0] + np.delete(vals, i0).max()) / 2 if len(points) > 1 else vals[i0]
     spread = float(np.ptp(points, axis=0).max()) or 1.0
@@ -57,9 +47,7 @@ def match_labels(points: np.ndarray, labels: list[str], rng: np.random.Generator
         if len(set(owner)) == len(owner):
             return blocks, points
         locs = np.array([points[g[0]] for g in grp])
-        i, h, margin = pick(locs, -u0, rng, tol)
-        if locs[i] @ u0 >= thr:
-            raise DiagError("internal: label matching picked a point past the hyperplane")
+        i, h, margin = single_out(locs, -u0, rng, tol, allowed={m for m in range(len(locs)) if locs[m] @ u0 < thr})
         b = -(locs[i] @ h - margin / 2)
         mates = [m for m in range(len(grp)) if m != i and owner[m] == owner[i]]
         parked = sum(1 for blk in blocks if blk.note.startswith("Case 1"))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import DiagError
+
 from .blocks import Seqs
 
 RELATIVE = 1e-9  # points closer than this (relative to the data's scale) count as one
@@ -45,22 +47,34 @@ def distance(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a[:, None, :] - b[None, :, :]).max(axis=2).min())
 
 
+def closest(z: np.ndarray) -> float:
+    """The smallest distance between two tokens of one sequence (inf for one token)."""
+    if len(z) < 2:
+        return float("inf")
+    diff = np.abs(z[:, None, :] - z[None, :, :]).max(axis=2)
+    return float(diff[~np.eye(len(z), dtype=bool)].min())
+
+
 def distinct(z: np.ndarray, tol: float) -> bool:
     """Assumption ii: the tokens of one sequence are pairwise distinct."""
-    if len(z) < 2:
-        return True
-    diff = np.abs(z[:, None, :] - z[None, :, :]).max(axis=2)
-    return float(diff[~np.eye(len(z), dtype=bool)].min()) > tol
+    return closest(z) > tol
 
 
-def disjoint(zs: Seqs, tol: float) -> bool:
-    """(3.2): no token is shared by two of the sequences ``zs``."""
-    return all(distance(zs[a], zs[b]) > tol for a in range(len(zs)) for b in range(a))
+def quality(zs: Seqs, upto: int) -> float:
+    """How far the induction's invariant holds, relative to the data's scale: the smallest distance
+    between tokens of two of the sequences 0..upto-1, or between two tokens of one sequence."""
+    tokens = np.concatenate(zs)
+    owner = np.repeat(np.arange(len(zs)), [len(z) for z in zs])
+    diff = np.abs(tokens[:, None, :] - tokens[None, :, :]).max(axis=2)
+    same = owner[:, None] == owner[None, :]
+    early = (owner[:, None] < upto) & (owner[None, :] < upto)
+    mask = (same | early) & ~np.eye(len(tokens), dtype=bool)
+    return float(diff[mask].min()) / scale(zs) if mask.any() else float("inf")
 
 
-def separated(zs: Seqs, upto: int, tol: float) -> bool:
-    """The induction's invariant: sequences 0..upto-1 pairwise disjoint, every sequence's tokens distinct."""
-    return disjoint(zs[:upto], tol) and all(distinct(z, tol) for z in zs)
+def separated(zs: Seqs, upto: int) -> bool:
+    """The invariant: sequences 0..upto-1 pairwise disjoint (3.2), every sequence's tokens distinct."""
+    return quality(zs, upto) > RELATIVE
 
 
 def groups(points: np.ndarray, tol: float) -> list[list[int]]:
@@ -74,3 +88,20 @@ def groups(points: np.ndarray, tol: float) -> list[list[int]]:
         else:
             out.append([i])
     return out
+
+
+def single_out(locs: np.ndarray, h: np.ndarray, rng: np.random.Generator, tol: float, allowed=None):
+    """A direction near ``h`` and the point it singles out (among ``allowed``), with the widest margin
+    found: the margin sets how far the cut-off point's activation is from zero, so a wide one keeps
+    the weights W = (target - x) / activation small."""
+    allowed = range(len(locs)) if allowed is None else allowed
+    best = None
+    for t in range(64):
+        hh = h if t == 0 else h + (0.5, 1.0, 2.0)[t % 3] * direction(rng, len(h))
+        hh = hh / np.linalg.norm(hh)
+        i, margin = gap(locs @ hh)
+        if i in allowed and margin > tol and (best is None or margin > best[2]):
+            best = (i, hh, margin)
+    if best is None:
+        raise DiagError("internal: no direction singles out a point")
+    return best

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import DiagError
 from .blocks import Block, Seqs, apply_all, make
-from .geometry import direction, distance, leaders, scale, separated, tolerance
+from .geometry import RELATIVE, direction, distance, leaders, quality, scale, separated, tolerance
 
 TRIES = 32
 STAGE = "separation"
@@ -40,8 +40,10 @@ def attract(zs: Seqs, v: np.ndarray, alpha: float, stage: str, note: str) -> Blo
 
 
 def case1(zs: Seqs, k: int, rng: np.random.Generator, first: np.ndarray | None = None) -> Block | None:
-    """One block separating sequence k from 0..k-1 when some direction's leaders differ (Case 1)."""
+    """One block separating sequence k from 0..k-1 when some direction's leaders differ (Case 1);
+    of the directions and alphas tried, the one leaving the tokens furthest apart."""
     tol, d = tolerance(zs), zs[0].shape[1]
+    best: tuple[float, Block] | None = None
     for t in range(TRIES):
         g = first if (t == 0 and first is not None) else direction(rng, d)
         found = leaders(zs, g, tol)
@@ -52,9 +54,10 @@ def case1(zs: Seqs, k: int, rng: np.random.Generator, first: np.ndarray | None =
             continue
         for alpha in rng.uniform(0.2, 0.8, size=4):
             blk = attract(zs, g, float(alpha), STAGE, f"sequence {k + 1}: Case 1 (leaders differ)")
-            if separated(apply_all(blk, zs), k + 1, tolerance(apply_all(blk, zs))):
-                return blk
-    return None
+            q = min(quality(apply_all(blk, zs), k + 1), found[1] / scale(zs))
+            if q > RELATIVE and (best is None or q > best[0]):
+                best = (q, blk)
+    return None if best is None else best[1]
 
 
 def centres_apart(a: np.ndarray, b: np.ndarray, rng: np.random.Generator, room: float, tol: float):
@@ -104,9 +107,9 @@ def recentre(zs: Seqs, k: int, rng: np.random.Generator) -> list[Block]:
         blk = make(STAGE, f"sequence {k + 1}: {case}, shared leader with sequence {j + 1}", d,
                    u=u, b=bias, w=w, lam=float(beta), rho=1.0 - float(beta))
         moved = apply_all(blk, zs)
-        if not separated(moved, k, tolerance(moved)):
+        if not separated(moved, k):
             continue
-        if separated(moved, k + 1, tolerance(moved)):
+        if separated(moved, k + 1):
             return [blk]
         then = case1(moved, k, rng, first=g)
         if then is not None:
