@@ -374,7 +374,9 @@ def test_full_disk_while_checkpointing(capsys, trained, tmp_path, monkeypatch):
         Path(filename).write_bytes(b"half a checkpoi")
         raise ENOSPC
 
-    monkeypatch.setattr(checkpoint, "save_file", full)
+    from stringdiag.lower import tensorfile  # where checkpoints are written
+
+    monkeypatch.setattr(tensorfile, "save_file", full)
     err = fails(capsys, TRAIN + ["--max-steps", "6", "--resume", "-o", run])
     assert err == (f"error: cannot write checkpoint {run / 'checkpoint.safetensors'}: No space left on device "
                    "(the previous checkpoint, if any, is kept)")

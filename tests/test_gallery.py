@@ -39,7 +39,8 @@ SIGNATURES = {
         "DecoderBlock": "[s, d] -> [s, d]",
         "EncoderDecoderBlock": "[s, d], [t, d] -> [t, d]",
     },
-    "hardmax.diag": {"HardmaxAttention": "[s, d] -> [s, d]", "HardmaxBlock": "[s, d] -> [s, d]"},
+    "hardmax.diag": {"HardmaxAttention": "[s, d] -> [s, d]", "HardmaxBlock": "[s, d] -> [s, d]",
+                     "ScalarHardmaxBlock": "[s, d] -> [s, d]", "HardmaxReadout": "[s, d] -> [d]"},
     "sumformer.diag": {"Sumformer": "[s, d] -> [s, d]", "Linformer": "[s, d] -> [s, d]",
                        "Performer": "[s, d] -> [s, d]"},
     "anatomy.diag": {

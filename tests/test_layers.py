@@ -24,7 +24,7 @@ LAYERS = {
     "rewrite": 3, "analysis": 3,
     "lower": 4, "render": 4,
     "verify": 5,
-    "derive": 6, "train": 6, "enumerate": 6,
+    "derive": 6, "train": 6, "enumerate": 6, "construct": 6,
     "study": 7,
     "cli": 8,
     "__init__": 9, "__main__": 9,  # the package facade sits above every layer

@@ -12,32 +12,20 @@ not fit, or was damaged, is the tool's error and leaves model, optimizer and RNG
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from ..errors import DiagError
+from ..lower.tensorfile import checksum, write_atomic
 
 RNG = "rng.torch"
-
-
-def checksum(tensors: dict[str, torch.Tensor]) -> str:
-    """SHA-256 over the tensors in name order: each one's name, dtype, shape, then its bytes."""
-    h = hashlib.sha256()
-    for name in sorted(tensors):
-        t = tensors[name].detach().cpu().contiguous()
-        h.update(f"{name}\0{str(t.dtype).removeprefix('torch.')}\0{list(t.shape)}\0".encode())
-        if t.numel():
-            h.update(t.reshape(-1).view(torch.uint8).numpy())
-    return "sha256:" + h.hexdigest()
 
 
 def save(path: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, meta: dict[str, Any]) -> None:
@@ -52,24 +40,7 @@ def save(path: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimi
             if torch.is_tensor(value):
                 tensors[f"optim.{pid}.{name}"] = value.detach().contiguous()
     tensors[RNG] = torch.get_rng_state()
-    meta = {**meta, "param_groups": opt["param_groups"], "checksum": checksum(tensors)}
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        os.close(fd)
-        save_file(tensors, tmp, metadata={"stringdiag": json.dumps(meta)})
-        with open(tmp, "rb") as f:  # on disk before it replaces the previous checkpoint
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        tmp = None
-    except (OSError, SafetensorError) as e:
-        reason = getattr(e, "strerror", None) or str(e)
-        raise DiagError(f"cannot write checkpoint {path}: {reason} (the previous checkpoint, if any, is kept)") \
-            from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+    write_atomic(path, tensors, {**meta, "param_groups": opt["param_groups"]}, "checkpoint")
 
 
 def read_meta(path: str | Path) -> dict[str, Any]:

@@ -1,0 +1,20 @@
+"""Constructions: architectures with weights written from a proof, not trained.
+
+``hardmax_classifier`` builds the exact sequence classifier of Alcalde, Fantuzzi and Zuazua (2025),
+Theorem 2.4, as a ``.diag`` chain of gallery/hardmax.diag's blocks with explicit float64 weights.
+The records and the input format import without torch; the construction itself loads it on use.
+"""
+from __future__ import annotations
+
+from .instance import FORMAT, Instance, Target, make_instance, read_instance
+
+__all__ = ["Construction", "hardmax_classifier", "write", "FORMAT", "Instance", "Target", "make_instance",
+           "read_instance"]
+
+
+def __getattr__(name: str):
+    if name in ("Construction", "hardmax_classifier", "write"):
+        from . import hardmax
+
+        return getattr(hardmax, name)
+    raise AttributeError(name)

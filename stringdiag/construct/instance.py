@@ -1,0 +1,163 @@
+"""A classification problem of Theorem 2.4: N labelled sequences in R^d and disjoint target sets.
+
+The target sets S^1..S^M are open balls (centre, radius > 0): open, so that landing in one is a
+strict inequality that float64 rounding of the readout cannot undo. Assumption i) is read on
+token *sets*: the transformer is permutation-equivariant and the readout (2.2) a mean, so two
+sequences that are one another's permutations cannot be told apart (our reading; the paper says
+"pairwise distinct" sequences).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import DiagError, Pos
+from .geometry import RELATIVE, distance, distinct
+
+FORMAT = """\
+FILE.json holds one object:
+  {"sequences": [{"label": "pos", "tokens": [[0.0, 1.0], [2.0, 0.5]]},
+                 {"label": "neg", "tokens": [[1.0, 1.0]]}, ...],
+   "targets": {"pos": {"center": [0, 3], "radius": 1},
+               "neg": {"center": [0, -3], "radius": 1}}}
+Each sequence is a non-empty list of tokens, points of R^d (d >= 2, the same d for all); a label is
+a string or an integer. "targets" gives each label its target set S^c, an open ball; the balls must
+be disjoint. Without "targets", the k-th label (in order of first use) gets the ball of radius 1/2
+around 2k e_1. Theorem 2.4 assumes i) the sequences pairwise distinct (here: as sets of tokens, since
+a transformer with a mean readout cannot tell a sequence from its permutations) and ii) the tokens
+of each sequence pairwise distinct; points closer than 1e-9 of the data's scale count as equal."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """An open ball S^c = {y : |y - centre| < radius}."""
+
+    centre: np.ndarray = field(repr=False)
+    radius: float
+
+    def holds(self, y: np.ndarray) -> bool:
+        return float(np.linalg.norm(np.asarray(y) - self.centre)) < self.radius
+
+
+@dataclass(frozen=True)
+class Instance:
+    sequences: tuple[np.ndarray, ...] = field(repr=False)
+    labels: tuple[str, ...]
+    targets: dict[str, Target]
+
+    @property
+    def d(self) -> int:
+        return self.sequences[0].shape[1]
+
+
+def _points(raw, what: str) -> np.ndarray:
+    ok = isinstance(raw, list) and raw and all(isinstance(t, list) for t in raw)
+    ok = ok and all(isinstance(x, (int, float)) and not isinstance(x, bool) for t in raw for x in t)
+    if not ok or len({len(t) for t in raw}) != 1:
+        raise DiagError(f"{what} is not a non-empty list of tokens, each a list of the same number of numbers")
+    arr = np.array(raw, dtype=np.float64)
+    if not np.isfinite(arr).all():
+        raise DiagError(f"{what} has a number that is not finite")
+    return arr
+
+
+def _label(raw, what: str) -> str:
+    if isinstance(raw, bool) or not isinstance(raw, (str, int)):
+        raise DiagError(f"{what} has no label (a string or an integer)")
+    return str(raw)
+
+
+def default_targets(labels, d: int) -> dict[str, Target]:
+    order = list(dict.fromkeys(labels))
+    return {c: Target(np.eye(d)[0] * 2.0 * k, 0.5) for k, c in enumerate(order)}
+
+
+def _target(raw, label: str, d: int) -> Target:
+    what = f"the target of label {json.dumps(label)}"
+    if not isinstance(raw, dict) or set(raw) != {"center", "radius"}:
+        raise DiagError(f'{what} is not an object {{"center": [...], "radius": r}}')
+    centre = _points([raw["center"]], f"{what}'s center")[0]
+    r = raw["radius"]
+    if centre.shape != (d,):
+        raise DiagError(f"{what} has a center in R^{centre.shape[0]}, but the tokens are in R^{d}")
+    if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r <= 0:
+        raise DiagError(f"{what} has radius {json.dumps(r)}; an open ball needs a finite radius > 0")
+    return Target(centre, float(r))
+
+
+def make_instance(sequences, labels, targets=None) -> Instance:
+    """The checked instance (raises DiagError naming the violated assumption)."""
+    seqs = tuple(_points(getattr(s, "tolist", lambda s=s: s)(), f"sequence {n + 1}") for n, s in enumerate(sequences))
+    labs = tuple(_label(c, f"sequence {n + 1}") for n, c in enumerate(labels))
+    if not seqs or len(seqs) != len(labs):
+        raise DiagError(f"{len(seqs)} sequences but {len(labs)} labels; give one label per sequence, N >= 1")
+    d = seqs[0].shape[1]
+    if any(s.shape[1] != d for s in seqs):
+        n = next(n for n, s in enumerate(seqs) if s.shape[1] != d)
+        raise DiagError(f"sequence {n + 1} has tokens in R^{seqs[n].shape[1]}, sequence 1 in R^{d}")
+    if d < 2:
+        raise DiagError(f"the tokens are in R^{d}; Theorem 2.4 needs d >= 2")
+    tg = default_targets(labs, d) if targets is None else {
+        str(c): t if isinstance(t, Target) else _target(t, str(c), d) for c, t in targets.items()}
+    inst = Instance(seqs, labs, tg)
+    check(inst)
+    return inst
+
+
+def check(inst: Instance) -> None:
+    """Theorem 2.4's assumptions, and that the target sets are disjoint and cover every label."""
+    tol = RELATIVE * max(float(np.abs(np.concatenate(inst.sequences)).max()), 1e-300)
+    for n, s in enumerate(inst.sequences):
+        if not distinct(s, tol):
+            i, j = next((i, j) for i in range(len(s)) for j in range(i) if np.abs(s[i] - s[j]).max() <= tol)
+            raise DiagError(f"sequence {n + 1} repeats the token {s[i].tolist()} (tokens {j + 1} and {i + 1}): "
+                            "Theorem 2.4 assumes ii) the tokens within each sequence pairwise distinct")
+        for m in range(n):
+            t = inst.sequences[m]
+            if len(s) == len(t) and all(distance(s[i:i + 1], t) <= tol for i in range(len(s))):
+                raise DiagError(f"sequences {m + 1} and {n + 1} have the same tokens"
+                                + (" (in another order)" if not np.array_equal(s, t) else "")
+                                + ": Theorem 2.4 assumes i) the sequences pairwise distinct (as sets of tokens: "
+                                "the mean readout of a transformer cannot tell a sequence from its permutations)")
+    missing = [c for c in dict.fromkeys(inst.labels) if c not in inst.targets]
+    if missing:
+        raise DiagError(f"label {json.dumps(missing[0])} has no target set")
+    names = list(inst.targets)
+    for a in range(len(names)):
+        for b in range(a):
+            ta, tb = inst.targets[names[a]], inst.targets[names[b]]
+            if np.linalg.norm(ta.centre - tb.centre) < ta.radius + tb.radius:
+                raise DiagError(f"the target sets of labels {json.dumps(names[b])} and {json.dumps(names[a])} "
+                                "overlap: Theorem 2.4 needs disjoint sets S^1..S^M")
+
+
+def read_instance(path: str | Path) -> Instance:
+    """An instance from FILE.json (the format is FORMAT); bad JSON is reported at its line and column."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise DiagError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DiagError(f"not valid JSON: {e.msg}", Pos(str(path), e.lineno, e.colno), text) from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("sequences"), list) or set(raw) - {"sequences", "targets"}:
+        raise DiagError(f'{path}: expected an object {{"sequences": [...], "targets": {{...}}}} (see --help)')
+    items = raw["sequences"]
+    bad = next((n for n, it in enumerate(items) if not isinstance(it, dict) or set(it) != {"label", "tokens"}), None)
+    if bad is not None:
+        raise DiagError(f'{path}: sequence {bad + 1} is not an object {{"label": ..., "tokens": [[...], ...]}}')
+    seqs = [_points(it["tokens"], f"{path}: sequence {n + 1}") for n, it in enumerate(items)]
+    labels = [_label(it["label"], f"{path}: sequence {n + 1}") for n, it in enumerate(items)]
+    targets = raw.get("targets")
+    if targets is not None and not isinstance(targets, dict):
+        raise DiagError(f'{path}: "targets" is not an object from labels to balls')
+    try:
+        return make_instance(seqs, labels, targets)
+    except DiagError as e:
+        raise DiagError(f"{path}: {e.message}") from None
