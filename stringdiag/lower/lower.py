@@ -84,6 +84,16 @@ class Call:
     def constant(self, c) -> Any:
         return self.low.const_value(c)
 
+    def literal(self, port: int) -> float | None:
+        """The value of an input that a constant box gives, known when compiling (layer norm's
+        eps), or None if it is computed."""
+        d = self.low.d
+        p = d.producer(d.box_inputs(self.b)[port][0])
+        if p is None or d.box(p)["box"] != "const":
+            return None
+        v = self.low.const_value(d.box(p)["value"])
+        return float(v) if isinstance(v, (int, float)) else None
+
     def sqrt(self, name: str) -> Any:
         return self.constant(("sqrt", ("dim", self.generics[name])))
 

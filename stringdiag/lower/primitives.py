@@ -12,6 +12,7 @@ from typing import Callable
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from ..errors import DiagError
 
@@ -201,3 +202,12 @@ def bounded(t: torch.Tensor, sizes: list, bounds: list, names: list, op: str) ->
                             f"but this input has {int(n)}")
         index.append(slice(None) if bound is None else slice(0, n))
     return t[tuple(index)]
+
+
+class LayerNormEps(nn.LayerNorm):
+    """Layer norm whose eps is a tensor computed at run time (one per position), as the
+    prelude's ``layernorm_eps`` body reads it; a constant eps compiles to ``nn.LayerNorm``."""
+
+    def forward(self, x: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        c = x - x.mean(-1, keepdim=True)
+        return c / torch.sqrt((c * c).mean(-1, keepdim=True) + eps[..., None]) * self.weight + self.bias
