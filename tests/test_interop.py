@@ -184,3 +184,26 @@ def test_load_weights_lists_every_problem_and_changes_nothing():
     assert all(torch.equal(v, before[k]) for k, v in m.state_dict().items())
     stringdiag.load_weights(m, ref, {"again": None, "extra": None}, transpose=["A.*"])  # the fix loads
     assert torch.equal(m.A.weight, ref["A.weight"].T)
+
+
+def test_a_bounded_tensor_inside_a_definition_used_over_another_length():
+    """The definition's seq dimension s is a parameter: used over t, its E is still held at 6."""
+    prog = stringdiag.loads("""dim s, t : seq
+dim d, r : fixed
+diagram P(x: [s, d]) -> [r, d] {
+  learn E : -> [r, s] where s <= 6
+  y[c, f] = sum_j E()[c, j] * x[j, f]
+  return y
+}
+diagram Q(x: [t, d]) -> [r, d] {
+  first = P(x)
+  return first
+}
+""")
+    m = stringdiag.compile(prog["Q"], dims=dict(d=3, r=2), dtype=torch.float64)
+    w = m.first.E.weight
+    assert w.shape == (2, 6) and parameter_count(prog["Q"], dict(d=3, r=2), "linear") == n_params(m) == 12
+    x = randn(1, 5, 3)
+    assert torch.allclose(m(x), w[:, :5] @ x, rtol=1e-12, atol=1e-12)
+    with pytest.raises(DiagError, match="but this input has 8"):
+        m(randn(1, 8, 3))

@@ -61,9 +61,9 @@ def compiled(file: str, name: str, dims: dict) -> nn.Module:
     return stringdiag.compile(prog[name], dims=dims, approximator="linear", dtype=torch.float64)
 
 
-# -- torch.nn.TransformerEncoderLayer into gallery/transformer.diag EncoderLayer -----------------------
-# The gallery's layer is pre-norm (x + Att(LN(x)), Khatri et al. Example 2.1) with a ReLU
-# feed-forward: norm_first=True, activation relu. (The gallery has no post-norm layer.)
+# -- torch.nn.TransformerEncoderLayer into gallery/transformer.diag ------------------------------------
+# EncoderLayer is pre-norm (x + Att(LN(x)), Khatri et al. Example 2.1) with a ReLU feed-forward;
+# EncoderLayerPostNorm is Vaswani et al.'s LN(x + Att(x)) with the exact GELU.
 TORCH_MAP = {
     "self_attn.in_proj_weight": ["WQ.weight", "WK.weight", "WV.weight"],
     "self_attn.in_proj_bias": ["WQ.bias", "WK.bias", "WV.bias"],
@@ -75,14 +75,17 @@ TORCH_MAP = {
 }
 
 
-def test_torch_transformer_encoder_layer_ports_into_the_gallery_encoder_layer():
+@pytest.mark.parametrize("name, norm_first, activation", [("EncoderLayer", True, "relu"),
+                                                           ("EncoderLayerPostNorm", False, "gelu")])
+def test_torch_transformer_encoder_layer_ports_into_the_gallery(name, norm_first, activation):
     h, dh, df = 2, 3, 8
-    ref = nn.TransformerEncoderLayer(h * dh, h, dim_feedforward=df, dropout=0.0, activation="relu",
-                                     batch_first=True, norm_first=True, dtype=torch.float64)
+    ref = nn.TransformerEncoderLayer(h * dh, h, dim_feedforward=df, dropout=0.0, activation=activation,
+                                     batch_first=True, norm_first=norm_first, dtype=torch.float64)
     randomise(ref, 1)
-    ours = compiled("transformer.diag", "EncoderLayer", dict(h=h, dh=dh, dm=h * dh, df=df))
-    mapping = {k: v if len(v) > 1 else v[0] for k, v in TORCH_MAP.items()}
-    stringdiag.load_weights(ours, ref.state_dict(), mapping)
+    ours = compiled("transformer.diag", name, dict(h=h, dh=dh, dm=h * dh, df=df))
+    stringdiag.load_weights(ours, ref.state_dict(), {  # as the README writes it
+        "self_attn.in_proj_*": ["WQ.*", "WK.*", "WV.*"], "self_attn.out_proj.*": "WO.*",
+        "linear1.*": "W1.*", "linear2.*": "W2.*", "norm1.*": "n1.*", "norm2.*": "n2.*"})
     x = torch.randn(2, 5, h * dh, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     compare(ours, ref, ref, x, TORCH_MAP, set())
 

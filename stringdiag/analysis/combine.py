@@ -613,10 +613,10 @@ def parameter_count(d: Diagram, dims: Mapping[str, int], approximator: Any = "ml
     def size(x: Diagram, b: int, env: Mapping[str, int | None]) -> int:
         n_in, n_out = len(x.box_inputs(b)), len(x.box_outputs(b))
         ref = x.box(b).get("ref")
-        bounds = dict(getattr(ref, "bounds", ()))  # a bounded seq axis is held at its bound
+        bounds = ref.axis_bounds() if hasattr(ref, "axis_bounds") else ()  # a bounded seq axis: held at its bound
         ins = [tuple(_evaluate(dim, env) for dim in x.local_in_type(b, k)) for k in range(n_in)]
-        outs = [tuple(bounds.get(dim.name) or _evaluate(dim, env) for dim in x.local_out_type(b, k))
-                for k in range(n_out)]
+        outs = [tuple(bounds[i] if i < len(bounds) and bounds[i] else _evaluate(dim, env)
+                      for i, dim in enumerate(x.local_out_type(b, k))) for k in range(n_out)]
         return _box_parameters(ins, outs, make, cache, getattr(ref, "via", None))
 
     def local(x: Diagram, env: dict[str, int | None], bound: tuple) -> int:

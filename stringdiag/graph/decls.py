@@ -56,6 +56,12 @@ class BoxDecl:
     via: Approximator | None = None
     bounds: tuple[tuple[str, int], ...] = ()  # (seq dimension, largest length) of a learnable tensor
 
+    def axis_bounds(self) -> tuple[int | None, ...]:
+        """The largest length of each axis of a learnable tensor (None: not bounded; empty if
+        none is), by axis: a use inside a definition may call the bounded dimension otherwise."""
+        bounds = dict(self.bounds)
+        return tuple(bounds.get(dim.name) for dim in self.outs[0]) if bounds else ()
+
     def signature(self) -> str:
         g = f"<{', '.join(self.generics)}>" if self.generics else ""
         ins = ", ".join(show_type(t) for t in self.ins)

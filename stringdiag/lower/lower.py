@@ -265,10 +265,10 @@ class Lowering:
     def local_shapes(self, b: int, outputs: bool) -> list[tuple[int, ...]]:
         d = self.d
         what = f"learnable box '{d.box(b)['op']}'"
-        bounds = dict(getattr(d.box(b).get("ref"), "bounds", ()))
-        if outputs:  # a bounded seq axis is sized by its bound (longest, bounded)
-            return [tuple(bounds.get(x.name) or self.static(x, what) for x in d.local_out_type(b, p))
-                    for p in range(len(d.box_outputs(b)))]
+        if outputs:  # a bounded seq axis is sized by its bound (see bounded)
+            bounds = _axis_bounds(d.box(b))
+            return [tuple(bounds[i] if i < len(bounds) and bounds[i] else self.static(x, what)
+                          for i, x in enumerate(d.local_out_type(b, p))) for p in range(len(d.box_outputs(b)))]
         return [tuple(self.static(x, what) for x in d.local_in_type(b, p)) for p in range(len(d.box_inputs(b)))]
 
     def emit(self, b: int, value: fx.Node) -> None:
@@ -347,7 +347,7 @@ class Lowering:
                                 "learnable tensor per output", node["pos"])
             mod = self.register(weight_key(node), lambda: LearnableTensor(outs[0]))
             t = self.g.create_node("call_module", mod, (), name=name)
-            return self.bounded(b, t) if getattr(node.get("ref"), "bounds", ()) else t
+            return self.bounded(b, t) if any(_axis_bounds(node)) else t
         mod, ins, outs = self.approximator(b)
         xs = self.aligned(b)
         if len(ins) == 1 and len(ins[0]) == 1 and len(outs) == 1 and len(outs[0]) == 1:
@@ -358,11 +358,9 @@ class Lowering:
         """A learnable tensor over a bounded seq axis (``where s <= 512``), held at its largest
         length, sliced to the length of the run (an error past the bound)."""
         node = self.d.box(b)
-        bounds = dict(node["ref"].bounds)
-        ty = self.d.local_out_type(b, 0)
-        sizes = [self.size(dim) if dim.name in bounds else None for dim in ty]
-        return self.g.call_function(P.bounded, (t, sizes, [bounds.get(dim.name) for dim in ty],
-                                                [dim.name for dim in ty], node["op"]))
+        bounds, ty = _axis_bounds(node), self.d.local_out_type(b, 0)
+        sizes = [self.size(dim) if m else None for dim, m in zip(ty, bounds)]
+        return self.g.call_function(P.bounded, (t, sizes, list(bounds), [str(dim) for dim in ty], node["op"]))
 
     def approximator(self, b: int) -> tuple[str, list, list]:
         """The module of a learnable box's weight set (made by the policy on first use), and
@@ -402,6 +400,12 @@ class Lowering:
             raise DiagError(f"'{node['op']}' cannot be scanned by the compiler", node["pos"])
         return self.g.call_function(P.scan, (cell, xs[0], xs[1:], len(ins[0]), [len(t) for t in ins[1:]], steps,
                                              [len(t) for t in outs[1:]]))
+
+
+def _axis_bounds(node: Mapping) -> tuple:
+    """Per output axis of a learnable box, its largest length (``where s <= 512``) or None."""
+    ref = node.get("ref")
+    return ref.axis_bounds() if hasattr(ref, "axis_bounds") else ()
 
 
 def _flatten_batch(x: torch.Tensor, rank: int):
