@@ -16,7 +16,7 @@ from .graph.diagram import Diagram
 from .graph.program import Program, load, loads
 from .version import __version__
 
-__all__ = ["DiagError", "Pos", "Diagram", "Program", "load", "loads", "compile", "__version__"]
+__all__ = ["DiagError", "Pos", "Diagram", "Program", "load", "loads", "compile", "load_weights", "__version__"]
 
 
 def compile(diagram: Diagram, dims: dict | None = None, approximator="mlp", dtype=None, fast: bool = True):
@@ -27,6 +27,15 @@ def compile(diagram: Diagram, dims: dict | None = None, approximator="mlp", dtyp
     from .lower import compile as lower
 
     return lower(diagram, dims=dims, approximator=approximator, dtype=dtype, fast=fast)
+
+
+def load_weights(module, state_dict, mapping=None, transpose=()) -> None:
+    """Copy a reference model's ``state_dict`` into a compiled diagram, names mapped by
+    ``mapping`` (a dict of names or ``*`` globs, or a callable); all or nothing, with every
+    unmatched or mis-shaped tensor named (see :mod:`stringdiag.lower.porting`)."""
+    from .lower.porting import load_weights as load
+
+    load(module, state_dict, mapping, transpose)
 
 
 def _repr_svg_(diagram: Diagram) -> str:

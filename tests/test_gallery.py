@@ -32,6 +32,7 @@ SIGNATURES = {
         "CausalLinearAttention": "[s, d] -> [s, d]",
     },
     "bahdanau.diag": {"Bahdanau": "[s, d], [t, e] -> [t, o]"},
+    "gpt2.diag": {"GPT2Block": "[s, d] -> [s, d]"},
     "splines.diag": {
         "ReluAttention": "[s, d] -> [s, m]",
         "MaskedReluAttention": "[s, d] -> [s, m]",
@@ -72,7 +73,7 @@ def test_every_promised_file_is_there():
 
 
 # the works the gallery reproduces, as its header comments cite them (README, References)
-CITED = ("Khatri et al.", "Lai, Lim and Liu", "Alcalde, Fantuzzi and Zuazua", "Alberti", "lecture slides")
+CITED = ("Khatri et al.", "Lai, Lim and Liu", "Alcalde, Fantuzzi and Zuazua", "Alberti", "lecture slides", "Radford")
 
 
 def cites_a_paper(head: str) -> bool:

@@ -54,6 +54,14 @@ def linear(q, k, v=None):
     return e @ v if v is not None else e.sum(-1)
 
 
+def layer_norm(x, eps, gain, bias):
+    """Layer norm with one eps per position (eps has x's shape less its last axis)."""
+    c = x - x.mean(-1, keepdim=True)
+    return c / torch.sqrt((c * c).mean(-1, keepdim=True) + eps[..., None]) * gain + bias
+
+
+POSITIVE_INPUTS = {"layernorm_eps": (1,)}  # inputs that must be positive (an eps under a square root)
+
 Reference = Callable[[list, dict, dict], torch.Tensor]
 REFERENCE: dict[str, Reference] = {
     "softmax": lambda xs, s, w: torch.softmax(xs[0], dim=-1),
@@ -63,6 +71,7 @@ REFERENCE: dict[str, Reference] = {
     "sum": lambda xs, s, w: xs[0].sum(dim=-1),
     "elu1": lambda xs, s, w: F.elu(xs[0]) + 1,
     "layernorm": lambda xs, s, w: F.layer_norm(xs[0], (xs[0].shape[-1],), w["gain"], w["bias"], eps=EPS),
+    "layernorm_eps": lambda xs, s, w: layer_norm(xs[0], xs[1], w["gain"], w["bias"]),
     "sdpa": lambda xs, s, w: attention(*xs, 1 / math.sqrt(s["c"])),
     "causal_sdpa": lambda xs, s, w: attention(*xs, 1 / math.sqrt(s["c"]), causal=True),
     "causal_linear_attention": lambda xs, s, w: linear(*xs),
@@ -109,7 +118,7 @@ def tie(name: str, native: nn.Module, opened: nn.Module, gen: torch.Generator) -
     pn, po = dict(native.named_parameters()), dict(opened.named_parameters())
     if not pn and not po:
         return {}
-    if name == "layernorm":
+    if name in ("layernorm", "layernorm_eps"):
         (ln,) = [m for m in native.modules() if isinstance(m, nn.LayerNorm)]
         gamma = [m for k, m in opened.named_modules() if isinstance(m, LearnableTensor) and k.endswith("gamma")]
         beta = [m for k, m in opened.named_modules() if isinstance(m, LearnableTensor) and k.endswith("beta")]
@@ -130,11 +139,11 @@ def tie(name: str, native: nn.Module, opened: nn.Module, gen: torch.Generator) -
 def inputs(d, sizes: dict, gen: torch.Generator, magnitude: float = 1.0) -> list[torch.Tensor]:
     """Random float64 inputs with two leading batch axes, some entries far from zero."""
     xs = []
-    for t in d.input_types:
+    for k, t in enumerate(d.input_types):
         shape = (2, 3, *[dim.evaluate(sizes) for dim in t])
         x = torch.randn(*shape, generator=gen, dtype=torch.float64) * magnitude
         x += (torch.rand(*shape, generator=gen, dtype=torch.float64) < 0.1) * 4 * magnitude  # outliers
-        xs.append(x)
+        xs.append(x.abs() + 1e-3 if k in POSITIVE_INPUTS.get(d.name, ()) else x)
     return xs
 
 

@@ -36,6 +36,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
+from ..graph.decls import Approximator
 from ..graph.diagram import Diagram
 from ..graph.types import Dim, show_type, substitute_type
 from ..errors import DiagError
@@ -488,7 +489,10 @@ def weights(d: Diagram, through: Callable[[Mapping], bool] = _inlined) -> tuple[
 def _signature(d: Diagram, b: int, sub: Mapping[str, Dim]) -> str:
     ins = ", ".join(show_type(substitute_type(d.local_in_type(b, k), sub)) for k in range(len(d.box_inputs(b))))
     outs = ", ".join(show_type(substitute_type(d.local_out_type(b, k), sub)) for k in range(len(d.box_outputs(b))))
-    return f"{ins} -> {outs}".strip()
+    ref = d.box(b).get("ref")  # what a learnable box's declaration adds: its approximator, its bounds
+    extra = ([ref.via.show()] if getattr(ref, "via", None) else []) + \
+        [f"where {', '.join(f'{n} <= {m}' for n, m in ref.bounds)}"] * bool(getattr(ref, "bounds", ()))
+    return " ".join([f"{ins} -> {outs}".strip()] + extra)
 
 
 # at most this many weight sets are listed one by one; beyond, local ones are grouped by declaration
@@ -558,15 +562,24 @@ def learnables(d: Diagram, limit: int = LIST_LIMIT) -> list[dict]:
 # -- parameters --------------------------------------------------------------------------------
 
 def _box_parameters(shapes_in: list[tuple[int, ...]], shapes_out: list[tuple[int, ...]], make: Callable,
-                    cache: dict) -> int:
-    """Parameters of the module lower/ makes for a learnable box of these local shapes."""
+                    cache: dict, via: Approximator | None = None) -> int:
+    """Parameters of the module lower/ makes for a learnable box of these local shapes (by
+    its own ``via`` clause if it has one, else by the policy's ``make``)."""
     if not shapes_in:
         return sum(math.prod(s) for s in shapes_out)  # a LearnableTensor
     n_in, n_out = sum(math.prod(s) for s in shapes_in), sum(math.prod(s) for s in shapes_out)
-    key = (n_in, n_out)
+    key = (n_in, n_out, via)
     if key not in cache:
-        cache[key] = make(n_in, n_out)
+        cache[key] = make(n_in, n_out) if via is None else via_parameters(via, n_in, n_out)
     return cache[key]
+
+
+def via_parameters(via: Approximator, i: int, o: int) -> int:
+    """Parameters of ``via linear(...)`` / ``via mlp(...)`` (lower/approximators.py per_box)."""
+    if via.policy == "linear":
+        return i * o + (o if via.bias else 0)
+    h = via.hidden or i
+    return i * h + h * o + (h + o if via.bias else 0)
 
 
 # Parameters of the modules lower/ builds for each approximator policy, by feature counts
@@ -599,9 +612,12 @@ def parameter_count(d: Diagram, dims: Mapping[str, int], approximator: Any = "ml
 
     def size(x: Diagram, b: int, env: Mapping[str, int | None]) -> int:
         n_in, n_out = len(x.box_inputs(b)), len(x.box_outputs(b))
+        ref = x.box(b).get("ref")
+        bounds = ref.axis_bounds() if hasattr(ref, "axis_bounds") else ()  # a bounded seq axis: held at its bound
         ins = [tuple(_evaluate(dim, env) for dim in x.local_in_type(b, k)) for k in range(n_in)]
-        outs = [tuple(_evaluate(dim, env) for dim in x.local_out_type(b, k)) for k in range(n_out)]
-        return _box_parameters(ins, outs, make, cache)
+        outs = [tuple(bounds[i] if i < len(bounds) and bounds[i] else _evaluate(dim, env)
+                      for i, dim in enumerate(x.local_out_type(b, k))) for k in range(n_out)]
+        return _box_parameters(ins, outs, make, cache, getattr(ref, "via", None))
 
     def local(x: Diagram, env: dict[str, int | None], bound: tuple) -> int:
         """Parameters of the local weight sets of one instance of ``x`` (generics ``bound``)."""

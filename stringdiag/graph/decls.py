@@ -26,6 +26,23 @@ class DimDecl:
 
 
 @dataclass(frozen=True)
+class Approximator:
+    """``via linear(bias = false)``: the module one learnable box becomes, written in the file;
+    a box without one takes the policy given when compiling (``--approximator``)."""
+
+    policy: str  # a key of OPTIONS
+    bias: bool = True
+    hidden: int | None = None  # mlp: the hidden width (None: as wide as the input)
+
+    def show(self) -> str:
+        opts = ([] if self.bias else ["bias = false"]) + ([f"hidden = {self.hidden}"] if self.hidden else [])
+        return f"via {self.policy}" + (f"({', '.join(opts)})" if opts else "")
+
+
+OPTIONS = {"linear": ("bias",), "mlp": ("bias", "hidden")}  # the options each policy takes
+
+
+@dataclass(frozen=True)
 class BoxDecl:
     """A declared box: learnable (``learn``), abstract family (``abstract``) or ``fixed``."""
 
@@ -36,6 +53,14 @@ class BoxDecl:
     outs: tuple[TensorType, ...]
     pos: Pos | None
     local: bool = False  # declared inside a diagram: fresh weights for each use of it
+    via: Approximator | None = None
+    bounds: tuple[tuple[str, int], ...] = ()  # (seq dimension, largest length) of a learnable tensor
+
+    def axis_bounds(self) -> tuple[int | None, ...]:
+        """The largest length of each axis of a learnable tensor (None: not bounded; empty if
+        none is), by axis: a use inside a definition may call the bounded dimension otherwise."""
+        bounds = dict(self.bounds)
+        return tuple(bounds.get(dim.name) for dim in self.outs[0]) if bounds else ()
 
     def signature(self) -> str:
         g = f"<{', '.join(self.generics)}>" if self.generics else ""
@@ -187,13 +212,58 @@ def box_decls(item: A.BoxDecl, prog: Program, local: bool, outer_generics=()) ->
     if local and box != "learn":
         raise DiagError(f"only learnable boxes can be declared inside a diagram, not '{box}'",
                         item.kind.pos, prog.source)
+    via = approximator(item.via, prog) if item.via is not None else None
+    if (via is not None or item.bounds) and box != "learn":
+        at = item.via.pos if item.via is not None else item.bounds[0].pos
+        raise DiagError(f"only a learnable box has an approximator or a largest length, not '{box}'", at, prog.source)
     decls = []
     for dn in item.names:
         generics = generic_names(dn.generics, prog)
         scope = set(generics) | set(outer_generics)
-        decls.append(BoxDecl(dn.name.text, box, generics, type_list(item.ins, prog, scope),
-                             type_list(item.outs, prog, scope), dn.name.pos, local))
+        ins, outs = type_list(item.ins, prog, scope), type_list(item.outs, prog, scope)
+        if via is not None and not ins:
+            raise DiagError(f"'{dn.name.text}' has no inputs: a learnable tensor has no approximator", item.via.pos,
+                            prog.source)
+        decls.append(BoxDecl(dn.name.text, box, generics, ins, outs, dn.name.pos, local, via,
+                             bounds(item, ins, outs, prog)))
     return decls
+
+
+def approximator(v: A.Via, prog: Program) -> Approximator:
+    """Read ``via POLICY(OPTION = VALUE, ...)``, checking each option against its policy."""
+    policy = v.policy.text
+    if policy not in OPTIONS:
+        raise DiagError(f"unknown approximator '{policy}': use one of {', '.join(OPTIONS)}{suggest(policy, list(OPTIONS))}",
+                        v.policy.pos, prog.source)
+    values: dict = {}
+    for opt in v.options:
+        name, val = opt.name.text, opt.value
+        if name not in OPTIONS[policy] or name in values:
+            what = "is given twice" if name in values else f"is not an option of '{policy}' ({', '.join(OPTIONS[policy])})"
+            raise DiagError(f"'{name}' {what}", opt.name.pos, prog.source)
+        if name == "bias" and isinstance(val, A.Name) and val.text in ("true", "false"):
+            values[name] = val.text == "true"
+        elif name == "hidden" and isinstance(val, A.Number) and val.text.isdigit() and 0 < int(val.text) < 2**31:
+            values[name] = int(val.text)
+        else:
+            want = "true or false" if name == "bias" else "a positive integer"
+            raise DiagError(f"'{name}' takes {want}, not '{getattr(val, 'text', val)}'", val.pos, prog.source)
+    return Approximator(policy, **values)
+
+
+def bounds(item: A.BoxDecl, ins: tuple, outs: tuple, prog: Program) -> tuple[tuple[str, int], ...]:
+    """``where s <= 512``: each a seq dimension of a learnable tensor's type, bounded once."""
+    out: dict[str, int] = {}
+    for b in item.bounds:
+        name, decl = b.dim.text, prog.lookup_dim(b.dim.text)
+        if ins or decl is None or decl.kind != "seq" or not any(dim.name == name for t in outs for dim in t):
+            raise DiagError(f"'{name}' must be a seq dimension that is an axis of a learnable tensor (a box without "
+                            "inputs) to have a largest length", b.dim.pos, prog.source)
+        if name in out or not b.limit.text.isdigit() or not 0 < int(b.limit.text) < 2**31:
+            raise DiagError(f"the largest length of '{name}' must be given once, as a positive integer",
+                            b.limit.pos, prog.source)
+        out[name] = int(b.limit.text)
+    return tuple(out.items())
 
 
 def suggest(name: str, candidates: list[str]) -> str:

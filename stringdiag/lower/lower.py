@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import operator
-import re
 from typing import Any, Mapping
 
 import torch
@@ -25,8 +24,9 @@ from ..graph import constants
 from ..graph.diagram import Diagram
 from ..graph.types import Dim
 from ..graph.weights import weight_key
+from . import names as N
 from . import primitives as P
-from .approximators import LearnableTensor, Policy, factory
+from .approximators import LearnableTensor, Policy, factory, per_box
 from .fastpath import fuse, fused
 from .table import PRIMITIVES
 from .table import native as native_use
@@ -46,14 +46,11 @@ def compile(diagram: Diagram, dims: Mapping[str, int] | None = None, approximato
     With ``fast`` and ``native``, the rules of ``rules/fastpath.rules`` first replace softmax
     and causal linear attention by fused processes (``F.scaled_dot_product_attention``, say).
     """
-    root = nn.Module()
-    gm = Lowering(diagram, dict(dims or {}), factory(approximator), root, {}, fast, native).module()
+    gm = Lowering(diagram, dict(dims or {}), factory(approximator), nn.Module(), {}, fast, native).module()
     return gm.to(dtype) if dtype is not None else gm
 
 
-def _ident(text: str) -> str:
-    s = re.sub(r"\W+", "_", text).strip("_") or "p"
-    return s if not s[0].isdigit() else "p" + s
+_ident = N.ident
 
 
 class Call:
@@ -87,6 +84,16 @@ class Call:
     def constant(self, c) -> Any:
         return self.low.const_value(c)
 
+    def literal(self, port: int) -> float | None:
+        """The value of an input that a constant box gives, known when compiling (layer norm's
+        eps), or None if it is computed."""
+        d = self.low.d
+        p = d.producer(d.box_inputs(self.b)[port][0])
+        if p is None or d.box(p)["box"] != "const":
+            return None
+        v = self.low.const_value(d.box(p)["value"])
+        return float(v) if isinstance(v, (int, float)) else None
+
     def sqrt(self, name: str) -> Any:
         return self.constant(("sqrt", ("dim", self.generics[name])))
 
@@ -112,15 +119,19 @@ class Lowering:
     """One diagram being lowered into one fx graph (a scanned definition gets its own)."""
 
     def __init__(self, diagram: Diagram, dims: dict[str, int], make, root: nn.Module, registry: dict,
-                 fast: bool = True, native: bool = True, path: str = ""):
+                 fast: bool = True, native: bool = True, path: str = "", sites: dict | None = None):
         self.src = diagram
         self.native_prelude = native  # lower NATIVE definitions directly, or open them
         self.dims = dims
         self.make = make
         self.root = root
-        self.registry = registry  # weight set (weights.weight_key) -> attribute name on root
+        self.registry = registry  # weight set (weights.weight_key) -> its module, shared by every fx graph
+        self.attrs: dict[tuple, str] = {}  # weight set -> its attribute (a dotted path, names.py) on root
         fast = fast and native  # the fused processes are native: opened, they would be their bodies again
-        self.d = (fused(diagram) if fast else diagram).expand(keep=native_use if native else frozenset(), path=path)
+        top = fused(diagram) if fast else diagram
+        self.sites = N.sites(top) if sites is None else sites
+        self.prefix = N.dotted(path[:-1], self.sites) + "." if path else ""  # a scanned body's names are its own
+        self.d = top.expand(keep=native_use if native else frozenset(), path=path)
         if fast:
             fuse(self.d)
         self.g = fx.Graph()
@@ -224,7 +235,7 @@ class Lowering:
         gm = fx.GraphModule(self.root, g, class_name=_ident(self.src.name))
         gm.graph.eliminate_dead_code()  # what fused paths made unnecessary (a mask nothing reads, say)
         gm.recompile()
-        gm.weight_sets = dict(self.registry)  # weight set -> attribute: what an oracle matches weights by
+        gm.weight_sets = dict(self.attrs)  # weight set -> attribute: what an oracle matches weights by
         return gm
 
     # -- boxes ----------------------------------------------------------------------
@@ -254,8 +265,10 @@ class Lowering:
     def local_shapes(self, b: int, outputs: bool) -> list[tuple[int, ...]]:
         d = self.d
         what = f"learnable box '{d.box(b)['op']}'"
-        if outputs:
-            return [tuple(self.static(x, what) for x in d.local_out_type(b, p)) for p in range(len(d.box_outputs(b)))]
+        if outputs:  # a bounded seq axis is sized by its bound (see bounded)
+            bounds = _axis_bounds(d.box(b))
+            return [tuple(bounds[i] if i < len(bounds) and bounds[i] else self.static(x, what)
+                          for i, x in enumerate(d.local_out_type(b, p))) for p in range(len(d.box_outputs(b)))]
         return [tuple(self.static(x, what) for x in d.local_in_type(b, p)) for p in range(len(d.box_inputs(b)))]
 
     def emit(self, b: int, value: fx.Node) -> None:
@@ -313,15 +326,16 @@ class Lowering:
                                     name=_ident(self.out_name(b) or "einsum"))
 
     def register(self, key: tuple, make) -> str:
-        """The attribute holding the module for one set of weights (made on first use);
-        ``key`` is the set's identity (``weights.weight_key``), its last part its name."""
-        if key not in self.registry:
-            attr = _ident(str(key[-1]))
-            while hasattr(self.root, attr):
-                attr += "_"
-            self.root.add_module(attr, make())
-            self.registry[key] = attr
-        return self.registry[key]
+        """The attribute holding the module for one set of weights (made on first use, one
+        module wherever the set is used); ``key`` is the set's identity
+        (``weights.weight_key``), its last part the path that names it (``names.py``)."""
+        if key not in self.attrs:
+            if key not in self.registry:
+                self.registry[key] = make()
+            name = N.dotted(str(key[-1]), self.sites)
+            name = name[len(self.prefix):] if self.prefix and name.startswith(self.prefix) else name
+            self.attrs[key] = N.place(self.root, name, self.registry[key])
+        return self.attrs[key]
 
     def learnable(self, b: int) -> fx.Node:
         node = self.d.box(b)
@@ -332,19 +346,29 @@ class Lowering:
                 raise DiagError(f"learnable box '{node['op']}' has no inputs and several outputs; declare one "
                                 "learnable tensor per output", node["pos"])
             mod = self.register(weight_key(node), lambda: LearnableTensor(outs[0]))
-            return self.g.create_node("call_module", mod, (), name=name)
+            t = self.g.create_node("call_module", mod, (), name=name)
+            return self.bounded(b, t) if any(_axis_bounds(node)) else t
         mod, ins, outs = self.approximator(b)
         xs = self.aligned(b)
         if len(ins) == 1 and len(ins[0]) == 1 and len(outs) == 1 and len(outs[0]) == 1:
             return self.g.create_node("call_module", mod, (xs[0],), name=name)
         return self.g.call_function(P.learnable, (self.g.get_attr(mod), xs, [len(s) for s in ins], outs), name=name)
 
+    def bounded(self, b: int, t: fx.Node) -> fx.Node:
+        """A learnable tensor over a bounded seq axis (``where s <= 512``), held at its largest
+        length, sliced to the length of the run (an error past the bound)."""
+        node = self.d.box(b)
+        bounds, ty = _axis_bounds(node), self.d.local_out_type(b, 0)
+        sizes = [self.size(dim) if m else None for dim, m in zip(ty, bounds)]
+        return self.g.call_function(P.bounded, (t, sizes, list(bounds), [str(dim) for dim in ty], node["op"]))
+
     def approximator(self, b: int) -> tuple[str, list, list]:
         """The module of a learnable box's weight set (made by the policy on first use), and
         the box's local input and output shapes."""
         ins, outs = self.local_shapes(b, False), self.local_shapes(b, True)
         n_in, n_out = sum(math.prod(s) for s in ins), sum(math.prod(s) for s in outs)
-        return self.register(weight_key(self.d.box(b)), lambda: self.make(n_in, n_out)), ins, outs
+        make = per_box(getattr(self.d.box(b).get("ref"), "via", None), self.make)
+        return self.register(weight_key(self.d.box(b)), lambda: make(n_in, n_out)), ins, outs
 
     def primitive(self, b: int) -> fx.Node:
         """A fixed primitive or a native definition: its entry in the primitive table."""
@@ -367,13 +391,21 @@ class Lowering:
         elif node["box"] == "diagram":
             key = node.get("instance", node["op"])
             # the body's local weights belong to this instance: Cell#1/W, not W
-            sub = Lowering(node["ref"], self.dims, self.make, self.root, self.registry, native=self.native_prelude,
-                           path=f"{key}/")
-            cell = self.g.get_attr(self.register(("cell", key), sub.module))
+            sub = Lowering(node["ref"], self.dims, self.make, nn.Module(), self.registry, native=self.native_prelude,
+                           path=f"{key}/", sites=self.sites)
+            attr = self.register(("cell", key), sub.module)
+            self.attrs.update({k: f"{attr}.{a}" for k, a in sub.attrs.items() if k not in self.attrs})
+            cell = self.g.get_attr(attr)
         else:
             raise DiagError(f"'{node['op']}' cannot be scanned by the compiler", node["pos"])
         return self.g.call_function(P.scan, (cell, xs[0], xs[1:], len(ins[0]), [len(t) for t in ins[1:]], steps,
                                              [len(t) for t in outs[1:]]))
+
+
+def _axis_bounds(node: Mapping) -> tuple:
+    """Per output axis of a learnable box, its largest length (``where s <= 512``) or None."""
+    ref = node.get("ref")
+    return ref.axis_bounds() if hasattr(ref, "axis_bounds") else ()
 
 
 def _flatten_batch(x: torch.Tensor, rank: int):

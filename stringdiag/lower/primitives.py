@@ -12,6 +12,9 @@ from typing import Callable
 
 import torch
 import torch.nn.functional as F
+from torch import nn
+
+from ..errors import DiagError
 
 Tensor = torch.Tensor
 
@@ -187,3 +190,24 @@ def _blocks(x: Tensor, size: int) -> Tensor:
     if pad:
         x = F.pad(x, (0, 0, 0, pad))
     return x.unflatten(-2, (-1, size))
+
+
+def bounded(t: torch.Tensor, sizes: list, bounds: list, names: list, op: str) -> torch.Tensor:
+    """A learnable tensor ``[1, *axes]`` held at the largest lengths of its bounded seq axes
+    (``learn E : -> [s, k] where s <= 512``), sliced to this run's lengths ``sizes``."""
+    index: list = [slice(None)]
+    for n, bound, name in zip(sizes, bounds, names):
+        if bound is not None and int(n) > bound:
+            raise DiagError(f"'{op}' holds at most {bound} positions along '{name}' (where {name} <= {bound}), "
+                            f"but this input has {int(n)}")
+        index.append(slice(None) if bound is None else slice(0, n))
+    return t[tuple(index)]
+
+
+class LayerNormEps(nn.LayerNorm):
+    """Layer norm whose eps is a tensor computed at run time (one per position), as the
+    prelude's ``layernorm_eps`` body reads it; a constant eps compiles to ``nn.LayerNorm``."""
+
+    def forward(self, x: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        c = x - x.mean(-1, keepdim=True)
+        return c / torch.sqrt((c * c).mean(-1, keepdim=True) + eps[..., None]) * self.weight + self.bias

@@ -46,6 +46,15 @@ def _layernorm(c: "Call") -> fx.Node:
     return c.module(lambda: nn.LayerNorm(n), c.x)
 
 
+def _layernorm_eps(c: "Call") -> fx.Node:
+    """Layer norm with eps an input: torch's fused one when eps is a constant, else eps read
+    per position (``P.LayerNormEps``); parameters named as torch's (weight, bias) either way."""
+    n, eps = c.static("n"), c.literal(1)
+    if eps is not None:
+        return c.module(lambda: nn.LayerNorm(n, eps=eps), c.x)
+    return c.module(lambda: P.LayerNormEps(n), c.x, c.xs[1])
+
+
 FIXED: dict[str, Entry] = {
     "add": elementwise(torch.add),
     "sub": elementwise(torch.sub),
@@ -93,6 +102,7 @@ NATIVE_ENTRIES: dict[str, Entry] = {
     "sum": lambda c: c.method("sum", c.x, -1),
     "elu1": lambda c: c.call(operator.add, c.call(F.elu, c.x), 1.0),
     "layernorm": _layernorm,
+    "layernorm_eps": _layernorm_eps,
     "sdpa": sdpa(causal=False),
     "causal_sdpa": sdpa(causal=True),
     "causal_linear_attention": lambda c: c.call(P.causal_linear, *c.xs),

@@ -102,6 +102,33 @@ class DeclName:
 
 
 @node
+class ViaOption:
+    """``bias = false`` in ``via linear(bias = false)``: a value as written (a name or a number)."""
+
+    name: Name
+    value: Name | Number
+    pos: Pos
+
+
+@node
+class Via:
+    """``via linear(bias = false)``: the approximator of a learnable box, chosen in the file."""
+
+    policy: Name
+    options: tuple[ViaOption, ...]
+    pos: Pos
+
+
+@node
+class Bound:
+    """``s <= 512``: the largest length a learnable tensor over a seq dimension holds."""
+
+    dim: Name
+    limit: Int
+    pos: Pos
+
+
+@node
 class BoxDecl:
     """``learn Q, K : [d] -> [k]``; ``kind`` is the keyword (learn, abstract, fixed)."""
 
@@ -110,6 +137,8 @@ class BoxDecl:
     ins: tuple[TypeExpr, ...]
     outs: tuple[TypeExpr, ...]
     pos: Pos
+    via: Via | None = None
+    bounds: tuple[Bound, ...] = ()
 
 
 @node
@@ -281,8 +310,21 @@ class DiagTree(Reader):
         return str(tok)
 
     def box_decl(self, meta, kind, *children):
-        *names, ins, outs = children
-        return BoxDecl(kind, tuple(names), ins, outs, self._at(meta))
+        *names, ins, outs, via, bounds = children
+        return BoxDecl(kind, tuple(names), ins, outs, self._at(meta), via, bounds or ())
+
+    def via(self, meta, policy, *options):
+        return Via(policy, _present(options), self._at(meta))
+
+    def via_option(self, meta, name, value):
+        return ViaOption(name, Number(str(value), self._tok(value)) if isinstance(value, Token) else value,
+                         self._at(meta))
+
+    def bounds(self, meta, *bounds) -> tuple:
+        return bounds
+
+    def bound(self, meta, dim, limit):
+        return Bound(dim, limit, self._at(meta))
 
     def box_kind(self, meta, tok):
         return Name(str(tok), self._at(meta))

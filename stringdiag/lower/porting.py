@@ -1,0 +1,140 @@
+"""Loading another library's weights into a compiled diagram, by name, all or nothing.
+
+A compiled module's parameters are named from diagram paths (``names.py``: ``attn.WQ.weight``);
+a reference model's ``state_dict`` names them its own way. :func:`load_weights` takes a
+mapping from reference names to ours and checks the whole correspondence before it copies
+anything: every reference tensor must land in one of our tensors of its shape, and every one
+of ours must receive one. What fails is reported at once, every tensor of it.
+
+Two layouts differ between libraries and are said explicitly, never guessed:
+
+- a reference tensor that packs several of ours (``c_attn`` holds Q, K and V) maps to a list
+  of names: it is cut into that many equal parts along its first axis, in order;
+- a reference that stores a linear map as ``[in, out]`` (Hugging Face's ``Conv1D``) is named in
+  ``transpose``: its 2-D tensors are transposed before anything else, to torch's ``[out, in]``.
+
+Names in ``mapping`` and ``transpose`` may hold ``*``, which matches within one dotted part
+(``h.*.ln_1.weight``); in a mapping's target each ``*`` is what the source's matched, in order.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping, Union
+
+import torch
+from torch import nn
+
+from ..errors import DiagError
+
+Target = Union[str, list, tuple, None]
+Rules = Union[Mapping[str, Target], Callable[[str], Target], None]
+
+
+def _pattern(glob: str) -> re.Pattern:
+    return re.compile("".join("([^.]*)" if part == "*" else re.escape(part) for part in re.split(r"(\*)", glob)))
+
+
+def _fill(template: str, captured: tuple) -> str:
+    parts = template.split("*")
+    if len(parts) - 1 > len(captured):
+        raise DiagError(f"mapping target '{template}' has more '*' than its source")
+    return parts[0] + "".join(c + p for c, p in zip(captured, parts[1:]))
+
+
+def _target(name: str, rules: Rules) -> Target:
+    """Where reference tensor ``name`` goes: by the callable, the first rule that matches it
+    (an exact name before any pattern), or its own name."""
+    if callable(rules):
+        return rules(name)
+    if not rules:
+        return name
+    if name in rules:
+        return rules[name]
+    for glob, to in rules.items():
+        m = _pattern(glob).fullmatch(name) if "*" in glob else None
+        if m:
+            return to if to is None else ([_fill(t, m.groups()) for t in to] if isinstance(to, (list, tuple))
+                                          else _fill(to, m.groups()))
+    return name
+
+
+def _matches(name: str, globs: Iterable[str]) -> bool:
+    return any(_pattern(g).fullmatch(name) for g in globs)
+
+
+@dataclass
+class Plan:
+    """What would be copied where, and every reason it cannot be."""
+
+    copies: list  # (our name, tensor)
+    problems: list  # lines of the error
+
+
+def _shape(t: torch.Tensor) -> str:
+    return "[" + ", ".join(map(str, t.shape)) + "]"
+
+
+def plan(ours: Mapping[str, torch.Tensor], theirs: Mapping[str, torch.Tensor], rules: Rules,
+         transpose: Iterable[str]) -> Plan:
+    """Match every reference tensor to ours (split, transposed as asked); collect the problems."""
+    p = Plan([], [])
+    for name, t in theirs.items():
+        to = _target(name, rules)
+        if to is None:
+            continue
+        if _matches(name, transpose) and t.dim() == 2:
+            t = t.t()
+        parts = list(to) if isinstance(to, (list, tuple)) else [to]
+        if t.dim() == 0 or t.shape[0] % len(parts):
+            p.problems.append(f"reference '{name}' {_shape(t)} cannot be cut into {len(parts)} equal parts along its "
+                              "first axis")
+            continue
+        for k, (dst, piece) in enumerate(zip(parts, t.chunk(len(parts), 0) if len(parts) > 1 else [t])):
+            what = f"reference '{name}'" + (f" (part {k + 1} of {len(parts)})" if len(parts) > 1 else "")
+            if dst not in ours:
+                p.problems.append(f"{what} {_shape(piece)}: the module has no tensor '{dst}' (map it to "
+                                  "one of ours, or to None to leave it out)")
+            elif ours[dst].shape != piece.shape:
+                p.problems.append(f"{what} {_shape(piece)} does not fit '{dst}' {_shape(ours[dst])}"
+                                  + ("" if piece.dim() != 2 or ours[dst].shape != piece.t().shape
+                                     else f" (stored [in, out]? add '{name}' to transpose=)"))
+            else:
+                p.copies.append((dst, piece))
+    return p
+
+
+def _aliases(module: nn.Module) -> dict[str, str]:
+    """Each name in the state dict -> the first name of the same tensor (a weight set that a
+    scanned body shares with its caller appears under both)."""
+    first: dict[int, str] = {}
+    out = {}
+    for name, t in module.state_dict(keep_vars=True).items():
+        out[name] = first.setdefault(id(t), name)
+    return out
+
+
+def load_weights(module: nn.Module, state_dict: Mapping[str, torch.Tensor], mapping: Rules = None,
+                 transpose: Iterable[str] | str = ()) -> None:
+    """Copy ``state_dict`` (a reference model's) into ``module`` (a compiled diagram).
+
+    ``mapping`` sends a reference name to one of ours, to a list of ours (the reference is cut
+    into equal parts along its first axis), or to None (left out); it is a dict (names, or
+    globs with ``*``) or a callable; a name it does not cover keeps its own. ``transpose``
+    names (globs) the reference tensors stored as ``[in, out]``. Nothing is copied unless
+    every reference tensor lands in exactly one of ours of its shape and every tensor of ours
+    receives one; otherwise a DiagError lists each tensor that does not."""
+    transpose = [transpose] if isinstance(transpose, str) else list(transpose)
+    ours = module.state_dict()
+    alias = _aliases(module)
+    p = plan(ours, state_dict, mapping, transpose)
+    given: dict[str, list[str]] = {}
+    for dst, _ in p.copies:
+        given.setdefault(alias[dst], []).append(dst)
+    p.problems += [f"'{n}' is given {len(v)} times" for n, v in given.items() if len(v) > 1]
+    p.problems += [f"'{n}' {_shape(ours[n])} is given nothing" for n in ours if alias[n] == n and n not in given]
+    if p.problems:
+        raise DiagError(f"cannot load the weights ({len(p.problems)} problems):\n  " + "\n  ".join(p.problems))
+    with torch.no_grad():
+        for dst, t in p.copies:
+            ours[dst].copy_(t)
