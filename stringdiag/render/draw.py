@@ -17,6 +17,7 @@ import graphviz
 
 from ..errors import DiagError
 from ..graph.diagram import Diagram
+from ..graph.hypergraph import repeated
 from ..graph.types import Dim
 from ..syntax.source import write_atomic
 from .frames import frames, rows
@@ -63,6 +64,9 @@ def _box_style(node: dict) -> dict:
         style.update(style="rounded,filled", fillcolor=LEARN_FILL, fontcolor="white", color="#2c3e50")
     elif box == "abstract":
         style.update(style="rounded,filled,bold", fillcolor=ABSTRACT_FILL, color="#b7791f")
+    elif box == "diagram" and repeated(node):  # t copies drawn as one box: "Block ×6"
+        shared = " shared" if node.get("shared") else ""
+        style.update(peripheries="3", style="rounded,bold", label=f"{label} ×{node['repeat']}{shared}")
     elif box == "diagram":
         style.update(peripheries="2", style="rounded,bold")
     elif box == "contract":
