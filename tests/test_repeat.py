@@ -5,6 +5,9 @@ the compiled module's own layers, parameter counts of the block compiled alone, 
 source written out by hand (compared up to isomorphism)."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -192,6 +195,7 @@ def test_unrolled_equals_the_source_unrolled_by_hand(prog):
     assert len(own) == len(hand) == 9 and own.isomorphic(hand)
     assert prog["WithMemory"].expand(unroll={}).isomorphic(prog["HandMemory"].expand())
     assert len(prog["Deep"].expand(unroll={"L": 3})) == 9 and prog["Deep"].expand(unroll={"L": 3}).isomorphic(hand)
+    assert len(prog["Deep"].expand(unroll={})) == 1  # a count of no given size stays one box
 
 
 def test_shared_unrolls_to_one_weight_set(prog):
@@ -221,3 +225,33 @@ def test_a_rule_on_the_block_does_not_match_its_repeat(prog):
     once = stringdiag.loads(HEAD + "diagram O(x: [s, d]) -> [s, d] { return Block(x) }", "o.diag")["O"]
     assert len(find_matches(once, r)) == 1 and len(find_matches(once, f)) == 1
     assert find_matches(prog["Own"], r) == [] and find_matches(prog["Own"], f) == []
+
+
+def test_render_expand_draws_the_layers(prog):
+    svg = to_svg(prog["Own"], expand=True)
+    assert "×3" not in svg and svg.count(">F<") == 3
+
+
+GALLERY = Path(__file__).resolve().parents[1] / "gallery"
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def test_gallery_encoder_stack_is_its_two_layers_written_out():
+    src = (GALLERY / "transformer.diag").read_text()
+    line = next(x for x in src.splitlines() if "repeat 2 EncoderLayer(x1)" in x)
+    hand = src.replace(line, "  x2 = EncoderLayer(x1)\n  x3 = EncoderLayer(x2)")
+    stack = stringdiag.loads(src, "transformer.diag")["TransformerEncoder"]
+    written = stringdiag.loads(hand, "hand.diag")["TransformerEncoder"]
+    assert stack.expand(unroll={}).isomorphic(written.expand())
+    dims = {"v": 5, "h": 2, "dh": 2, "dm": 4, "df": 3}
+    assert parameter_count(stack, dims) == parameter_count(written, dims)
+
+
+def test_benchmark_encoder_in_one_line_is_the_encoder_written_out():
+    sys.path.insert(0, str(BENCH))
+    from transformer_source import transformer_source
+
+    one = stringdiag.loads(transformer_source(4, heads=2, repeat=True), "one.diag")["Encoder"]
+    many = stringdiag.loads(transformer_source(4, heads=2), "many.diag")["Encoder"]
+    assert sum("repeat" in x for x in transformer_source(48, repeat=True).splitlines()) == 1
+    assert one.expand(unroll={}).isomorphic(many.expand())

@@ -8,7 +8,7 @@ boxes keep their name, so every use shares one set (``weights.py``). The top lev
 empty path, so expanding twice changes nothing. A definition
 iterated by ``scan`` stays a box: a sequential loop cannot be flattened into SIMD
 boxes, so its body runs once per step. A ``repeat`` box stays a box too unless ``unroll`` is
-given: then it becomes its count of copies of its definition in sequence, copy ``k`` of an
+given (and its count known): then it becomes its count of copies of its definition in sequence, copy ``k`` of an
 instance ``B#1`` at the path ``B#1/k/`` (weights of its own), or every copy at ``B#1/`` when
 shared (one set). One pass, linear in the size of the result.
 """
@@ -43,7 +43,8 @@ def expand(d: Hypergraph, keep: Keep = frozenset(), path: str = "",
     that parameters inside it (layernorm's gain and bias) get their own names. ``path``
     places the whole diagram inside an instance (the body of a scanned box, ``Cell#1/``).
     ``unroll`` (sizes of the fixed dimensions a count may name; declared defaults fill in)
-    opens ``repeat`` boxes into their copies; without it they stay boxes.
+    opens ``repeat`` boxes into their copies; without it, or where a count names a size it
+    does not give, they stay boxes.
     """
     with gc_paused():
         return _expand(d, keep, path, unroll)
@@ -102,8 +103,9 @@ def _inline(out: Hypergraph, src: Hypergraph, env: dict[int, Placed], context: t
         if node["box"] == "diagram":
             seen[node["op"]] = seen.get(node["op"], 0) + 1
             instance = node.get("instance") or f"{node['op']}#{seen[node['op']]}"
-        if node["box"] == "diagram" and repeated(node) and unroll is not None and not _kept(node, keep):
-            _unroll(out, scope, node, rename, inputs, box_outs, instance)
+        copies = _count(node, scope) if repeated(node) and unroll is not None and not _kept(node, keep) else None
+        if copies is not None:
+            _unroll(out, scope, node, rename, inputs, box_outs, instance, copies)
         elif node["box"] == "diagram" and not node.get("scan") and not repeated(node) and not _kept(node, keep):
             _open(out, scope, node, rename, inputs, box_outs, instance)
         else:
@@ -125,8 +127,9 @@ def _rename_indices(node: dict, taken_labels: list[str]) -> dict[str, str]:
     return rename
 
 
-def _count(node: dict, scope: _Scope) -> int:
-    """A repeat box's number of copies, from the sizes given to unroll (or declared)."""
+def _count(node: dict, scope: _Scope) -> int | None:
+    """A repeat box's number of copies, from the sizes given to unroll (or declared); None
+    when its count names a size neither gives (the box stays one box)."""
     dim = node["repeat"].substitute(scope.sub)
     sizes = dict(scope.unroll or {})
     prog = scope.src.program
@@ -134,10 +137,8 @@ def _count(node: dict, scope: _Scope) -> int:
         decl = prog.lookup_dim(n) if prog is not None else None
         if n not in sizes and decl is not None and decl.default is not None:
             sizes[n] = decl.default
-    missing = sorted(n for n in dim.names() if n not in sizes)
-    if missing:
-        raise DiagError(f"give a size for '{missing[0]}' to unroll 'repeat {dim} {node['op']}' "
-                        f"(--dims {missing[0]}=...)", node["pos"])
+    if any(n not in sizes for n in dim.names()):
+        return None
     t = dim.evaluate(sizes)
     if t < 1:
         raise DiagError(f"repeat needs at least one copy; '{dim}' is {t}", node["pos"])
@@ -145,12 +146,11 @@ def _count(node: dict, scope: _Scope) -> int:
 
 
 def _unroll(out: Hypergraph, scope: _Scope, node: dict, rename: dict, inputs: list, box_outs: list,
-            instance: str) -> None:
-    """A repeat box as its copies in sequence: the first input carried, the others shared."""
+            instance: str, t: int) -> None:
+    """A repeat box as its ``t`` copies in sequence: the first input carried, the others shared."""
     (ow,) = box_outs
     n_local = len(scope.src.wire_type(ow)) - len(node["simd"])
     carried = tuple(lab for lab, _ in node["simd"]) + tuple(range(n_local))
-    t = _count(node, scope)
     for k in range(t):
         copy = instance if node.get("shared") else f"{instance}/{k}"
         _open(out, scope, node, rename, inputs, box_outs, copy, named=k == t - 1)

@@ -88,7 +88,7 @@ def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str
     and it can be placed in a larger picture (a derivation's chain of steps).
     """
     if expand:
-        d = d.expand()
+        d = d.expand(unroll={})  # stacks of known size drawn as their layers
     g = graphviz.Digraph(name=cluster or d.name)
     g.attr(rankdir="LR", fontname=FONT, nodesep="0.25", ranksep="0.35", label=d.signature(),
            labelloc="t", fontsize="12", newrank="true")
