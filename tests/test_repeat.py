@@ -255,3 +255,52 @@ def test_benchmark_encoder_in_one_line_is_the_encoder_written_out():
     many = stringdiag.loads(transformer_source(4, heads=2), "many.diag")["Encoder"]
     assert sum("repeat" in x for x in transformer_source(48, repeat=True).splitlines()) == 1
     assert one.expand(unroll={}).isomorphic(many.expand())
+
+
+NESTED = HEAD + """
+dim n : fixed
+diagram Outer(x: [s, d], m: [d]) -> [s, d] {
+  y = repeat 2 Cross(x, m)
+  return relu(y)
+}
+diagram Nested(x: [s, d], m: [d]) -> [s, d] {
+  y = repeat 3 Outer(x, m)
+  return y
+}
+diagram Simd(x: [n, s, d], m: [n, d]) -> [n, s, d] {
+  y[b] = repeat 2 Cross(x[b], m[b])
+  return y
+}
+"""
+
+
+def _modules_by_key(gm) -> dict:
+    """Each weight set's module in a compiled module, by its key (weights.weight_key)."""
+    by_attr = {name.split(".")[-1]: mod for name, mod in gm.named_modules()}
+    return {key: by_attr[attr] for key, attr in gm.weight_sets.items() if key[0] == "learn"}
+
+
+def test_nested_stacks_compile_to_their_unrolled_expansion():
+    p = stringdiag.loads(NESTED, "nested.diag")
+    dims = {"d": D}
+    stacked = compile(p["Nested"], dims=dims, approximator="linear", dtype=torch.float64)
+    unrolled = compile(p["Nested"].expand(unroll={}), dims=dims, approximator="linear", dtype=torch.float64)
+    mine, theirs = _modules_by_key(stacked), _modules_by_key(unrolled)
+    assert sorted(mine) == sorted(theirs) and len(mine) == 6  # 3 x 2 copies, each its own G
+    for key, mod in theirs.items():
+        mod.load_state_dict(mine[key].state_dict())
+    x, m = torch.randn(2, 5, D, dtype=torch.float64), torch.randn(D, dtype=torch.float64)
+    want = unrolled(x, m)
+    assert ((stacked(x, m) - want).norm() / want.norm()).item() < 1e-12
+    assert parameter_count(p["Nested"], dims, "linear") == 6 * (D * D + D)
+
+
+def test_a_stack_inside_simd_boxes_runs_per_index():
+    p = stringdiag.loads(NESTED, "nested.diag")
+    gm = compile(p["Simd"], dims={"d": D, "n": 2}, approximator="linear", dtype=torch.float64)
+    x, m = torch.randn(2, 5, D, dtype=torch.float64), torch.randn(2, D, dtype=torch.float64)
+    y = x
+    for k in range(2):
+        w, b = _linear(gm, f"Cross_1_{k}.Cross_1_{k}_G")
+        y = y + (y @ w.T + b) * m[:, None, :]
+    assert ((gm(x, m) - y).norm() / y.norm()).item() < 1e-12
