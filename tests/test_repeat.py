@@ -304,3 +304,10 @@ def test_a_stack_inside_simd_boxes_runs_per_index():
         w, b = _linear(gm, f"Cross_1_{k}.Cross_1_{k}_G")
         y = y + (y @ w.T + b) * m[:, None, :]
     assert ((gm(x, m) - y).norm() / y.norm()).item() < 1e-12
+
+
+def test_a_derivation_step_does_not_unfold_a_stack(prog):
+    from stringdiag.derive.steps import unfold
+
+    with pytest.raises(DiagError, match="repeat"):
+        unfold(prog["Own"], "Block", frozenset({"Block", "Cross"}))
