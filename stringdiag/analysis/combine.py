@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from ..graph.diagram import Diagram
-from ..graph.hypergraph import repeated
+from ..graph.hypergraph import count_value, repeated
 from ..graph.types import Dim, show_type, substitute_type
 from ..errors import DiagError
 from .monomials import Monomial, monomials, multiply, prune
@@ -79,15 +79,7 @@ def _inlined(node: Mapping) -> bool:
 def _copies(node: Mapping, sizes: Mapping[str, int | None] | None = None) -> int | None:
     """How many times a box runs its body in sequence: a repeat's count (None when it names a
     size not given), else 1."""
-    if not repeated(node):
-        return 1
-    dim, ref = node["repeat"], node["ref"]
-    known = dict(sizes or {})
-    for n in dim.names():
-        decl = ref.program.lookup_dim(n) if ref.program is not None else None
-        if known.get(n) is None and decl is not None and decl.default is not None:
-            known[n] = decl.default
-    return dim.evaluate(known) if all(known.get(n) is not None for n in dim.names()) else None
+    return count_value(node["repeat"], node["ref"].program, sizes or {}) if repeated(node) else 1
 
 
 def _opened(node: Mapping) -> bool:

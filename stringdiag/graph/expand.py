@@ -8,9 +8,9 @@ boxes keep their name, so every use shares one set (``weights.py``). The top lev
 empty path, so expanding twice changes nothing. A definition
 iterated by ``scan`` stays a box: a sequential loop cannot be flattened into SIMD
 boxes, so its body runs once per step. A ``repeat`` box stays a box too unless ``unroll`` is
-given (and its count known): then it becomes its count of copies of its definition in sequence, copy ``k`` of an
-instance ``B#1`` at the path ``B#1/k/`` (weights of its own), or every copy at ``B#1/`` when
-shared (one set). One pass, linear in the size of the result.
+given and its count known: then it becomes that many copies of its definition in sequence,
+copy ``k`` of an instance ``B#1`` at the path ``B#1/k/`` (weights of its own), or every copy
+at ``B#1/`` when shared (one set). One pass, linear in the size of the result.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Union
 
 from ..errors import DiagError
-from .hypergraph import Hypergraph, repeated
+from .hypergraph import Hypergraph, count_value, repeated
 from .gcpause import gc_paused
 from .constants import show as show_const, substitute as substitute_const
 from .types import Dim, substitute_type
@@ -131,16 +131,8 @@ def _count(node: dict, scope: _Scope) -> int | None:
     """A repeat box's number of copies, from the sizes given to unroll (or declared); None
     when its count names a size neither gives (the box stays one box)."""
     dim = node["repeat"].substitute(scope.sub)
-    sizes = dict(scope.unroll or {})
-    prog = scope.src.program
-    for n in dim.names():
-        decl = prog.lookup_dim(n) if prog is not None else None
-        if n not in sizes and decl is not None and decl.default is not None:
-            sizes[n] = decl.default
-    if any(n not in sizes for n in dim.names()):
-        return None
-    t = dim.evaluate(sizes)
-    if t < 1:
+    t = count_value(dim, scope.src.program, scope.unroll or {})
+    if t is not None and t < 1:
         raise DiagError(f"repeat needs at least one copy; '{dim}' is {t}", node["pos"])
     return t
 

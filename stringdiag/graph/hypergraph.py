@@ -43,6 +43,17 @@ def repeated(node: Mapping) -> bool:
     return node.get("repeat") is not None
 
 
+def count_value(dim: Dim, program: Any, sizes: Mapping[str, int | None]) -> int | None:
+    """A repeat count's value: its names sized by ``sizes``, else by their declared defaults;
+    None when some size is neither given nor declared."""
+    known = {n: v for n, v in sizes.items() if v is not None}
+    for n in dim.names():
+        decl = program.lookup_dim(n) if program is not None else None
+        if n not in known and decl is not None and decl.default is not None:
+            known[n] = decl.default
+    return dim.evaluate(known) if all(n in known for n in dim.names()) else None
+
+
 def loop_tag(node: Mapping) -> str:
     """How a box runs its body beyond SIMD, as part of which function it is: ``''``,
     ``'scan'``, or ``'repeat t'`` (``'repeat t shared'``)."""
