@@ -3,7 +3,8 @@
 Each layer has ``heads`` attention heads written as separate uses of a ``Head``
 definition (each use has its own weights), W_O, two layer norms and a feed-forward
 block, with residuals. ``flat=True`` writes every layer out inline in one diagram,
-so that the parser and type checker see every box in the source.
+so that the parser and type checker see every box in the source; ``repeat=True`` writes the
+stack as one line, ``x = repeat N Layer(x0)`` (each copy with weights of its own).
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def _layer_body(heads: int, x: str, tag: str) -> list[str]:
     return lines
 
 
-def transformer_source(layers: int = 48, heads: int = 8, flat: bool = False) -> str:
+def transformer_source(layers: int = 48, heads: int = 8, flat: bool = False, repeat: bool = False) -> str:
     """The .diag source; the encoder is called ``Encoder``."""
     hdims = " + ".join(["dh"] * heads)
     out = [HEADER]
@@ -59,6 +60,9 @@ def transformer_source(layers: int = 48, heads: int = 8, flat: bool = False) -> 
     out.append("  e0[i] = sum_t tokens[i, t] * emb[t]")
     out.append("  x0 = e0 + posenc<s, dm>()")
     prev = "x0"
+    if repeat and not flat:
+        out.append(f"  x = repeat {layers} Layer(x0)")
+        prev, layers = "x", 0
     for n in range(1, layers + 1):
         if flat:
             out.append(f"  learn WO{n} : [{hdims}] -> [dm]")

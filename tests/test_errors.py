@@ -55,7 +55,7 @@ CASES = [
                  "unexpected '}'; expected one of 'abstract', 'diagram', 'dim', 'fixed', 'import', "
                  "'learn', end of file", id="syntax-stray-brace"),
     pytest.param(H("diagram A(x: [s, d]) -> [s, d] {\n  y == x\n  return y\n}"), 6, 6,
-                 "unexpected '='; expected one of '(', '-', 'scan', a name, a number, sum_<index>",
+                 "unexpected '='; expected one of '(', '-', 'repeat', 'scan', a name, a number, sum_<index>",
                  id="syntax-double-equals"),
     pytest.param(H("diagram A(x: [s, d]) -> [s, d] {\n  return\n}"), 7, 1,
                  "unexpected '}'; expected one of '(', '-', a name, a number, sum_<index>",

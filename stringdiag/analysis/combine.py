@@ -10,8 +10,9 @@ the two).
 
 How a definition's boxes land in the expansion (``graph/expand.py``):
 
-- each box of its body becomes one box, except a ``diagram`` box that is not a ``scan``,
-  which is replaced by the boxes of its callee;
+- each box of its body becomes one box, except a ``diagram`` box that is not a ``scan`` or a
+  ``repeat``, which is replaced by the boxes of its callee (a repeat's body counts t times in
+  cost, parameters and weight sets, as the compiler runs it: never unrolled here);
 - an inlined box whose output ignores one of the box's SIMD indices (a copy-SIMD input
   passed straight through, a learnable tensor) is broadcast by one ``reindex`` box, and so
   is an output of the top diagram whose axes come out of order;
@@ -38,6 +39,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ..graph.decls import Approximator
 from ..graph.diagram import Diagram
+from ..graph.hypergraph import count_value, repeated
 from ..graph.types import Dim, show_type, substitute_type
 from ..errors import DiagError
 from .monomials import Monomial, monomials, multiply, prune
@@ -72,7 +74,13 @@ def _body(d: Diagram) -> tuple[tuple, list[tuple[int, dict, list, list]]]:
 
 
 def _inlined(node: Mapping) -> bool:
-    return node["box"] == "diagram" and not node.get("scan")
+    return node["box"] == "diagram" and not node.get("scan") and not repeated(node)
+
+
+def _copies(node: Mapping, sizes: Mapping[str, int | None] | None = None) -> int | None:
+    """How many times a box runs its body in sequence: a repeat's count (None when it names a
+    size not given), else 1."""
+    return count_value(node["repeat"], node["ref"].program, sizes or {}) if repeated(node) else 1
 
 
 def _opened(node: Mapping) -> bool:
@@ -257,7 +265,7 @@ class _Summary:
             labels = _join(labels, env[w][0])
         self.counts[node["box"]] += 1
         _add(self.time, labels, _own_time(d, node, ins, outs))
-        if node["box"] == "diagram":  # a scan
+        if node["box"] == "diagram":  # a scan or a repeat
             _add_scanned(self.time, self.memory, labels, node, self.done[id(node["ref"].graph)])
         for w in outs:
             _add(self.memory, labels, _of_dims(d.wire_type(w)))
@@ -311,10 +319,10 @@ def _shape(d: Diagram, body: list, done: Mapping[int, Shape]) -> Shape:
 
 def _add_scanned(time: dict, memory: dict, labels: Labels, node: Mapping, callee: Shape) -> None:
     """A scan runs its body once per step of every SIMD index around it (the scanned one
-    included), and training keeps every step's intermediate values: both costs are the
-    body's times the box's SIMD dimensions."""
+    included), a repeat once per copy too, and training keeps every step's intermediate
+    values: both costs are the body's times the box's SIMD dimensions (and count)."""
     sub = {g: dim for g, dim in node.get("generics", ())}
-    steps = _of_dims([dim for _, dim in node["simd"]])
+    steps = _of_dims([dim for _, dim in node["simd"]] + ([node["repeat"]] if repeated(node) else []))
     for items, into in ((callee.time, time), (callee.memory, memory)):
         body = frozenset().union(*items.values()) if items else frozenset()
         _add(into, labels, _times(_substitute(prune(body), sub), steps))
@@ -396,6 +404,8 @@ def _mentioned(x: Diagram) -> Iterable[str]:
         node = x.box(b)
         for _, dim in (*node["simd"], *node.get("summed", ()), *node.get("generics", ())):
             yield from sorted(dim.names())
+        if repeated(node):
+            yield from sorted(node["repeat"].names())
 
 
 def dimensions(d: Diagram) -> dict[str, Diagram]:
@@ -472,14 +482,16 @@ def weights(d: Diagram, through: Callable[[Mapping], bool] = _inlined) -> tuple[
                     keys.add(_param(node))
             elif node["box"] == "diagram" and through(node):
                 c = done[id(node["ref"].graph)]
-                w.glob.update(c.glob)
-                w.loc_uses.update(c.loc_uses)
+                t = _copies(node) or 1  # a count of unknown size counted once
+                w.glob.update({k: n * t for k, n in c.glob.items()})
+                w.loc_uses.update({k: n * t for k, n in c.loc_uses.items()})
                 keys |= c.keys
                 w.has_local |= c.has_local
                 inst = (segs[b], id(node["ref"].graph))
                 if inst not in instances:
                     instances.add(inst)
-                    w.loc_sets.update(c.loc_sets)
+                    sets = 1 if node.get("shared") else t
+                    w.loc_sets.update({k: n * sets for k, n in c.loc_sets.items()})
         w.keys = frozenset(keys)
         done[id(x.graph)] = w
         bodies[id(x.graph)] = body
@@ -542,21 +554,32 @@ def learnables(d: Diagram, limit: int = LIST_LIMIT) -> list[dict]:
                 if grouped or not c.has_local:
                     if all(k in entries for k in c.keys):
                         continue
-                inst = (segs[b], id(node["ref"].graph))
-                if inst in walked:  # a copy of an instance walked already: the same weight sets again
-                    for k, n in walked[inst].items():
-                        entries[k]["uses"] += n
+                for seg in _layer_segments(node, segs[b]):
+                    inst = (seg, id(node["ref"].graph))
+                    if inst in walked:  # a copy of an instance walked already: the same weight sets again
+                        for k, n in walked[inst].items():
+                            entries[k]["uses"] += n
+                        counted.update(walked[inst])
+                        continue
+                    csub = {g: dim.substitute(sub) for g, dim in node.get("generics", ())}
+                    walked[inst] = walk(node["ref"], f"{path}{seg}/", csub)
                     counted.update(walked[inst])
-                    continue
-                csub = {g: dim.substitute(sub) for g, dim in node.get("generics", ())}
-                walked[inst] = walk(node["ref"], f"{path}{segs[b]}/", csub)
-                counted.update(walked[inst])
         return counted
 
     walk(d, "", {})
     for param, uses in top.glob.items():
         entries[param]["uses"] += uses
     return list(entries.values())
+
+
+def _layer_segments(node: Mapping, seg: str) -> list[str]:
+    """The instance paths of the copies a box runs (``B#1/0`` ... for a repeat with weights of
+    its own, ``B#1`` for each copy when shared); one path ``B#1/k<L`` stands for the copies of a
+    count whose size is not given."""
+    t = _copies(node)
+    if t is None:
+        return [seg if node.get("shared") else f"{seg}/k<{node['repeat']}"]
+    return [seg] * t if node.get("shared") else [f"{seg}/{k}" for k in range(t)] if repeated(node) else [seg]
 
 
 # -- parameters --------------------------------------------------------------------------------
@@ -637,7 +660,8 @@ def parameter_count(d: Diagram, dims: Mapping[str, int], approximator: Any = "ml
                 inst = (segs[b], id(node["ref"].graph))
                 if inst not in instances:
                     instances.add(inst)
-                    total += local(node["ref"], *_bind(node, env, top))
+                    sets = 1 if node.get("shared") or not repeated(node) else _evaluate(node["repeat"], env)
+                    total += sets * local(node["ref"], *_bind(node, env, top))
         memo[key] = total
         return total
 

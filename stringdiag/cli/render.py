@@ -16,7 +16,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-d", "--diagram", metavar="NAME", help="the diagram to draw (default: all of them)")
     p.add_argument("-o", "--output", metavar="OUT",
                    help="output file, or a directory for FILE_STEM.NAME.svg (default: beside FILE)")
-    p.add_argument("--expand", action="store_true", help="open every definition used as a box")
+    p.add_argument("--expand", action="store_true", help="open every definition used as a box (a repeat of known count into its copies)")
     p.add_argument("--format", choices=sorted({v for v in FORMATS.values()}), default="svg",
                    help="format when writing into a directory (default: svg)")
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.expand import expand
+from ..graph.hypergraph import repeated
 from ..graph.weights import WeightKey, boxes_by_weights, fresh_instance, instances, weight_key
 from ..rewrite.dpo import rewrite
 from ..rewrite.match import PROCESSES, Match, wire_name
@@ -63,6 +64,8 @@ def unfold(cur: Diagram, name: str, definitions: frozenset[str]) -> Outcome:
         raise DiagError(f"'{name}' is not used as a box here; nothing to unfold")
     if all(cur.box(b).get("scan") for b in uses):
         raise DiagError(f"'{name}' is iterated by scan: a sequential loop cannot be opened into SIMD boxes")
+    if all(cur.box(b).get("scan") or repeated(cur.box(b)) for b in uses):
+        raise DiagError(f"'{name}' is used by repeat here: its copies are one box, not unfolded by a step")
     return Outcome(expand(cur, keep=definitions - {name}), EQ)
 
 

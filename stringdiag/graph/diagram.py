@@ -24,10 +24,12 @@ class Diagram(Hypergraph):
         """Equal up to renaming wires, boxes and weight sets (``iso.py``)."""
         return iso.isomorphic(self, other)
 
-    def expand(self, keep: "expansion.Keep" = frozenset(), path: str = "") -> "Diagram":
+    def expand(self, keep: "expansion.Keep" = frozenset(), path: str = "",
+               unroll: "dict[str, int] | None" = None) -> "Diagram":
         """Inline every definition used as a box, recursively (the picture's ``--expand``),
-        except those named in ``keep``; weights keep their identity (``weights.py``)."""
-        return expansion.expand(self, keep, path)
+        except those named in ``keep``; weights keep their identity (``weights.py``). A
+        ``repeat`` box stays one box unless ``unroll`` (fixed sizes its count may name) is given."""
+        return expansion.expand(self, keep, path, unroll)
 
     # -- composition (``algebra.py``) -----------------------------------------------
     def then(self, other: "Diagram") -> "Diagram":

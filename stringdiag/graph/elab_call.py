@@ -72,12 +72,13 @@ class Calls(ElabState):
         boxes = [b for b in self.prog.all_names() if not self.prog.lookup_dim(b)] + list(self.local_boxes)
         raise self.err(f"undefined box '{name}'{suggest(name, boxes)}", n.pos)
 
-    def call(self, t: A.Call, scope: Scope, want_all: bool = False, scan_label: str | None = None) -> list[Val]:
+    def call(self, t: A.Call, scope: Scope, want_all: bool = False, scan_label: str | None = None,
+             loop: dict | None = None) -> list[Val]:
         callee = self.resolve(t.box)
         explicit = [dim_expr(g, self.prog, self.generics) for g in t.dim_args]
         vals = [self.expr(a, scope) for a in t.args]
         outs = self.apply(callee, vals, scope, t.pos, explicit, scan_label=scan_label,
-                          arg_pos=[a.pos for a in t.args])
+                          arg_pos=[a.pos for a in t.args], loop=loop)
         if not want_all and len(outs) != 1:
             raise self.err(f"'{t.box.text}' has {len(outs)} outputs; assign them to as many names "
                            f"(a, b = {t.box.text}(...))", t.pos)
@@ -89,10 +90,12 @@ class Calls(ElabState):
         return self.apply(decl, vals, scope, pos, [])[0]
 
     def apply(self, callee, vals: list[Val], scope: Scope, pos: Pos, explicit: list[Dim],
-              scan_label: str | None = None, arg_pos: list[Pos] | None = None) -> list[Val]:
+              scan_label: str | None = None, arg_pos: list[Pos] | None = None, loop: dict | None = None) -> list[Val]:
         """A box applied to values: its box node, in the SIMD boxes of the indices its inputs
-        depend on (the scanned index last) and of the extra leading axes of its inputs."""
+        depend on (the scanned index last) and of the extra leading axes of its inputs;
+        ``loop`` holds a repeat box's attributes (count, shared)."""
         use = Use.of(callee, self.uses)
+        use.attrs.update(loop or {})
         arg_pos = arg_pos or [pos] * len(vals)
         if len(vals) != len(use.ins):
             raise self.err(f"'{_shown(use.name)}' takes {len(use.ins)} input{'s' if len(use.ins) != 1 else ''} "
@@ -217,6 +220,37 @@ class Calls(ElabState):
             raise self.err(f"'{rhs.box.text}' has {len(vals)} output(s) but {len(targets)} names "
                            "are assigned", stmt.pos)
         return vals
+
+    def repeat_call(self, stmt: A.Repeat, scope: Scope) -> list[Val]:
+        """``y = repeat t Block(x, m)``: ``Block`` applied t times in sequence, its first input
+        carried from copy to copy, the others (``m``) passed unchanged to every copy."""
+        rhs = stmt.call
+        count = self.repeat_count(stmt.count)
+        callee = self.resolve(rhs.box)
+        if not isinstance(callee, Definition):
+            raise self.err(f"repeat applies a definition (a diagram); '{rhs.box.text}' is a declared box: "
+                           "define a diagram that uses it and repeat that", rhs.box.pos)
+        d = callee.diagram()
+        ins, outs = d.input_types, d.output_types
+        if len(outs) != 1 or not ins or ins[0] != outs[0]:
+            shown = f"{', '.join(map(show_type, ins))} -> {', '.join(map(show_type, outs))}"
+            raise self.err(f"'{rhs.box.text}' cannot be repeated: it must have one output, of the type of its "
+                           f"first input (it maps {shown})", rhs.box.pos)
+        return self.call(rhs, scope, loop={"repeat": count, "shared": stmt.shared})
+
+    def repeat_count(self, count: A.Int | A.Name) -> Dim:
+        """How many copies: a number, or a fixed dimension (or a generic) sized when compiled."""
+        if isinstance(count, A.Name) and count.text not in self.generics:
+            decl = self.prog.lookup_dim(count.text)
+            if decl is not None and decl.kind != "fixed":
+                raise self.err(f"the count of repeat must be known when compiling: '{count.text}' is a "
+                               f"{decl.kind} dimension; declare a fixed one (dim {count.text} : fixed)", count.pos)
+            if decl is not None and decl.default is not None and decl.default < 1:
+                raise self.err(f"repeat needs at least one copy; '{count.text}' is {decl.default}", count.pos)
+        dim = dim_expr(count, self.prog, self.generics)
+        if isinstance(count, A.Int) and dim.evaluate({}) < 1:
+            raise self.err(f"repeat needs at least one copy; got {count.text}", count.pos)
+        return dim
 
 
 def _fresh_labels(dims: list[Dim], scope: Scope) -> list[str]:

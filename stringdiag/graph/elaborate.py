@@ -43,8 +43,10 @@ class Elaborator(Expressions, Calls):
                         self.assign(stmt)
                     case A.Scan():
                         self.scan(stmt)
+                    case A.Repeat():
+                        self.repeat(stmt)
             except RecursionError:  # at the right-hand side
-                raise self.err(TOO_DEEP, (stmt.call if isinstance(stmt, A.Scan) else stmt.value).pos) from None
+                raise self.err(TOO_DEEP, (stmt.call if isinstance(stmt, (A.Scan, A.Repeat)) else stmt.value).pos) from None
             self._mark_frame(start, frame)
         start = self.d.last_id
         try:
@@ -143,6 +145,13 @@ class Elaborator(Expressions, Calls):
         scope = Scope()
         targets = [self.target(t, scope) for t in stmt.targets]
         self.bind_all(targets, self.scan_call(stmt.call, scope, targets, stmt), scope)
+
+    def repeat(self, stmt: A.Repeat) -> None:
+        scope = Scope()
+        targets = [self.target(t, scope) for t in stmt.targets]
+        if len(targets) != 1:
+            raise self.err("repeat gives one value: y = repeat 6 Block(x)", stmt.pos)
+        self.bind_all(targets, self.repeat_call(stmt, scope), scope)
 
     def target(self, t: A.Target, scope: Scope) -> tuple[str, list[str], A.Name]:
         """A name on the left and the indices it binds, as statement labels."""

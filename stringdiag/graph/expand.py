@@ -7,7 +7,10 @@ uses have two sets of weights and a copy of one use shares its set; top-level le
 boxes keep their name, so every use shares one set (``weights.py``). The top level has an
 empty path, so expanding twice changes nothing. A definition
 iterated by ``scan`` stays a box: a sequential loop cannot be flattened into SIMD
-boxes, so its body runs once per step. One pass, linear in the size of the result.
+boxes, so its body runs once per step. A ``repeat`` box stays a box too unless ``unroll`` is
+given and its count known: then it becomes that many copies of its definition in sequence,
+copy ``k`` of an instance ``B#1`` at the path ``B#1/k/`` (weights of its own), or every copy
+at ``B#1/`` when shared (one set). One pass, linear in the size of the result.
 """
 from __future__ import annotations
 
@@ -15,7 +18,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Callable, Mapping, Union
 
-from .hypergraph import Hypergraph
+from ..errors import DiagError
+from .hypergraph import Hypergraph, count_value, repeated
 from .gcpause import gc_paused
 from .constants import show as show_const, substitute as substitute_const
 from .types import Dim, substitute_type
@@ -30,19 +34,24 @@ def _kept(node: Mapping, keep: Keep) -> bool:
     return keep(node) if callable(keep) else node["op"] in keep
 
 
-def expand(d: Hypergraph, keep: Keep = frozenset(), path: str = "") -> Hypergraph:
+def expand(d: Hypergraph, keep: Keep = frozenset(), path: str = "",
+           unroll: Mapping[str, int] | None = None) -> Hypergraph:
     """Inline definitions, except those named in ``keep`` or, when ``keep`` is a predicate on
     a box, those it accepts (a backend's native processes: the prelude's own definitions).
 
     A kept definition stays one box and records its instance path in ``instance``, so
     that parameters inside it (layernorm's gain and bias) get their own names. ``path``
     places the whole diagram inside an instance (the body of a scanned box, ``Cell#1/``).
+    ``unroll`` (sizes of the fixed dimensions a count may name; declared defaults fill in)
+    opens ``repeat`` boxes into their copies; without it, or where a count names a size it
+    does not give, they stay boxes.
     """
     with gc_paused():
-        return _expand(d, keep, path)
+        return _expand(d, keep, path, unroll)
 
 
-def _expand(d: Hypergraph, keep: Keep = frozenset(), path: str = "") -> Hypergraph:
+def _expand(d: Hypergraph, keep: Keep = frozenset(), path: str = "",
+            unroll: Mapping[str, int] | None = None) -> Hypergraph:
     out = type(d)(name=d.name, generics=d.generics, pos=d.pos, source=d.source, program=d.program,
                   input_names=list(d.input_names))
     env: dict[int, Placed] = {}
@@ -51,7 +60,7 @@ def _expand(d: Hypergraph, keep: Keep = frozenset(), path: str = "") -> Hypergra
         nw = out.add_wire(t, name=d.graph.nodes[w]["name"], pos=d.graph.nodes[w]["pos"])
         out.inputs.append(nw)
         env[w] = (nw, tuple(range(len(t))))
-    _inline(out, d, env, context=(), sub={}, path=path, keep=keep)
+    _inline(out, d, env, context=(), sub={}, path=path, keep=keep, unroll=unroll)
     for w in d.outputs:
         placed = _settle(out, env[w], d.wire_type(w), (), d.graph.nodes[w]["pos"], canonical=True)
         out.outputs.append(placed[0])
@@ -76,13 +85,15 @@ class _Scope:
     sub: Mapping[str, Dim]
     path: str
     outer: tuple = ()
+    keep: Keep = frozenset()
+    unroll: Mapping[str, int] | None = None
 
 
 def _inline(out: Hypergraph, src: Hypergraph, env: dict[int, Placed], context: tuple, sub: Mapping[str, Dim],
-            path: str, outer: tuple = (), keep: Keep = frozenset()) -> None:
+            path: str, outer: tuple = (), keep: Keep = frozenset(), unroll: Mapping[str, int] | None = None) -> None:
     """Copy ``src``'s boxes into ``out`` inside the SIMD ``context``, opening every
-    definition used as a box except those in ``keep`` (and scans)."""
-    scope = _Scope(src, env, context, sub, path, outer)
+    definition used as a box except those in ``keep`` (and scans, and repeats unless unrolled)."""
+    scope = _Scope(src, env, context, sub, path, outer, keep, unroll)
     ctx_labels = [lab for lab, _ in context]
     seen: dict[str, int] = {}
     for _b, node, box_ins, box_outs, out_locals in _plan(src):
@@ -92,8 +103,11 @@ def _inline(out: Hypergraph, src: Hypergraph, env: dict[int, Placed], context: t
         if node["box"] == "diagram":
             seen[node["op"]] = seen.get(node["op"], 0) + 1
             instance = node.get("instance") or f"{node['op']}#{seen[node['op']]}"
-        if node["box"] == "diagram" and not node.get("scan") and not _kept(node, keep):
-            _open(out, scope, node, rename, inputs, box_outs, instance, keep)
+        copies = _count(node, scope) if repeated(node) and unroll is not None and not _kept(node, keep) else None
+        if copies is not None:
+            _unroll(out, scope, node, rename, inputs, box_outs, instance, copies)
+        elif node["box"] == "diagram" and not node.get("scan") and not repeated(node) and not _kept(node, keep):
+            _open(out, scope, node, rename, inputs, box_outs, instance)
         else:
             _copy(out, scope, node, rename, inputs, box_outs, out_locals, instance)
 
@@ -113,8 +127,30 @@ def _rename_indices(node: dict, taken_labels: list[str]) -> dict[str, str]:
     return rename
 
 
+def _count(node: dict, scope: _Scope) -> int | None:
+    """A repeat box's number of copies, from the sizes given to unroll (or declared); None
+    when its count names a size neither gives (the box stays one box)."""
+    dim = node["repeat"].substitute(scope.sub)
+    t = count_value(dim, scope.src.program, scope.unroll or {})
+    if t is not None and t < 1:
+        raise DiagError(f"repeat needs at least one copy; '{dim}' is {t}", node["pos"])
+    return t
+
+
+def _unroll(out: Hypergraph, scope: _Scope, node: dict, rename: dict, inputs: list, box_outs: list,
+            instance: str, t: int) -> None:
+    """A repeat box as its ``t`` copies in sequence: the first input carried, the others shared."""
+    (ow,) = box_outs
+    n_local = len(scope.src.wire_type(ow)) - len(node["simd"])
+    carried = tuple(lab for lab, _ in node["simd"]) + tuple(range(n_local))
+    for k in range(t):
+        copy = instance if node.get("shared") else f"{instance}/{k}"
+        _open(out, scope, node, rename, inputs, box_outs, copy, named=k == t - 1)
+        inputs = [_place_input(scope.env[ow], carried, rename)] + inputs[1:]
+
+
 def _open(out: Hypergraph, scope: _Scope, node: dict, rename: dict, inputs: list, box_outs: list,
-          instance: str, keep: Keep) -> None:
+          instance: str, named: bool = True) -> None:
     """Inline a definition used as a box: its body, inside the box's own SIMD boxes."""
     callee: Hypergraph = node["ref"]
     sub, context = scope.sub, scope.context
@@ -124,7 +160,7 @@ def _open(out: Hypergraph, scope: _Scope, node: dict, rename: dict, inputs: list
     here = f"{scope.path}{instance}/"
     frame = scope.outer + _subst_clusters(node.get("clusters", ()), sub) + (("def", here, node["op"]),)
     _inline(out, callee, cenv, context + simd, {g: dim.substitute(sub) for g, dim in node.get("generics", ())},
-            here, frame, keep)
+            here, frame, scope.keep, scope.unroll)
     ctx_labels = {lab for lab, _ in context}
     for ow, cw in zip(box_outs, callee.outputs):
         tw, view = cenv[cw]
@@ -133,7 +169,7 @@ def _open(out: Hypergraph, scope: _Scope, node: dict, rename: dict, inputs: list
         placed = scope.env[ow] = _settle(out, (tw, lifted), substitute_type(scope.src.wire_type(ow), sub), context,
                                          node["pos"])
         outer_name = scope.src.graph.nodes[ow]["name"]
-        if outer_name and placed[0] not in out.inputs:  # the caller's name for it wins
+        if named and outer_name and placed[0] not in out.inputs:  # the caller's name for it wins
             out.graph.nodes[placed[0]]["name"] = outer_name
             out.graph.nodes[placed[0]]["scope"] = scope.path  # ... and names it in the caller's scope
 
@@ -169,6 +205,8 @@ def _attrs(node: dict, rename: dict, scope: _Scope, instance: str | None) -> dic
         attrs["value"] = substitute_const(attrs["value"], sub)
     if node["box"] == "diagram":
         attrs["instance"] = f"{path}{instance}"
+    if repeated(node):
+        attrs["repeat"] = node["repeat"].substitute(sub)
     if node["box"] == "learn":
         param = node.get("param", node["op"])
         attrs["param"] = f"{path}{param}" if node.get("local") else param

@@ -12,7 +12,10 @@ carries ``axes``: for every axis of the incoming wire, either a SIMD label (that
 iterated) or an ``int`` (the axis becomes that local axis of the port). A SIMD label that
 does not occur in an input's ``axes`` means the input is copied into every iteration
 (copy-SIMD). A ``scan`` box iterates its innermost SIMD index sequentially, carrying a
-residual from output port 0 back to input port 0 (finite iteration, App. A.1.3).
+residual from output port 0 back to input port 0 (finite iteration, App. A.1.3). A ``repeat``
+box (a ``diagram`` box with ``repeat``, a :class:`Dim`, and ``shared``) applies its definition
+that many times in sequence, its first input carried from copy to copy, the others read by
+every copy; each copy has weights of its own unless ``shared`` (``weights.py``).
 
 Box classes (``box`` attribute):
 ``learn`` (universal approximator, filled), ``abstract`` (a family to instantiate, e.g.
@@ -24,7 +27,7 @@ broadcast) and ``const`` (a symbolic number).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import networkx as nx
 
@@ -33,6 +36,32 @@ from .types import Dim, TensorType, show_type
 
 Axes = tuple[Any, ...]  # str: a SIMD (or summed) label; int: a local axis
 BOX_CLASSES = ("learn", "abstract", "fixed", "diagram", "contract", "reindex", "const")
+
+
+def repeated(node: Mapping) -> bool:
+    """A ``repeat`` box: one box for t copies of its definition in sequence."""
+    return node.get("repeat") is not None
+
+
+def count_value(dim: Dim, program: Any, sizes: Mapping[str, int | None]) -> int | None:
+    """A repeat count's value: its names sized by ``sizes``, else by their declared defaults;
+    None when some size is neither given nor declared."""
+    known = {n: v for n, v in sizes.items() if v is not None}
+    for n in dim.names():
+        decl = program.lookup_dim(n) if program is not None else None
+        if n not in known and decl is not None and decl.default is not None:
+            known[n] = decl.default
+    return dim.evaluate(known) if all(n in known for n in dim.names()) else None
+
+
+def loop_tag(node: Mapping) -> str:
+    """How a box runs its body beyond SIMD, as part of which function it is: ``''``,
+    ``'scan'``, or ``'repeat t'`` (``'repeat t shared'``)."""
+    if node.get("scan"):
+        return "scan"
+    if repeated(node):
+        return f"repeat {node['repeat']}{' shared' if node.get('shared') else ''}"
+    return ""
 
 
 @dataclass

@@ -52,7 +52,7 @@ from operator import attrgetter, itemgetter
 
 import networkx as nx
 
-from .hypergraph import Hypergraph
+from .hypergraph import Hypergraph, loop_tag
 from .gcpause import gc_paused
 from .weights import weight_key
 
@@ -63,7 +63,7 @@ def _box_label(node: dict, local: tuple = ()) -> str:
     generics = ",".join(f"{g}={d}" for g, d in node.get("generics", ()))
     global_learn = node["box"] == "learn" and not node.get("local")
     ident = node.get("param", node["op"]) if global_learn else node["op"]
-    return "|".join((node["box"], ident, simd, "scan" if node.get("scan") else "", summed, generics,
+    return "|".join((node["box"], ident, simd, loop_tag(node), summed, generics,
                      repr(node.get("value", ""))))
 
 
@@ -206,7 +206,7 @@ class _Labels:
         ident = a.get("param", a["op"]) if box == "learn" and not a.get("local") else a["op"]
         dims = self.simd(a["simd"])
         s = "|".join((box, ident, dims + "".join(["," + self.dim(y) for y in local]) if local else dims,
-                      "scan" if a.get("scan") else "",
+                      loop_tag(a),
                       self.dims(map(_second, summed)) if summed else "",
                       ",".join([f"{q}={self.dim(y)}" for q, y in generics]) if generics else "",
                       repr(a["value"]) if "value" in a else "''"))

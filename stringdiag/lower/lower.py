@@ -8,7 +8,8 @@ installed), a learnable box a module registered once per set of weights (a box u
 shares them), a primitive whatever its entry in the primitive table (``table.py``) emits.
 Every wire becomes a tensor with one leading batch axis followed by its type's axes, so a
 SIMD box is a batched tensor operation over its indices: no Python loop over positions,
-except the carried state of ``scan``.
+except the carried state of ``scan``. A ``repeat`` box is a loop over its copies' modules (one
+per copy, or one for all when shared), its definition lowered once per copy, never unrolled.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from torch import fx, nn
 from ..errors import DiagError
 from ..graph import constants
 from ..graph.diagram import Diagram
+from ..graph.hypergraph import repeated
 from ..graph.types import Dim
 from ..graph.weights import weight_key
 from . import names as N
@@ -149,6 +151,8 @@ class Lowering:
         for b in self.d.boxes():
             for _, dim in self.d.box(b).get("generics", ()):
                 names |= dim.names()
+            if repeated(self.d.box(b)):
+                names |= self.d.box(b)["repeat"].names()
         missing = []
         for n in sorted(names):
             decl = prog.lookup_dim(n) if prog is not None else None
@@ -285,7 +289,7 @@ class Lowering:
         if node["box"] == "abstract":
             raise DiagError(f"'{node['op']}' is an abstract family: instantiate it (specialise it in a derivation, "
                             f"or replace it by a definition) before compiling", node["pos"], None)
-        self.emit(b, KINDS["scan" if node.get("scan") else node["box"]](self, b))
+        self.emit(b, KINDS["scan" if node.get("scan") else "repeat" if repeated(node) else node["box"]](self, b))
 
     def constant(self, b: int) -> fx.Node:
         node, g = self.d.box(b), self.g
@@ -402,6 +406,28 @@ class Lowering:
                                              [len(t) for t in outs[1:]]))
 
 
+    def repeat(self, b: int) -> fx.Node:
+        """t copies of a definition in sequence: one module per copy, its weights at the path
+        ``B#1/k/`` (as ``expand(unroll=...)`` names them), or one module at ``B#1/`` when shared."""
+        node = self.d.box(b)
+        t = self.size(node["repeat"])
+        if not isinstance(t, int) or t < 1:
+            raise DiagError(f"repeat needs a fixed number of copies, at least one; '{node['repeat']}' is "
+                            f"{t if isinstance(t, int) else 'known only at run time'}", node["pos"])
+        key = node["instance"]
+        paths = [f"{key}/"] * t if node.get("shared") else [f"{key}/{k}/" for k in range(t)]
+        cells = {}
+        for path in paths:
+            if path not in cells:
+                sub = Lowering(node["ref"], self.dims, self.make, nn.Module(), self.registry,
+                               native=self.native_prelude, path=path, sites=self.sites)
+                attr = self.register(("layer", path), sub.module)
+                self.attrs.update({k: f"{attr}.{a}" for k, a in sub.attrs.items() if k not in self.attrs})
+                cells[path] = self.g.get_attr(attr)
+        ranks = [len(self.d.local_in_type(b, p)) for p in range(len(self.d.box_inputs(b)))]
+        return self.g.call_function(P.repeat, ([cells[p] for p in paths], self.aligned(b), ranks))
+
+
 def _axis_bounds(node: Mapping) -> tuple:
     """Per output axis of a learnable box, its largest length (``where s <= 512``) or None."""
     ref = node.get("ref")
@@ -417,5 +443,5 @@ def _flatten_batch(x: torch.Tensor, rank: int):
 
 
 KINDS = {"const": Lowering.constant, "contract": Lowering.contract, "reindex": Lowering.reindex,
-         "scan": Lowering.scan, "learn": Lowering.learnable, "diagram": Lowering.primitive,
+         "scan": Lowering.scan, "repeat": Lowering.repeat, "learn": Lowering.learnable, "diagram": Lowering.primitive,
          "fixed": Lowering.primitive}

@@ -146,6 +146,15 @@ def scan(cell: Callable, state: Tensor, xs: list[Tensor], state_rank: int, in_ra
     return (state, *stacked)
 
 
+def repeat(cells: list[Callable], xs: list[Tensor], ranks: list[int]) -> Tensor:
+    """Copies of a definition in sequence: the first input carried from copy to copy, the
+    others read unchanged by every copy."""
+    x, *rest = broadcast_lead(xs, ranks) if len(xs) > 1 else xs
+    for cell in cells:
+        x = cell(x, *rest)
+    return x
+
+
 def unflatten_batch(y: Tensor, batch: tuple[int, ...], n: int) -> Tensor:
     """Restore the caller's batch axes (expanding values that did not depend on them)."""
     if y.shape[0] != n:

@@ -19,6 +19,7 @@ import networkx as nx
 
 from ..errors import DiagError
 from ..graph.diagram import Diagram
+from ..graph.hypergraph import repeated
 from ..graph.types import Dim
 from ..syntax.source import write_atomic
 from .crossings import crossings
@@ -66,6 +67,9 @@ def _box_style(node: dict) -> dict:
         style.update(style="rounded,filled", fillcolor=LEARN_FILL, fontcolor="white", color="#2c3e50")
     elif box == "abstract":
         style.update(style="rounded,filled,bold", fillcolor=ABSTRACT_FILL, color="#b7791f")
+    elif box == "diagram" and repeated(node):  # t copies drawn as one box: "Block ×6"
+        shared = " shared" if node.get("shared") else ""
+        style.update(peripheries="3", style="rounded,bold", label=f"{label} ×{node['repeat']}{shared}")
     elif box == "diagram":
         style.update(peripheries="2", style="rounded,bold")
     elif box == "contract":
@@ -88,7 +92,7 @@ def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str
     and it can be placed in a larger picture (a derivation's chain of steps).
     """
     if expand:
-        d = d.expand()
+        d = d.expand(unroll={})  # stacks of known size drawn as their layers
     g = _digraph(cluster or d.name, label=d.signature())
     frames = _Frames(d, prefix, cuts=cuts)
     frames.emit(g, ())
@@ -429,7 +433,7 @@ def write(g: graphviz.Digraph, out: str | Path) -> Path:
 def to_svg(d: Diagram, expand: bool = False) -> str:
     """The picture as SVG; a long stack of layers as rows one under another. An edge Graphviz
     routes through a frame it does not enter is drawn again as a pair of numbered stubs."""
-    d = d.expand() if expand else d
+    d = d.expand(unroll={}) if expand else d  # stacks of known size drawn as their layers
     cut: set[tuple[str, str]] = set()
     for _ in range(3):  # a stub's own short edge crossing a frame is rare; a second round fixes it
         graphs = stacked_rows(d, cut)

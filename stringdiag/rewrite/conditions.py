@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..graph.diagram import Diagram
+from ..graph.hypergraph import loop_tag, repeated
 from ..graph.iso import definition_key
 from ..graph.weights import weight_key
 from .index import PROCESSES, Index
@@ -41,7 +42,10 @@ def same_scan(pv: View, tv: View) -> bool:
 
 def same_box(pn: dict, tn: dict) -> bool:
     """Typing of the box: a box variable stands for any process (never a contraction or a
-    constant); otherwise the same kind of box and, for a process, the same name."""
+    constant); otherwise the same kind of box and, for a process, the same name. A repeat box
+    is t copies of its definition: only a repeat of the same count and sharing matches it."""
+    if (repeated(pn) or repeated(tn)) and loop_tag(pn) != loop_tag(tn):
+        return False
     if pn.get("var"):
         return tn["box"] in PROCESSES
     return pn["box"] == tn["box"] and (pn["box"] not in PROCESSES or pn["op"] == tn["op"])

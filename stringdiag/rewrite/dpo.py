@@ -290,6 +290,8 @@ class _Splice:
             attrs["instance"] = fresh_instance(name, self.taken)
         if "generics" in attrs:
             attrs["generics"] = tuple((gname, self.dim(x)) for gname, x in attrs["generics"])
+        if "repeat" in attrs:
+            attrs["repeat"] = self.dim(attrs["repeat"])
         if "value" in attrs:
             attrs["value"] = substitute_const(attrs["value"], self.sub)
             attrs["op"] = show_const(attrs["value"])

@@ -60,6 +60,7 @@ from ..graph import program as P
 from ..graph.decls import BoxDecl, Program, generic_names, type_list
 from ..graph.diagram import Diagram
 from ..graph.gcpause import gc_paused
+from ..graph.hypergraph import loop_tag
 from ..syntax import ast as A
 from ..syntax import rules_ast as RA
 from ..syntax.source import read_source
@@ -308,7 +309,7 @@ def _label(d: Diagram, b: int, drop: frozenset | set = frozenset()) -> tuple:
             tuple(str(dim) for lab, dim in node["simd"] if lab not in drop),
             tuple(str(dim) for _, dim in node.get("summed", ())),
             tuple((g, str(dim)) for g, dim in node.get("generics", ())), repr(node.get("value")),
-            bool(node.get("scan")), len(d.box_inputs(b)),
+            loop_tag(node), len(d.box_inputs(b)),
             tuple(tuple(str(x) for x in d.local_out_type(b, k)) for k in range(len(d.box_outputs(b)))))
 
 

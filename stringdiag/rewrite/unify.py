@@ -6,6 +6,7 @@ every process (``given f``); a match binds each variable once and then holds it 
 """
 from __future__ import annotations
 
+from ..graph.hypergraph import loop_tag
 from ..graph.iso import definition_key
 from ..graph.types import Dim
 
@@ -69,7 +70,7 @@ def identity(node: dict, with_generics: bool = False) -> tuple:
     A definition is told by its content, not its name alone."""
     ref = definition_key(node["ref"]) if node["box"] == "diagram" else None
     global_param = node.get("param") if node["box"] == "learn" and not node.get("local") else None
-    ident = (node["box"], node["op"], ref, global_param, bool(node.get("scan")))
+    ident = (node["box"], node["op"], ref, global_param, loop_tag(node))
     return ident + (tuple(node.get("generics", ())),) if with_generics else ident
 
 

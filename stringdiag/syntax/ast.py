@@ -185,6 +185,18 @@ class Scan:
 
 
 @node
+class Repeat:
+    """``y = repeat 6 Block(x)``: the definition applied 6 times in sequence, each copy with
+    weights of its own (one set for all with ``shared``)."""
+
+    targets: tuple[Target, ...]
+    count: Int | Name
+    shared: bool
+    call: Call
+    pos: Pos
+
+
+@node
 class Return:
     values: tuple[Expr, ...]
     pos: Pos
@@ -254,7 +266,7 @@ class Sum:
 
 
 Expr = Union[Number, Var, Indexed, Call, BinOp, Neg, Sum]
-Stmt = Union[BoxDecl, Assign, Scan, Return]
+Stmt = Union[BoxDecl, Assign, Scan, Repeat, Return]
 Item = Union[Import, DimDecl, BoxDecl, Diagram]
 
 
@@ -360,6 +372,9 @@ class DiagTree(Reader):
 
     def scan_assign(self, meta, targets, call):
         return Scan(targets, call, self._at(meta))
+
+    def repeat_assign(self, meta, targets, count, shared, call):
+        return Repeat(targets, count, shared is not None, call, self._at(meta))
 
     def targets(self, meta, *targets) -> tuple:
         return targets
