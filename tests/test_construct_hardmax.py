@@ -18,8 +18,8 @@ from stringdiag.construct.hardmax import PAPER, choose_blocks
 def reference(state: dict, z: np.ndarray) -> np.ndarray:
     """Every block k: x = z + W relu(U z + b); e_il = <v,x_i><v,x_l>; ties averaged; rho x + lam mean."""
     k = 1
-    while f"ScalarHardmaxBlock_{k}_U.weight" in state:
-        g = lambda n: np.asarray(state[f"ScalarHardmaxBlock_{k}_{n}"], dtype=np.float64)  # noqa: E731
+    while f"z{k}.U.weight" in state:
+        g = lambda n: np.asarray(state[f"z{k}.{n}"], dtype=np.float64)  # noqa: E731
         x = z + np.maximum(z @ g("U.weight").T + g("U.bias"), 0) @ g("W.weight").T + g("W.bias")
         p = x @ g("vA.weight")
         e = np.outer(p, p)

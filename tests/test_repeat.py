@@ -130,7 +130,7 @@ def _linear(gm, name):
 
 def test_compiled_own_weights_equal_a_hand_written_loop(prog):
     gm = compile(prog["Own"], dims={"d": D}, approximator="linear", dtype=torch.float64)
-    layers = [_linear(gm, f"Block_1_{k}.Block_1_{k}_F") for k in range(3)]
+    layers = [_linear(gm, f"y.{k}.F") for k in range(3)]
     assert len({id(w) for w, _ in layers}) == 3
     x = torch.randn(2, 5, D, dtype=torch.float64)
     y = x
@@ -142,8 +142,8 @@ def test_compiled_own_weights_equal_a_hand_written_loop(prog):
 
 def test_compiled_shared_weights_equal_a_hand_written_loop(prog):
     gm = compile(prog["Shared"], dims={"d": D}, approximator="linear", dtype=torch.float64)
-    assert sorted(n for n, _ in gm.named_parameters()) == ["Block_1.Block_1_F.bias", "Block_1.Block_1_F.weight"]
-    w, b = _linear(gm, "Block_1.Block_1_F")
+    assert sorted(n for n, _ in gm.named_parameters()) == ["y.F.bias", "y.F.weight"]
+    w, b = _linear(gm, "y.F")
     x = torch.randn(3, 4, D, dtype=torch.float64)
     y = x
     for _ in range(3):
@@ -156,7 +156,7 @@ def test_compiled_extra_arguments_reach_every_copy(prog):
     x, m = torch.randn(2, 5, D, dtype=torch.float64), torch.randn(D, dtype=torch.float64)
     y = x
     for k in range(2):
-        w, b = _linear(gm, f"Cross_1_{k}.Cross_1_{k}_G")
+        w, b = _linear(gm, f"y.{k}.G")
         y = y + (y @ w.T + b) * m
     assert ((gm(x, m) - y).norm() / y.norm()).item() < 1e-12
 
@@ -276,8 +276,8 @@ diagram Simd(x: [n, s, d], m: [n, d]) -> [n, s, d] {
 
 def _modules_by_key(gm) -> dict:
     """Each weight set's module in a compiled module, by its key (weights.weight_key)."""
-    by_attr = {name.split(".")[-1]: mod for name, mod in gm.named_modules()}
-    return {key: by_attr[attr] for key, attr in gm.weight_sets.items() if key[0] == "learn"}
+    modules = dict(gm.named_modules())
+    return {key: modules[attr] for key, attr in gm.weight_sets.items() if key[0] == "learn"}
 
 
 def test_nested_stacks_compile_to_their_unrolled_expansion():
@@ -301,7 +301,7 @@ def test_a_stack_inside_simd_boxes_runs_per_index():
     x, m = torch.randn(2, 5, D, dtype=torch.float64), torch.randn(2, D, dtype=torch.float64)
     y = x
     for k in range(2):
-        w, b = _linear(gm, f"Cross_1_{k}.Cross_1_{k}_G")
+        w, b = _linear(gm, f"y.{k}.G")
         y = y + (y @ w.T + b) * m[:, None, :]
     assert ((gm(x, m) - y).norm() / y.norm()).item() < 1e-12
 

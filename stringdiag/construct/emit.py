@@ -32,11 +32,12 @@ def source(blocks: list[Block], n: int, d: int) -> str:
 
 
 def weights(blocks: list[Block]) -> dict[str, torch.Tensor]:
-    """Block k's parameters under the names its instance ScalarHardmaxBlock#k compiles to."""
+    """Block k's parameters under the names its use ``zk = ScalarHardmaxBlock(...)`` compiles to
+    (``zk.U.weight``: lower/names.py)."""
     t = lambda x: torch.as_tensor(x, dtype=torch.float64).clone()  # noqa: E731
     out: dict[str, torch.Tensor] = {}
     for k, b in enumerate(blocks, 1):
-        p = f"{BLOCK}_{k}_"
+        p = f"z{k}."
         out |= {p + "U.weight": t(b.u)[None, :], p + "U.bias": t([b.b]), p + "W.weight": t(b.w)[:, None],
                 p + "W.bias": torch.zeros(len(b.w), dtype=torch.float64), p + "vA.weight": t(b.v),
                 p + "lam.weight": t(b.lam), p + "rho.weight": t(b.rho)}

@@ -406,27 +406,6 @@ class Lowering:
                                              [len(t) for t in outs[1:]]))
 
 
-    def repeat(self, b: int) -> fx.Node:
-        """t copies of a definition in sequence: one module per copy, its weights at the path
-        ``B#1/k/`` (as ``expand(unroll=...)`` names them), or one module at ``B#1/`` when shared."""
-        node = self.d.box(b)
-        t = self.size(node["repeat"])
-        if not isinstance(t, int) or t < 1:
-            raise DiagError(f"repeat needs a fixed number of copies, at least one; '{node['repeat']}' is "
-                            f"{t if isinstance(t, int) else 'known only at run time'}", node["pos"])
-        key = node["instance"]
-        paths = [f"{key}/"] * t if node.get("shared") else [f"{key}/{k}/" for k in range(t)]
-        cells = {}
-        for path in paths:
-            if path not in cells:
-                sub = Lowering(node["ref"], self.dims, self.make, nn.Module(), self.registry,
-                               native=self.native_prelude, path=path, sites=self.sites)
-                attr = self.register(("layer", path), sub.module)
-                self.attrs.update({k: f"{attr}.{a}" for k, a in sub.attrs.items() if k not in self.attrs})
-                cells[path] = self.g.get_attr(attr)
-        ranks = [len(self.d.local_in_type(b, p)) for p in range(len(self.d.box_inputs(b)))]
-        return self.g.call_function(P.repeat, ([cells[p] for p in paths], self.aligned(b), ranks))
-
 
 def _axis_bounds(node: Mapping) -> tuple:
     """Per output axis of a learnable box, its largest length (``where s <= 512``) or None."""
@@ -441,7 +420,28 @@ def _flatten_batch(x: torch.Tensor, rank: int):
     return x.reshape(n, *x.shape[x.dim() - rank:]), batch, n
 
 
+def _repeat(self: Lowering, b: int) -> fx.Node:
+    """t copies of a definition in sequence: one module per copy, its weights at the path
+    ``B#1/k/`` (as ``expand(unroll=...)`` names them), or one module at ``B#1/`` when shared."""
+    node = self.d.box(b)
+    t = self.size(node["repeat"])
+    if not isinstance(t, int) or t < 1:
+        raise DiagError(f"repeat needs a fixed number of copies, at least one; '{node['repeat']}' is "
+                        f"{t if isinstance(t, int) else 'known only at run time'}", node["pos"])
+    key = node["instance"]
+    paths = [f"{key}/"] * t if node.get("shared") else [f"{key}/{k}/" for k in range(t)]
+    cells = {}
+    for path in paths:
+        if path not in cells:
+            sub = Lowering(node["ref"], self.dims, self.make, nn.Module(), self.registry,
+                           native=self.native_prelude, path=path, sites=self.sites)
+            attr = self.register(("layer", path.rstrip("/")), sub.module)
+            self.attrs.update({k: f"{attr}.{a}" for k, a in sub.attrs.items() if k not in self.attrs})
+            cells[path] = self.g.get_attr(attr)
+    ranks = [len(self.d.local_in_type(b, p)) for p in range(len(self.d.box_inputs(b)))]
+    return self.g.call_function(P.repeat, ([cells[p] for p in paths], self.aligned(b), ranks))
+
 
 KINDS = {"const": Lowering.constant, "contract": Lowering.contract, "reindex": Lowering.reindex,
-         "scan": Lowering.scan, "repeat": Lowering.repeat, "learn": Lowering.learnable, "diagram": Lowering.primitive,
+         "scan": Lowering.scan, "repeat": _repeat, "learn": Lowering.learnable, "diagram": Lowering.primitive,
          "fixed": Lowering.primitive}

@@ -51,7 +51,8 @@ def sites(d: Diagram, ipath: str = "", out: dict[str, str] | None = None) -> dic
 def dotted(key: str, names: dict[str, str]) -> str:
     """A weight set's path of instances as a dotted name: each prefix by its use's name."""
     parts = str(key).split("/")
-    return ".".join(names.get("/".join(parts[: k + 1]), ident(p)) for k, p in enumerate(parts))
+    return ".".join(names.get("/".join(parts[: k + 1]), p if p.isdigit() else ident(p))  # layer k of a stack: k
+                    for k, p in enumerate(parts))
 
 
 def place(root: nn.Module, name: str, module: nn.Module) -> str:
