@@ -27,7 +27,8 @@ class DimDecl:
 
 @dataclass(frozen=True)
 class BoxDecl:
-    """A declared box: learnable (``learn``), abstract family (``abstract``) or ``fixed``."""
+    """A declared box: learnable (``learn``), abstract family (``abstract``), ``fixed``, or
+    ``random``: a tensor drawn from N(0, 1) by ``seed``, fixed and never trained."""
 
     name: str
     box: str
@@ -36,12 +37,14 @@ class BoxDecl:
     outs: tuple[TensorType, ...]
     pos: Pos | None
     local: bool = False  # declared inside a diagram: fresh weights for each use of it
+    seed: int | None = None  # a random box's seed
 
     def signature(self) -> str:
         g = f"<{', '.join(self.generics)}>" if self.generics else ""
         ins = ", ".join(show_type(t) for t in self.ins)
         outs = ", ".join(show_type(t) for t in self.outs)
-        return f"{self.box} {self.name}{g} : {ins} -> {outs}"
+        seed = f" seed {self.seed}" if self.seed is not None else ""
+        return f"{self.box} {self.name}{g} : {ins} -> {outs}{seed}"
 
 
 @dataclass
@@ -184,16 +187,33 @@ def generic_names(g: A.Generics | None, prog: Program) -> tuple[str, ...]:
 
 def box_decls(item: A.BoxDecl, prog: Program, local: bool, outer_generics=()) -> list[BoxDecl]:
     box = item.kind.text
-    if local and box != "learn":
-        raise DiagError(f"only learnable boxes can be declared inside a diagram, not '{box}'",
+    if local and box not in ("learn", "random"):
+        raise DiagError(f"only learnable and random boxes can be declared inside a diagram, not '{box}'",
                         item.kind.pos, prog.source)
+    seed = random_seed(item, prog)
     decls = []
     for dn in item.names:
         generics = generic_names(dn.generics, prog)
         scope = set(generics) | set(outer_generics)
         decls.append(BoxDecl(dn.name.text, box, generics, type_list(item.ins, prog, scope),
-                             type_list(item.outs, prog, scope), dn.name.pos, local))
+                             type_list(item.outs, prog, scope), dn.name.pos, local, seed))
     return decls
+
+
+def random_seed(item: A.BoxDecl, prog: Program) -> int | None:
+    """A random box has a seed, no inputs and one output (the tensor it draws); no other box has a seed."""
+    if item.kind.text != "random":
+        if item.seed is not None:
+            raise DiagError(f"only a random box has a seed, not a '{item.kind.text}' box", item.seed.pos, prog.source)
+        return None
+    if item.seed is None:
+        raise DiagError("a random box needs its seed: random W : -> [m, k] seed 7", item.kind.pos, prog.source)
+    if item.ins or len(item.outs) != 1:
+        raise DiagError("a random box has no inputs and one output: random W : -> [m, k] seed 7",
+                        item.kind.pos, prog.source)
+    if len(item.seed.text) > 18:
+        raise DiagError(f"seed {item.seed.text} is too large (at most 18 digits)", item.seed.pos, prog.source)
+    return int(item.seed.text)
 
 
 def suggest(name: str, candidates: list[str]) -> str:

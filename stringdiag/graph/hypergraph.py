@@ -17,6 +17,7 @@ residual from output port 0 back to input port 0 (finite iteration, App. A.1.3).
 Box classes (``box`` attribute):
 ``learn`` (universal approximator, filled), ``abstract`` (a family to instantiate, e.g.
 ``sim``), ``fixed`` (a primitive process of the prelude or a user declaration),
+``random`` (a tensor drawn from N(0, 1) by its ``seed``, never trained),
 ``diagram`` (a definition used as a box), and three structural ones: ``contract``
 (sum over ``summed`` indices of the product of its inputs), ``reindex`` (transpose,
 broadcast) and ``const`` (a symbolic number).
@@ -32,7 +33,7 @@ from ..errors import Pos
 from .types import Dim, TensorType, show_type
 
 Axes = tuple[Any, ...]  # str: a SIMD (or summed) label; int: a local axis
-BOX_CLASSES = ("learn", "abstract", "fixed", "diagram", "contract", "reindex", "const")
+BOX_CLASSES = ("learn", "abstract", "fixed", "diagram", "contract", "reindex", "const", "random")
 
 
 @dataclass

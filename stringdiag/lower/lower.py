@@ -339,6 +339,24 @@ class Lowering:
             return self.g.create_node("call_module", mod, (xs[0],), name=name)
         return self.g.call_function(P.learnable, (self.g.get_attr(mod), xs, [len(s) for s in ins], outs), name=name)
 
+    def random(self, b: int) -> fx.Node:
+        """A fixed random tensor: drawn from N(0, 1) by its seed with a ``torch.Generator``
+        (in float64, so every dtype sees the same draw), a registered buffer when its shape is
+        fixed (not a parameter: never trained), drawn again from the seed at run time when a
+        seq length is in its shape. One box (name and seed) is one tensor wherever it is used."""
+        node = self.d.box(b)
+        shape = [self.size(x) for x in self.d.local_out_type(b, 0)]
+        if not all(isinstance(n, int) for n in shape):
+            return self.g.call_function(P.seeded, (node["seed"], shape, self.ref), name=_ident(node["op"]))
+        key = ("random", node["op"], node["seed"], tuple(shape))
+        if key not in self.registry:
+            attr = _ident(f"{node['op']}_seed{node['seed']}")
+            while hasattr(self.root, attr):
+                attr += "_"
+            self.root.register_buffer(attr, P.seeded(node["seed"], shape, None))
+            self.registry[key] = attr
+        return self.g.call_function(P.like, (self.g.get_attr(self.registry[key]), self.ref), name=_ident(node["op"]))
+
     def approximator(self, b: int) -> tuple[str, list, list]:
         """The module of a learnable box's weight set (made by the policy on first use), and
         the box's local input and output shapes."""
@@ -386,4 +404,4 @@ def _flatten_batch(x: torch.Tensor, rank: int):
 
 KINDS = {"const": Lowering.constant, "contract": Lowering.contract, "reindex": Lowering.reindex,
          "scan": Lowering.scan, "learn": Lowering.learnable, "diagram": Lowering.primitive,
-         "fixed": Lowering.primitive}
+         "fixed": Lowering.primitive, "random": Lowering.random}

@@ -91,6 +91,19 @@ def gauss(mu: Tensor, sigma: Tensor, n: int) -> Tensor:
     return torch.exp(-((pos - mu[..., None]) ** 2) / (2 * sigma[..., None] ** 2))
 
 
+def seeded(seed: int, shape: list[int], ref: Tensor | None) -> Tensor:
+    """A random box's tensor, [1, *shape]: N(0, 1) in float64 from ``torch.Generator`` seeded
+    with ``seed`` (on the CPU, so the draw is the same on every device), then as ``ref``."""
+    x = torch.randn(tuple(int(n) for n in shape), generator=torch.Generator().manual_seed(seed),
+                    dtype=torch.float64)[None]
+    return x if ref is None else like(x, ref)
+
+
+def like(x: Tensor, ref: Tensor) -> Tensor:
+    """``x`` in ``ref``'s dtype and on its device (a no-op when it already is)."""
+    return x.to(dtype=ref.dtype, device=ref.device)
+
+
 def filled(n: tuple[int, ...], value: float, ref: Tensor) -> Tensor:
     return torch.full((1, *n), value, dtype=ref.dtype, device=ref.device)
 

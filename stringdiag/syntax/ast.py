@@ -103,13 +103,15 @@ class DeclName:
 
 @node
 class BoxDecl:
-    """``learn Q, K : [d] -> [k]``; ``kind`` is the keyword (learn, abstract, fixed)."""
+    """``learn Q, K : [d] -> [k]``; ``kind`` is the keyword (learn, abstract, fixed, random);
+    ``seed`` is a random box's ``seed 7``."""
 
     kind: Name
     names: tuple[DeclName, ...]
     ins: tuple[TypeExpr, ...]
     outs: tuple[TypeExpr, ...]
     pos: Pos
+    seed: "Int | None" = None
 
 
 @node
@@ -281,8 +283,11 @@ class DiagTree(Reader):
         return str(tok)
 
     def box_decl(self, meta, kind, *children):
-        *names, ins, outs = children
-        return BoxDecl(kind, tuple(names), ins, outs, self._at(meta))
+        *names, ins, outs, seed = children
+        return BoxDecl(kind, tuple(names), ins, outs, self._at(meta), seed)
+
+    def seed(self, meta, value):
+        return value
 
     def box_kind(self, meta, tok):
         return Name(str(tok), self._at(meta))
