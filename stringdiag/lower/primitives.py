@@ -56,6 +56,11 @@ def where(x: Tensor, m: Tensor) -> Tensor:
     return torch.where(m != 0, x, torch.full((), float("-inf"), dtype=x.dtype, device=x.device))
 
 
+def less(a: Tensor, b: Tensor) -> Tensor:
+    """1 where a < b, 0 elsewhere, in the dtype of the inputs."""
+    return torch.lt(a, b).to(torch.result_type(a, b))
+
+
 def posenc(n: int, m: int, ref: Tensor) -> Tensor:
     """Sinusoidal positional encoding (Vaswani et al.): sin on even features, cos on odd."""
     pos = torch.arange(n, dtype=ref.dtype, device=ref.device)[:, None]
