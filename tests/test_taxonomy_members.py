@@ -338,3 +338,14 @@ def test_fold_a_generic_definition(tmp_path):
     assert [s.relation for s in d.steps[1:]] == [EQ, EQ] and d.steps[2].verified < 1e-12
     folded = [d.result.box(b) for b in d.result.boxes() if d.result.box(b)["op"] == "softmax"]
     assert len(folded) == 1 and [str(x) for _, x in folded[0]["generics"]] == ["s"]
+
+
+def test_an_error_in_the_generated_header_points_at_the_body(tmp_path):
+    """The header the derivation writes for an inline body (here with an input named twice) is
+    reported at the body, not on the line of the step before it."""
+    p = tmp_path / "h.deriv"
+    p.write_text(f'start {GALLERY}/taxonomy.diag:PrimordialAttention\n'
+                 'specialise sim(p, p) := { return sum_f p[f] * p[f] }\n')
+    with pytest.raises(DiagError, match="declared twice") as e:
+        load_derivation(p)
+    assert (e.value.pos.line, e.value.pos.col) == (2, 25)

@@ -291,7 +291,9 @@ class Runner:
         try:
             prog = loads(src, self.file)
         except DiagError as e:
-            raise DiagError(e.message, e.pos, self.text if e.pos and e.pos.file == self.file else e.source) from None
+            ours = e.pos is not None and e.pos.file == self.file
+            pos = body.pos if ours and e.pos.line < line else e.pos  # the generated header: at the body
+            raise DiagError(e.message, pos, self.text if ours else e.source) from None
         return prog[f"__{name}"]
 
     def fold(self, cur: Diagram, name: A.Name, at: D.Where | None) -> steps.Outcome:
