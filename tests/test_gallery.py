@@ -62,6 +62,13 @@ SIGNATURES = {
         "SlidingWindowAttention": "[s, d] -> [s, d]",
         "GaussianWindowAttention": "[s, d] -> [s, d]",
     },
+    "taxonomy_linear.diag": {n: "[s, d] -> [s, d]" for n in (
+        "NormalisedSimilarityAttention", "LinearTransformer", "PerformerFAVOR", "FastWeightDPFP")},
+    "taxonomy_sparse.diag": {n: "[s, d] -> [s, d]" for n in (
+        "MaskedAttention", "Longformer", "BigBird", "StarTransformer", "ETC")},
+    "taxonomy_gaussian.diag": {n: "[s, d] -> [s, d]" for n in (
+        "GaussianPriorAttention", "GaussianTransformer", "HardcodedGaussian", "GaussianAttention",
+        "LocalnessAttention")},
 }
 # files written by a command, drawn as one grid picture by it rather than one picture each
 GRIDS = {"mechanisms.diag": "mechanisms.svg"}

@@ -25,6 +25,22 @@ EXPECTED = {
     "hardmax.deriv": (RED * 2 + EQ * 6, ("s^2", "1")),
     "hardmax_rank1.deriv": (RED + EQ, ("s^2", "s^2")),
     "bahdanau_to_vaswani.deriv": (REWIRE + EQ * 2 + RED * 2 + EQ + RED, ("s·t", "s·t")),
+    # the taxonomy's edges (Khatri et al. (2024), Sec. 4; tests/test_taxonomy_members.py)
+    "tax_linear.deriv": (RED, ("s^2", "s^2")),
+    "tax_linear_transformer.deriv": (RED + EQ * 4, ("s^2", "s")),
+    "tax_performer.deriv": (RED + EQ * 4, ("s^2", "s")),
+    "tax_dpfp.deriv": (RED * 2 + EQ, ("s^2", "s")),
+    "tax_sparse.deriv": (RED * 2, ("s^2", "s^2")),
+    "tax_sliding_window.deriv": (RED, ("s^2", "s^2")),
+    "tax_longformer.deriv": (RED, ("s^2", "s^2")),
+    "tax_bigbird.deriv": (RED, ("s^2", "s^2")),
+    "tax_star.deriv": (RED, ("s^2", "s^2")),
+    "tax_etc.deriv": (REWIRE, ("s^2", "s^2")),
+    "tax_gaussian_prior.deriv": (RED, ("s^2", "s^2")),
+    "tax_gaussian_transformer.deriv": (RED * 2, ("s^2", "s^2")),
+    "tax_hardcoded.deriv": (RED * 2 + EQ * 3, ("s^2", "s^2")),
+    "tax_gaussian.deriv": (REWIRE, ("s^2", "s^2")),
+    "tax_localness.deriv": (RED * 3, ("s^2", "s^2")),
 }
 
 # Derivations whose --verify the engine cannot run yet: Runner.instances looks the boxes of

@@ -247,6 +247,7 @@ SCALAR_REFERENCE: dict[str, Callable[..., float]] = {
     "tanh": math.tanh,
     "softplus": lambda a: math.log1p(math.exp(a)),
     "where": lambda a, m: a if m != 0 else -math.inf,
+    "lt": lambda a, b: 1.0 if a < b else 0.0,
     "erf": math.erf,
     "gelu": lambda a: a * 0.5 * (1 + math.erf(a / math.sqrt(2))),
     "gelu_tanh": lambda a: 0.5 * a * (1 + math.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a ** 3))),

@@ -57,7 +57,8 @@ def _text(s: dict) -> str:
     lines += [f"  {name:<{width}}  {kind}" for name, kind in s["dimensions"].items()]
     b = s["boxes"]
     lines.append(f"boxes: {b['total']} ({b['expanded_total']} when expanded)")
-    lines += [f"  {kind:<9} {n:>4}   {b['expanded'].get(kind, 0):>5}" for kind, n in b["by_kind"].items()]
+    kinds = [*b["by_kind"], *(k for k in b["expanded"] if k not in b["by_kind"])]  # random boxes inside definitions too
+    lines += [f"  {kind:<9} {b['by_kind'].get(kind, 0):>4}   {b['expanded'].get(kind, 0):>5}" for kind in kinds]
     lines.append("learnable boxes (parameters; uses):")
     if not s["learnable"]:
         lines.append("  none")

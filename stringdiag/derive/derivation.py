@@ -23,7 +23,7 @@ from ..graph.diagram import Diagram
 from ..graph.expand import expand
 from ..graph.decls import Definition, Program, suggest
 from ..graph.program import load, loads, prelude
-from ..graph.types import show_type
+from ..graph.types import Dim, show_type
 from ..rewrite.match import find_matches, select
 from ..rewrite.rule import EQUATION, RULES_DIR, Library, Rule, library, load_rules
 from ..syntax import ast as A
@@ -283,16 +283,19 @@ class Runner:
             raise self.err(f"'{name}' has {len(decl.ins)} input(s); {len(names)} name(s) given", params.pos)
         header = ", ".join(f"{n}: {show_type(t)}" for n, t in zip(names, decl.ins))
         outs = ", ".join(show_type(t) for t in decl.outs)
+        generics = f"<{', '.join(decl.generics)}>" if decl.generics else ""  # N<n>: the body may use n
         imports = "\n".join(f'import "{p}"' for p in self.programs)
         line, col = body.pos.line, body.pos.col
         # the header on the line before the body, the imports after it (order does not matter
         # in a .diag file), so that the body keeps its line and column in the .deriv
-        src = ("\n" * max(line - 2, 0) + f"diagram __{name}({header}) -> {outs}\n" + " " * (col - 1) + body.text
+        src = ("\n" * max(line - 2, 0) + f"diagram __{name}{generics}({header}) -> {outs}\n" + " " * (col - 1) + body.text
                + "\n" + imports + "\n")
         try:
             prog = loads(src, self.file)
         except DiagError as e:
-            raise DiagError(e.message, e.pos, self.text if e.pos and e.pos.file == self.file else e.source) from None
+            ours = e.pos is not None and e.pos.file == self.file
+            pos = body.pos if ours and e.pos.line < line else e.pos  # the generated header: at the body
+            raise DiagError(e.message, pos, self.text if ours else e.source) from None
         return prog[f"__{name}"]
 
     def fold(self, cur: Diagram, name: A.Name, at: D.Where | None) -> steps.Outcome:
@@ -304,10 +307,9 @@ class Runner:
         if defn is None:
             raise self.err(f"no definition named '{name.text}' to fold", name.pos)
         body = defn.diagram()
-        if body.generics:
-            raise self.err(f"'{name.text}' has dimension parameters; folding it is not supported yet", name.pos)
         call = _call_of(defn, body)
-        rule = Rule(f"fold {name.text}", EQUATION, body, call, ())
+        # a generic definition (softmax<n>) folds as a rule over its dimension parameters
+        rule = Rule(f"fold {name.text}", EQUATION, body, call, tuple(body.generics))
         return self.located(name, steps.fold, cur, body, call, [self.pick(cur, rule, False, at, name)])
 
 
@@ -331,10 +333,11 @@ def _sig(ins, outs) -> str:
 def _call_of(defn: Definition, body: Diagram) -> Diagram:
     """A diagram that is one use of the definition, over the definition's own boundary."""
     d = Diagram(name=f"{defn.name} (folded)", program=body.program, source=body.source,
-                input_names=list(body.input_names))
+                input_names=list(body.input_names), generics=tuple(body.generics))
+    generics = {"generics": tuple((g, Dim.var(g)) for g in body.generics)} if body.generics else {}
     ins = [d.add_wire(t, name=n) for t, n in zip(body.input_types, body.input_names)]
     d.inputs.extend(ins)
     _, outs = d.add_box("diagram", defn.name, [(w, tuple(range(len(d.wire_type(w))))) for w in ins],
-                        body.output_types, ref=body, clusters=(), instance=f"{defn.name}#1")
+                        body.output_types, ref=body, clusters=(), instance=f"{defn.name}#1", **generics)
     d.outputs.extend(outs)
     return d

@@ -44,7 +44,8 @@ OPTIONS = {"linear": ("bias",), "mlp": ("bias", "hidden")}  # the options each p
 
 @dataclass(frozen=True)
 class BoxDecl:
-    """A declared box: learnable (``learn``), abstract family (``abstract``) or ``fixed``."""
+    """A declared box: learnable (``learn``), abstract family (``abstract``), ``fixed``, or
+    ``random``: a tensor drawn from N(0, 1) by ``seed``, fixed and never trained."""
 
     name: str
     box: str
@@ -61,12 +62,14 @@ class BoxDecl:
         none is), by axis: a use inside a definition may call the bounded dimension otherwise."""
         bounds = dict(self.bounds)
         return tuple(bounds.get(dim.name) for dim in self.outs[0]) if bounds else ()
+    seed: int | None = None  # a random box's seed
 
     def signature(self) -> str:
         g = f"<{', '.join(self.generics)}>" if self.generics else ""
         ins = ", ".join(show_type(t) for t in self.ins)
         outs = ", ".join(show_type(t) for t in self.outs)
-        return f"{self.box} {self.name}{g} : {ins} -> {outs}"
+        seed = f" seed {self.seed}" if self.seed is not None else ""
+        return f"{self.box} {self.name}{g} : {ins} -> {outs}{seed}"
 
 
 @dataclass
@@ -209,13 +212,14 @@ def generic_names(g: A.Generics | None, prog: Program) -> tuple[str, ...]:
 
 def box_decls(item: A.BoxDecl, prog: Program, local: bool, outer_generics=()) -> list[BoxDecl]:
     box = item.kind.text
-    if local and box != "learn":
-        raise DiagError(f"only learnable boxes can be declared inside a diagram, not '{box}'",
+    if local and box not in ("learn", "random"):
+        raise DiagError(f"only learnable and random boxes can be declared inside a diagram, not '{box}'",
                         item.kind.pos, prog.source)
     via = approximator(item.via, prog) if item.via is not None else None
     if (via is not None or item.bounds) and box != "learn":
         at = item.via.pos if item.via is not None else item.bounds[0].pos
         raise DiagError(f"only a learnable box has an approximator or a largest length, not '{box}'", at, prog.source)
+    seed = random_seed(item, prog)
     decls = []
     for dn in item.names:
         generics = generic_names(dn.generics, prog)
@@ -225,7 +229,7 @@ def box_decls(item: A.BoxDecl, prog: Program, local: bool, outer_generics=()) ->
             raise DiagError(f"'{dn.name.text}' has no inputs: a learnable tensor has no approximator", item.via.pos,
                             prog.source)
         decls.append(BoxDecl(dn.name.text, box, generics, ins, outs, dn.name.pos, local, via,
-                             bounds(item, ins, outs, prog)))
+                             bounds(item, ins, outs, prog), seed))
     return decls
 
 
@@ -264,6 +268,22 @@ def bounds(item: A.BoxDecl, ins: tuple, outs: tuple, prog: Program) -> tuple[tup
                             b.limit.pos, prog.source)
         out[name] = int(b.limit.text)
     return tuple(out.items())
+
+
+def random_seed(item: A.BoxDecl, prog: Program) -> int | None:
+    """A random box has a seed, no inputs and one output (the tensor it draws); no other box has a seed."""
+    if item.kind.text != "random":
+        if item.seed is not None:
+            raise DiagError(f"only a random box has a seed, not a '{item.kind.text}' box", item.seed.pos, prog.source)
+        return None
+    if item.seed is None:
+        raise DiagError("a random box needs its seed: random W : -> [m, k] seed 7", item.kind.pos, prog.source)
+    if item.ins or len(item.outs) != 1:
+        raise DiagError("a random box has no inputs and one output: random W : -> [m, k] seed 7",
+                        item.kind.pos, prog.source)
+    if len(item.seed.text) > 18:
+        raise DiagError(f"seed {item.seed.text} is too large (at most 18 digits)", item.seed.pos, prog.source)
+    return int(item.seed.text)
 
 
 def suggest(name: str, candidates: list[str]) -> str:

@@ -34,6 +34,8 @@ class Use:
             attrs = {"ref": callee}
             if callee.box == "learn":
                 attrs["local"], attrs["param"] = callee.local, callee.name
+            if callee.box == "random":
+                attrs["seed"] = callee.seed
             return cls(callee.name, callee.generics, list(callee.ins), list(callee.outs), callee.box, attrs)
         d = callee.diagram()
         uses[callee.name] = uses.get(callee.name, 0) + 1

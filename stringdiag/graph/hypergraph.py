@@ -20,6 +20,7 @@ every copy; each copy has weights of its own unless ``shared`` (``weights.py``).
 Box classes (``box`` attribute):
 ``learn`` (universal approximator, filled), ``abstract`` (a family to instantiate, e.g.
 ``sim``), ``fixed`` (a primitive process of the prelude or a user declaration),
+``random`` (a tensor drawn from N(0, 1) by its ``seed``, never trained),
 ``diagram`` (a definition used as a box), and three structural ones: ``contract``
 (sum over ``summed`` indices of the product of its inputs), ``reindex`` (transpose,
 broadcast) and ``const`` (a symbolic number).
@@ -35,7 +36,7 @@ from ..errors import Pos
 from .types import Dim, TensorType, show_type
 
 Axes = tuple[Any, ...]  # str: a SIMD (or summed) label; int: a local axis
-BOX_CLASSES = ("learn", "abstract", "fixed", "diagram", "contract", "reindex", "const")
+BOX_CLASSES = ("learn", "abstract", "fixed", "diagram", "contract", "reindex", "const", "random")
 
 
 def repeated(node: Mapping) -> bool:

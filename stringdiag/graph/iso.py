@@ -63,6 +63,8 @@ def _box_label(node: dict, local: tuple = ()) -> str:
     generics = ",".join(f"{g}={d}" for g, d in node.get("generics", ()))
     global_learn = node["box"] == "learn" and not node.get("local")
     ident = node.get("param", node["op"]) if global_learn else node["op"]
+    if node["box"] == "random":
+        ident += f"@{node['seed']}"  # the seed is part of which tensor it is
     return "|".join((node["box"], ident, simd, loop_tag(node), summed, generics,
                      repr(node.get("value", ""))))
 
@@ -204,6 +206,8 @@ class _Labels:
         """A box's label: the same string as :func:`_box_label`, built from memoised parts."""
         box, summed, generics = a["box"], a.get("summed", ()), a.get("generics", ())
         ident = a.get("param", a["op"]) if box == "learn" and not a.get("local") else a["op"]
+        if box == "random":
+            ident += f"@{a['seed']}"
         dims = self.simd(a["simd"])
         s = "|".join((box, ident, dims + "".join(["," + self.dim(y) for y in local]) if local else dims,
                       loop_tag(a),

@@ -59,6 +59,11 @@ def where(x: Tensor, m: Tensor) -> Tensor:
     return torch.where(m != 0, x, torch.full((), float("-inf"), dtype=x.dtype, device=x.device))
 
 
+def less(a: Tensor, b: Tensor) -> Tensor:
+    """1 where a < b, 0 elsewhere, in the dtype of the inputs."""
+    return torch.lt(a, b).to(torch.result_type(a, b))
+
+
 def posenc(n: int, m: int, ref: Tensor) -> Tensor:
     """Sinusoidal positional encoding (Vaswani et al.): sin on even features, cos on odd."""
     pos = torch.arange(n, dtype=ref.dtype, device=ref.device)[:, None]
@@ -92,6 +97,19 @@ def gauss(mu: Tensor, sigma: Tensor, n: int) -> Tensor:
     """The Gaussian window N(mu, sigma) evaluated at positions 0..n-1 (unnormalised)."""
     pos = torch.arange(n, dtype=mu.dtype, device=mu.device)
     return torch.exp(-((pos - mu[..., None]) ** 2) / (2 * sigma[..., None] ** 2))
+
+
+def seeded(seed: int, shape: list[int], ref: Tensor | None) -> Tensor:
+    """A random box's tensor, [1, *shape]: N(0, 1) in float64 from ``torch.Generator`` seeded
+    with ``seed`` (on the CPU, so the draw is the same on every device), then as ``ref``."""
+    x = torch.randn(tuple(int(n) for n in shape), generator=torch.Generator().manual_seed(seed),
+                    dtype=torch.float64)[None]
+    return x if ref is None else like(x, ref)
+
+
+def like(x: Tensor, ref: Tensor) -> Tensor:
+    """``x`` in ``ref``'s dtype and on its device (a no-op when it already is)."""
+    return x.to(dtype=ref.dtype, device=ref.device)
 
 
 def filled(n: tuple[int, ...], value: float, ref: Tensor) -> Tensor:

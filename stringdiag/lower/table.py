@@ -77,6 +77,7 @@ FIXED: dict[str, Entry] = {
     "clamp": elementwise(P.clamp),
     "detach": elementwise(torch.detach),
     "where": elementwise(P.where),
+    "lt": elementwise(P.less),
     "hardmax": lambda c: c.call(P.hardmax, c.x),
     "amax": lambda c: c.call(torch.amax, c.x, -1),
     "ones": lambda c: c.call(P.filled, (c.size("n"),), 1.0, c.ref),

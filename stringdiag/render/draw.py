@@ -1,7 +1,7 @@
 """Pictures of diagrams in the paper's conventions, drawn by Graphviz.
 
 Left to right. Learnable boxes are filled, fixed boxes unfilled, abstract families
-highlighted; definitions used as boxes have a double border (or are opened with
+highlighted, fixed random tensors hatched grey with their seed; definitions used as boxes have a double border (or are opened with
 ``expand``, drawn inside a solid frame named after them). SIMD boxes are dashed
 containers labelled by their index and its range, nested as written; a scanned index
 (finite iteration with a carried state) has a bold border. Wires are labelled with
@@ -30,6 +30,7 @@ FIXED_COLOUR = "#1f5f9e"
 OTHER_COLOUR = "#555555"
 LEARN_FILL = "#4f6d9a"
 ABSTRACT_FILL = "#ffd54f"
+RANDOM_FILL = "#d5d8dc"  # a fixed random tensor: drawn, not trained
 FONT = "Helvetica"
 FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf", ".dot": "dot", ".gv": "dot"}
 
@@ -70,6 +71,9 @@ def _box_style(node: dict) -> dict:
     elif box == "diagram" and repeated(node):  # t copies drawn as one box: "Block ×6"
         shared = " shared" if node.get("shared") else ""
         style.update(peripheries="3", style="rounded,bold", label=f"{label} ×{node['repeat']}{shared}")
+    elif box == "random":
+        style.update(style="rounded,filled,dashed", fillcolor=RANDOM_FILL, color="#566573",
+                     label=f"<{html.escape(label)}<font point-size='9'> seed {node['seed']}</font>>")
     elif box == "diagram":
         style.update(peripheries="2", style="rounded,bold")
     elif box == "contract":

@@ -69,7 +69,7 @@ def identity(node: dict, with_generics: bool = False) -> tuple:
     must find one function twice; whether with one set of weights is :attr:`Match.ties`.
     A definition is told by its content, not its name alone."""
     ref = definition_key(node["ref"]) if node["box"] == "diagram" else None
-    global_param = node.get("param") if node["box"] == "learn" and not node.get("local") else None
+    global_param = node.get("param") if node["box"] == "learn" and not node.get("local") else node.get("seed")
     ident = (node["box"], node["op"], ref, global_param, loop_tag(node))
     return ident + (tuple(node.get("generics", ())),) if with_generics else ident
 

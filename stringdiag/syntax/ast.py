@@ -130,7 +130,8 @@ class Bound:
 
 @node
 class BoxDecl:
-    """``learn Q, K : [d] -> [k]``; ``kind`` is the keyword (learn, abstract, fixed)."""
+    """``learn Q, K : [d] -> [k]``; ``kind`` is the keyword (learn, abstract, fixed, random);
+    ``seed`` is a random box's ``seed 7``."""
 
     kind: Name
     names: tuple[DeclName, ...]
@@ -139,6 +140,7 @@ class BoxDecl:
     pos: Pos
     via: Via | None = None
     bounds: tuple[Bound, ...] = ()
+    seed: "Int | None" = None
 
 
 @node
@@ -322,8 +324,8 @@ class DiagTree(Reader):
         return str(tok)
 
     def box_decl(self, meta, kind, *children):
-        *names, ins, outs, via, bounds = children
-        return BoxDecl(kind, tuple(names), ins, outs, self._at(meta), via, bounds or ())
+        *names, ins, outs, via, bounds, seed = children
+        return BoxDecl(kind, tuple(names), ins, outs, self._at(meta), via, bounds or (), seed)
 
     def via(self, meta, policy, *options):
         return Via(policy, _present(options), self._at(meta))
@@ -337,6 +339,9 @@ class DiagTree(Reader):
 
     def bound(self, meta, dim, limit):
         return Bound(dim, limit, self._at(meta))
+
+    def seed(self, meta, value):
+        return value
 
     def box_kind(self, meta, tok):
         return Name(str(tok), self._at(meta))
