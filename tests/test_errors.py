@@ -53,7 +53,7 @@ CASES = [
                  "unexpected 'y'; expected one of ')', ','", id="syntax-missing-comma"),
     pytest.param("}\n", 1, 1,
                  "unexpected '}'; expected one of 'abstract', 'diagram', 'dim', 'fixed', 'import', "
-                 "'learn', end of file", id="syntax-stray-brace"),
+                 "'learn', 'random', end of file", id="syntax-stray-brace"),
     pytest.param(H("diagram A(x: [s, d]) -> [s, d] {\n  y == x\n  return y\n}"), 6, 6,
                  "unexpected '='; expected one of '(', '-', 'repeat', 'scan', a name, a number, sum_<index>",
                  id="syntax-double-equals"),

@@ -366,23 +366,6 @@ class Lowering:
         sizes = [self.size(dim) if m else None for dim, m in zip(ty, bounds)]
         return self.g.call_function(P.bounded, (t, sizes, list(bounds), [str(dim) for dim in ty], node["op"]))
 
-    def random(self, b: int) -> fx.Node:
-        """A fixed random tensor: drawn from N(0, 1) by its seed with a ``torch.Generator``
-        (in float64, so every dtype sees the same draw), a registered buffer when its shape is
-        fixed (not a parameter: never trained), drawn again from the seed at run time when a
-        seq length is in its shape. One box (name and seed) is one tensor wherever it is used."""
-        node = self.d.box(b)
-        shape = [self.size(x) for x in self.d.local_out_type(b, 0)]
-        if not all(isinstance(n, int) for n in shape):
-            return self.g.call_function(P.seeded, (node["seed"], shape, self.ref), name=_ident(node["op"]))
-        key = ("random", node["op"], node["seed"], tuple(shape))
-        if key not in self.registry:
-            attr = _ident(f"{node['op']}_seed{node['seed']}")
-            while hasattr(self.root, attr):
-                attr += "_"
-            self.root.register_buffer(attr, P.seeded(node["seed"], shape, None))
-            self.registry[key] = attr
-        return self.g.call_function(P.like, (self.g.get_attr(self.registry[key]), self.ref), name=_ident(node["op"]))
 
     def approximator(self, b: int) -> tuple[str, list, list]:
         """The module of a learnable box's weight set (made by the policy on first use), and
@@ -460,6 +443,25 @@ def _repeat(self: Lowering, b: int) -> fx.Node:
     return self.g.call_function(P.repeat, ([cells[p] for p in paths], self.aligned(b), ranks))
 
 
+def _random(self: Lowering, b: int) -> fx.Node:
+    """A fixed random tensor: drawn from N(0, 1) by its seed with a ``torch.Generator``
+    (in float64, so every dtype sees the same draw), a registered buffer when its shape is
+    fixed (not a parameter: never trained), drawn again from the seed at run time when a
+    seq length is in its shape. One box (name and seed) is one tensor wherever it is used."""
+    node = self.d.box(b)
+    shape = [self.size(x) for x in self.d.local_out_type(b, 0)]
+    if not all(isinstance(n, int) for n in shape):
+        return self.g.call_function(P.seeded, (node["seed"], shape, self.ref), name=_ident(node["op"]))
+    key = ("random", node["op"], node["seed"], tuple(shape))
+    if key not in self.registry:
+        attr = _ident(f"{node['op']}_seed{node['seed']}")
+        while hasattr(self.root, attr):
+            attr += "_"
+        self.root.register_buffer(attr, P.seeded(node["seed"], shape, None))
+        self.registry[key] = attr
+    return self.g.call_function(P.like, (self.g.get_attr(self.registry[key]), self.ref), name=_ident(node["op"]))
+
+
 KINDS = {"const": Lowering.constant, "contract": Lowering.contract, "reindex": Lowering.reindex,
          "scan": Lowering.scan, "repeat": _repeat, "learn": Lowering.learnable, "diagram": Lowering.primitive,
-         "fixed": Lowering.primitive, "random": Lowering.random}
+         "fixed": Lowering.primitive, "random": _random}
