@@ -86,3 +86,65 @@ def test_window_attention_memory_does_not_hold_an_s_by_s_matrix():
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         P.window_attention(q, k, v, w, 1.0).sum()
     assert sizes and max(sizes) <= s * (2 * w - 1) * 2 + 2 * (s + 2 * w)
+
+
+# == the analysis counts a masked attention on its mask's support ================================
+ANALYSED = stringdiag.loads("""\
+dim s : seq
+dim d, w, g : fixed
+learn Q, K, V : [d] -> [d]
+
+diagram Masked(x: [s, d], mk: [s, s]) -> [s, d] {
+  e[i, j] = sum_f Q(x)[i, f] * K(x)[j, f]
+  a = softmax(where(e / sqrt(d), mk))
+  y[i] = sum_j a[i, j] * V(x)[j]
+  return y
+}
+diagram Window(x: [s, d]) -> [s, d] { return Masked(x, window<s, w>()) }
+diagram Global(x: [s, d]) -> [s, d] { return Masked(x, global<s, g>()) }
+diagram Longformer(x: [s, d]) -> [s, d] { return Masked(x, max(window<s, w>(), global<s, g>())) }
+diagram Causal(x: [s, d]) -> [s, d] { return Masked(x, causal<s>()) }
+
+# the scores are also returned: they are needed everywhere, not on the band only
+diagram Scores(x: [s, d]) -> [s, d], [s, s] {
+  e[i, j] = sum_f Q(x)[i, f] * K(x)[j, f]
+  a = softmax(where(e, window<s, w>()))
+  y[i] = sum_j a[i, j] * V(x)[j]
+  return y, e
+}
+
+# a dense bias added after the exponential: off the band, exp(-inf) + bias is not 0
+learn B : [d] -> []
+diagram Biased(x: [s, d]) -> [s, d] {
+  e[i, j] = sum_f Q(x)[i, f] * K(x)[j, f]
+  p = exp(where(e, window<s, w>()))
+  b[j] = B(x[j])
+  y[i] = sum_j (p[i, j] + b[j]) * V(x)[j]
+  return y
+}
+""", "analysed.diag")
+
+
+@pytest.mark.parametrize("name, seq_time, seq_memory", [
+    ("Window", "s·w", "s·w"), ("Global", "s·g", "s·g"), ("Longformer", "s·g + s·w", "s·g + s·w"),
+    ("Causal", "s^2", "s^2"), ("Masked", "s^2", "s^2")])
+def test_masked_attention_costs_its_mask_support(name, seq_time, seq_memory):
+    c = analyse(ANALYSED[name])
+    assert (c.seq_time, c.seq_memory) == (seq_time, seq_memory)
+
+
+def test_the_window_replaces_one_s_in_every_quadratic_term_and_nothing_else():
+    assert analyse(ANALYSED["Window"]).time == "s·w·d + s·d^2"
+    assert analyse(ANALYSED["Causal"]).time == "s^2·d + s·d^2"
+    assert analyse(GALLERY["SlidingWindowAttention"]).seq_time == "s·w"
+
+
+@pytest.mark.parametrize("name", ["Scores", "Biased"])
+def test_the_support_does_not_spread_where_it_does_not_hold(name):
+    assert analyse(ANALYSED[name]).seq_time == "s^2"
+
+
+def test_global_tokens_mask_is_the_first_g_rows_and_columns():
+    m = P.global_tokens(6, 2, torch.zeros((), dtype=F64))[0]
+    want = torch.tensor([[1.0 if (i < 2 or j < 2) else 0.0 for j in range(6)] for i in range(6)], dtype=F64)
+    assert torch.equal(m, want)

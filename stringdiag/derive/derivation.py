@@ -285,7 +285,8 @@ class Runner:
         line, col = body.pos.line, body.pos.col
         # the header on the line before the body, the imports after it (order does not matter
         # in a .diag file), so that the body keeps its line and column in the .deriv
-        src = ("\n" * max(line - 2, 0) + f"diagram __{name}({header}) -> {outs}\n" + " " * (col - 1) + body.text
+        gen = f"<{', '.join(decl.generics)}>" if getattr(decl, "generics", ()) else ""
+        src = ("\n" * max(line - 2, 0) + f"diagram __{name}{gen}({header}) -> {outs}\n" + " " * (col - 1) + body.text
                + "\n" + imports + "\n")
         try:
             prog = loads(src, self.file)

@@ -85,6 +85,12 @@ def strided(n: int, w: int, ref: Tensor) -> Tensor:
     return (((i - j) % w == 0) & (j <= i)).to(ref.dtype)[None]
 
 
+def global_tokens(n: int, g: int, ref: Tensor) -> Tensor:
+    """1 where query i or key j is one of the first g positions (global tokens)."""
+    i, j = _grid(n, ref)
+    return ((i < g) | (j < g)).to(ref.dtype)[None]
+
+
 def gauss(mu: Tensor, sigma: Tensor, n: int) -> Tensor:
     """The Gaussian window N(mu, sigma) evaluated at positions 0..n-1 (unnormalised)."""
     pos = torch.arange(n, dtype=mu.dtype, device=mu.device)

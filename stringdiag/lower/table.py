@@ -82,6 +82,7 @@ FIXED: dict[str, Entry] = {
     "causal": lambda c: c.call(P.causal, c.size("n"), c.ref),
     "window": lambda c: c.call(P.window, c.size("n"), c.size("w"), c.ref),
     "strided": lambda c: c.call(P.strided, c.size("n"), c.size("w"), c.ref),
+    "global": lambda c: c.call(P.global_tokens, c.size("n"), c.size("g"), c.ref),
     "gauss": lambda c: c.call(P.gauss, *c.xs, c.size("n")),
 }
 
