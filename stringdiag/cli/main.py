@@ -12,10 +12,12 @@ import sys
 from ..errors import DiagError
 from ..version import __version__
 from . import check, compile, derive, enumerate, info, normalize, render, study, train
+from . import taxonomy
 from .options import short
 
 COMMANDS = {"check": check, "render": render, "info": info, "derive": derive, "normalize": normalize,
             "compile": compile, "train": train, "enumerate": enumerate, "study": study}
+COMMANDS["taxonomy"] = taxonomy
 
 
 class UsageError(Exception):
