@@ -155,3 +155,16 @@ def test_the_command_checks_the_gallery_tree_and_draws_every_member(tmp_path, ca
     red = {re.search(r"<title>([^<]*)</title>", g).group(1) for g in svg.split('<g id="node')[1:]
            if f'stroke="{CHANGED}"' in g.split("</g>")[0]}
     assert red == want and len(want) == sum(len(e.changed) for e in tax.edges) > 0
+
+
+def test_checking_a_taxonomy_imports_no_torch(tmp_path):
+    """Without --verify nothing is evaluated, so torch is never loaded."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from stringdiag.cli.main import main; "
+            f"rc = main(['taxonomy', {str(GALLERY / 'taxonomy.tax')!r}, '-o', {str(tmp_path / 't.svg')!r}]); "
+            "print(rc, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parent.parent, check=True).stdout.split()
+    assert out[-2:] == ["0", "False"]
