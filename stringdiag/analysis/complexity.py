@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from ..graph.diagram import Diagram
 from .combine import cost_monomials
 from .monomials import dominant, only, show
+from .support import sparse_cost
 
 @dataclass(frozen=True)
 class Complexity:
@@ -40,12 +41,16 @@ def analyse(d: Diagram) -> Complexity:
     """Time and memory of the diagram with every definition opened.
 
     The cost is that of ``d.expand()``, but computed per definition and combined
-    (``combine.py``): linear in the source however often definitions nest."""
-    time, memory = cost_monomials(d)
+    (``combine.py``): linear in the source however often definitions nest. A masked attention
+    whose mask has a small support (a sliding window) is counted on it (``support.py``), and
+    the sequence-length figures keep the support's parameter (``O(s·w)``, not ``O(s)``)."""
+    sparse = sparse_cost(d)
+    time, memory, params = sparse if sparse is not None else (*cost_monomials(d), set())
     seq = seq_names(d)
-    return Complexity(show(dominant(set(time)), seq), show(dominant(set(memory)), seq),
-                      show(dominant({only(m, seq) for m in time}), seq),
-                      show(dominant({only(m, seq) for m in memory}), seq))
+    kept, then = seq | params, frozenset(params)
+    return Complexity(show(dominant(set(time)), seq, then), show(dominant(set(memory)), seq, then),
+                      show(dominant({only(m, kept) for m in time}), seq, then),
+                      show(dominant({only(m, kept) for m in memory}), seq, then))
 
 
 def seq_names(d: Diagram) -> set[str]:

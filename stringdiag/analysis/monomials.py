@@ -61,12 +61,17 @@ def multiply(a: Monomial, b: Monomial) -> Monomial:
     return tuple(sorted(acc.items()))
 
 
-def show(ms: list[Monomial], seq: set[str]) -> str:
-    """``s^2·d``: sequence lengths first, as the paper writes them."""
+def show(ms: list[Monomial], seq: set[str], then: frozenset[str] = frozenset()) -> str:
+    """``s^2·d``: sequence lengths first, as the paper writes them, then the names in ``then``
+    (a mask's support: ``s·w·d``)."""
     if not ms:
         return "1"
-    ordered = [sorted(m, key=lambda np: (np[0] not in seq, np[0])) for m in ms]
-    ordered.sort(key=lambda m: (-sum(p for _, p in m), [(n not in seq, -p, n) for n, p in m]))
+
+    def rank(n: str) -> int:
+        return 0 if n in seq else 1 if n in then else 2
+
+    ordered = [sorted(m, key=lambda np: (rank(np[0]), np[0])) for m in ms]
+    ordered.sort(key=lambda m: (-sum(p for _, p in m), [(rank(n), -p, n) for n, p in m]))
     return " + ".join("·".join(n if p == 1 else f"{n}^{p}" for n, p in m) or "1" for m in ordered)
 
 

@@ -19,7 +19,7 @@ from .options import short
 # each command is the module stringdiag.cli.NAME (HELP, add_arguments, run), imported only when
 # it runs or when the whole list is shown: drawing or compiling costs nothing to `derive`
 COMMANDS = ("check", "render", "info", "derive", "normalize", "compile", "train", "enumerate", "study",
-            "construct")
+            "construct", "taxonomy")
 
 
 def command(name: str) -> ModuleType:

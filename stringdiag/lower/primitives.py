@@ -93,6 +93,12 @@ def strided(n: int, w: int, ref: Tensor) -> Tensor:
     return (((i - j) % w == 0) & (j <= i)).to(ref.dtype)[None]
 
 
+def global_tokens(n: int, g: int, ref: Tensor) -> Tensor:
+    """1 where query i or key j is one of the first g positions (global tokens)."""
+    i, j = _grid(n, ref)
+    return ((i < g) | (j < g)).to(ref.dtype)[None]
+
+
 def gauss(mu: Tensor, sigma: Tensor, n: int) -> Tensor:
     """The Gaussian window N(mu, sigma) evaluated at positions 0..n-1 (unnormalised)."""
     pos = torch.arange(n, dtype=mu.dtype, device=mu.device)
@@ -238,3 +244,35 @@ class LayerNormEps(nn.LayerNorm):
     def forward(self, x: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         c = x - x.mean(-1, keepdim=True)
         return c / torch.sqrt((c * c).mean(-1, keepdim=True) + eps[..., None]) * self.weight + self.bias
+
+
+def window_attention(q: Tensor, k: Tensor, v: Tensor, w: int, scale: float) -> Tensor:
+    """softmax(q k^T * scale, masked to |i - j| < w) v on the band only, no s x s matrix.
+
+    ``q, k : [..., s, f]``, ``v : [..., s, e]``, leading axes broadcast. With b = min(w, s)
+    (a wider window is the whole sequence), the sequence is cut into blocks of b positions
+    (``_blocks``, zero-padded); the queries of block c meet the keys of blocks c - 1, c, c + 1,
+    which hold every key within the window: scores ``[..., s / b, b, 3b]``, a few batched
+    products, masked to the window. Time and memory O(s b f), linear in s for a fixed window.
+    Padded queries see only their own (zero) key, so nothing is undefined; they are dropped.
+    Each row of scores is normalised shifted by its largest entry (finite: every row keeps one).
+    """
+    s = q.shape[-2]
+    b = max(1, min(int(w), s))
+    qb = _blocks(q, b)  # [..., nb, b, f]
+    nb = qb.shape[-3]
+    kn, vn = (_neighbours(_blocks(x, b)) for x in (k, v))  # [..., nb, 3b, *]
+    i = torch.arange(nb * b, device=q.device).view(nb, b, 1)
+    j = (torch.arange(nb, device=q.device).view(nb, 1, 1) - 1) * b + torch.arange(3 * b, device=q.device)
+    keep = torch.where(i < s, ((i - j).abs() < b) & (j >= 0) & (j < s), i == j)  # [nb, b, 3b]
+    e = (qb @ kn.transpose(-1, -2) * scale).masked_fill(~keep, float("-inf"))
+    p = torch.exp(e - e.amax(dim=-1, keepdim=True))
+    out = (p / p.sum(dim=-1, keepdim=True)) @ vn  # [..., nb, b, e]
+    return out.flatten(-3, -2)[..., :s, :]
+
+
+def _neighbours(x: Tensor) -> Tensor:
+    """[..., n, b, f] -> [..., n, 3b, f]: each block with the one before and the one after (zeros
+    past the ends)."""
+    p = F.pad(x, (0, 0, 0, 0, 1, 1))
+    return torch.cat([p[..., :-2, :, :], p[..., 1:-1, :, :], p[..., 2:, :, :]], dim=-2)

@@ -92,6 +92,7 @@ FIXED: dict[str, Entry] = {
     "causal": lambda c: c.call(P.causal, c.size("n"), c.ref),
     "window": lambda c: c.call(P.window, c.size("n"), c.size("w"), c.ref),
     "strided": lambda c: c.call(P.strided, c.size("n"), c.size("w"), c.ref),
+    "global": lambda c: c.call(P.global_tokens, c.size("n"), c.size("g"), c.ref),
     "gauss": lambda c: c.call(P.gauss, *c.xs, c.size("n")),
 }
 
@@ -108,6 +109,8 @@ NATIVE_ENTRIES: dict[str, Entry] = {
     "causal_sdpa": sdpa(causal=True),
     "causal_linear_attention": lambda c: c.call(P.causal_linear, *c.xs),
     "causal_linear_sum": lambda c: c.call(P.causal_linear, *c.xs, None),
+    "window_sdpa": lambda c: c.call(P.window_attention, *c.xs, c.size("w"),
+                                    c.constant(("div", ("num", 1.0), ("sqrt", ("dim", c.generics["c"]))))),
 }
 
 PRIMITIVES: dict[str, Entry] = {**FIXED, **NATIVE_ENTRIES}

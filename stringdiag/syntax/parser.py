@@ -27,6 +27,7 @@ _FRIENDLY = {
     "STRING": 'a "quoted" path',
     "SUM": "sum_<index>",
     "$END": "end of file",
+    "FILEREF": "FILE.diag:NAME",
 }
 
 
