@@ -216,11 +216,11 @@ def test_oracle_default_sizes_are_distinct_primes():
 # == rules as data ===============================================================================
 def test_library_loads():
     names = {r.name for r in RULES}
-    assert {"assoc", "assoc_mv", "commute", "scalar_out", "div_out", "fission", "copy_out",
+    assert {"assoc", "assoc_mv", "commute", "scalar_out", "div_out", "simd_scan", "slide",
             "copy_nat"} <= names
     assert LIB["assoc"].kind == "equation" and LIB["assoc"].symbol == "≡"
     assert LIB["assoc"].dims == ("n", "m", "p", "q")
-    assert LIB["fission"].vars.keys() == {"f", "g"}
+    assert LIB["slide"].vars.keys() == {"f", "g"}
     for r in RULES:  # one boundary
         assert r.lhs.input_types == r.rhs.input_types and r.lhs.output_types == r.rhs.output_types
 

@@ -322,6 +322,9 @@ def _library() -> dict[str, Rule]:
     return _LIBRARY[1]
 
 
+standard_library = _library  # for the other commands that read the library (normalize)
+
+
 def _sig(ins, outs) -> str:
     return ", ".join(show_type(t) for t in ins) + " -> " + ", ".join(show_type(t) for t in outs)
 
