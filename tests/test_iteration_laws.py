@@ -276,7 +276,7 @@ def test_same_cell_a_recurrent_cell_is_not_a_pass_through(monkeypatch):
     wrongly match there."""
     loop2 = TARGET["Loop2"]
     assert find_matches(loop2, LAWS["simd_scan"]) == []
-    monkeypatch.setattr(search, "same_cell", lambda pn, tn, uni: {})
+    monkeypatch.setattr(search, "same_cell", lambda pn, tn, uni, match_body: {})
     assert len(find_matches(loop2, LAWS["simd_scan"])) == 1
 
 

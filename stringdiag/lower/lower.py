@@ -23,6 +23,7 @@ from torch import fx, nn
 from ..errors import DiagError
 from ..graph import constants
 from ..graph.diagram import Diagram
+from ..graph.expand import substituted
 from ..graph.types import Dim
 from ..graph.weights import weight_key
 from . import primitives as P
@@ -367,7 +368,9 @@ class Lowering:
         elif node["box"] == "diagram":
             key = node.get("instance", node["op"])
             # the body's local weights belong to this instance: Cell#1/W, not W
-            sub = Lowering(node["ref"], self.dims, self.make, self.root, self.registry, native=self.native_prelude,
+            # a generic cell at the sizes this loop uses it with (its own names for them may differ)
+            body = substituted(node["ref"], dict(node["generics"])) if node.get("generics") else node["ref"]
+            sub = Lowering(body, self.dims, self.make, self.root, self.registry, native=self.native_prelude,
                            path=f"{key}/")
             cell = self.g.get_attr(self.register(("cell", key), sub.module))
         else:

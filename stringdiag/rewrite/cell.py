@@ -11,14 +11,14 @@ with the variables bound there and the dimensions the match found (:func:`build_
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from typing import Callable, Iterator
 
 from ..graph.diagram import Diagram
 from ..graph.expand import substituted
 from ..graph.types import Dim
-from .index import Index
-from .pattern import Pattern
-from .search import Matcher
+from .occurrence import Match
 from .unify import Unifier
 
 _IDENT = ("box", "op", "ref", "param", "local", "instance", "generics")
@@ -32,10 +32,11 @@ class CellMatch:
     bound: dict[str, dict] = field(default_factory=dict)     # box variable -> the target box it is
 
 
-def match_cell(pat: Diagram, target: Diagram) -> CellMatch | None:
+def match_cell(pat: Diagram, target: Diagram, search: Callable[[Diagram, Diagram], Iterator[Match]]) -> CellMatch | None:
     """The pattern's body as the whole of the target's: every target box matched, the
     pattern's inputs and outputs the target's in order (an output that is an input, passed
-    straight through, must be the same input there), the sizes unified."""
+    straight through, must be the same input there), the sizes unified. ``search`` finds
+    the matches of one body in another (the matcher's, given by it)."""
     if len(pat.inputs) != len(target.inputs) or len(pat.outputs) != len(target.outputs):
         return None
     uni = Unifier(frozenset(pat.generics))
@@ -46,7 +47,9 @@ def match_cell(pat: Diagram, target: Diagram) -> CellMatch | None:
         return None
     if len(pat) == 0:
         return CellMatch(dict(uni.sub)) if len(target) == 0 and uni.settle() else None
-    for m in Matcher(Pattern(pat, passing=True), Index(target)).run():
+    if len(pat) == 1 and len(target) > 1:
+        return _whole_body(pat, target, uni)
+    for m in search(pat, target):
         if len(m.boxes) != len(target) or m.slots or not _on_boundary(pat, target, m):
             continue
         u = uni.copy()
@@ -55,6 +58,24 @@ def match_cell(pat: Diagram, target: Diagram) -> CellMatch | None:
                      for n, tb in m.idents.items() if _is_variable(pat, n)}
             return CellMatch(dict(u.sub), bound)
     return None
+
+
+def _whole_body(pat: Diagram, target: Diagram, uni: Unifier) -> CellMatch | None:
+    """A pattern cell of one box variable besides its passed carry (``return c, h(c, v)``)
+    against a body of many boxes: the variable stands for everything the body computes, the
+    body itself with the passed outputs left out, as a definition of its own (its boxes keep
+    their weights). The variable must read the cell's inputs in order and make the rest."""
+    (b,) = pat.boxes()
+    node = pat.box(b)
+    if not node.get("var") or [w for w, _ in pat.box_inputs(b)] != list(pat.inputs):
+        return None
+    made = [k for k, y in enumerate(pat.outputs) if y not in pat.inputs]
+    if [pat.outputs[k] for k in made] != pat.box_outputs(b) or not uni.settle():
+        return None
+    body = target.copy(name=re.sub(r"\W", "", target.name) + "Map")  # a name a derivation can unfold
+    body.outputs = [target.outputs[k] for k in made]
+    bound = {"box": "diagram", "op": body.name, "ref": body, "instance": f"{body.name}#1"}
+    return CellMatch(dict(uni.sub), {node["op"]: bound})
 
 
 def _same_passing(pat: Diagram, target: Diagram) -> bool:

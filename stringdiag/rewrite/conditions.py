@@ -86,23 +86,32 @@ def same_local_types(local: tuple[list, list], t: Diagram, tb: int, uni: Unifier
             and all(uni.unify_types(lt, t.local_out_type(tb, q)) for q, lt in enumerate(outs)))
 
 
-def same_cell(pn: dict, tn: dict, uni: Unifier) -> dict | None:
+def same_cell(pn: dict, tn: dict, uni: Unifier, match_body) -> dict | None:
     """A scanned cell pattern (a rule's ``where diagram``) names no definition: it is the
     target cell whose whole body it matches (``cell.match_cell``), and the sizes found there
     are the rule's. Returns the box variables bound inside the cell (name -> the target
-    box's attributes; none for any other box), or ``None`` where the cell is not the pattern's."""
+    box's attributes; none for any other box), or ``None`` where the cell is not the pattern's.
+    ``match_body(pattern body, target body)`` is ``cell.match_cell`` with the search's matcher."""
     if not pn.get("cell"):
         return {}
-    from .cell import match_cell  # the cell's body is matched by the search this module serves
-
-    cm = match_cell(pn["ref"], tn["ref"])
+    cm = match_body(pn["ref"], tn["ref"])
     if cm is None:
         return None
     mine, theirs = dict(pn.get("generics", ())), dict(tn.get("generics", ()))
     for g, dim in cm.dims.items():
         if g in mine and not uni.unify(mine[g], dim.substitute(theirs)):
             return None
-    return cm.bound
+    return {name: _owned(node, tn.get("instance", tn["op"])) for name, node in cm.bound.items()}
+
+
+def _owned(node: dict, instance: str) -> dict:
+    """A box bound inside a loop's cell, named as the loop owns it: weights local to the
+    cell are that loop's (``Cell#1/E``), wherever a rewrite moves the box."""
+    if node["box"] == "learn" and node.get("local"):
+        return {**node, "param": f"{instance}/{node.get('param', node['op'])}"}
+    if node["box"] == "diagram" and node.get("instance"):
+        return {**node, "instance": f"{instance}/{node['instance']}"}
+    return node
 
 
 # -- a candidate box, its labels placed ----------------------------------------------------------

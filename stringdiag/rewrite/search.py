@@ -15,6 +15,8 @@ from typing import Any, Iterator
 from .conditions import (context_links, every_label_placed, holds, same_box, same_cell, same_constant, same_definition,
                          same_generics, same_local_types, same_locality, same_scan, same_shape, scan_kept,
                          weight_ties)
+from ..graph.diagram import Diagram
+from .cell import CellMatch, match_cell
 from .context import Slots
 from .index import PROCESSES, Index
 from .names import wire_name
@@ -240,7 +242,7 @@ class Matcher:
         uni = st.uni.copy()
         if not (same_constant(pn, tn, uni) and same_generics(pn, tn, uni)):
             return
-        inner = same_cell(pn, tn, uni)
+        inner = same_cell(pn, tn, uni, _match_body)
         if inner is None:
             return
         idents = st.idents
@@ -315,6 +317,11 @@ class Matcher:
         pv, tv = self.p.views[pb], self.ix.view(tb)
         return tuple(w for w, _ in tv.ins) == tuple(wires[w][0] for w, _ in pv.ins) and \
             tv.outs == tuple(wires[w][0] for w in pv.outs)
+
+
+def _match_body(pat: Diagram, target: Diagram) -> CellMatch | None:
+    """A cell pattern's body as the whole body of a scanned cell (``cell.match_cell``)."""
+    return match_cell(pat, target, lambda p, t: Matcher(Pattern(p, passing=True), Index(t)).run())
 
 
 __all__ = ["Matcher", "Placement", "State"]
