@@ -12,8 +12,9 @@ HELP = "apply rules everywhere, repeatedly, until nothing changes (or a bound is
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE")
     p.add_argument("-d", "--diagram", metavar="NAME", required=True)
-    p.add_argument("--rules", nargs="+", required=True, metavar="R",
-                   help="rule names from rules/ (NAME, or NAME:reversed for an equation right to left)")
+    p.add_argument("--rules", nargs="+", metavar="R",
+                   help="rule names from rules/ (NAME, or NAME:reversed for an equation right to left); "
+                        "default: the iteration laws that remove a loop (simd_scan simd_unit vanish)")
     p.add_argument("--max-rounds", type=positive, default=20, help="rounds of applying every rule (default 20)")
     p.add_argument("--max-boxes", type=positive, default=100_000, help="stop if the diagram grows past this")
     p.add_argument("-o", "--output", metavar="OUT", help="draw the normal form")
@@ -26,7 +27,9 @@ def run(args: argparse.Namespace) -> int:
 
     prog = load_reporting(args.file)
     (d,) = pick(prog, args.diagram)
-    result = normalize(d, args.rules, max_rounds=args.max_rounds, max_boxes=args.max_boxes,
+    from ..derive.normal import DEFAULT_RULES
+
+    result = normalize(d, args.rules or DEFAULT_RULES, max_rounds=args.max_rounds, max_boxes=args.max_boxes,
                        log=lambda s: print(s, flush=True))
     before, after = analyse(d), analyse(result.diagram)
     print(f"{d.name}: {expanded_box_count(d)} -> {expanded_box_count(result.diagram)} boxes in {result.rounds} round(s), "

@@ -21,7 +21,7 @@ from ..analysis.complexity import analyse
 from ..errors import DiagError, Pos
 from ..graph.diagram import Diagram
 from ..graph.expand import expand
-from ..graph.decls import Definition, Program, suggest
+from ..graph.decls import Definition, Program, suggest, unknown_qualified
 from ..graph.program import load, loads, prelude
 from ..graph.types import Dim, show_type
 from ..rewrite.match import find_matches, select
@@ -78,6 +78,7 @@ class Runner:
         self.base = Path(file).parent
         self.programs: dict[str, Program] = {}
         self.extra: list[Program] = []
+        self.aliases: dict[str, Program] = {}  # use "f.diag" as o
         self.rules: MutableMapping[str, Rule] = ChainMap({}, _library())  # own rules first
         self.start_prog: Program | None = None
 
@@ -96,6 +97,8 @@ class Runner:
     def diagram(self, ref: D.Ref) -> Diagram:
         if ref.file is not None:
             prog = self.program(ref.file, ref.pos)
+        elif "." in ref.name:
+            return self.qualified(ref)
         else:
             prog = next((p for p in [self.start_prog, *self.extra] if p is not None and ref.name in p.defs), None)
             if prog is None:
@@ -119,6 +122,8 @@ class Runner:
         ref = starts[0].ref
         if ref.file is not None:
             self.start_prog = self.program(ref.file, ref.pos)
+        elif "." in ref.name and ref.name.partition(".")[0] in self.aliases:
+            self.start_prog = self.aliases[ref.name.partition(".")[0]]  # start o.NAME: o's file is the start file
         deriv = Derivation(self.file)
         cur = self.diagram(ref)
         deriv.steps.append(Step(0, f"start {cur.name}", "", cur, starts[0].pos))
@@ -146,6 +151,15 @@ class Runner:
                            f"({target.signature()}), and they are not isomorphic", decl.pos)
         return target
 
+    def qualified(self, ref: D.Ref) -> Diagram:
+        """``o.NAME``: the diagram NAME of the file used as ``o``."""
+        q, _, name = ref.name.partition(".")
+        prog = self.aliases.get(q)
+        if prog is None or name not in prog.defs:
+            names = [f"{a}.{n}" for a, p in self.aliases.items() for n in p.defs]
+            raise self.err(unknown_qualified(ref.name, names or [f"{a}." for a in self.aliases], "use"), ref.pos)
+        return prog[name]
+
     def use(self, item: D.UseDecl) -> None:
         rel, pos = item.path.value, item.path.pos
         if rel.endswith(".rules"):
@@ -154,6 +168,10 @@ class Runner:
                 raise self.err(f"no such file {rel}", pos)
             for r in load_rules(target):
                 self.rules[r.name] = r
+        elif item.alias is not None:
+            if item.alias.text in self.aliases:
+                raise self.err(f"'{item.alias.text}' already names a file in use", item.alias.pos)
+            self.aliases[item.alias.text] = self.program(rel, pos)
         else:
             self.extra.append(self.program(rel, pos))
 
@@ -246,10 +264,10 @@ class Runner:
 
     def specialise(self, item: D.Specialise, cur: Diagram) -> steps.Outcome:
         name = item.box.text
-        uses = [b for b in cur.boxes() if cur.box(b)["op"] == name and cur.box(b)["box"] in ("learn", "abstract")]
+        uses = steps.uses_of(cur, name)  # inside the cells of loops too
         if not uses:
             raise self.err(f"no learnable or abstract box '{name}' in the diagram to specialise", item.box.pos)
-        decl = cur.box(uses[0])["ref"]
+        decl = uses[0]["ref"]
         if isinstance(item.value, D.Body):
             defn = self.inline(name, decl, item.params, item.value)
         else:
@@ -284,7 +302,9 @@ class Runner:
         header = ", ".join(f"{n}: {show_type(t)}" for n, t in zip(names, decl.ins))
         outs = ", ".join(show_type(t) for t in decl.outs)
         generics = f"<{', '.join(decl.generics)}>" if decl.generics else ""  # N<n>: the body may use n
-        imports = "\n".join(f'import "{p}"' for p in self.programs)
+        # the files the body sees: all but those used only by a qualifier (which may clash)
+        qualified = {id(p) for p in self.aliases.values()} - {id(self.start_prog)} - {id(p) for p in self.extra}
+        imports = "\n".join(f'import "{p}"' for p, prog in self.programs.items() if id(prog) not in qualified)
         line, col = body.pos.line, body.pos.col
         # the header on the line before the body, the imports after it (order does not matter
         # in a .diag file), so that the body keeps its line and column in the .deriv
@@ -324,6 +344,9 @@ def _library() -> Library:
     if _LIBRARY is None or _LIBRARY[0] != stamp:
         _LIBRARY = (stamp, library())
     return _LIBRARY[1]
+
+
+standard_library = _library  # for the other commands that read the library (normalize)
 
 
 def _sig(ins, outs) -> str:

@@ -12,7 +12,13 @@ from ..errors import DiagError
 from ..graph.decls import suggest
 from ..graph.diagram import Diagram
 from ..rewrite.strategy import rewrite_all
-from ..rewrite.rule import library
+from .derivation import standard_library
+
+
+# The default rules: the laws of finite iteration that remove a loop, left to right (a loop
+# that carries nothing is a SIMD box; a loop over one step is its cell). Each removes a
+# scan, so the search always ends at a fixpoint.
+DEFAULT_RULES = ("simd_scan", "simd_unit", "vanish")
 
 
 @dataclass
@@ -24,9 +30,9 @@ class Normalized:
     stop: str = "a fixpoint"  # why the search ended, as the command line says it
 
 
-def normalize(d: Diagram, rules: list[str], max_rounds: int = 20, max_boxes: int = 100_000,
+def normalize(d: Diagram, rules: list[str] | tuple[str, ...] = DEFAULT_RULES, max_rounds: int = 20, max_boxes: int = 100_000,
               log: Callable[[str], None] | None = None) -> Normalized:
-    lib = library()
+    lib = standard_library()
     chosen = []
     for spec in rules:
         name, _, how = spec.partition(":")
@@ -37,7 +43,7 @@ def normalize(d: Diagram, rules: list[str], max_rounds: int = 20, max_boxes: int
         rule = lib[name]
         rule.sides(how == "reversed")  # a reduction cannot be used backwards
         chosen.append((rule, how == "reversed"))
-    seen = {d.canonical_hash()}
+    start, seen = d, None  # hashes of the diagrams met, taken once something changes
     total = 0
     for rounds in range(1, max_rounds + 1):
         changed = 0
@@ -52,6 +58,7 @@ def normalize(d: Diagram, rules: list[str], max_rounds: int = 20, max_boxes: int
         total += changed
         if not changed:
             return Normalized(d, rounds, total, True)
+        seen = seen if seen is not None else {start.canonical_hash()}
         h = d.canonical_hash()
         if h in seen:  # back where we have been: a cycle of equations
             return Normalized(d, rounds, total, False,

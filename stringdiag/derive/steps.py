@@ -130,6 +130,8 @@ def specialise(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[st
     the uses that share the weight set of the box making that wire are specialised: the
     other sets of ``name`` (other instances of its definition) stay universal approximators."""
     uses = [b for b in cur.boxes() if cur.box(b)["op"] == name and cur.box(b)["box"] in ("learn", "abstract")]
+    if not uses and at is None and uses_of(cur, name):
+        return _specialise_in_cells(cur, name, defn, definitions)
     if not uses:
         raise DiagError(f"no learnable or abstract box '{name}' in the diagram to specialise")
     note = ""
@@ -149,6 +151,39 @@ def specialise(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[st
         node.pop("local", None)
         node.pop("param", None)
     return Outcome(expand(out, keep=definitions - {op}), RED, note)
+
+
+def uses_of(d: Diagram, name: str) -> list[dict]:
+    """The learnable or abstract boxes ``name`` of ``d``, and of the cells its loops scan
+    (a box inside a scanned cell is still a box of the diagram: it runs once per step)."""
+    found = []
+    for b in d.boxes():
+        node = d.box(b)
+        if node["op"] == name and node["box"] in ("learn", "abstract"):
+            found.append(node)
+        elif node.get("scan") and node["box"] == "diagram":
+            found += uses_of(node["ref"], name)
+    return found
+
+
+def _specialise_in_cells(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[str]) -> Outcome:
+    """Specialise the box where a loop's cell uses it: in the cell's body, which becomes the
+    loop's new cell (primed: ``AttendStep'``, a definition of its own; its weights keep the
+    loop's instance). The loop stays a loop: rewriting inside a scan."""
+    out = cur.copy()
+    for b in list(out.boxes()):
+        node = out.box(b)
+        if not (node.get("scan") and node["box"] == "diagram" and uses_of(node["ref"], name)):
+            continue
+        body = specialise(node["ref"], name, defn, definitions).diagram
+        body.name = node["ref"].name + "'"
+        node["ref"], node["op"] = body, node["op"] + "'"
+    return Outcome(out, RED, f"inside the loop's cell ({', '.join(sorted(_cells_using(cur, name)))})")
+
+
+def _cells_using(d: Diagram, name: str) -> set[str]:
+    return {d.box(b)["op"] for b in d.boxes() if d.box(b).get("scan") and d.box(b)["box"] == "diagram"
+            and uses_of(d.box(b)["ref"], name)}
 
 
 def _weights_at(cur: Diagram, name: str, uses: list[int], at: str) -> WeightKey:

@@ -291,3 +291,16 @@ def suggest(name: str, candidates: list[str]) -> str:
     same_case = [c for c in candidates if c.lower() == name.lower()]
     close = same_case or difflib.get_close_matches(name, candidates, n=1)
     return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def unknown_qualified(name: str, names, keyword: str = "import") -> str:
+    """What is wrong with ``o.Name`` that names nothing: ``o`` is no import's qualifier, or
+    that import has no ``Name``."""
+    q, _, rest = name.partition(".")
+    names = list(names)
+    quals = sorted({n.split(".", 1)[0] for n in names if "." in n})
+    if q not in quals:
+        known = f"the qualified imports here: {', '.join(quals)}" if quals else "no import here has 'as'"
+        return f"unknown qualifier '{q}' ({known}); write {keyword} \"FILE.diag\" as {q}"
+    mine = [n.split(".", 1)[1] for n in names if n.startswith(q + ".")]
+    return f"'{q}' (an import) has no box or diagram '{rest}'{suggest(rest, mine)}"

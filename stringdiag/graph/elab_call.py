@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ..errors import DiagError, Pos
 from ..syntax import ast as A
 from .constants import OPERATORS
-from .decls import BoxDecl, Definition, dim_expr, suggest
+from .decls import BoxDecl, Definition, dim_expr, suggest, unknown_qualified
 from .elab_base import ElabState, Scope, Val
 from .types import Dim, TensorType, show_type, substitute_type
 
@@ -67,6 +67,8 @@ class Calls(ElabState):
                     raise self.err(e.message, n.pos) from None
                 raise
             return defn
+        if "." in name:
+            raise self.err(unknown_qualified(name, self.prog.all_names()), n.pos)
         if name in self.names:
             raise self.err(f"'{name}' is a wire, not a box; index it with [...] instead", n.pos)
         if name in self.generics or self.prog.lookup_dim(name):

@@ -50,19 +50,30 @@ def expand(d: Hypergraph, keep: Keep = frozenset(), path: str = "",
         return _expand(d, keep, path, unroll)
 
 
+def substituted(d: Hypergraph, sub: Mapping[str, Dim]) -> Hypergraph:
+    """A generic diagram at given sizes (its parameters ``sub``), every definition kept a box:
+    the body of a generic cell placed at the dimensions of the loop that scans it."""
+    with gc_paused():
+        out = _expand(d, lambda node: True, "", sub=sub)
+    out.generics = tuple(g for g in d.generics if g not in sub)
+    return out
+
+
 def _expand(d: Hypergraph, keep: Keep = frozenset(), path: str = "",
-            unroll: Mapping[str, int] | None = None) -> Hypergraph:
+            unroll: Mapping[str, int] | None = None, sub: Mapping[str, Dim] | None = None) -> Hypergraph:
     out = type(d)(name=d.name, generics=d.generics, pos=d.pos, source=d.source, program=d.program,
                   input_names=list(d.input_names))
     env: dict[int, Placed] = {}
+    sub = sub or {}
     for w in d.inputs:
-        t = d.wire_type(w)
+        t = substitute_type(d.wire_type(w), sub)
         nw = out.add_wire(t, name=d.graph.nodes[w]["name"], pos=d.graph.nodes[w]["pos"])
         out.inputs.append(nw)
         env[w] = (nw, tuple(range(len(t))))
-    _inline(out, d, env, context=(), sub={}, path=path, keep=keep, unroll=unroll)
+    _inline(out, d, env, context=(), sub=dict(sub or {}), path=path, keep=keep, unroll=unroll)
     for w in d.outputs:
-        placed = _settle(out, env[w], d.wire_type(w), (), d.graph.nodes[w]["pos"], canonical=True)
+        placed = _settle(out, env[w], substitute_type(d.wire_type(w), sub), (), d.graph.nodes[w]["pos"],
+                         canonical=True)
         out.outputs.append(placed[0])
     return out
 

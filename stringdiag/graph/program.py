@@ -7,6 +7,7 @@ from here as before.
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -81,7 +82,7 @@ def declare(prog: Program, item, stack: tuple[str, ...] = (), loaded: dict | Non
     (a .rules file's ``rule``, say), so that other file kinds reuse this for the rest."""
     match item:
         case A.Import():
-            _import(prog, item.path, stack, {} if loaded is None else loaded)
+            _import(prog, item.path, stack, {} if loaded is None else loaded, item.alias)
         case A.DimDecl():
             _dim_decl(prog, item)
         case A.BoxDecl():
@@ -111,18 +112,24 @@ def _define(prog: Program, name: str, pos: Pos | None, table: dict, value) -> No
     table[name] = value
 
 
-def _import(prog: Program, path: A.Str, stack: tuple[str, ...], loaded: dict[str, Program]) -> None:
+def _import(prog: Program, path: A.Str, stack: tuple[str, ...], loaded: dict[str, Program],
+            alias: A.Name | None = None) -> None:
     """Bring an imported file's declarations into ``prog``; a file reached twice (a diamond)
-    is loaded once, and is the same declarations both times."""
+    is loaded once, and is the same declarations both times. With ``as o`` its boxes and
+    diagrams are ``o.NAME`` (two files may then both declare a ``Q``); dimensions are shared
+    either way (one ``d`` is one size)."""
     pos, rel = path.pos, path.value
     target, me = _import_target(prog, rel, pos, stack)
-    sub = loaded.get(str(target))
+    key = str(target) + (f" as {alias.text}" if alias is not None else "")
+    sub = loaded.get(key)
     if sub is None:
         name = str(Path(prog.path).parent / rel) if prog.path != "<string>" else rel
         sub = _load_text(_import_text(prog, rel, target, pos), name, prog.prelude, stack + (me,), loaded)
+        if alias is not None:
+            _qualify_boxes(sub, alias.text)
         for n in sub.own:
             sub[n]
-        loaded[str(target)] = sub
+        loaded[key] = sub
         prog.warnings.extend(sub.warnings)
     for name, d in sub.dims.items():
         mine = prog.dims.get(name)
@@ -130,11 +137,25 @@ def _import(prog: Program, path: A.Str, stack: tuple[str, ...], loaded: dict[str
             _define(prog, name, pos, prog.dims, d)
         elif mine.kind != d.kind:
             raise DiagError(f"dimension '{name}' is {mine.kind} here but {d.kind} in \"{rel}\"", pos, prog.source)
+    prefix = ""
+    if alias is not None:
+        prefix = alias.text + "."
+        if any(n.startswith(prefix) for n in list(prog.boxes) + list(prog.defs)):
+            raise DiagError(f"'{alias.text}' already names an import", alias.pos, prog.source)
     for table, theirs in ((prog.boxes, sub.boxes), (prog.defs, sub.defs)):
         for name, v in theirs.items():
-            if table.get(name) is v:
-                continue
-            _define(prog, name, pos, table, v)
+            if table.get(prefix + name) is v or (prefix and "." in name):
+                continue  # (its own qualified imports stay its own)
+            _define(prog, prefix + name, pos, table, v)
+
+
+def _qualify_boxes(sub: Program, alias: str) -> None:
+    """A file imported ``as o`` is loaded on its own, its learnable boxes and abstract
+    families named ``o.Q``: two files' ``Q`` are two sets of weights (two functions), not
+    one by a shared name. Its diagrams are elaborated after, so they use the qualified boxes."""
+    for name, decl in list(sub.boxes.items()):
+        if decl.box in ("learn", "abstract") and "." not in decl.name:
+            sub.boxes[name] = dataclasses.replace(decl, name=f"{alias}.{decl.name}")
 
 
 def _import_target(prog: Program, rel: str, pos: Pos, stack: tuple[str, ...]) -> tuple[Path, str]:

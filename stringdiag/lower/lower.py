@@ -24,6 +24,7 @@ from ..errors import DiagError
 from ..graph import constants
 from ..graph.diagram import Diagram
 from ..graph.hypergraph import repeated
+from ..graph.expand import substituted
 from ..graph.types import Dim
 from ..graph.weights import weight_key
 from . import names as N
@@ -396,7 +397,9 @@ class Lowering:
         elif node["box"] == "diagram":
             key = node.get("instance", node["op"])
             # the body's local weights belong to this instance: Cell#1/W, not W
-            sub = Lowering(node["ref"], self.dims, self.make, nn.Module(), self.registry, native=self.native_prelude,
+            # a generic cell at the sizes this loop uses it with (its own names for them may differ)
+            body = substituted(node["ref"], dict(node["generics"])) if node.get("generics") else node["ref"]
+            sub = Lowering(body, self.dims, self.make, nn.Module(), self.registry, native=self.native_prelude,
                            path=f"{key}/", sites=self.sites)
             attr = self.register(("cell", key), sub.module)
             self.attrs.update({k: f"{attr}.{a}" for k, a in sub.attrs.items() if k not in self.attrs})

@@ -3,7 +3,7 @@
 On a candidate box (is this target box the pattern box?):
 :func:`same_shape`, :func:`same_scan`, :func:`same_box`, :func:`same_definition`,
 :func:`same_locality`, :func:`same_constant`, :func:`same_generics`,
-:func:`same_local_types`, and ``unify.bind_function`` (one name, one function); once its
+:func:`same_local_types`, :func:`same_cell` (a scan's cell by its body), and ``unify.bind_function`` (one name, one function); once its
 labels are placed: :func:`every_label_placed`, :func:`scan_kept`, :func:`context_links`.
 
 On a whole match: ``Unifier.settle`` (sums of dimensions add up), :func:`iterates_once`
@@ -48,13 +48,15 @@ def same_box(pn: dict, tn: dict) -> bool:
         return False
     if pn.get("var"):
         return tn["box"] in PROCESSES
+    if pn.get("cell"):
+        return tn["box"] == "diagram"
     return pn["box"] == tn["box"] and (pn["box"] not in PROCESSES or pn["op"] == tn["op"])
 
 
 def same_definition(pn: dict, tn: dict) -> bool:
     """A definition is told by its content, not its name: two files may each define a ``Sq``
     and mean different things."""
-    if pn["box"] != "diagram" or pn.get("var") or pn["ref"] is tn["ref"]:
+    if pn["box"] != "diagram" or pn.get("var") or pn.get("cell") or pn["ref"] is tn["ref"]:
         return True
     return definition_key(pn["ref"]) == definition_key(tn["ref"])
 
@@ -72,8 +74,9 @@ def same_constant(pn: dict, tn: dict, uni: Unifier) -> bool:
 
 def same_generics(pn: dict, tn: dict, uni: Unifier) -> bool:
     """A generic box is one function per size (``ones<s>``, a definition ``<n>``): its generic
-    dimensions unify, even those its port types do not show."""
-    if pn.get("var"):
+    dimensions unify, even those its port types do not show (a cell pattern's, by its body:
+    :func:`same_cell`)."""
+    if pn.get("var") or pn.get("cell"):
         return True
     pg, tg = tuple(pn.get("generics", ())), tuple(tn.get("generics", ()))
     return [g for g, _ in pg] == [g for g, _ in tg] and all(uni.unify(a, b) for (_, a), (_, b) in zip(pg, tg))
@@ -85,6 +88,34 @@ def same_local_types(local: tuple[list, list], t: Diagram, tb: int, uni: Unifier
     ins, outs = local
     return (all(uni.unify_types(lt, t.local_in_type(tb, q)) for q, lt in enumerate(ins))
             and all(uni.unify_types(lt, t.local_out_type(tb, q)) for q, lt in enumerate(outs)))
+
+
+def same_cell(pn: dict, tn: dict, uni: Unifier, match_body) -> dict | None:
+    """A scanned cell pattern (a rule's ``where diagram``) names no definition: it is the
+    target cell whose whole body it matches (``cell.match_cell``), and the sizes found there
+    are the rule's. Returns the box variables bound inside the cell (name -> the target
+    box's attributes; none for any other box), or ``None`` where the cell is not the pattern's.
+    ``match_body(pattern body, target body)`` is ``cell.match_cell`` with the search's matcher."""
+    if not pn.get("cell"):
+        return {}
+    cm = match_body(pn["ref"], tn["ref"])
+    if cm is None:
+        return None
+    mine, theirs = dict(pn.get("generics", ())), dict(tn.get("generics", ()))
+    for g, dim in cm.dims.items():
+        if g in mine and not uni.unify(mine[g], dim.substitute(theirs)):
+            return None
+    return {name: _owned(node, tn.get("instance", tn["op"])) for name, node in cm.bound.items()}
+
+
+def _owned(node: dict, instance: str) -> dict:
+    """A box bound inside a loop's cell, named as the loop owns it: weights local to the
+    cell are that loop's (``Cell#1/E``), wherever a rewrite moves the box."""
+    if node["box"] == "learn" and node.get("local"):
+        return {**node, "param": f"{instance}/{node.get('param', node['op'])}"}
+    if node["box"] == "diagram" and node.get("instance"):
+        return {**node, "instance": f"{instance}/{node['instance']}"}
+    return node
 
 
 # -- a candidate box, its labels placed ----------------------------------------------------------

@@ -25,6 +25,7 @@ from ..graph.diagram import Diagram
 from ..graph.constants import show as show_const, substitute as substitute_const
 from ..graph.types import Dim, show_type
 from ..graph.weights import fresh_instance, instances, tie
+from .cell import build_cell
 from .index import PROCESSES, Index
 from .names import WireNames
 from .occurrence import Match
@@ -133,7 +134,7 @@ class _Splice:
         matched = list(m.boxes.values())
         if any(tb not in g or g.nodes[tb]["kind"] != "box" for tb in matched):
             raise DiagError("this match is not one of this diagram's (was it rewritten already?)")
-        idents = {n: dict(g.nodes[tb]) for n, tb in m.idents.items()}
+        idents = {**m.inner, **{n: dict(g.nodes[tb]) for n, tb in m.idents.items()}}
         prefix = _common_prefix([tuple(g.nodes[tb].get("clusters", ())) for tb in matched])
         self.delete(matched)
         # a replaced wire that still has a writer (an input of the match passed straight
@@ -272,7 +273,7 @@ class _Splice:
         """The new box's attributes: a process named on both sides keeps the target's identity
         (its weights), a box variable becomes the process it matched, a definition brought in
         new gets an instance of its own; dimension variables take the match's values."""
-        skip = ("kind", "simd", "pos", "display", "clusters", "summed", "var")
+        skip = ("kind", "simd", "pos", "display", "clusters", "summed", "var", "cell")
         attrs = {k: v for k, v in rn.items() if k not in skip}
         name = rn["op"]
         if rn["box"] in PROCESSES and name in idents:
@@ -288,6 +289,9 @@ class _Splice:
             if self.taken is None:
                 self.taken = instances(self.d)
             attrs["instance"] = fresh_instance(name, self.taken)
+            if rn.get("cell"):  # a cell the rule brings in: its pattern, at these sizes, of these processes
+                attrs["ref"] = build_cell(rn["ref"], {g: self.dim(x) for g, x in rn.get("generics", ())}, idents)
+                attrs["generics"] = ()
         if "generics" in attrs:
             attrs["generics"] = tuple((gname, self.dim(x)) for gname, x in attrs["generics"])
         if "repeat" in attrs:

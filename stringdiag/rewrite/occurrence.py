@@ -1,7 +1,7 @@
 """What matching finds: an occurrence of a pattern in a target (:class:`Match`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..graph.diagram import Diagram
@@ -33,6 +33,7 @@ class Match:
     reverse: bool = False
     seed: tuple = ()                                 # (anchor pattern box, its target box)
     ties: tuple[frozenset, ...] = ()                 # weight sets one pattern name would merge (⇒)
+    inner: dict[str, dict] = field(default_factory=dict)  # box variables bound inside scanned cells
 
     def __repr__(self) -> str:
         ctx = f" inside {', '.join(f'{n} : {d}' for n, d in self.slots)}" if self.slots else ""

@@ -19,7 +19,7 @@ Step = tuple[int, tuple]  # (pattern box, how to find its candidates)
 class Pattern:
     """A rule side prepared for matching: views, local types, consumers, a search plan."""
 
-    def __init__(self, side: Diagram):
+    def __init__(self, side: Diagram, passing: bool = False):
         self.d = side
         self.boxes = side.topological_boxes()
         if not self.boxes:
@@ -27,10 +27,12 @@ class Pattern:
         self.views = {b: view(side, b) for b in self.boxes}
         self.inputs = list(side.inputs)
         self.outputs = list(side.outputs)
-        self._check_outputs()
+        if not passing:  # a cell's body may pass its carry straight through (``cell.py`` checks it)
+            self._check_outputs()
         self.vars = frozenset(side.generics)
         self.node = {b: side.box(b) for b in self.boxes}
-        self.keys = {b: (None if self.node[b].get("var") else key(self.node[b], len(self.views[b].ins)))
+        self.keys = {b: (None if self.node[b].get("var") or self.node[b].get("cell")
+                         else key(self.node[b], len(self.views[b].ins)))
                      for b in self.boxes}
         self.local = {b: self._local_types(b) for b in self.boxes if self.node[b]["box"] != "contract"}
         self.produced = {w: (b, p) for b in self.boxes for p, w in enumerate(self.views[b].outs)}

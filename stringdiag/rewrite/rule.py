@@ -190,10 +190,11 @@ def _rule(item: RA.Rule, prog: Program) -> Rule:
                             n.pos, prog.source)
     variables = _box_variables(item.given, prog, set(dims))
     scope = Program(path=prog.path, source=prog.source, dims=prog.dims, boxes={**prog.boxes, **variables},
-                    defs=prog.defs, prelude=prog.prelude)
+                    defs=dict(prog.defs), prelude=prog.prelude)
+    cells = _cells(item, scope, variables)
     sides = [_side(item, side, label, scope, variables) for side, label in ((item.left, "left"), (item.right, "right"))]
     unused = [v for v in variables if not any(d.box(b).get("var") and d.box(b)["op"] == v
-                                               for d in sides for b in d.boxes())]
+                                               for d in sides + cells for b in d.boxes())]
     if unused:
         raise DiagError(f"box variable '{unused[0]}' is used by neither side of rule '{name}'",
                         variables[unused[0]].pos, prog.source)
@@ -223,6 +224,32 @@ def _box_variables(given: tuple[RA.Given, ...], prog: Program, dims: set[str]) -
     return variables
 
 
+def _cells(item: RA.Rule, scope: Program, variables: dict[str, BoxDecl]) -> list[Diagram]:
+    """``where diagram Cell ...``: definitions local to the rule, in whose bodies the rule's box
+    variables stand for any process. Scanned in a side, such a cell is a pattern for the body
+    of the target's scanned cell (``conditions.same_cell``), so a law can say what a loop
+    does inside (a cell that passes its carry through, one that swaps it with its input)."""
+    bodies = []
+    for node in item.cells:
+        if node.name.text in scope.defs:
+            raise DiagError(f"'{node.name.text}' is already defined; a rule's cell needs a name of its own",
+                            node.name.pos, scope.source)
+        defn = P.definition(node, scope)
+        scope.defs[defn.name] = defn
+        body = defn.diagram()
+        _mark_variables(body, variables)
+        body.cell_pattern = True
+        bodies.append(body)
+    return bodies
+
+
+def _mark_variables(d: Diagram, variables: dict[str, BoxDecl]) -> None:
+    for b in d.boxes():
+        node = d.box(b)
+        if node["box"] == "abstract" and variables.get(node["op"]) is node.get("ref"):
+            node["var"] = True
+
+
 def _side(item: RA.Rule, side: RA.Side, label: str, scope: Program, variables: dict[str, BoxDecl]) -> Diagram:
     """One side of a rule: a diagram over the rule's header, named ``NAME (left)``; the boxes
     that are box variables are marked ``var``."""
@@ -231,10 +258,14 @@ def _side(item: RA.Rule, side: RA.Side, label: str, scope: Program, variables: d
                         side.pos, scope.source)
     name = A.Name(f"{item.name.text} ({label})", item.name.pos)
     d = P.definition(A.Diagram(name, item.generics, item.params, item.outs, side.body, item.pos), scope).diagram()
+    _mark_variables(d, variables)
     for b in d.boxes():
         node = d.box(b)
-        if node["box"] == "abstract" and variables.get(node["op"]) is node.get("ref"):
-            node["var"] = True
+        if node["box"] == "diagram" and getattr(node["ref"], "cell_pattern", False):
+            if not node.get("scan"):
+                raise DiagError(f"'{node['op']}' is a cell pattern of rule '{item.name.text}': scan it",
+                                node.get("pos"), scope.source)
+            node["cell"] = True
     return d
 
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from .conditions import (context_links, every_label_placed, holds, same_box, same_constant, same_definition,
+from .conditions import (context_links, every_label_placed, holds, same_box, same_cell, same_constant, same_definition,
                          same_generics, same_local_types, same_locality, same_scan, same_shape, scan_kept,
                          weight_ties)
+from ..graph.diagram import Diagram
+from .cell import CellMatch, match_cell
 from .context import Slots
 from .index import PROCESSES, Index
 from .names import wire_name
@@ -35,6 +37,7 @@ class State:
     idents: dict[str, tuple[tuple, int]] = field(default_factory=dict)
     links: tuple = ()
     ctx: dict[int, tuple[str, ...]] = field(default_factory=dict)  # target box -> its context labels
+    inner: dict[str, dict] = field(default_factory=dict)  # box variables bound inside scanned cells
 
 
 Lam = dict  # pattern label -> target label, one box's bijection
@@ -239,11 +242,18 @@ class Matcher:
         uni = st.uni.copy()
         if not (same_constant(pn, tn, uni) and same_generics(pn, tn, uni)):
             return
+        inner = same_cell(pn, tn, uni, _match_body)
+        if inner is None:
+            return
         idents = st.idents
         if pn["box"] in PROCESSES:
             idents = bind_function(idents, pn["op"], identity(tn, with_generics=bool(pn.get("var"))), tb)
+        for name, node in inner.items():  # one name, one function, inside a cell and out
+            if idents is not None:
+                idents = bind_function(idents, name, identity(node, with_generics=True), None)
         if idents is None or (pb in self.p.local and not same_local_types(self.p.local[pb], self.t, tb, uni)):
             return
+        st = State(st.boxes, st.used, st.wires, st.uni, st.idents, st.links, st.ctx, {**st.inner, **inner})
         yield from self.place(Placement(self.p, pb, self.ix, tb), pb, tb, st, uni, idents)
 
     def place(self, pl: Placement, pb: int, tb: int, st: State, uni: Unifier, idents: dict) -> Iterator[State]:
@@ -258,7 +268,7 @@ class Matcher:
             if links is None:
                 continue
             yield State({**st.boxes, pb: tb}, st.used | {tb}, wires, u, idents, st.links + links,
-                        {**st.ctx, tb: ctx})
+                        {**st.ctx, tb: ctx}, st.inner)
 
     # the whole match ------------------------------------------------------------------
     def finish(self, st: State) -> Match | None:
@@ -277,8 +287,8 @@ class Matcher:
         names = [wire_name(t, st.wires[y][0]) for y in p.outputs if y in st.wires]
         every = frozenset(wire_name(t, st.wires[y][0]) for y in p.produced)
         return Match(p.d, dict(st.boxes), dict(st.wires), boundary, dict(uni.sub),
-                     {n: tb for n, (_, tb) in st.idents.items()}, shown, box_slots,
-                     ", ".join(dict.fromkeys(names)), every, ties=weight_ties(p, t, st.boxes))
+                     {n: tb for n, (_, tb) in st.idents.items() if tb is not None}, shown, box_slots,
+                     ", ".join(dict.fromkeys(names)), every, ties=weight_ties(p, t, st.boxes), inner=dict(st.inner))
 
     def boundary(self, wires: dict, slots: Slots) -> dict | None:
         """Each input and output of the pattern: its target wire, permutation, context axes."""
@@ -307,6 +317,11 @@ class Matcher:
         pv, tv = self.p.views[pb], self.ix.view(tb)
         return tuple(w for w, _ in tv.ins) == tuple(wires[w][0] for w, _ in pv.ins) and \
             tv.outs == tuple(wires[w][0] for w in pv.outs)
+
+
+def _match_body(pat: Diagram, target: Diagram) -> CellMatch | None:
+    """A cell pattern's body as the whole body of a scanned cell (``cell.match_cell``)."""
+    return match_cell(pat, target, lambda p, t: Matcher(Pattern(p, passing=True), Index(t)).run())
 
 
 __all__ = ["Matcher", "Placement", "State"]

@@ -84,6 +84,7 @@ class Generics:
 class Import:
     path: Str
     pos: Pos
+    alias: "Name | None" = None  # import "f.diag" as o: its boxes and diagrams are o.NAME
 
 
 @node
@@ -298,6 +299,9 @@ class Reader(Transformer_NonRecursive):
     def NAME(self, tok: Token) -> Name:
         return Name(str(tok), self._tok(tok))
 
+    def QNAME(self, tok: Token) -> Name:  # o.Name: a name of a file imported as o
+        return Name(str(tok), self._tok(tok))
+
     def STRING(self, tok: Token) -> Str:
         return Str(str(tok), self._tok(tok))
 
@@ -313,8 +317,8 @@ class DiagTree(Reader):
     def start(self, meta, *items) -> tuple:
         return items
 
-    def import_decl(self, meta, path):
-        return Import(path, self._at(meta))
+    def import_decl(self, meta, path, alias=None):
+        return Import(path, self._at(meta), alias)
 
     def dim_decl(self, meta, *children):
         *names, kind, default = children

@@ -61,6 +61,7 @@ class TargetDecl:
 class UseDecl:
     path: Str
     pos: Pos
+    alias: Name | None = None  # use "f.diag" as o: its diagrams are o.NAME
 
 
 @node
@@ -132,6 +133,9 @@ class DerivTree(Reader):
         file, name = str(tok).rsplit(":", 1)
         return Ref(file, name, self._tok(tok))
 
+    def QREF(self, tok: Token) -> Ref:  # o.NAME: a diagram of the file used as o
+        return Ref(None, str(tok), self._tok(tok))
+
     def WHERE(self, tok: Token) -> Where:
         return Where(str(tok), self._tok(tok))
 
@@ -150,8 +154,8 @@ class DerivTree(Reader):
     def target_decl(self, meta, ref):
         return TargetDecl(ref, self._at(meta))
 
-    def use_decl(self, meta, path):
-        return UseDecl(path, self._at(meta))
+    def use_decl(self, meta, path, alias=None):
+        return UseDecl(path, self._at(meta), alias)
 
     def at(self, meta, where):
         return where

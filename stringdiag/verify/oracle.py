@@ -79,6 +79,8 @@ def instantiated(d: Diagram, instantiate: Mapping[str, Instance] | None) -> Diag
     g = flat.graph
     for b in list(flat.boxes()):
         node = g.nodes[b]
+        if node.get("scan") and node["box"] == "diagram" and instantiate:
+            node["ref"] = instantiated(node["ref"], instantiate)  # the cell a loop runs: filled in too
         if node["box"] != "abstract":
             continue
         what = inst.get(node["op"])
@@ -176,14 +178,24 @@ def share_sets(src: torch.nn.Module, dst: torch.nn.Module, correspond: Mapping[t
             other = have.get(translate(key, correspond))
             if other is None:
                 continue
-            try:  # a set inside a scanned cell lives in the cell's module, matched as the cell
-                mine, theirs = dst.get_submodule(attr).state_dict(), src.get_submodule(other).state_dict()
-            except AttributeError:
+            a, b = _module(dst, attr), _module(src, other)
+            if a is None or b is None:
                 continue
+            mine, theirs = a.state_dict(), b.state_dict()
             if mine.keys() == theirs.keys() and all(mine[k].shape == theirs[k].shape for k in mine):
-                dst.get_submodule(attr).load_state_dict(theirs)
+                a.load_state_dict(theirs)
                 n += 1
     return n
+
+
+def _module(root: torch.nn.Module, attr: str) -> torch.nn.Module | None:
+    """The module of one weight set: at the top, or, for a set only a scanned cell uses,
+    inside that cell's module (``Cell_1.h``: the same parameters wherever they are reached)."""
+    try:
+        return root.get_submodule(attr)
+    except AttributeError:
+        pass
+    return next((m for name, m in root.named_modules() if name.endswith("." + attr)), None)
 
 
 def share(src: torch.nn.Module, dst: torch.nn.Module) -> int:

@@ -1,0 +1,126 @@
+"""The cells of scans: a rule's cell pattern matched against, and built into, a scanned body.
+
+A ``scan`` box iterates a cell; where the cell is a definition, its body is a diagram of its
+own that the box refers to (``ref``). A law of finite iteration (Khatri et al. (2024),
+App. A.1.3) says what a loop does by what its cell does inside: a cell that passes its
+carry through is a parallel map, a cell that swaps carry and input is a delay. A rule says
+so with a *cell pattern*, a ``where diagram`` local to the rule whose body may use the
+rule's box variables. The pattern matches a target's cell when it matches the cell's whole
+body, port for port (:func:`match_cell`); the other side's cell is built from its pattern
+with the variables bound there and the dimensions the match found (:func:`build_cell`).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from ..graph.diagram import Diagram
+from ..graph.expand import substituted
+from ..graph.types import Dim
+from .occurrence import Match
+from .unify import Unifier
+
+_IDENT = ("box", "op", "ref", "param", "local", "instance", "generics")
+
+
+@dataclass
+class CellMatch:
+    """A cell pattern's body found as a target cell's whole body."""
+
+    dims: dict[str, Dim] = field(default_factory=dict)       # the pattern's dimension parameters
+    bound: dict[str, dict] = field(default_factory=dict)     # box variable -> the target box it is
+
+
+def match_cell(pat: Diagram, target: Diagram, search: Callable[[Diagram, Diagram], Iterator[Match]]) -> CellMatch | None:
+    """The pattern's body as the whole of the target's: every target box matched, the
+    pattern's inputs and outputs the target's in order (an output that is an input, passed
+    straight through, must be the same input there), the sizes unified. ``search`` finds
+    the matches of one body in another (the matcher's, given by it)."""
+    if len(pat.inputs) != len(target.inputs) or len(pat.outputs) != len(target.outputs):
+        return None
+    uni = Unifier(frozenset(pat.generics))
+    if not all(uni.unify_types(a, b) for a, b in zip(pat.input_types + pat.output_types,
+                                                     target.input_types + target.output_types)):
+        return None
+    if not _same_passing(pat, target):
+        return None
+    if len(pat) == 0:
+        return CellMatch(dict(uni.sub)) if len(target) == 0 and uni.settle() else None
+    if len(pat) == 1 and len(target) > 1:
+        return _whole_body(pat, target, uni)
+    for m in search(pat, target):
+        if len(m.boxes) != len(target) or m.slots or not _on_boundary(pat, target, m):
+            continue
+        u = uni.copy()
+        if all(u.unify(Dim.var(n), d) for n, d in m.dims.items()) and u.settle():
+            bound = {n: {k: target.box(tb)[k] for k in _IDENT if k in target.box(tb)}
+                     for n, tb in m.idents.items() if _is_variable(pat, n)}
+            return CellMatch(dict(u.sub), bound)
+    return None
+
+
+def _whole_body(pat: Diagram, target: Diagram, uni: Unifier) -> CellMatch | None:
+    """A pattern cell of one box variable besides its passed carry (``return c, h(c, v)``)
+    against a body of many boxes: the variable stands for everything the body computes, the
+    body itself with the passed outputs left out, as a definition of its own (its boxes keep
+    their weights). The variable must read the cell's inputs in order and make the rest."""
+    (b,) = pat.boxes()
+    node = pat.box(b)
+    if not node.get("var") or [w for w, _ in pat.box_inputs(b)] != list(pat.inputs):
+        return None
+    made = [k for k, y in enumerate(pat.outputs) if y not in pat.inputs]
+    if [pat.outputs[k] for k in made] != pat.box_outputs(b) or not uni.settle():
+        return None
+    body = target.copy(name=re.sub(r"\W", "", target.name) + "Map")  # a name a derivation can unfold
+    body.outputs = [target.outputs[k] for k in made]
+    bound = {"box": "diagram", "op": body.name, "ref": body, "instance": f"{body.name}#1"}
+    return CellMatch(dict(uni.sub), {node["op"]: bound})
+
+
+def _same_passing(pat: Diagram, target: Diagram) -> bool:
+    """Outputs that are inputs (a carry passed through) are the same inputs in both; an input
+    the pattern never reads, the target does not read either."""
+    for k, y in enumerate(pat.outputs):
+        t = target.outputs[k]
+        if y in pat.inputs:
+            if t not in target.inputs or target.inputs.index(t) != pat.inputs.index(y):
+                return False
+        elif t in target.inputs:
+            return False
+    unread = [j for j, x in enumerate(pat.inputs) if pat.graph.out_degree(x) == 0]
+    return all(target.graph.out_degree(target.inputs[j]) == 0 for j in unread)
+
+
+def _on_boundary(pat: Diagram, target: Diagram, m) -> bool:
+    """Each matched input and output of the pattern is the target's of the same number,
+    its axes in order."""
+    for mine, theirs in ((pat.inputs, target.inputs), (pat.outputs, target.outputs)):
+        for k, x in enumerate(mine):
+            if x in m.boundary:
+                w, perm, ctx = m.boundary[x]
+                if w != theirs[k] or perm != tuple(range(len(perm))) or ctx:
+                    return False
+    return True
+
+
+def _is_variable(pat: Diagram, name: str) -> bool:
+    return any(pat.box(b).get("var") and pat.box(b)["op"] == name for b in pat.boxes())
+
+
+def build_cell(pat: Diagram, sub: dict[str, Dim], bound: dict[str, dict]) -> Diagram:
+    """The cell a rule's other side brings in: its pattern at the match's sizes, each box
+    variable the process it was bound to (with that process's weights)."""
+    body = substituted(pat, sub)
+    for b in body.boxes():
+        node = body.box(b)
+        if node.get("var"):
+            have = bound[node["op"]]
+            for k in _IDENT:
+                node.pop(k, None)
+            node.update({k: have[k] for k in _IDENT if k in have})
+            node.pop("var", None)
+    return body
+
+
+__all__ = ["CellMatch", "match_cell", "build_cell"]
