@@ -25,6 +25,7 @@ RULES = Path(__file__).resolve().parents[1] / "rules" / "sumformer.rules"
 DERIVATIONS = {
     "sumformer_thm43_softmax.deriv": ("SumformerSumRows", RED * 3 + EQ * 12),
     "sumformer_thm44_linformer.deriv": ("LinformerSumRows", RED * 5 + EQ * 17),
+    "sumformer_thm45_performer.deriv": ("SumformerSumRows", RED * 4 + EQ * 23),
 }
 
 
