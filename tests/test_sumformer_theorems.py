@@ -146,3 +146,78 @@ def test_thm45_performer_with_the_extra_feed_forward_gives_the_sum(gen):
     Wff = torch.eye(W, dtype=torch.float64) / (lam * N)  # the extra feed-forward layer, b = 0
     assert rel(head @ Wff, sum_rows(sigma)) < 1e-13      # eq. (28), W applied row-wise
     assert rel(head, sum_rows(sigma) * lam * N) < 1e-13  # without it: lambda n Sigma
+
+
+# == what the engine gained for these derivations =================================================
+from stringdiag import loads  # noqa: E402
+from stringdiag.errors import DiagError  # noqa: E402
+from stringdiag.graph.constants import as_dim  # noqa: E402
+from stringdiag.graph.types import Dim  # noqa: E402
+from stringdiag.rewrite.match import find_matches  # noqa: E402
+from stringdiag.rewrite.rule import loads_rules  # noqa: E402
+from stringdiag.verify.oracle import equal  # noqa: E402
+
+SMALL = """dim s : seq
+dim d, k : fixed
+learn F, G : [d] -> [d]
+diagram Dead(x: [s, d]) -> [s, d] {
+  junk = G(F(x))
+  c = sqrt(k)
+  return x
+}
+diagram Id(x: [s, d]) -> [s, d] {
+  return x
+}
+diagram ScaleK(x: [d]) -> [d] {
+  return x / sqrt(k)
+}
+diagram ScaleD(x: [d]) -> [d] {
+  return x / sqrt(d)
+}
+diagram ScaleSum(x: [d]) -> [d] {
+  return x / sqrt(1 + d + k)
+}
+"""
+
+
+def test_prune_deletes_what_nothing_reads_and_is_an_equality(tmp_path):
+    (tmp_path / "small.diag").write_text(SMALL)
+    (tmp_path / "p.deriv").write_text("# Khatri et al. (2024), Sec. 2\nstart small.diag:Dead\nprune\n"
+                                      "target small.diag:Id\n")
+    d = load_derivation(tmp_path / "p.deriv", verify=True)
+    assert d.steps[1].relation == EQ and d.steps[1].verified == 0.0
+    assert len(d.steps[0].diagram) == 3 and len(d.result) == 0   # G, F and the constant go
+    assert "deletes 3 unread boxes" in d.steps[1].note
+
+
+def test_prune_with_nothing_to_delete_is_refused_where_it_is_written(tmp_path):
+    (tmp_path / "small.diag").write_text(SMALL)
+    (tmp_path / "p.deriv").write_text("start small.diag:Id\n  prune\n")
+    with pytest.raises(DiagError) as e:
+        load_derivation(tmp_path / "p.deriv")
+    assert "nothing to prune" in e.value.message and (e.value.pos.line, e.value.pos.col) == (2, 3)
+
+
+def test_a_constant_that_is_a_polynomial_of_dimensions_is_that_dimension():
+    d, k = Dim.var("d"), Dim.var("k")
+    assert as_dim(("add", ("add", ("num", 1.0), ("dim", d)), ("dim", k))) == d + k + 1
+    assert as_dim(("mul", ("num", 2.0), ("dim", d))) == d * 2
+    assert as_dim(("num", 0.5)) is None and as_dim(("sqrt", ("dim", d))) is None
+    assert as_dim(("sub", ("dim", d), ("num", 1.0))) is None
+
+
+def test_a_rule_dimension_in_a_constant_matches_a_sum_of_dimensions_written_out():
+    (rule,) = loads_rules("rule unscale<m>(x: []) -> [] {\n  return x / sqrt(m)\n} == {\n  return x\n}\n")
+    prog = loads(SMALL)
+    assert len(find_matches(prog["ScaleSum"], rule)) == 1      # m := d + k + 1
+    assert len(find_matches(prog["ScaleK"], rule)) == 1
+    (exp_rule,) = loads_rules("rule unexp<m>(x: []) -> [] {\n  return x / sqrt(m)\n} == {\n  return x\n}\n")
+    other = loads(SMALL.replace("x / sqrt(1 + d + k)", "x / sqrt(exp(d))"))
+    assert find_matches(other["ScaleSum"], exp_rule) == []       # not a polynomial: no dimension
+
+
+def test_the_oracle_sizes_a_dimension_only_a_constant_names():
+    prog = loads(SMALL)
+    assert equal(prog["ScaleK"], prog["ScaleK"]) == (True, 0.0)
+    ok, err = equal(prog["ScaleK"], prog["ScaleD"])             # k and d get different sizes
+    assert not ok and err > 0.05
