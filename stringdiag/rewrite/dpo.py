@@ -291,6 +291,8 @@ class _Splice:
         if "generics" in attrs:
             attrs["generics"] = tuple((gname, self.dim(x)) for gname, x in attrs["generics"])
         if "value" in attrs:
+            for x in _value_dims(attrs["value"]):
+                self.dim(x)  # a constant's dimension must be determined too (sqrt(m))
             attrs["value"] = substitute_const(attrs["value"], self.sub)
             attrs["op"] = show_const(attrs["value"])
         return attrs
@@ -363,6 +365,15 @@ class _Splice:
         if self.ix is not None:
             self.ix.add(b)
         return [b]
+
+
+def _value_dims(c) -> list:
+    """The dimensions a constant expression mentions."""
+    if not isinstance(c, tuple) or not c or c[0] == "num":
+        return []
+    if c[0] == "dim":
+        return [c[1]]
+    return [x for a in c[1:] for x in _value_dims(a)]
 
 
 def g_uses(d: Diagram, w: int) -> bool:
