@@ -189,6 +189,8 @@ class Runner:
                 res = self.located(name, steps.copy, cur, name.text)
             case D.Rewire(ref):
                 res = self.rewire(ref, cur)
+            case D.Prune():
+                res = self.located(item, steps.prune, cur)
             case _:  # pragma: no cover - the grammar has no other steps
                 raise AssertionError(item)
         out = res.diagram

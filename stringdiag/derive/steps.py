@@ -105,6 +105,29 @@ def copy_box(d: Diagram, box: int, readers: list[tuple[int, int]]) -> Diagram:
     return out
 
 
+def prune(cur: Diagram) -> Outcome:
+    """Naturality of deletion (Khatri et al. (2024), Sec. 2: "non-use is deletion"): a box none
+    of whose outputs is read, nor is an output of the diagram, is deleted, and so on until
+    none is left. Every box denotes a function, so this is an equality (≡); it is what clears
+    the constants an equation left unread (a rule's input its other side drops)."""
+    out = cur.copy()
+    g = out.graph
+    removed = 0
+    while True:
+        dead = [b for b in out.boxes()
+                if not any(g.out_degree(w) or w in out.outputs for w in out.box_outputs(b))]
+        if not dead:
+            break
+        for b in dead:
+            wires = out.box_outputs(b)
+            g.remove_node(b)
+            g.remove_nodes_from(wires)
+        removed += len(dead)
+    if not removed:
+        raise DiagError("every box is read: nothing to prune")
+    return Outcome(out, EQ, f"deletes {removed} unread box{'es' if removed != 1 else ''}")
+
+
 def copy(cur: Diagram, wire: str) -> Outcome:
     """Naturality of copy: the box making the wire, once per reader, all with its weights."""
     wires = [w for w in cur.wires() if cur.graph.nodes[w]["name"] == wire]

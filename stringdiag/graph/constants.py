@@ -23,6 +23,8 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .types import Dim
+
 
 @dataclass(frozen=True)
 class Operator:
@@ -76,6 +78,22 @@ def show(c) -> str:
     if not op.infix:
         return f"-{show(c[1])}" if tag == "neg" else f"{op.symbol}({show(c[1])})"
     return f"({show(c[1])}{op.symbol}{show(c[2])})"
+
+
+def as_dim(c):
+    """The constant as a dimension, when it is an integer polynomial of dimensions
+    (``1 + d + e + e``, written out, is the dimension ``d + 2*e + 1``); else ``None``."""
+    tag = c[0]
+    if tag == "dim":
+        return c[1]
+    if tag == "num":
+        return Dim.const(int(c[1])) if float(c[1]).is_integer() else None
+    if tag not in ("add", "mul"):
+        return None
+    a, b = as_dim(c[1]), as_dim(c[2])
+    if a is None or b is None:
+        return None
+    return a + b if tag == "add" else a * b
 
 
 def substitute(c, sub):

@@ -297,6 +297,8 @@ class _Splice:
         if "repeat" in attrs:
             attrs["repeat"] = self.dim(attrs["repeat"])
         if "value" in attrs:
+            for x in _value_dims(attrs["value"]):
+                self.dim(x)  # a constant's dimension must be determined too (sqrt(m))
             attrs["value"] = substitute_const(attrs["value"], self.sub)
             attrs["op"] = show_const(attrs["value"])
         return attrs
@@ -369,6 +371,15 @@ class _Splice:
         if self.ix is not None:
             self.ix.add(b)
         return [b]
+
+
+def _value_dims(c) -> list:
+    """The dimensions a constant expression mentions."""
+    if not isinstance(c, tuple) or not c or c[0] == "num":
+        return []
+    if c[0] == "dim":
+        return [c[1]]
+    return [x for a in c[1:] for x in _value_dims(a)]
 
 
 def g_uses(d: Diagram, w: int) -> bool:

@@ -6,6 +6,7 @@ every process (``given f``); a match binds each variable once and then holds it 
 """
 from __future__ import annotations
 
+from ..graph.constants import as_dim
 from ..graph.hypergraph import loop_tag
 from ..graph.iso import definition_key
 from ..graph.types import Dim
@@ -54,7 +55,11 @@ class Unifier:
         return len(r) == len(t) and all(self.unify(a, b) for a, b in zip(r, t))
 
     def unify_value(self, r, t) -> bool:
-        """Constant expressions (``sqrt(k)``) with dimensions in them."""
+        """Constant expressions (``sqrt(k)``) with dimensions in them; a dimension in the rule
+        also matches a sum or product of dimensions written out (``sqrt(1 + d + e)``)."""
+        if isinstance(r, tuple) and r and r[0] == "dim" and isinstance(t, tuple) and t and t[0] in ("add", "mul"):
+            t_dim = as_dim(t)
+            return t_dim is not None and self.unify(r[1], t_dim)
         if not (isinstance(r, tuple) and isinstance(t, tuple)) or len(r) != len(t) or r[0] != t[0]:
             return r == t
         if r[0] == "dim":

@@ -107,6 +107,12 @@ class Copy:
 
 
 @node
+class Prune:
+    text: str
+    pos: Pos
+
+
+@node
 class Rewire:
     ref: Ref
     why: Str | None
@@ -114,7 +120,7 @@ class Rewire:
     pos: Pos
 
 
-Step = Union[Apply, Specialise, Unfold, Fold, Copy, Rewire]
+Step = Union[Apply, Specialise, Unfold, Fold, Copy, Rewire, Prune]
 Item = Union[StartDecl, TargetDecl, UseDecl, Step]
 
 
@@ -177,6 +183,9 @@ class DerivTree(Reader):
 
     def copy(self, meta, name):
         return Copy(name, self._written(meta), self._at(meta))
+
+    def prune(self, meta):
+        return Prune(self._written(meta), self._at(meta))
 
     def rewire(self, meta, ref, why):
         return Rewire(ref, why, self._written(meta), self._at(meta))

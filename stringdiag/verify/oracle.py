@@ -49,7 +49,7 @@ Instance = Union[Diagram, str]  # a definition, or "learn": a random universal a
 
 
 def dim_names(d: Diagram) -> set[str]:
-    """Every dimension name the diagram's wires, SIMD boxes and generics mention."""
+    """Every dimension name the diagram's wires, SIMD boxes, generics and constants mention."""
     names: set[str] = set()
     for n, a in d.graph.nodes(data=True):
         if a["kind"] == "wire":
@@ -58,7 +58,18 @@ def dim_names(d: Diagram) -> set[str]:
         else:
             for _, dim in tuple(a["simd"]) + tuple(a.get("summed", ())) + tuple(a.get("generics", ())):
                 names |= dim.names()
+            if a["box"] == "const":  # sqrt(k): a size only a constant names
+                names |= _const_dims(a.get("value"))
     return names
+
+
+def _const_dims(c) -> set[str]:
+    """The dimension names a constant expression mentions."""
+    if not isinstance(c, tuple) or not c or c[0] == "num":
+        return set()
+    if c[0] == "dim":
+        return set(c[1].names())
+    return set().union(*(_const_dims(x) for x in c[1:]))
 
 
 def default_sizes(names: set[str], given: Mapping[str, int] | None = None) -> dict[str, int]:
