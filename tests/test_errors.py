@@ -183,10 +183,10 @@ CASES = [
     pytest.param(H("diagram A(x: [s, d]) -> [s, d] {\n  learn x : [d] -> [d]\n  return x\n}"), 6, 9,
                  "'x' is already defined in this diagram", id="local-learnable-named-like-input"),
     pytest.param(H("diagram A(x: [s, d]) -> [s, d] {\n  fixed F : [d] -> [d]\n  return F(x)\n}"), 6, 3,
-                 "only learnable boxes can be declared inside a diagram, not 'fixed'",
+                 "only learnable and random boxes can be declared inside a diagram, not 'fixed'",
                  id="local-fixed-box"),
     pytest.param(H("diagram A(x: [s, d]) -> [s, d] {\n  abstract F : [d] -> [d]\n  return F(x)\n}"), 6, 3,
-                 "only learnable boxes can be declared inside a diagram, not 'abstract'",
+                 "only learnable and random boxes can be declared inside a diagram, not 'abstract'",
                  id="local-abstract-box"),
 
     # -- returns and recursion ---------------------------------------------------------------

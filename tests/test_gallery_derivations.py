@@ -31,11 +31,11 @@ EXPECTED = {
     "tax_performer.deriv": (RED + EQ * 4, ("s^2", "s")),
     "tax_dpfp.deriv": (RED * 2 + EQ, ("s^2", "s")),
     "tax_sparse.deriv": (RED * 2, ("s^2", "s^2")),
-    "tax_sliding_window.deriv": (RED, ("s^2", "s^2")),
-    "tax_longformer.deriv": (RED, ("s^2", "s^2")),
+    "tax_sliding_window.deriv": (RED, ("s^2", "s·w")),  # the mask counted by its support
+    "tax_longformer.deriv": (RED, ("s^2", "s·g + s·w")),
     "tax_bigbird.deriv": (RED, ("s^2", "s^2")),
     "tax_star.deriv": (RED, ("s^2", "s^2")),
-    "tax_etc.deriv": (REWIRE, ("s^2", "s^2")),
+    "tax_etc.deriv": (REWIRE, ("s·g + s·w", "s^2 + s·w")),  # ETC's global input is dense
     "tax_gaussian_prior.deriv": (RED, ("s^2", "s^2")),
     "tax_gaussian_transformer.deriv": (RED * 2, ("s^2", "s^2")),
     "tax_hardcoded.deriv": (RED * 2 + EQ * 3, ("s^2", "s^2")),

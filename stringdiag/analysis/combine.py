@@ -37,6 +37,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
+from ..graph.constants import dims_in
 from ..graph.decls import Approximator
 from ..graph.diagram import Diagram
 from ..graph.hypergraph import count_value, repeated
@@ -396,7 +397,7 @@ def cost_monomials(d: Diagram) -> tuple[frozenset, frozenset]:
 # -- dimensions ---------------------------------------------------------------------------
 
 def _mentioned(x: Diagram) -> Iterable[str]:
-    """The dimension names a body's wires, SIMD boxes, sums and generics' values mention."""
+    """The dimension names a body's wires, SIMD boxes, sums, generics' values and constants mention."""
     for w in x.wires():
         for dim in x.wire_type(w):
             yield from sorted(dim.names())
@@ -406,6 +407,9 @@ def _mentioned(x: Diagram) -> Iterable[str]:
             yield from sorted(dim.names())
         if repeated(node):
             yield from sorted(node["repeat"].names())
+        if node["box"] == "const":  # s * total / r
+            for dim in dims_in(node["value"]):
+                yield from sorted(dim.names())
 
 
 def dimensions(d: Diagram) -> dict[str, Diagram]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ..errors import Pos
+from ..graph.constants import dims_in
 from ..graph.decls import Definition
 from ..graph.hypergraph import Hypergraph
 
@@ -53,7 +54,7 @@ def _box_obstacles(d: Hypergraph, implemented: frozenset[str], seen: set[int]) -
         elif kind == "learn" and not d.box_inputs(b) and len(d.box_outputs(b)) > 1:
             yield Obstacle(f"learnable box '{op}' has no inputs and several outputs; declare one learnable "
                            "tensor per output", pos, True)
-        elif kind == "learn" and any(_seq_names(d, t) for t in _local_types(d, b)):
+        elif kind == "learn" and _unbounded_seq(d, b):
             yield Obstacle(f"learnable box '{op}' has a sequence dimension in its own type: its size "
                            "would be known only at run time", pos, False)
         if node.get("scan"):
@@ -72,6 +73,17 @@ def _scan_obstacles(d: Hypergraph, b: int, implemented: frozenset[str], seen: se
         yield from _box_obstacles(body.expand(), implemented, seen)
 
 
+def _unbounded_seq(d: Hypergraph, b: int) -> bool:
+    """A seq dimension in the box's own type, other than an axis declared with a largest
+    length (``learn E : -> [r, s] where s <= 512``, held at 512 and sliced)."""
+    ref = d.box(b).get("ref")
+    bounds = ref.axis_bounds() if hasattr(ref, "axis_bounds") else ()
+    if bounds and not d.box_inputs(b):
+        free = [dim for dim, m in zip(d.local_out_type(b, 0), bounds) if m is None]
+        return bool(_seq_names(d, free))
+    return any(_seq_names(d, t) for t in _local_types(d, b))
+
+
 def _local_types(d: Hypergraph, b: int):
     yield from (d.local_in_type(b, p) for p in range(len(d.box_inputs(b))))
     yield from (d.local_out_type(b, p) for p in range(len(d.box_outputs(b))))
@@ -88,7 +100,8 @@ def _unsized(d: Hypergraph, e: Hypergraph) -> Iterator[Obstacle]:
     """A sequence length is read off an input that has it as an axis; one no input carries
     has no size at run time."""
     carried = {dim.name for w in d.inputs for dim in d.wire_type(w) if dim.name}
-    used = set().union(*(_seq_names(d, e.wire_type(w)) for w in e.wires()))
+    used = set().union(*(_seq_names(d, e.wire_type(w)) for w in e.wires()),
+                       *(_seq_names(d, dims_in(e.box(b)["value"])) for b in e.boxes() if e.box(b)["box"] == "const"))
     for n in sorted(used - carried):
         yield Obstacle(f"the length of '{n}' is unknown when '{d.name}' runs: it is a sequence dimension "
                        "that no input has as an axis of its own", d.pos, False)

@@ -66,6 +66,13 @@ def evaluate(c, size: Callable[[Any], Any], apply: Callable | None = None) -> An
     return fn(*args)
 
 
+def dims_in(c) -> list:
+    """The dimensions constant ``c`` mentions (``s * total / r``: s and r)."""
+    found: list = []
+    evaluate(c, lambda dim: found.append(dim) or dim, apply=lambda fn, args: 0)
+    return found
+
+
 def show(c) -> str:
     """A constant expression as text: ``(1/sqrt(k))``."""
     tag = c[0]

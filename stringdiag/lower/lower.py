@@ -150,7 +150,8 @@ class Lowering:
             for dim in self.d.wire_type(w):
                 names |= dim.names()
         for b in self.d.boxes():
-            for _, dim in self.d.box(b).get("generics", ()):
+            node = self.d.box(b)
+            for dim in [d for _, d in node.get("generics", ())] + (constants.dims_in(node["value"]) if node["box"] == "const" else []):
                 names |= dim.names()
             if repeated(self.d.box(b)):
                 names |= self.d.box(b)["repeat"].names()

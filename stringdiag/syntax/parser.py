@@ -28,6 +28,8 @@ _FRIENDLY = {
     "SUM": "sum_<index>",
     "$END": "end of file",
     "FILEREF": "FILE.diag:NAME",
+    "QNAME": "a name",  # o.Name is a name too (of a file imported as o)
+    "QREF": "a name",
 }
 
 
