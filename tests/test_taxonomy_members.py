@@ -183,7 +183,7 @@ def test_member_agrees_with_its_papers_mechanism(file, name):
 def test_the_masks_are_what_the_notes_say():
     """Support per row, counted by brute force: window 2w-1 inside, global rows full, ring 3."""
     prog = stringdiag.loads("dim s : seq\ndim d : fixed\n"
-                            "diagram G(x: [s, d]) -> [s, s] { return global_tokens<s, 2>() }\n"
+                            "diagram G(x: [s, d]) -> [s, s] { return global<s, 2>() }\n"
                             "diagram R(x: [s, d]) -> [s, s] { return ring<s>() }\n", "masks.diag")
     x = torch.zeros(1, 9, 1, dtype=torch.float64)
     gl = compile(prog["G"], dims={"d": 1}, dtype=torch.float64)(x)[0]
