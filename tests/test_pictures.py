@@ -116,12 +116,12 @@ def test_a_stack_of_layers_is_wrapped_into_rows():
     prog = stringdiag.load(str(GALLERY / "transformer.diag"))
     g = to_graphviz(prog["TransformerEncoder"], expand=True)
     assert 'constraint=false' in g.source  # one Graphviz graph (PNG, PDF): rows held apart
-    rows = stacked_rows(prog["TransformerEncoder"].expand())
+    rows = stacked_rows(prog["TransformerEncoder"].expand(unroll={}))  # the stack opened into its layers
     assert len(rows) == 3  # embedding + layer 1, layer 2, final norm + readout
     svg = to_svg(prog["TransformerEncoder"], expand=True)
     width, height = (float(svg.split(f'{k}="')[1].split("pt")[0]) for k in ("width", "height"))
     assert width < 0.5 * 12297 and height > 1000  # one line was 12,297 pt wide
-    assert stacked_rows(prog["EncoderLayer"].expand()) is None  # one layer: one row
+    assert stacked_rows(prog["EncoderLayer"].expand(unroll={})) is None  # one layer: one row
 
 
 def test_stubs_come_in_numbered_pairs():
