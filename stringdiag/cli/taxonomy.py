@@ -15,8 +15,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..derive.taxonomy import load_taxonomy
-    from ..render.draw import write
-    from ..render.tree import TreeEdge, TreeNode, tree
+    from ..render.draw import write, write_text
+    from ..render.tree import TreeEdge, TreeNode, tree, tree_svg
 
     tax = load_taxonomy(args.file, verify=args.verify)
     print(f"{args.file}: a tree of {len(tax.members)} members rooted at {tax.root}, "
@@ -26,5 +26,6 @@ def run(args: argparse.Namespace) -> int:
         changed = {e.decl.child.text: e.changed for e in tax.edges}
         nodes = [TreeNode(name, m.title, m.diagram, changed.get(name, frozenset())) for name, m in tax.members.items()]
         edges = [TreeEdge(e.decl.parent.text, e.decl.child.text, e.decl.deriv.value) for e in tax.edges]
-        print(f"wrote {write(tree(nodes, edges), args.output)}")
+        svg = str(args.output).lower().endswith(".svg")  # SVG: wires through frames become stubs
+        print(f"wrote {write_text(tree_svg(nodes, edges), args.output) if svg else write(tree(nodes, edges), args.output)}")
     return 0

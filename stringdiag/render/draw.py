@@ -217,7 +217,7 @@ def _fan(g: graphviz.Digraph, P: str, w: int, src: str, readers: list[str], labe
         _edge(g, src, readers[0], cuts, label=label, **attrs.get(readers[0], {}))
     else:
         g.node(f"{P}copy{w}", label="", shape="point", width="0.09")
-        g.edge(src, f"{P}copy{w}", label=label, arrowhead="none")
+        _edge(g, src, f"{P}copy{w}", cuts, label=label, arrowhead="none")
         for node in readers:
             _edge(g, f"{P}copy{w}", node, cuts, **attrs.get(node, {}))
 
@@ -439,7 +439,7 @@ def to_svg(d: Diagram, expand: bool = False) -> str:
     routes through a frame it does not enter is drawn again as a pair of numbered stubs."""
     d = d.expand(unroll={}) if expand else d  # stacks of known size drawn as their layers
     cut: set[tuple[str, str]] = set()
-    for _ in range(3):  # a stub's own short edge crossing a frame is rare; a second round fixes it
+    for _ in range(6):  # a stub's own short edge may cross a frame too: a few rounds settle it
         graphs = stacked_rows(d, cut)
         svg = _stack(graphs) if graphs else to_graphviz(d, cuts=Cuts(cut)).pipe(format="svg", encoding="utf-8")
         bad = crossings(svg) - cut

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import graphviz
 
 from ..graph.diagram import Diagram
-from .draw import FONT, _box_style, to_graphviz
+from .crossings import crossings
+from .draw import FONT, Cuts, _box_style, to_graphviz
 
 CHANGED = "#d62728"
 ARROW = "#999999"
@@ -33,7 +34,20 @@ class TreeEdge:
     label: str  # the derivation
 
 
-def tree(nodes: list[TreeNode], edges: list[TreeEdge]) -> graphviz.Digraph:
+def tree_svg(nodes: list[TreeNode], edges: list[TreeEdge]) -> str:
+    """The tree as SVG, a wire Graphviz routes through a frame it does not enter drawn as a
+    pair of numbered stubs (as ``draw.to_svg`` does for one diagram)."""
+    cut: set[tuple[str, str]] = set()
+    for _ in range(6):
+        svg = tree(nodes, edges, Cuts(cut)).pipe(format="svg", encoding="utf-8")
+        bad = {(a, b) for a, b in crossings(svg) - cut if a.split("_")[0] == b.split("_")[0]}  # wires, not ⇒
+        if not bad:
+            break
+        cut |= bad
+    return svg
+
+
+def tree(nodes: list[TreeNode], edges: list[TreeEdge], cuts: Cuts | None = None) -> graphviz.Digraph:
     """The members as framed clusters, joined parent to child by grey ⇒ arrows."""
     g = graphviz.Digraph(name="taxonomy")
     g.attr(rankdir="LR", fontname=FONT, newrank="true", compound="true", nodesep="0.3", ranksep="0.6")
@@ -42,7 +56,7 @@ def tree(nodes: list[TreeNode], edges: list[TreeEdge]) -> graphviz.Digraph:
     anchor = {}
     for k, n in enumerate(nodes):
         prefix = f"m{k}_"
-        sub = to_graphviz(n.diagram, prefix=prefix, cluster=f"cluster_{prefix}")
+        sub = to_graphviz(n.diagram, prefix=prefix, cluster=f"cluster_{prefix}", cuts=cuts)
         caption = n.title + (f"  [{len(n.changed)} changed]" if n.changed else "")
         sub.attr(label=caption, labelloc="t", style="rounded", color="#bbbbbb", fontsize="13")
         for b in n.changed:
