@@ -38,6 +38,12 @@ def stack(block: str, t: int) -> str:
                       f"  return h{t}", "}"])
 
 
+def repeated(block: str, t: int) -> str:
+    """The same stack written with ``repeat``: one box, composed t times by the analysis."""
+    return "\n".join([f'import "{SPLINES}"', "diagram Stack(x: [s, d]) -> [s, d] {",
+                      f"  h = repeat {t} {block}(x)", "  return h", "}"])
+
+
 def encoder_decoder(s: int, t: int) -> str:
     """Sec. 1.8: an s-layer encoder eps_s, whose output feeds every one of t encoder-decoder
     blocks, tau_i(X, Y) = tau-block(eps_s(X), tau_{i-1}(X, Y)), tau_0(X, Y) = Y."""
@@ -62,6 +68,7 @@ BLOCKS = [("ReluAttention", 3, None), ("MaskedReluAttention", 3, None),
           ("EncoderDecoderBlock", 5, {"x": 2, "y": 3})]  # "quadratic in X and cubic in Y, and thus quintic"
 STACKS = ([(f"encoder t={t}", stack("EncoderBlock", t), 3 ** t, None) for t in (1, 2, 3)]
           + [(f"decoder t={t}", stack("DecoderBlock", t), 3 ** t, None) for t in (1, 2, 3)]
+          + [(f"repeat {t} {b}", repeated(b, t), 3 ** t, None) for t in (2, 3) for b in ("EncoderBlock", "DecoderBlock")]
           + [(f"encoder-decoder s={s} t={t}", encoder_decoder(s, t), 3 ** (t + s) + 3 ** t - 3 ** s, per_input(s, t))
              for s in range(4) for t in range(1, 4)])
 

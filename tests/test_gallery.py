@@ -42,6 +42,9 @@ SIGNATURES = {
     },
     "hardmax.diag": {"HardmaxAttention": "[s, d] -> [s, d]", "HardmaxBlock": "[s, d] -> [s, d]",
                      "ScalarHardmaxBlock": "[s, d] -> [s, d]", "HardmaxReadout": "[s, d] -> [d]"},
+    "sumformer_theorems.diag": {**{n: "[s, d] -> [s, d + 2*e + 1]" for n in (
+        "Eq22Rows", "SoftmaxHeadOnRows", "SumformerSumRows", "LinformerHeadOnRows", "LinformerSumRows",
+        "PerformerHeadOnRows")}, "RowFeatures": "[d + 2*e + 1] -> [p]"},
     "sumformer.diag": {"Sumformer": "[s, d] -> [s, d]", "Linformer": "[s, d] -> [s, d]",
                        "Performer": "[s, d] -> [s, d]"},
     "anatomy.diag": {

@@ -33,6 +33,7 @@ from typing import Mapping
 
 from ..errors import Pos
 from ..graph.diagram import Diagram
+from ..graph.hypergraph import count_value, repeated
 
 Vector = tuple[int, ...]
 Support = frozenset  # of Vector: the maximal exponent vectors
@@ -153,6 +154,8 @@ class Pass:
     def box(self, d: Diagram, b: int, xs: list[Value]) -> list[Value]:
         node = d.box(b)
         kind, op, n_out = node["box"], node["op"], len(d.box_outputs(b))
+        if repeated(node):
+            return [_within(v, op, node["pos"], xs) for v in self.stack(d, node, xs, n_out)]
         if kind == "diagram" or node.get("scan"):
             outs = self.scan(node, xs, n_out) if node.get("scan") else self.run(node["ref"], xs)
             return [_within(v, op, node["pos"], xs) for v in outs]
@@ -193,6 +196,18 @@ class Pass:
         if rule == "analytic":
             return self.broken(f"{op} is not piecewise polynomial", op, node)
         return self.broken(f"no degree rule is known for the fixed process '{op}'", op, node, UNKNOWN)
+
+    def stack(self, d: Diagram, node: Mapping, xs: list[Value], n_out: int) -> list[Value]:
+        """``repeat t Block(x, ...)``: the block composed t times, each copy's output its
+        successor's first input (so degrees compose: 3^t for t encoder blocks)."""
+        t = count_value(node["repeat"], d.program, {})
+        if t is None:
+            why = f"the degree depends on the number of copies '{node['repeat']}' of '{node['op']}' (give it a size)"
+            return [Value(_const(self.n).support, (UNKNOWN, why, ((node["op"], node["pos"]),)))] * n_out
+        outs = xs
+        for _ in range(t):
+            outs = self.run(node["ref"], [outs[0], *xs[1:]])
+        return outs
 
     def scan(self, node: Mapping, xs: list[Value], n_out: int) -> list[Value]:
         """Finite iteration: the carried state's vectors grow to a fixed point, or without
