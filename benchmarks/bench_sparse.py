@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from pathlib import Path
 
 import torch
@@ -27,18 +26,10 @@ import torch.nn.functional as F
 import stringdiag
 from stringdiag import compile
 
+from bench_attention import timeit  # noqa: E402  (median of repeats after a warm-up; run from benchmarks/)
+
 GALLERY = Path(__file__).resolve().parents[1] / "gallery"
 D, K, W = 16, 16, 16  # model width, query/key width, window (|i - j| < W)
-
-
-def timeit(fn, repeat: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def runners(s: int):
