@@ -164,3 +164,26 @@ def test_a_layer_norm_follows_every_att_apply_inside_the_head():
     assert len(norms) == 1 and norms[0].normalized_shape == (8,)
     plain = LanguageModel(HEADS["Masked"], vocab=12, d_model=16, n_layers=1, n_heads=2, approximator="linear")
     assert not [mod for mod in plain.layers[0].heads[0].modules() if isinstance(mod, torch.nn.LayerNorm)]
+
+
+def test_validation_keeps_to_the_time_budget(monkeypatch):
+    """A spent budget leaves validation one batch (scored within what is left), not the whole set."""
+    import stringdiag.train.loop as loop
+
+    seen = []
+    real = loop.score
+
+    def spy(*args, **kw):
+        seen.append(kw.get("deadline"))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(loop, "score", spy)
+    ids = pattern_corpus()
+    cfg = TrainConfig(context=12, batch_size=16, epochs=1, eval_every=1000, warmup=30, valid_tokens=None,
+                      time_budget=1e-9)  # spent after the first step
+    train(make(), ids[:2000], ids[5000:], cfg, log=lambda s: None)
+    assert seen and all(d is not None for d in seen)
+    cfg = dataclasses.replace(cfg, time_budget=None, max_steps=1)
+    seen.clear()
+    train(make(), ids[:2000], ids[5000:], cfg, log=lambda s: None)
+    assert seen == [None]  # no budget: the whole validation set

@@ -229,9 +229,17 @@ class _Training:
         if self.step % self.cfg.eval_every:
             self.record("final")
 
+    def validate(self) -> float:
+        """Validation perplexity; under a time budget only what the budget leaves (at least one
+        batch), so that validating a large model cannot overrun it."""
+        budget = self.cfg.time_budget
+        left = None if budget is None else max(self.t0 + budget - time.time(), 0.0)
+        deadline = None if left is None else time.monotonic() + left
+        return score(self.model, self.valid, self.cfg.context, deadline=deadline).perplexity
+
     def record(self, kind: str) -> None:
         """Validate (process 0) and add a row to the log; process 0 checkpoints, the others wait."""
-        ppl = evaluate(self.model, self.valid, self.cfg.context) if self.rank == 0 else float("nan")
+        ppl = self.validate() if self.rank == 0 else float("nan")
         first = self.step - len(self.losses) + 1
         row = {"step": self.step, "epoch": round(self.step / max(self.per_epoch, 1), 3),
                "train_loss": _mean(self.losses), "valid_ppl": ppl, "lr": self.opt.param_groups[0]["lr"],
