@@ -88,3 +88,28 @@ def test_bad_inputs_are_refused(capsys, tmp_path):
     assert "overlap" in fails(capsys, tmp_path, {"sequences": [seq([[0, 0]]), seq([[1, 0]], "b")],
                                                  "targets": {"a": {"center": [0, 0], "radius": 1},
                                                              "b": {"center": [1, 0], "radius": 1}}})
+
+
+def test_a_rare_bad_generic_choice_is_drawn_again(monkeypatch):
+    """The proof's directions are generic: a choice that ties is redrawn from the next seed, and
+    only when every try fails is the user told, without an internal error."""
+    import stringdiag.construct.hardmax as H
+    from stringdiag import DiagError
+
+    seqs, labels = instance(np.random.default_rng(3), 3, 2)
+    real, seen = H.choose_blocks, []
+
+    def first_fails(inst, seed):
+        seen.append(seed)
+        if len(seen) == 1:
+            raise DiagError("internal: no direction singles out a point")
+        return real(inst, seed)
+
+    monkeypatch.setattr(H, "choose_blocks", first_fails)
+    con = hardmax_classifier(seqs, labels, seed=5)
+    assert seen == [5, 6] and len(con.blocks) <= 8 * 3 + 4
+    monkeypatch.setattr(H, "choose_blocks", lambda inst, seed: (_ for _ in ()).throw(
+        DiagError("internal: no direction singles out a point")))
+    with pytest.raises(DiagError) as e:
+        hardmax_classifier(seqs, labels, seed=0)
+    assert "internal" not in e.value.message and "seeds 0 to 7" in e.value.message

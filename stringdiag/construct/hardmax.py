@@ -87,13 +87,27 @@ def hardmax_classifier(sequences, labels, targets=None, seed: int = 0) -> Constr
     """Build, compile and check the classifier for ``sequences`` (each (len, d)) with ``labels``;
     ``targets`` maps each label to a Target or {"center": [...], "radius": r} (default: see FORMAT)."""
     inst = make_instance(sequences, labels, targets)
-    blocks = choose_blocks(inst, seed)
+    blocks = _generic_blocks(inst, seed)
     text = emit.source(blocks, len(inst.sequences), inst.d)
     state = emit.weights(blocks)
     module = emit.in_memory(text, inst.d, state)
     readouts = verify(module, inst)
     count = sum(p.numel() for p in module.parameters())
     return Construction(inst, tuple(blocks), text, state, count, readouts, module)
+
+
+def _generic_blocks(inst, seed: int, tries: int = 8) -> list:
+    """The proof picks directions and step sizes "generically": almost every choice works, so a
+    choice that does not (a rare tie) is drawn again from the next seed, a few times."""
+    for k in range(tries):
+        try:
+            return choose_blocks(inst, seed + k)
+        except DiagError as e:
+            if not e.message.startswith("internal:"):
+                raise
+            reason = e.message.removeprefix("internal: ")
+    raise DiagError(f"the generic choices of the construction failed for seeds {seed} to {seed + tries - 1} "
+                    f"({reason}); try another --seed")
 
 
 def write(con: Construction, out: str | Path) -> tuple[Path, Path]:
