@@ -438,11 +438,22 @@ def to_svg(d: Diagram, expand: bool = False) -> str:
     """The picture as SVG; a long stack of layers as rows one under another. An edge Graphviz
     routes through a frame it does not enter is drawn again as a pair of numbered stubs."""
     d = d.expand(unroll={}) if expand else d  # stacks of known size drawn as their layers
-    cut: set[tuple[str, str]] = set()
-    for _ in range(6):  # a stub's own short edge may cross a frame too: a few rounds settle it
+
+    def draw(cut: set[tuple[str, str]]) -> str:
         graphs = stacked_rows(d, cut)
-        svg = _stack(graphs) if graphs else to_graphviz(d, cuts=Cuts(cut)).pipe(format="svg", encoding="utf-8")
-        bad = crossings(svg) - cut
+        return _stack(graphs) if graphs else to_graphviz(d, cuts=Cuts(cut)).pipe(format="svg", encoding="utf-8")
+
+    return untangled(draw)
+
+
+def untangled(draw, keep=lambda edge: True) -> str:
+    """``draw(cut)``'s SVG once no edge it accepts (``keep``) crosses a frame: each crossing edge
+    joins ``cut`` and is drawn as stubs. A stub's own short edge may cross a frame too, so a
+    few rounds settle it."""
+    cut: set[tuple[str, str]] = set()
+    for _ in range(6):
+        svg = draw(cut)
+        bad = {e for e in crossings(svg) - cut if keep(e)}
         if not bad:
             break
         cut |= bad

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 import graphviz
 
 from ..graph.diagram import Diagram
-from .crossings import crossings
-from .draw import FONT, Cuts, _box_style, to_graphviz
+from .draw import FONT, Cuts, _box_style, to_graphviz, untangled
 
 CHANGED = "#d62728"
 ARROW = "#999999"
@@ -37,14 +36,8 @@ class TreeEdge:
 def tree_svg(nodes: list[TreeNode], edges: list[TreeEdge]) -> str:
     """The tree as SVG, a wire Graphviz routes through a frame it does not enter drawn as a
     pair of numbered stubs (as ``draw.to_svg`` does for one diagram)."""
-    cut: set[tuple[str, str]] = set()
-    for _ in range(6):
-        svg = tree(nodes, edges, Cuts(cut)).pipe(format="svg", encoding="utf-8")
-        bad = {(a, b) for a, b in crossings(svg) - cut if a.split("_")[0] == b.split("_")[0]}  # wires, not ⇒
-        if not bad:
-            break
-        cut |= bad
-    return svg
+    return untangled(lambda cut: tree(nodes, edges, Cuts(cut)).pipe(format="svg", encoding="utf-8"),
+                     keep=lambda e: e[0].split("_")[0] == e[1].split("_")[0])  # wires, not the ⇒ arrows
 
 
 def tree(nodes: list[TreeNode], edges: list[TreeEdge], cuts: Cuts | None = None) -> graphviz.Digraph:
