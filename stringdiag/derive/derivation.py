@@ -30,7 +30,9 @@ from ..syntax import ast as A
 from ..syntax import deriv_ast as D
 from ..syntax.source import read_source
 from . import steps
-from .steps import EQ, RED, REWIRE  # noqa: F401  (the relations, re-exported for callers)
+from .absorb import absorb
+from .plug import plug
+from .steps import ABSORB, EQ, RED, REWIRE  # noqa: F401  (the relations, re-exported for callers)
 
 
 @dataclass
@@ -191,6 +193,13 @@ class Runner:
                 res = self.rewire(ref, cur)
             case D.Prune():
                 res = self.located(item, steps.prune, cur)
+            case D.Resize(name, to):
+                kinds = {n.text: self.dim_kind(cur, n.text) for n in (name, to)}
+                res = self.located(name, steps.identify, cur, name.text, to.text, kinds)
+            case D.Absorb(wire, into, learner):
+                res = self.located(wire, absorb, cur, wire.text, into.text, self.learner(learner))
+            case D.Plug(input_, into):
+                res = self.located(input_, plug, cur, input_.text, into.text)
             case _:  # pragma: no cover - the grammar has no other steps
                 raise AssertionError(item)
         out = res.diagram
@@ -225,6 +234,24 @@ class Runner:
             raise self.err(f"a rewiring keeps the boundary: {out.signature()} is not of the type of "
                            f"{cur.signature()}", ref.pos)
         return steps.Outcome(out.copy(), REWIRE)
+
+    def dim_kind(self, cur: Diagram, name: str) -> str | None:
+        """How the dimension ``name`` is declared in the files of the derivation, if it is."""
+        progs = [cur.program, self.start_prog, *self.extra, *self.programs.values(), prelude()]
+        decl = next((d for p in progs if p is not None and (d := p.lookup_dim(name)) is not None), None)
+        return decl.kind if decl is not None else None
+
+    def learner(self, ref: D.Ref):
+        """``as L``: a learnable declared in a file in use (``o.L`` for one used as ``o``), else
+        the name of a fresh learner of the derivation's own."""
+        if "." in ref.name and ref.file is None:
+            q, _, name = ref.name.partition(".")
+            decl = self.aliases[q].lookup_box(name) if q in self.aliases else None
+            if decl is None:
+                raise self.err(f"no learnable '{name}' in the file used as '{q}'", ref.pos)
+            return decl
+        progs = [self.start_prog, *self.extra]
+        return next((d for p in progs if p is not None and (d := p.lookup_box(ref.name)) is not None), ref.name)
 
     def located(self, name: A.Name, fn, *args) -> steps.Outcome:
         """A step function's refusal, positioned at the name it was given."""
@@ -306,7 +333,8 @@ class Runner:
         generics = f"<{', '.join(decl.generics)}>" if decl.generics else ""  # N<n>: the body may use n
         # the files the body sees: all but those used only by a qualifier (which may clash)
         qualified = {id(p) for p in self.aliases.values()} - {id(self.start_prog)} - {id(p) for p in self.extra}
-        imports = "\n".join(f'import "{p}"' for p, prog in self.programs.items() if id(prog) not in qualified)
+        imports = "\n".join([f'import "{p}"' for p, prog in self.programs.items() if id(prog) not in qualified]
+                            + [f'import "{self._path_of(prog)}" as {a}' for a, prog in self.aliases.items()])
         line, col = body.pos.line, body.pos.col
         # the header on the line before the body, the imports after it (order does not matter
         # in a .diag file), so that the body keeps its line and column in the .deriv
@@ -319,6 +347,9 @@ class Runner:
             pos = body.pos if ours and e.pos.line < line else e.pos  # the generated header: at the body
             raise DiagError(e.message, pos, self.text if ours else e.source) from None
         return prog[f"__{name}"]
+
+    def _path_of(self, prog: Program) -> str:
+        return next(p for p, q in self.programs.items() if q is prog)
 
     def fold(self, cur: Diagram, name: A.Name, at: D.Where | None) -> steps.Outcome:
         defn = None

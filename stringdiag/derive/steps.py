@@ -9,7 +9,12 @@ weights (Khatri et al. (2024), App. A.2; ``graph/weights.py``).
 - copying a box: ≡ (the copies share its weights);
 - specialising a learnable or abstract box into a composite: ⇒ (its uses share the
   composite's weights exactly when they shared the box's); ``at WIRE`` specialises only one
-  weight set of the box (the one making the wire), leaving its other sets as they were.
+  weight set of the box (the one making the wire), leaving its other sets as they were;
+- making two fixed dimensions one (``dim g := d``): ⇒ (the family at equal sizes);
+- absorbing an invertible learner into the trainable box reading it: ⇔ (``absorb.py``: as
+  expressive given the assumption it states; weights of the absorbed map stay shared with
+  its other readers);
+- plugging an input in where a copied state was: ≠, a boundary change (``plug.py``).
 
 Turning one weight set into several is never a step: it is refused with the reason.
 Each step returns an :class:`Outcome`; ``correspond`` says which weight set of the result
@@ -24,6 +29,8 @@ from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.expand import expand
 from ..graph.hypergraph import repeated
+from ..graph.resize import resized
+from ..graph.types import Dim
 from ..graph.weights import WeightKey, boxes_by_weights, fresh_instance, instances, weight_key
 from ..rewrite.dpo import rewrite
 from ..rewrite.match import PROCESSES, Match, wire_name
@@ -32,6 +39,7 @@ from ..rewrite.rule import EQUATION, Rule
 from ..rewrite.strategy import rewrite_all
 
 EQ, RED, REWIRE = "≡", "⇒", "≠"
+ABSORB = "⇔"  # as expressive, given a stated assumption (absorb.py): neither ≡ nor ⇒
 
 
 @dataclass
@@ -103,6 +111,29 @@ def copy_box(d: Diagram, box: int, readers: list[tuple[int, int]]) -> Diagram:
         g.remove_edge(outs[k], r, key=port)
         g.add_edge(fresh[k], r, key=port, **a)
     return out
+
+
+def identify(cur: Diagram, name: str, to: str, kinds: dict[str, str | None]) -> Outcome:
+    """``dim g := d``: the fixed dimension ``g`` made ``d`` everywhere (``kinds``: how each
+    of the two is declared). A diagram over fixed sizes is a family, one architecture per
+    choice of sizes; this keeps the members where the two are equal: a reduction (⇒)."""
+    for n in (name, to):
+        if kinds[n] is None:
+            raise DiagError(f"no dimension '{n}' is declared in the files of this derivation")
+        if kinds[n] != "fixed":
+            raise DiagError(f"'{n}' is a {kinds[n]} dimension; only fixed sizes are made one by a step (a sequence "
+                            "length changes the boundary: that is what 'plug' does)")
+    if name == to:
+        raise DiagError(f"'{name}' is '{to}' already")
+    if not _mentions(cur, name):
+        raise DiagError(f"the diagram does not mention '{name}': nothing to do")
+    return Outcome(resized(cur, {name: Dim.var(to)}), RED, f"the family at {name} = {to}")
+
+
+def _mentions(d: Diagram, name: str) -> bool:
+    wires = (d.wire_type(w) for w in d.wires())
+    return any(name in dim.names() for t in wires for dim in t) or \
+        any(name in dim.names() for b in d.boxes() for _, dim in d.box(b)["simd"])
 
 
 def prune(cur: Diagram) -> Outcome:
@@ -315,5 +346,5 @@ def _common_prefix(pairs: dict[WeightKey, WeightKey]) -> str | None:
     return prefix
 
 
-__all__ = ["Outcome", "EQ", "RED", "REWIRE", "apply_rule", "apply_everywhere", "unfold", "copy", "copy_box",
+__all__ = ["Outcome", "EQ", "RED", "REWIRE", "ABSORB", "apply_rule", "apply_everywhere", "unfold", "copy", "copy_box",
            "specialise", "fold", "wire_name"]

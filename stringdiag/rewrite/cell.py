@@ -74,7 +74,9 @@ def _whole_body(pat: Diagram, target: Diagram, uni: Unifier) -> CellMatch | None
         return None
     body = target.copy(name=re.sub(r"\W", "", target.name) + "Map")  # a name a derivation can unfold
     body.outputs = [target.outputs[k] for k in made]
-    bound = {"box": "diagram", "op": body.name, "ref": body, "instance": f"{body.name}#1"}
+    # the cell itself, as a definition: its weights are the loop's (``conditions.same_cell`` gives
+    # it the loop's instance), so that no local weight of the body is renamed by the rewrite
+    bound = {"box": "diagram", "op": body.name, "ref": body, "instance": ""}
     return CellMatch(dict(uni.sub), {node["op"]: bound})
 
 

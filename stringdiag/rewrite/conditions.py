@@ -113,8 +113,8 @@ def _owned(node: dict, instance: str) -> dict:
     cell are that loop's (``Cell#1/E``), wherever a rewrite moves the box."""
     if node["box"] == "learn" and node.get("local"):
         return {**node, "param": f"{instance}/{node.get('param', node['op'])}"}
-    if node["box"] == "diagram" and node.get("instance"):
-        return {**node, "instance": f"{instance}/{node['instance']}"}
+    if node["box"] == "diagram" and "instance" in node:  # "": the whole cell, the loop's own weights
+        return {**node, "instance": f"{instance}/{node['instance']}" if node["instance"] else instance}
     return node
 
 

@@ -120,7 +120,38 @@ class Rewire:
     pos: Pos
 
 
-Step = Union[Apply, Specialise, Unfold, Fold, Copy, Rewire, Prune]
+@node
+class Resize:
+    """``dim g := d``: the fixed dimension ``g`` made ``d``."""
+
+    name: Name
+    to: Name
+    text: str
+    pos: Pos
+
+
+@node
+class Absorb:
+    """``absorb enc into R as L``: the map making ``enc``, read by ``R``, absorbed into ``L``."""
+
+    wire: Name
+    into: Name
+    learner: Ref
+    text: str
+    pos: Pos
+
+
+@node
+class Plug:
+    """``plug x into st``: row i of the input ``x`` where every step read the state ``st``."""
+
+    input: Name
+    into: Name
+    text: str
+    pos: Pos
+
+
+Step = Union[Apply, Specialise, Unfold, Fold, Copy, Rewire, Prune, Resize, Absorb, Plug]
 Item = Union[StartDecl, TargetDecl, UseDecl, Step]
 
 
@@ -189,6 +220,15 @@ class DerivTree(Reader):
 
     def rewire(self, meta, ref, why):
         return Rewire(ref, why, self._written(meta), self._at(meta))
+
+    def resize(self, meta, name, to):
+        return Resize(name, to, self._written(meta), self._at(meta))
+
+    def absorb(self, meta, wire, into, learner):
+        return Absorb(wire, into, learner, self._written(meta), self._at(meta))
+
+    def plug(self, meta, input_, into):
+        return Plug(input_, into, self._written(meta), self._at(meta))
 
 
 def read_deriv(text: str, file: str = "<string>") -> tuple[Item, ...]:

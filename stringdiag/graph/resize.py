@@ -1,0 +1,89 @@
+"""A diagram at other sizes: named dimensions replaced by others, everywhere they appear.
+
+A diagram over fixed dimensions denotes a family of architectures, one for every choice of
+sizes; making two dimensions one (``dim g := d`` in a derivation: the decoder's state as
+wide as the source embedding) picks a sub-family. The replacement reaches every place a
+dimension is written: wire types, SIMD and summed indices, the generic arguments of
+prelude boxes, repeat counts, symbolic constants (``sqrt(k)``), the declarations of
+learnable and fixed boxes (their types) and the bodies of definitions used as boxes.
+
+>>> from stringdiag import loads
+>>> from stringdiag.graph.types import Dim
+>>> p = loads('''dim s : seq
+... dim d, g : fixed
+... learn F : [d] -> [g]
+... diagram D(x: [s, d]) -> [s, g] {
+...   y[i] = F(x[i])
+...   return y
+... }''')
+>>> resized(p["D"], {"g": Dim.var("d")}).signature()
+'D : [s, d] -> [s, d]'
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from .constants import substitute
+from .decls import BoxDecl
+from .hypergraph import Hypergraph
+from .types import Dim, substitute_type
+
+
+def resized(d: Hypergraph, sub: Mapping[str, Dim]) -> Hypergraph:
+    """``d`` with the dimensions named in ``sub`` replaced; definitions used as boxes are
+    resized too (each once), except where a generic parameter of theirs has the name."""
+    return _Resizer(dict(sub)).diagram(d)
+
+
+class _Resizer:
+    def __init__(self, sub: dict[str, Dim]):
+        self.sub = sub
+        self.done: dict[int, Any] = {}  # id of a definition or declaration -> its resized copy
+
+    def diagram(self, d: Hypergraph) -> Hypergraph:
+        if set(d.generics) & self.sub.keys():  # the name is the definition's own parameter
+            return d
+        if id(d) in self.done:
+            return self.done[id(d)]
+        out = d.copy()
+        self.done[id(d)] = out
+        g = out.graph
+        for n, a in g.nodes(data=True):
+            if a["kind"] == "wire":
+                a["type"] = substitute_type(a["type"], self.sub)
+            else:
+                self.box(a)
+        return out
+
+    def box(self, a: dict) -> None:
+        for key in ("simd", "summed", "generics"):
+            if key in a:
+                a[key] = tuple((lab, self.dim(dim)) for lab, dim in a[key])
+        if a.get("repeat") is not None:
+            a["repeat"] = self.dim(a["repeat"])
+        if "value" in a and isinstance(a["value"], tuple):
+            a["value"] = substitute(a["value"], self.sub)
+        if "clusters" in a:
+            a["clusters"] = tuple(tuple(self.dim(x) if isinstance(x, Dim) else x for x in c) for c in a["clusters"])
+        ref = a.get("ref")
+        if isinstance(ref, BoxDecl):
+            a["ref"] = self.decl(ref)
+        elif isinstance(ref, Hypergraph):
+            a["ref"] = self.diagram(ref)
+
+    def decl(self, decl: BoxDecl) -> BoxDecl:
+        if set(decl.generics) & self.sub.keys():
+            return decl
+        if id(decl) not in self.done:
+            self.done[id(decl)] = dataclasses.replace(
+                decl, ins=tuple(substitute_type(t, self.sub) for t in decl.ins),
+                outs=tuple(substitute_type(t, self.sub) for t in decl.outs))
+        return self.done[id(decl)]
+
+    def dim(self, dim: Dim) -> Dim:
+        return dim.substitute(self.sub)
+
+
+__all__ = ["resized"]
