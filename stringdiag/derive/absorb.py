@@ -101,6 +101,8 @@ def _readers(d: Diagram, w: int, name: str, into: str) -> tuple[list[int], int |
         raise DiagError(f"'{into}' is not a learner: only a trainable box can take in another")
     if node["ref"].ins:
         reading = [b for b in boxes if any(x == w for x, _ in d.box_inputs(b))]
+        if not reading:
+            raise DiagError(f"'{into}' does not read '{name}': name the trainable box the map's output goes into")
         if len(reading) != len(boxes):
             raise DiagError(f"'{into}' is used {len(boxes)} times and {len(reading)} of them read '{name}': its "
                             "weights would be split in two")

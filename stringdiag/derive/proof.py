@@ -30,7 +30,7 @@ from ..graph.diagram import Diagram
 from ..graph.expand import expand
 from ..rewrite.rule import EQUATION, Rule
 from .derivation import Derivation, load_derivation
-from .steps import EQ, RED
+from .steps import ABSORB, EQ, RED
 
 
 @dataclass
@@ -94,7 +94,8 @@ def check_proof(rule: Rule, verify: bool = True) -> Proof:
     allowed = (EQ,) if rule.kind == EQUATION else (EQ, RED)
     for s in deriv.steps[1:]:
         if s.relation not in allowed:
-            kind = {RED: "a reduction (⇒)"}.get(s.relation, "a rewiring (≠), not a reduction")
+            kind = {RED: "a reduction (⇒)", ABSORB: "as expressive only under an assumption (⇔)"}.get(
+                s.relation, "a rewiring (≠), not a reduction")
             rel = "an equation (==): only equalities (≡) prove it" if rule.kind == EQUATION else \
                 "a reduction (=>): only equalities (≡) and reductions (⇒) prove it"
             raise fail(f"step {s.number} ({s.text}) is {kind}, and the rule is {rel}")

@@ -58,7 +58,7 @@ class Taxonomy:
         lines = []
         for e in self.edges:
             steps = e.derivation.steps[1:]
-            rel = ", ".join(f"{sum(s.relation == r for s in steps)} {r}" for r in ("⇒", "≡", "≠")
+            rel = ", ".join(f"{sum(s.relation == r for s in steps)} {r}" for r in ("⇒", "≡", "⇔", "≠")
                             if any(s.relation == r for s in steps))
             n = e.verified
             check = "checked" if not self.verify else \
