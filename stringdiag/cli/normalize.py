@@ -14,7 +14,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-d", "--diagram", metavar="NAME", required=True)
     p.add_argument("--rules", nargs="+", metavar="R",
                    help="rule names from rules/ (NAME, or NAME:reversed for an equation right to left); "
-                        "default: the iteration laws that remove a loop (simd_scan simd_unit vanish)")
+                        "default: the laws that remove a loop or a reversal (simd_scan simd_unit vanish reverse_twice)")
     p.add_argument("--max-rounds", type=positive, default=20, help="rounds of applying every rule (default 20)")
     p.add_argument("--max-boxes", type=positive, default=100_000, help="stop if the diagram grows past this")
     p.add_argument("-o", "--output", metavar="OUT", help="draw the normal form")

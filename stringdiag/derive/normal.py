@@ -16,9 +16,9 @@ from .derivation import standard_library
 
 
 # The default rules: the laws of finite iteration that remove a loop, left to right (a loop
-# that carries nothing is a SIMD box; a loop over one step is its cell). Each removes a
-# scan, so the search always ends at a fixpoint.
-DEFAULT_RULES = ("simd_scan", "simd_unit", "vanish")
+# that carries nothing is a SIMD box; a loop over one step is its cell), and a reversal undone
+# (rules/sequence.rules). Each removes a scan or two boxes, so the search always ends.
+DEFAULT_RULES = ("simd_scan", "simd_unit", "vanish", "reverse_twice")
 
 
 @dataclass
