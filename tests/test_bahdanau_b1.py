@@ -136,6 +136,11 @@ diagram Shared(x: [s, d]) -> [s, w], [s, w] {
   z[i] = R(x[i])
   return y, z
 }
+diagram State(x: [s, d]) -> [d], [s, w] {
+  c = P(zeros<d>())
+  y[i] = R(x[i])
+  return c, y
+}
 diagram Mixing(x: [s, d]) -> [s, w] {
   enc = reverse(X(x))
   y[i] = R(enc[i])
@@ -161,6 +166,14 @@ def test_plug_feeds_row_i_where_the_copied_state_was(tmp_path):
     want = torch.softmax(x @ x.T, dim=-1) @ x
     got = compile(der.result, dims={"d": 3}, dtype=torch.float64)(x)
     assert torch.linalg.norm(got - want) / torch.linalg.norm(want) < 1e-12
+
+
+def test_plugging_into_an_output_makes_it_the_input(tmp_path):
+    """The state itself an output ([d], a fixed width, not a position): once per position it
+    is the input's rows, and the width stays a width."""
+    der = run(tmp_path, "State", "plug x into P")
+    assert der.result.signature().endswith("[s, d] -> [s, d], [s, w]")
+    assert der.result.outputs[0] == der.result.inputs[0] and "P" not in ops(der.result)
 
 
 def test_absorb_is_undone_by_specialising_the_new_learner(tmp_path):

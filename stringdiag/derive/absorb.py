@@ -59,7 +59,8 @@ def _region(d: Diagram, w: int, name: str) -> tuple[set[int], int]:
         raise DiagError(f"'{name}' is made from {len(inputs)} inputs of the diagram; absorbing needs the map "
                         "from one input")
     u = inputs[0]
-    region = {b for b in up if g.nodes[b]["kind"] == "box" and nx.has_path(g, u, b)}
+    down = nx.descendants(g, u)
+    region = {b for b in up & down if g.nodes[b]["kind"] == "box"}
     if not any(d.box(b)["box"] in ("learn", "diagram") for b in region):
         raise DiagError(f"'{name}' is made without a learner: there is nothing trainable to absorb")
     n = d.wire_type(u)[0]

@@ -199,7 +199,8 @@ class Runner:
             case D.Absorb(wire, into, learner):
                 res = self.located(wire, absorb, cur, wire.text, into.text, self.learner(learner))
             case D.Plug(input_, into):
-                res = self.located(input_, plug, cur, input_.text, into.text)
+                res = self.located(input_, plug, cur, input_.text, into.text,
+                                   lambda n: self.dim_kind(cur, n) == "seq")
             case _:  # pragma: no cover - the grammar has no other steps
                 raise AssertionError(item)
         out = res.diagram

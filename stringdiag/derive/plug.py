@@ -15,6 +15,8 @@ is neither an equation nor a reduction: the step is marked ``≠`` and says what
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import networkx as nx
 
 from ..errors import DiagError
@@ -24,8 +26,9 @@ from ..graph.types import Dim, show_type
 from .steps import REWIRE, Outcome
 
 
-def plug(cur: Diagram, name: str, into: str) -> Outcome:
-    """Row ``i`` of the input ``name`` where every decoder step read the state ``into``."""
+def plug(cur: Diagram, name: str, into: str, is_seq: Callable[[str], bool]) -> Outcome:
+    """Row ``i`` of the input ``name`` where every decoder step read the state ``into``
+    (``is_seq``: whether a dimension is a sequence length, the only kind the step renames)."""
     x, w = _input(cur, name), _state(cur, into)
     n, row = cur.wire_type(x)[0], cur.wire_type(x)[1:]
     if cur.wire_type(w) != row:
@@ -34,7 +37,7 @@ def plug(cur: Diagram, name: str, into: str) -> Outcome:
     positions = {cur.wire_type(o)[0] for o in cur.outputs if o in cone and cur.wire_type(o)}
     if not positions:
         raise DiagError(f"no output of the diagram is made step by step from '{into}': nothing to plug into")
-    sub = {p.name: n for p in positions if p != n and p.name is not None}
+    sub = {p.name: n for p in positions if p != n and p.name is not None and is_seq(p.name)}
     out = resized(cur, sub) if sub else cur.copy()
     _lift(out, x, w, cone, n)
     _splice_identities(out, cone)
@@ -71,8 +74,10 @@ def _cone(d: Diagram, w: int) -> set[int]:
 
 
 def _lift(d: Diagram, x: int, w: int, cone: set[int], n: Dim) -> None:
-    """Every box downstream of ``w`` once per position; ``w`` read from ``x``'s rows."""
+    """Every box downstream of ``w`` once per position; ``w`` read from ``x``'s rows (where
+    ``w`` is an output of the diagram, the output is ``x``: the state, once per position)."""
     g = d.graph
+    d.outputs[:] = [x if o == w else o for o in d.outputs]
     for b in [b for b in d.topological_boxes() if b in cone]:
         node = g.nodes[b]
         label = _broadcast(d, b, cone, n)
