@@ -4,8 +4,10 @@ The compiler gives softmax attention under a sliding-window mask ``window<s, w>`
 a banded computation (``rules/fastpath.rules`` -> the prelude's ``window_sdpa`` -> the native
 ``window_attention``, no s x s matrix); here it is checked against dense masked attention
 written by hand in float64, values and gradients, for windows narrower than, equal to and
-wider than the sequence, and w = 1. The analysis counts the masked attention by the mask's
-support: O(s·w) for a window, O(s·g) for g global tokens.
+wider than the sequence, and w = 1; so are Longformer's window with g global tokens and the
+global tokens alone (``window_global_sdpa`` -> ``window_global_attention``). The analysis
+counts the masked attention by the mask's support: O(s·w) for a window, O(s·g) for g global
+tokens, and what it counts is what the compiler computes.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import stringdiag
@@ -148,3 +150,67 @@ def test_global_tokens_mask_is_the_first_g_rows_and_columns():
     m = P.global_tokens(6, 2, torch.zeros((), dtype=F64))[0]
     want = torch.tensor([[1.0 if (i < 2 or j < 2) else 0.0 for j in range(6)] for i in range(6)], dtype=F64)
     assert torch.equal(m, want)
+
+
+def dense_longformer(q, k, v, w: int, g: int, scale: float):
+    """The reference: the whole [s, s] score matrix, masked outside the window and the first
+    g rows and columns (Beltagy et al.'s global tokens)."""
+    s = q.shape[-2]
+    i = torch.arange(s)
+    keep = ((i[:, None] - i[None, :]).abs() < w) | (i[:, None] < g) | (i[None, :] < g)
+    e = (q @ k.transpose(-1, -2) * scale).masked_fill(~keep, -math.inf)
+    return torch.softmax(e, dim=-1) @ v
+
+
+@settings(max_examples=30, deadline=None)
+@given(s=st.integers(1, 10), w=st.integers(0, 12), g=st.integers(0, 12), f=st.integers(1, 3),
+       e=st.integers(1, 3), seed=st.integers(0, 2**16))
+def test_window_global_attention_is_dense_masked_attention_values_and_gradients(s, w, g, f, e, seed):
+    """w = 0: the global tokens alone (some key for every query needs w > 0 or g > 0)."""
+    assume(w > 0 or g > 0)
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(2, s, n, generator=gen, dtype=F64, requires_grad=True) for n in (f, f, e))
+    y = P.window_global_attention(q, k, v, w, g, 0.7)
+    ref = dense_longformer(q, k, v, w, g, 0.7)
+    assert rel(y, ref) < 1e-10
+    gy = torch.randn(y.shape, generator=gen, dtype=F64)
+    for a, b in zip(torch.autograd.grad(y, (q, k, v), gy), torch.autograd.grad(ref, (q, k, v), gy)):
+        assert rel(a, b) < 1e-10
+
+
+@pytest.mark.parametrize("w, g", [(1, 1), (2, 3), (9, 2)])
+def test_compiled_longformer_builds_no_s_by_s_mask_and_agrees_with_dense(w, g):
+    d = stringdiag.load("gallery/taxonomy_sparse.diag")["Longformer"]
+    m = compile(d, dims={"d": 5, "k": 3, "w": w, "g": g}, approximator="linear", dtype=F64)
+    called = [n.target for n in m.graph.nodes if n.op == "call_function"]
+    assert P.window_global_attention in called and P.global_tokens not in called and P.window not in called
+    x = torch.randn(2, 8, 5, dtype=F64, requires_grad=True)
+    y = m(x)
+    ref = dense_longformer(m.Q(x), m.K(x), m.V(x), w, g, 1 / math.sqrt(3))
+    assert rel(y, ref) < 1e-10
+    gy = torch.randn(y.shape, dtype=F64)
+    assert rel(torch.autograd.grad(y, x, gy)[0], torch.autograd.grad(ref, x, gy)[0]) < 1e-10
+
+
+def test_compiled_global_tokens_alone_use_the_kernel_without_a_band():
+    m = compile(ANALYSED["Global"], dims={"d": 4, "g": 2}, approximator="linear", dtype=F64)
+    called = [n.target for n in m.graph.nodes if n.op == "call_function"]
+    assert P.window_global_attention in called and P.global_tokens not in called
+    x = torch.randn(7, 4, dtype=F64)
+    assert rel(m(x), dense_longformer(m.Q(x), m.K(x), m.V(x), 0, 2, 1 / math.sqrt(4))) < 1e-10
+
+
+def test_window_global_attention_memory_grows_linearly():
+    """What the kernel saves for the backward pass, at s and 2s (w, g fixed): about twice, not four times."""
+    def saved(s: int) -> int:
+        q, k, v = (torch.randn(s, 4, dtype=F64, requires_grad=True) for _ in range(3))
+        total = 0
+
+        def pack(t):
+            nonlocal total
+            total += t.numel()
+            return t
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            P.window_global_attention(q, k, v, 4, 2, 1.0).sum()
+        return total
+    assert saved(512) / saved(256) < 2.2

@@ -16,7 +16,8 @@ and are read only by boxes on the support (the scores ``q k^T``, read only by ``
 is needed on the support only. Two masks combined by ``max`` or ``+`` (a window and global
 tokens, Longformer) have the union of their supports. A box on the support costs its dense cost with one n^2
 replaced by the support (s^2·k -> s·w·k); a wire on it holds that many entries. This is
-what the compiler computes for a window (``window_attention``: no s x s matrix).
+what the compiler computes for a window (``window_attention``: no s x s matrix) and for global
+tokens, alone or beside a window (``window_global_attention``).
 
 Counted on the expansion, so only when a supported mask is reachable (and no ``scan`` is:
 its body is costed per step by ``combine.py``); otherwise :func:`sparse_cost` says None.

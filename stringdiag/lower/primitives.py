@@ -271,6 +271,36 @@ def window_attention(q: Tensor, k: Tensor, v: Tensor, w: int, scale: float) -> T
     return out.flatten(-3, -2)[..., :s, :]
 
 
+def window_global_attention(q: Tensor, k: Tensor, v: Tensor, w: int, g: int, scale: float) -> Tensor:
+    """softmax(q k^T * scale) v masked to a sliding window |i - j| < w and g global tokens (the
+    first g positions see, and are seen by, every position: Longformer), with no s x s matrix.
+
+    A query i >= g meets the keys of its window (blocked as in :func:`window_attention`, the
+    first g positions left out there) and the g global keys, one softmax over both: scores
+    ``[..., s / b, b, 3b + g]``. The g global queries meet every key: ``[..., g, s]``. Time and
+    memory O(s (w + g) f), linear in s for a fixed window and fixed global tokens. With w = 0
+    (no window) it is attention under the global tokens alone.
+    """
+    s = q.shape[-2]
+    b, g = max(1, min(int(w), s)), max(0, min(int(g), s))
+    qb = _blocks(q, b)  # [..., nb, b, f]
+    nb = qb.shape[-3]
+    kn, vn = (_neighbours(_blocks(x, b)) for x in (k, v))  # [..., nb, 3b, *]
+    i = torch.arange(nb * b, device=q.device).view(nb, b, 1)
+    j = (torch.arange(nb, device=q.device).view(nb, 1, 1) - 1) * b + torch.arange(3 * b, device=q.device)
+    keep = torch.where(i < s, ((i - j).abs() < min(int(w), s)) & (j >= g) & (j < s), i == j)  # [nb, b, 3b]
+    band = (qb @ kn.transpose(-1, -2) * scale).masked_fill(~keep, float("-inf"))
+    e = torch.cat([band, qb @ k[..., :g, :].unsqueeze(-3).transpose(-1, -2) * scale], dim=-1)
+    p = torch.exp(e - e.amax(dim=-1, keepdim=True))
+    p = p / p.sum(dim=-1, keepdim=True)
+    out = p[..., : 3 * b] @ vn + p[..., 3 * b:] @ v[..., :g, :].unsqueeze(-3)  # [..., nb, b, e]
+    out = out.flatten(-3, -2)[..., :s, :]
+    if not g:
+        return out
+    rows = torch.softmax(q[..., :g, :] @ k.transpose(-1, -2) * scale, dim=-1) @ v  # the global queries
+    return torch.cat([rows, out[..., g:, :]], dim=-2)
+
+
 def _neighbours(x: Tensor) -> Tensor:
     """[..., n, b, f] -> [..., n, 3b, f]: each block with the one before and the one after (zeros
     past the ends)."""

@@ -111,6 +111,8 @@ NATIVE_ENTRIES: dict[str, Entry] = {
     "causal_linear_sum": lambda c: c.call(P.causal_linear, *c.xs, None),
     "window_sdpa": lambda c: c.call(P.window_attention, *c.xs, c.size("w"),
                                     c.constant(("div", ("num", 1.0), ("sqrt", ("dim", c.generics["c"]))))),
+    "window_global_sdpa": lambda c: c.call(P.window_global_attention, *c.xs, c.size("w"), c.size("g"),
+                                           c.constant(("div", ("num", 1.0), ("sqrt", ("dim", c.generics["c"]))))),
 }
 
 PRIMITIVES: dict[str, Entry] = {**FIXED, **NATIVE_ENTRIES}
