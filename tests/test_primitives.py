@@ -42,13 +42,14 @@ LARGE = 1e3            # exp(1e3) overflows float64: only a stable softmax survi
 EPS = 1e-5             # the prelude's layer norm: c / sqrt(mean(c * c) + 0.00001)
 
 # -- independent references: xs are [*batch, local axes], s the dimension parameters ----------
-def attention(q, k, v, scale: float, causal: bool = False, window: int | None = None):
+def attention(q, k, v, scale: float, causal: bool = False, window: int | None = None, glob: int = 0):
     e = q @ k.transpose(-1, -2) * scale
     if causal:
         e = e.masked_fill(~torch.ones(e.shape[-2:], dtype=torch.bool).tril(), -math.inf)
-    if window is not None:  # |i - j| < window
+    if window is not None:  # |i - j| < window, or i or j one of the first glob positions
         i = torch.arange(e.shape[-1])
-        e = e.masked_fill((i[:, None] - i[None, :]).abs() >= window, -math.inf)
+        keep = ((i[:, None] - i[None, :]).abs() < window) | (i[:, None] < glob) | (i[None, :] < glob)
+        e = e.masked_fill(~keep, -math.inf)
     return torch.softmax(e, dim=-1) @ v
 
 
@@ -80,6 +81,7 @@ REFERENCE: dict[str, Reference] = {
     "causal_linear_attention": lambda xs, s, w: linear(*xs),
     "causal_linear_sum": lambda xs, s, w: linear(*xs),
     "window_sdpa": lambda xs, s, w: attention(*xs, 1 / math.sqrt(s["c"]), window=s["w"]),
+    "window_global_sdpa": lambda xs, s, w: attention(*xs, 1 / math.sqrt(s["c"]), window=s["w"], glob=s["g"]),
 }
 # definitions whose opened body cannot be evaluated, and why (their tests are expected to fail)
 

@@ -297,8 +297,9 @@ def window_global_attention(q: Tensor, k: Tensor, v: Tensor, w: int, g: int, sca
     out = out.flatten(-3, -2)[..., :s, :]
     if not g:
         return out
-    rows = torch.softmax(q[..., :g, :] @ k.transpose(-1, -2) * scale, dim=-1) @ v  # the global queries
-    return torch.cat([rows, out[..., g:, :]], dim=-2)
+    e = q[..., :g, :] @ k.transpose(-1, -2) * scale  # the global queries meet every key
+    p = torch.exp(e - e.amax(dim=-1, keepdim=True))
+    return torch.cat([(p / p.sum(dim=-1, keepdim=True)) @ v, out[..., g:, :]], dim=-2)
 
 
 def _neighbours(x: Tensor) -> Tensor:
