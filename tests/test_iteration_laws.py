@@ -17,6 +17,7 @@ import torch
 import stringdiag
 from stringdiag.derive.normal import DEFAULT_RULES, normalize
 from stringdiag.graph.program import load
+from stringdiag.graph.types import Dim
 from stringdiag.lower.lower import compile
 from stringdiag.rewrite import search
 from stringdiag.rewrite.dpo import rewrite
@@ -268,6 +269,44 @@ def test_slide_rewrites_across_a_scan():
     assert equal(slid, out)[0]
     (m,) = find_matches(out, LAWS["slide"], reverse=True)
     assert equal(rewrite(out, m), slid)[0]
+
+
+DELAYS = stringdiag.loads("""
+dim s : seq
+dim d, h : fixed
+diagram Flip<u>(c: [u], v: [u]) -> [u], [u] { return v, c }
+diagram Delay(u0: [d], x: [s + 1, d]) -> [d], [s + 1, d] {
+  last, y[t] = scan Flip<d>(u0, x[t])
+  return last, y
+}
+diagram Heads(u0: [h, d], x: [h, s + 1, d]) -> [h, d], [h, s + 1, d] {
+  last, y = Delay<s>(u0, x)
+  return last, y
+}
+diagram Bare(u0: [d], x: [s, d]) -> [d], [s, d] {
+  last, y[t] = scan Flip<d>(u0, x[t])
+  return last, y
+}
+""", "delays.diag")
+
+
+def test_yank_rewrites_a_box_less_cell_inside_a_simd_box():
+    """``yank``'s cell has no boxes and its ``m`` is named only in ``m + 1``: a loop of a
+    user's symmetry (``Flip``, by body, not name) over ``s + 1`` steps, per head, binds
+    ``m`` to ``s`` and becomes a delay, checked against one written by hand; and back."""
+    heads = DELAYS["Heads"].expand()
+    (m,) = find_matches(heads, LAWS["yank"])
+    assert m.slots and m.dims["m"] == Dim.var("s")
+    out = rewrite(heads, m)
+    assert scans(out) == []
+    u0, x = rand(2, 3), rand(2, 5, 3)  # h = 2 heads, s + 1 = 5 steps, d = 3
+    got = compile(out, dims={"s": 4, "d": 3, "h": 2}, dtype=torch.float64)(u0, x)
+    close(tuple(got), (x[:, -1], torch.cat([u0[:, None], x[:, :-1]], dim=1)))
+    (m,) = find_matches(out, LAWS["yank"], reverse=True)
+    back = rewrite(out, m)
+    assert scans(back) == ["Swap"] and equal(back, heads)[0]
+    # over a bare s, m would be s - 1, which is no dimension: not found
+    assert find_matches(DELAYS["Bare"], LAWS["yank"]) == []
 
 
 def test_same_cell_a_recurrent_cell_is_not_a_pass_through(monkeypatch):

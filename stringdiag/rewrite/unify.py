@@ -44,11 +44,36 @@ class Unifier:
 
     def settle(self) -> bool:
         """Sums of variables (``n + m``) are decided once the match has bound every variable
-        in them: a match whose sizes do not add up is no match."""
-        for r, t in self.pending:
-            if not (r.names() & self.vars) <= self.sub.keys() or r.substitute(self.sub) != t:
+        in them: a match whose sizes do not add up is no match. A sum left with one unbound
+        variable, to the first power, binds it where that is a size (``m + 1`` against
+        ``s + 1`` binds ``m`` to ``s``; against a bare ``s`` it would be ``s - 1``, which is
+        no dimension, so no match): a variable the rule only ever names in a sum (``yank``'s
+        ``m``) is bound by it."""
+        todo = list(self.pending)
+        while todo:
+            steps = [(pair, self._decide(*pair)) for pair in todo]
+            if any(done is False for _, done in steps):
                 return False
+            left = [pair for pair, done in steps if done is None]
+            if len(left) == len(todo):
+                return False  # none left can bind a variable: the sizes are not determined
+            todo = left
         self.pending = ()
+        return True
+
+    def _decide(self, r: Dim, t: Dim) -> bool | None:
+        """``r = t`` checked once ``r``'s variables are bound, or its one unbound variable
+        bound to the size that makes it hold; ``None``: not decided yet."""
+        free = (r.names() & self.vars) - self.sub.keys()
+        if not free:
+            return r.substitute(self.sub) == t
+        if len(free) != 1:
+            return None
+        (v,) = free
+        size = solve_for(r.substitute(self.sub), v, t)
+        if size is None:
+            return None
+        self.sub[v] = size
         return True
 
     def unify_types(self, r, t) -> bool:
@@ -67,6 +92,20 @@ class Unifier:
         if r[0] == "num":
             return r == t
         return all(self.unify_value(a, b) for a, b in zip(r[1:], t[1:]))
+
+
+def solve_for(r: Dim, v: str, t: Dim) -> Dim | None:
+    """The size ``v`` must be for ``r = t``, where ``v`` occurs in ``r`` only as ``c * v``:
+    ``(t - rest) / c`` when that is a size (a non-zero polynomial with non-negative whole
+    coefficients, so at least 1 for any sizes); otherwise ``None``."""
+    coeff = dict(r.terms)
+    c = coeff.pop((v,), 0)
+    if c <= 0 or any(v in mono for mono in coeff):
+        return None
+    diff = dict((t + Dim(coeff) * -1).terms)
+    if not diff or any(k < 0 or k % c for k in diff.values()):
+        return None
+    return Dim({mono: k // c for mono, k in diff.items()})
 
 
 def identity(node: dict, with_generics: bool = False) -> tuple:
