@@ -141,6 +141,11 @@ diagram State(x: [s, d]) -> [d], [s, w] {
   y[i] = R(x[i])
   return c, y
 }
+learn Whole : [s, d] -> [w]
+diagram Pooled(x: [s, d]) -> [w] {
+  enc[i] = X(x[i])
+  return Whole(enc)
+}
 diagram Mixing(x: [s, d]) -> [s, w] {
   enc = reverse(X(x))
   y[i] = R(enc[i])
@@ -194,6 +199,7 @@ def test_a_fresh_learner_is_local_to_the_derivation(tmp_path):
 @pytest.mark.parametrize("start, steps, message", [
     ("Shared", "absorb enc into R as L", "weights would be split in two"),
     ("Mixing", "absorb enc into R as L", "mixes positions"),
+    ("Pooled", "absorb enc into Whole as L", "reads 'enc' whole, not position by position"),
     ("Composite", "absorb enc into X as L", "'X' does not read 'enc'"),
     ("Composite", "absorb enc into Nope as L", "no trainable box 'Nope'"),
     ("Composite", "absorb enc into R as P", "cannot take the place"),

@@ -107,6 +107,8 @@ def _readers(d: Diagram, w: int, name: str, into: str) -> tuple[list[int], int |
         if len(reading) != len(boxes):
             raise DiagError(f"'{into}' is used {len(boxes)} times and {len(reading)} of them read '{name}': its "
                             "weights would be split in two")
+        if not all(_per_position(d, b, w) for b in boxes):
+            raise DiagError(f"'{into}' reads '{name}' whole, not position by position: the map cannot pass into it")
         return boxes, None
     if len(boxes) != 1:
         raise DiagError(f"the learned tensor '{into}' is used {len(boxes)} times; absorbing needs one use")
@@ -116,6 +118,12 @@ def _readers(d: Diagram, w: int, name: str, into: str) -> tuple[list[int], int |
         raise DiagError(f"'{into}' is not applied to '{name}' as a matrix (one contraction of the two, position "
                         "by position)")
     return readers, boxes[0]
+
+
+def _per_position(d: Diagram, b: int, w: int) -> bool:
+    """Box ``b`` reads the rows of ``w`` one at a time (its positions are a SIMD index of ``b``)."""
+    labels = {lab for lab, _ in d.box(b)["simd"]}
+    return all(bool(axes) and axes[0] in labels for x, axes in d.box_inputs(b) if x == w)
 
 
 def _applies(d: Diagram, c: int, m: int, w: int) -> bool:
