@@ -24,12 +24,12 @@ from ..graph.decls import BoxDecl
 from ..graph.diagram import Diagram
 from ..graph.types import show_type
 from ..graph.weights import boxes_by_weights, weight_key
-from .steps import ABSORB, Outcome
+from .steps import ABSORB, Outcome, drop_dead, wire_named
 
 
 def absorb(cur: Diagram, wire: str, into: str, learner: BoxDecl | str) -> Outcome:
     """``R ∘ X`` made one learner (``learner``: a declared learnable, or a fresh name)."""
-    w = _wire(cur, wire)
+    w = wire_named(cur, wire)
     region, u = _region(cur, w, wire)
     readers, matrix = _readers(cur, w, wire, into)
     out = cur.copy()
@@ -38,16 +38,9 @@ def absorb(cur: Diagram, wire: str, into: str, learner: BoxDecl | str) -> Outcom
         (_replace_matrix if matrix else _reread)(out, r, w, u, decl)
     if matrix:
         out.graph.remove_nodes_from([matrix, *out.box_outputs(matrix)])
-    _drop_unread(out, region)
+    drop_dead(out, region)  # the map goes once nothing reads what it makes
     what = ", ".join(sorted({cur.box(b)["op"] for b in region if cur.box(b)["box"] in ("learn", "diagram")}))
     return Outcome(out, ABSORB, f"given the map making {wire} ({what}) invertible: {into} ∘ it is {decl.name}")
-
-
-def _wire(d: Diagram, name: str) -> int:
-    wires = [w for w in d.wires() if d.graph.nodes[w].get("name") == name]
-    if len(wires) != 1:
-        raise DiagError(f"{'no' if not wires else len(wires)} wire{'s' if len(wires) != 1 else ''} named '{name}'")
-    return wires[0]
 
 
 def _region(d: Diagram, w: int, name: str) -> tuple[set[int], int]:
@@ -183,19 +176,6 @@ def _replace_matrix(out: Diagram, c: int, w: int, u: int, decl: BoxDecl) -> None
     g.add_node(b, kind="box", **_learner_node(decl, ((label, n),), node))
     g.add_edge(u, b, key=0, axes=(label, *range(len(out.wire_type(u)) - 1)))
     g.add_edge(b, y, key=0)
-
-
-def _drop_unread(out: Diagram, region: set[int]) -> None:
-    """The map's boxes go once nothing reads what they make."""
-    g = out.graph
-    changed = True
-    while changed:
-        changed = False
-        for b in [b for b in region if b in g]:
-            outs = out.box_outputs(b)
-            if not any(g.out_degree(x) or x in out.outputs for x in outs):
-                g.remove_nodes_from([b, *outs])
-                changed = True
 
 
 __all__ = ["absorb"]

@@ -23,7 +23,7 @@ from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.resize import resized
 from ..graph.types import Dim, show_type
-from .steps import REWIRE, Outcome
+from .steps import REWIRE, Outcome, drop_dead
 
 
 def plug(cur: Diagram, name: str, into: str, is_seq: Callable[[str], bool]) -> Outcome:
@@ -124,9 +124,7 @@ def _splice_identities(d: Diagram, cone: set[int]) -> None:
 def _drop_unread(d: Diagram) -> list[str]:
     """Boxes nothing reads, then inputs nothing reads: they leave the diagram."""
     g = d.graph
-    while dead := [b for b in d.boxes() if not any(g.out_degree(o) or o in d.outputs for o in d.box_outputs(b))]:
-        for b in dead:
-            g.remove_nodes_from([b, *d.box_outputs(b)])
+    drop_dead(d)
     dropped = []
     for k in reversed(range(len(d.inputs))):
         w = d.inputs[k]

@@ -142,31 +142,39 @@ def prune(cur: Diagram) -> Outcome:
     none is left. Every box denotes a function, so this is an equality (≡); it is what clears
     the constants an equation left unread (a rule's input its other side drops)."""
     out = cur.copy()
-    g = out.graph
-    removed = 0
-    while True:
-        dead = [b for b in out.boxes()
-                if not any(g.out_degree(w) or w in out.outputs for w in out.box_outputs(b))]
-        if not dead:
-            break
-        for b in dead:
-            wires = out.box_outputs(b)
-            g.remove_node(b)
-            g.remove_nodes_from(wires)
-        removed += len(dead)
+    removed = drop_dead(out)
     if not removed:
         raise DiagError("every box is read: nothing to prune")
     return Outcome(out, EQ, f"deletes {removed} unread box{'es' if removed != 1 else ''}")
 
 
+def drop_dead(d: Diagram, among: set[int] | None = None) -> int:
+    """Delete, in place, the boxes (of ``among``, or any) none of whose outputs is read or
+    an output of the diagram, until none is left; how many went."""
+    g = d.graph
+    removed = 0
+    while dead := [b for b in d.boxes() if (among is None or b in among)
+                   and not any(g.out_degree(w) or w in d.outputs for w in d.box_outputs(b))]:
+        for b in dead:
+            g.remove_nodes_from([b, *d.box_outputs(b)])
+        removed += len(dead)
+    return removed
+
+
+def wire_named(d: Diagram, name: str) -> int:
+    """The one wire called ``name``."""
+    wires = [w for w in d.wires() if d.graph.nodes[w].get("name") == name]
+    if len(wires) != 1:
+        raise DiagError(f"{'no' if not wires else len(wires)} wire{'s' if len(wires) != 1 else ''} named '{name}'")
+    return wires[0]
+
+
 def copy(cur: Diagram, wire: str) -> Outcome:
     """Naturality of copy: the box making the wire, once per reader, all with its weights."""
-    wires = [w for w in cur.wires() if cur.graph.nodes[w]["name"] == wire]
-    if len(wires) != 1:
-        raise DiagError(f"{'no' if not wires else len(wires)} wire{'s' if len(wires) != 1 else ''} named '{wire}'")
-    box = cur.producer(wires[0])
-    readers = cur.consumers(wires[0])
-    if box is None or len(readers) + (wires[0] in cur.outputs) < 2:
+    w = wire_named(cur, wire)
+    box = cur.producer(w)
+    readers = cur.consumers(w)
+    if box is None or len(readers) + (w in cur.outputs) < 2:
         raise DiagError(f"wire '{wire}' is not copied: nothing to do")
     out = cur
     for reader in readers[1:]:
