@@ -256,19 +256,9 @@ def window_attention(q: Tensor, k: Tensor, v: Tensor, w: int, scale: float) -> T
     products, masked to the window. Time and memory O(s b f), linear in s for a fixed window.
     Padded queries see only their own (zero) key, so nothing is undefined; they are dropped.
     Each row of scores is normalised shifted by its largest entry (finite: every row keeps one).
+    It is :func:`window_global_attention` with no global tokens (one kernel for both).
     """
-    s = q.shape[-2]
-    b = max(1, min(int(w), s))
-    qb = _blocks(q, b)  # [..., nb, b, f]
-    nb = qb.shape[-3]
-    kn, vn = (_neighbours(_blocks(x, b)) for x in (k, v))  # [..., nb, 3b, *]
-    i = torch.arange(nb * b, device=q.device).view(nb, b, 1)
-    j = (torch.arange(nb, device=q.device).view(nb, 1, 1) - 1) * b + torch.arange(3 * b, device=q.device)
-    keep = torch.where(i < s, ((i - j).abs() < b) & (j >= 0) & (j < s), i == j)  # [nb, b, 3b]
-    e = (qb @ kn.transpose(-1, -2) * scale).masked_fill(~keep, float("-inf"))
-    p = torch.exp(e - e.amax(dim=-1, keepdim=True))
-    out = (p / p.sum(dim=-1, keepdim=True)) @ vn  # [..., nb, b, e]
-    return out.flatten(-3, -2)[..., :s, :]
+    return window_global_attention(q, k, v, w, 0, scale)
 
 
 def window_global_attention(q: Tensor, k: Tensor, v: Tensor, w: int, g: int, scale: float) -> Tensor:
