@@ -26,7 +26,7 @@ ANATOMY = str(ROOT / "gallery" / "anatomy.diag")
 TINY = ["--data", "synthetic", "--heads", "2", "--d-model", "8", "--context", "8", "--batch-size", "8",
         "--max-steps", "4", "--eval-every", "2", "--approximator", "linear", "--timing-steps", "1"]
 STUDY = ["study", ANATOMY, "-d", "M0,M1", *TINY]
-RUNS = ["M0-L1", "M0-L2", "M1-L1", "M1-L2"]
+RUNS = ["M0-L1", "M0-L2", "M1-L1", "M1-L2", "control-L1", "control-L2"]  # the control always runs
 FIGURES = ["perplexity.svg", "perplexity.png", "cost.svg", "cost.png"]
 LINE = re.compile(r"error: \S")
 
@@ -66,8 +66,10 @@ def test_results_csv_has_a_row_per_run_with_the_columns(study):
     with open(study / "results.csv", newline="") as f:
         assert next(csv.reader(f)) == R.COLUMNS
     rows = read(study / "results.csv")
-    assert [(r["mechanism"], int(r["layers"])) for r in rows] == [("M0", 1), ("M0", 2), ("M1", 1), ("M1", 2)]
-    assert [r["family"] for r in rows] == ["linear", "linear", "dot", "dot"]
+    assert [(r["mechanism"], int(r["layers"])) for r in rows] == [("M0", 1), ("M0", 2), ("M1", 1), ("M1", 2),
+                                                                  ("control", 1), ("control", 2)]
+    assert [r["family"] for r in rows] == ["linear", "linear", "dot", "dot", "control", "control"]
+    assert {r["seed"] for r in rows} == {"0"}
     for r in rows:
         assert int(r["parameters"]) > 0 and int(r["steps"]) == 4 and int(r["timing_repeats"]) == 3
         assert 1 < float(r["test_ppl"]) < 1000
@@ -98,7 +100,7 @@ def test_each_run_has_its_checkpoint_and_result_and_the_study_its_configuration(
     config = json.loads((study / "study.json").read_text())
     assert config["recipe"]["d_model"] == 8 and config["recipe"]["max_steps"] == 4
     assert config["recipe"]["norm_after"] == ["AttApply", "LinAttApply"]
-    assert config["corpus"]["name"] == "synthetic-0" and set(config["mechanisms"]) == {"M0", "M1"}
+    assert config["corpus"]["name"] == "synthetic-0" and set(config["mechanisms"]) == {"M0", "M1", "control"}
 
 
 def test_figures_are_written_as_svg_and_png(study):
@@ -122,20 +124,20 @@ def test_an_interrupted_study_continues_and_skips_finished_runs(study, tmp_path,
     capsys.readouterr()
     assert main([*STUDY, "--layers", "1-2", "-o", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "run 1/4: M0, 1 layer: finished, skipped" in text
-    assert "run 2/4: M0, 2 layers: trained, skipped (not yet timed)" in text
-    assert "run 3/4: M1, 1 layer: resuming" in text and "resumed from" not in text  # nothing left to train
-    assert "run 4/4: M1, 2 layers" in text and "2 trained now (1 resumed), 2 trained before; 3 timed" in text
+    assert "run 1/6: M0, 1 layer: finished, skipped" in text
+    assert "run 2/6: M0, 2 layers: trained, skipped (not yet timed)" in text
+    assert "run 3/6: M1, 1 layer: resuming" in text and "resumed from" not in text  # nothing left to train
+    assert "run 4/6: M1, 2 layers" in text and "2 trained now (1 resumed), 4 trained before; 3 timed" in text
     # the finished run was neither retrained nor timed again; no checkpoint was written again
     now = mtimes(out, "result.json")
     assert now["M0-L1"] == results["M0-L1"] and set(now) == set(RUNS)
     now = mtimes(out, "checkpoint.safetensors")
     assert {k: now[k] for k in checkpoints} == checkpoints and "M1-L2" in now
-    assert len(read(out / "results.csv")) == 4
+    assert len(read(out / "results.csv")) == 6
     # a third time: nothing to do
     stamps = mtimes(out, "result.json"), mtimes(out, "checkpoint.safetensors")
     assert main([*STUDY, "--layers", "1-2", "-o", str(out)]) == 0
-    assert "0 trained now (0 resumed), 4 trained before; 0 timed" in capsys.readouterr().out
+    assert "0 trained now (0 resumed), 6 trained before; 0 timed" in capsys.readouterr().out
     assert (mtimes(out, "result.json"), mtimes(out, "checkpoint.safetensors")) == stamps
 
 
@@ -204,15 +206,15 @@ def test_two_shards_then_a_merged_report(tmp_path, capsys):
     a, b, merged = tmp_path / "a", tmp_path / "b", tmp_path / "merged"
     assert main([*STUDY, "--layers", "1", "-o", str(a), "--shard", "1/2"]) == 0
     assert main([*STUDY, "--layers", "1", "-o", str(b), "--shard", "2/2"]) == 0
-    assert "(shard 2/2 of 2)" in capsys.readouterr().out
+    assert "(shard 2/2 of 3)" in capsys.readouterr().out
     ra, rb = read(a / "results.csv"), read(b / "results.csv")
-    assert [r["mechanism"] for r in ra] == ["M0"] and [r["mechanism"] for r in rb] == ["M1"]
+    assert [r["mechanism"] for r in ra] == ["M0", "control"] and [r["mechanism"] for r in rb] == ["M1"]
     assert ra[0]["seconds_per_epoch_rel"] == "" and ra[0]["test_ppl_rel"] == ""  # no M1 in shard 1
-    assert sorted(p.name for p in a.iterdir() if p.is_dir()) == ["M0-L1"]
+    assert sorted(p.name for p in a.iterdir() if p.is_dir()) == ["M0-L1", "control-L1"]
     assert sorted(p.name for p in b.iterdir() if p.is_dir()) == ["M1-L1"]
     assert main(["study", "--report", str(a), str(b)]) == 0   # merged, by default beside the first
     rows = read(merged / "results.csv")
-    assert [r["mechanism"] for r in rows] == ["M0", "M1"]
+    assert [r["mechanism"] for r in rows] == ["M0", "M1", "control"]
     assert float(rows[1]["seconds_per_epoch_rel"]) == 1.0 and rows[0]["seconds_per_epoch_rel"] != ""
     assert float(rows[0]["test_ppl_rel"]) == pytest.approx(float(rows[0]["test_ppl"]) / float(rows[1]["test_ppl"]),
                                                            rel=1e-4)
@@ -231,7 +233,7 @@ def test_report_redraws_the_figures_without_training(study, tmp_path, capsys):
     before = mtimes(out, "checkpoint.safetensors"), mtimes(out, "result.json")
     table = (out / "results.csv").read_text()
     assert main(["study", "--report", str(out)]) == 0
-    assert "4 run(s) from 1 study" in capsys.readouterr().out
+    assert "6 run(s) from 1 study" in capsys.readouterr().out
     assert all((out / name).is_file() for name in FIGURES)
     assert (mtimes(out, "checkpoint.safetensors"), mtimes(out, "result.json")) == before
     assert (out / "results.csv").read_text() == table
@@ -241,7 +243,7 @@ def test_merging_conflicting_results_is_refused(tmp_path):
     row = {"mechanism": "M1", "family": "dot", "layers": 1, "parameters": 10, "steps": 4, "test_ppl": 5.0,
            "seconds_per_epoch": 1.0, "seconds_per_epoch_std": 0.1, "peak_memory_bytes": 100, "peak_memory_std": 1.0}
     assert len(R.merge([("a", [row]), ("b", [dict(row)])])) == 1  # the same run twice, agreeing: once
-    with pytest.raises(DiagError, match="M1 with 1 layer\\(s\\) has different results in a and b"):
+    with pytest.raises(DiagError, match="M1 with 1 layer\\(s\\), seed 0, has different results in a and b"):
         R.merge([("a", [row]), ("b", [{**row, "test_ppl": 6.0}])])
     (tmp_path / "x.csv").write_text("mechanism,layers\nM1,1\n")
     with pytest.raises(DiagError, match="is not a study's results.csv \\(it lacks the column\\(s\\) family, "):

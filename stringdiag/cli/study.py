@@ -21,7 +21,8 @@ from .train import (MAX_LAYERS, add_recipe, check_feature, check_size, check_win
 HELP = "train every mechanism of a file at several depths with one recipe; tabulate and plot (Figs. 2, 4)"
 DEFAULT_OUT = "runs/study"
 FAMILIES = "linear=LinAttPrep,LinAttApply;dot=AttPrep,AttApply"  # results.DEFAULT_FAMILIES, written out
-RESERVED = ("both", "none")
+RESERVED = ("both", "none", "control")
+CONTROL_SPEC = "control.diag:TokenFF"  # shipped beside the gallery's mechanisms
 
 
 def layer_counts(text: str) -> list[int]:
@@ -88,15 +89,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--out", default=None, metavar="DIR",
                    help=f"the study's directory (default {DEFAULT_OUT}); with several --report directories, where "
                         "the merged results go (default: 'merged' beside the first)")
-    p.add_argument("--shard", type=shard_spec, default=(1, 1), metavar="K/N",
-                   help="run the K-th of N disjoint shares of the runs (sorted by mechanism and layers, every N-th "
-                        "from the K-th)")
+    p.add_argument("--seeds", type=options.integer(1, 100, "an integer from 1 to 100"), default=1,
+                   help="train each (mechanism, layers) from this many seeds (the recipe's --seed, +1, ...); "
+                        "results give the mean and spread")
+    p.add_argument("--control", default=CONTROL_SPEC, metavar="FILE:DIAGRAM",
+                   help="the attention-free baseline trained at every depth beside the mechanisms, run name "
+                        "'control' (default: the shipped token-wise approximator, control.diag:TokenFF)")
+    p.add_argument("--shard", type=shard_spec, default=None, metavar="K/N",
+                   help="run the K-th of N disjoint shares of the runs (sorted by mechanism, layers and seed, "
+                        "every N-th from the K-th; default: all runs)")
+    p.add_argument("--shard-from-env", default=None, metavar="VAR",
+                   help="take the shard from a 0-based index in this environment variable and the count from "
+                        "--shards, e.g. --shard-from-env SLURM_ARRAY_TASK_ID --shards 8 (a Slurm array 0-7)")
+    p.add_argument("--shards", type=options.integer(1, 10 ** 6), default=None, metavar="N",
+                   help="the number of shards, with --shard-from-env")
+    p.add_argument("--list-runs", action="store_true",
+                   help="print the runs this command would train (this shard's), without training")
+    p.add_argument("--json", action="store_true", help="with --list-runs: the run manifest as JSON")
     p.add_argument("--report", nargs="+", default=None, metavar="DIR",
                    help="redraw the figures from these studies' results.csv without training (several: merged)")
     g = p.add_argument_group("the recipe (recorded in DIR/study.json; a study resumes only with the same)")
     add_recipe(g, "train each run for at most this many steps")
     g.add_argument("--test-stride", type=positive, default=1,
                    help="stride of the test evaluation (default 1: every token with its maximal context, App. C)")
+    g.add_argument("--test-tokens", type=positive, default=None, metavar="N",
+                   help="score only the first N tokens of the test split (default: all of it)")
     g.add_argument("--timing-steps", type=positive, default=20,
                    help="training steps per timing repeat (seconds per epoch = their mean x steps per epoch)")
     g.add_argument("--timing-repeats", type=options.integer(3, 1000, "an integer from 3 to 1000"), default=3,
@@ -138,14 +155,78 @@ def run(args: argparse.Namespace) -> int:
     corpus = load_corpus(args.data)
     _check_recipe(corpus, args)
     out = Path(args.out or DEFAULT_OUT)
-    study = Study(heads, corpus, _recipe(args, dims, after), out, file=str(args.file), families=families)
+    study = Study(heads, corpus, _recipe(args, dims, after), out, file=str(args.file), families=families,
+                  control=load_control(args.control))
     # sizes this machine cannot hold are refused before anything is allocated; then causality
     _check_sizes(study, args, len(corpus.vocab))
     _drop_non_causal(study, dims, args)
-    if not study.heads:
+    if set(study.heads) <= {study.control}:
         raise DiagError(f"{options.short(prog.path)} has no causal diagram of type [s, d] -> [s, d] to study")
+    if args.list_runs:
+        return list_runs(study, args)
     study.open()  # a study already in `out` must have this configuration
     _run_share(study, args, corpus.name, out)
+    return 0
+
+
+def load_control(spec: str):
+    """``FILE:DIAGRAM``: the control's head; the default names the file shipped with stringdiag."""
+    from ..graph.program import load
+
+    file, colon, name = spec.rpartition(":")
+    if not colon or not file or not name:
+        raise DiagError(f"--control: expected FILE:DIAGRAM, got {options._show(spec)}")
+    path = _shipped(file) if spec == CONTROL_SPEC else Path(file)
+    (head,) = pick(load(path), name)
+    return head
+
+
+def _shipped(name: str) -> Path:
+    import stringdiag
+
+    return Path(stringdiag.__file__).resolve().parents[1] / "gallery" / name
+
+
+def my_share(runs: list, args: argparse.Namespace) -> tuple[list, int, int]:
+    """This process's runs: ``--shard K/N``, or ``--shard-from-env VAR --shards N`` (0-based)."""
+    import os
+
+    from ..study.runner import shard
+
+    if args.shard_from_env is None:
+        if args.shards is not None:
+            raise DiagError("--shards goes with --shard-from-env (or write --shard K/N)")
+        k, n = args.shard or (1, 1)
+        return shard(runs, k, n), k, n
+    if args.shard is not None or args.shards is None:
+        raise DiagError("--shard-from-env VAR needs --shards N, and no --shard")
+    value = os.environ.get(args.shard_from_env)
+    if value is None or not value.strip().isdigit() or int(value) >= args.shards:
+        raise DiagError(f"--shard-from-env {args.shard_from_env}: expected a 0-based index below {args.shards} "
+                        f"in that variable, found {options._show(value) if value is not None else 'it unset'}")
+    return shard(runs, int(value) + 1, args.shards), int(value) + 1, args.shards
+
+
+def list_runs(study, args: argparse.Namespace) -> int:
+    """``--list-runs [--json]``: the manifest of this share, and what is finished already."""
+    import json
+
+    from ..study.runner import RESULT, TRAINED, plan
+
+    mine, k, n = my_share(plan(study.heads, args.layers, args.seeds), args)
+    rows = []
+    for run in mine:
+        d = study.out / run.name
+        state = "finished" if (d / RESULT).exists() else "trained" if (d / TRAINED).exists() else \
+            "started" if (d / "checkpoint.safetensors").exists() else "todo"
+        rows.append({"name": run.name, "mechanism": run.mechanism, "layers": run.layers, "seed": run.seed,
+                     "directory": str(d), "state": state})
+    if args.json:
+        print(json.dumps({"shard": [k, n], "steps_per_run": study.total_steps, "runs": rows}, indent=2))
+        return 0
+    for r in rows:
+        print(f"{r['name']:<16} {r['state']:<9} {r['directory']}")
+    print(f"{len(rows)} run(s) in shard {k}/{n}, {study.total_steps:,} steps each")
     return 0
 
 
@@ -190,7 +271,7 @@ def _recipe(args: argparse.Namespace, dims: dict[str, int], after: tuple[str, ..
                   batch_size=args.batch_size, epochs=args.epochs, max_steps=args.max_steps, lr_scale=args.lr_scale,
                   warmup=args.warmup, eval_every=args.eval_every, approximator=args.approximator,
                   dims=tuple(sorted(dims.items())), seed=args.seed, norm_after=tuple(after),
-                  test_stride=args.test_stride, timing_steps=args.timing_steps, timing_repeats=args.timing_repeats,
+                  test_stride=args.test_stride, test_tokens=args.test_tokens, timing_steps=args.timing_steps, timing_repeats=args.timing_repeats,
                   timing_device=args.timing_device)
 
 
@@ -228,11 +309,10 @@ def _drop_non_causal(study, dims: dict[str, int], args: argparse.Namespace) -> N
 
 def _run_share(study, args: argparse.Namespace, corpus: str, out: Path) -> None:
     """This shard's runs, trained and timed, with a line before and a summary after."""
-    from ..study.runner import plan, shard
+    from ..study.runner import plan
 
-    runs = plan(study.heads, args.layers)
-    k, n = args.shard
-    mine = shard(runs, k, n)
+    runs = plan(study.heads, args.layers, args.seeds)
+    mine, k, n = my_share(runs, args)
     share = f" (shard {k}/{n} of {len(runs)})" if n > 1 else ""
     print(f"study of {', '.join(study.heads)} at {_layers(args.layers)} on {corpus}: {len(mine)} run(s){share}, "
           f"{study.total_steps:,} steps each, in {out}")

@@ -25,13 +25,16 @@ REFERENCE = "M1"
 # which generators make a family (App. C, Fig. 2's colours): data the user may replace
 DEFAULT_FAMILIES: dict[str, tuple[str, ...]] = {"linear": ("LinAttPrep", "LinAttApply"), "dot": ("AttPrep", "AttApply")}
 BOTH, NONE = "both", "none"  # a mechanism with generators of several families; of none
+CONTROL = "control"  # the attention-free baseline's run name and family
+MARGIN = 0.03        # a mechanism beats the control by at least 3 % of the control's perplexity ...
+SPREADS = 2.0        # ... and by more than twice the larger of the two spreads over seeds
 
-COLUMNS = ["mechanism", "family", "layers", "parameters", "steps", "test_ppl",
+COLUMNS = ["mechanism", "family", "layers", "seed", "parameters", "steps", "test_ppl",
            "seconds_per_epoch", "seconds_per_epoch_std", "peak_memory_bytes", "peak_memory_std",
            "test_ppl_rel", "seconds_per_epoch_rel", "seconds_per_epoch_rel_std", "peak_memory_rel",
            "peak_memory_rel_std", "timing_repeats", "device"]
-REQUIRED = COLUMNS[:10]
-INTS = {"layers", "parameters", "steps", "timing_repeats"}
+REQUIRED = [c for c in COLUMNS[:11] if c != "seed"]  # tables written before seeds have no seed column
+INTS = {"layers", "seed", "parameters", "steps", "timing_repeats"}
 TEXT = {"mechanism", "family", "device"}
 
 
@@ -67,6 +70,10 @@ def _median(xs: list[float]) -> float:
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs)
+
+
 def _std(xs: list[float]) -> float:
     """Sample standard deviation (n - 1); 0 for a single value."""
     if len(xs) < 2:
@@ -82,8 +89,9 @@ def summarise(samples: list[float]) -> tuple[float, float]:
 
 def row(result: Mapping, families: Mapping[str, Iterable[str]] = DEFAULT_FAMILIES) -> dict:
     """The CSV row of one finished run's ``result.json``."""
-    return {"mechanism": result["mechanism"], "family": family(result.get("uses", ()), families),
-            "layers": result["layers"], "parameters": result["parameters"], "steps": result.get("steps"),
+    fam = CONTROL if result.get("control") else family(result.get("uses", ()), families)
+    return {"mechanism": result["mechanism"], "family": fam, "layers": result["layers"],
+            "seed": result.get("seed", 0), "parameters": result["parameters"], "steps": result.get("steps"),
             "test_ppl": result["test_ppl"], "seconds_per_epoch": result["seconds_per_epoch"],
             "seconds_per_epoch_std": result["seconds_per_epoch_std"],
             "peak_memory_bytes": result["peak_memory_bytes"], "peak_memory_std": result["peak_memory_std"],
@@ -94,7 +102,8 @@ def row(result: Mapping, families: Mapping[str, Iterable[str]] = DEFAULT_FAMILIE
 def relative(rows: list[dict], reference: str = REFERENCE) -> list[dict]:
     """The rows with their ``*_rel`` columns filled against the reference at the same depth
     (left empty where the reference is not among the rows)."""
-    refs = {r["layers"]: r for r in rows if r["mechanism"] == reference}
+    refs = {n: _means([r for r in rows if r["mechanism"] == reference and r["layers"] == n])
+            for n in {r["layers"] for r in rows if r["mechanism"] == reference}}
     out = []
     for r in rows:
         r = {**r}
@@ -111,8 +120,80 @@ def relative(rows: list[dict], reference: str = REFERENCE) -> list[dict]:
     return out
 
 
+def _means(rows: list[dict]) -> dict:
+    """The reference at one depth: each column's mean over its seeds."""
+    out: dict = {}
+    for col in ("test_ppl", "seconds_per_epoch", "peak_memory_bytes"):
+        vals = [r.get(col) for r in rows]
+        out[col] = None if any(v is None for v in vals) else sum(vals) / len(vals)
+    return out
+
+
 def sort_key(r: Mapping) -> tuple:
-    return (natural(r["mechanism"]), r["layers"])
+    return (natural(r["mechanism"]), r["layers"], r.get("seed") or 0)
+
+
+SUMMARY = ["mechanism", "family", "layers", "seeds", "parameters", "test_ppl_mean", "test_ppl_std",
+           "control_ppl_mean", "control_ppl_std", "margin", "beats_control"]
+
+
+def summary(rows: list[dict]) -> list[dict]:
+    """One row per mechanism and depth: test perplexity's mean and sample standard deviation over
+    seeds, and whether it beats the control at that depth: by at least ``MARGIN`` of the control's
+    mean and by more than ``SPREADS`` times the larger spread (a single seed has no spread; then the
+    margin alone decides, and ``seeds`` says so). Empty ``beats_control`` where no control ran."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["mechanism"], r["layers"]), []).append(r)
+    stats = {k: (_mean([r["test_ppl"] for r in g]), _std([r["test_ppl"] for r in g])) for k, g in groups.items()}
+    out = []
+    for (mech, layers), g in sorted(groups.items(), key=lambda kv: (natural(kv[0][0]), kv[0][1])):
+        mean, std = stats[mech, layers]
+        c_mean, c_std = stats.get((CONTROL, layers), (None, None))
+        row = {"mechanism": mech, "family": g[0]["family"], "layers": layers, "seeds": len(g),
+               "parameters": g[0]["parameters"], "test_ppl_mean": mean, "test_ppl_std": std,
+               "control_ppl_mean": c_mean, "control_ppl_std": c_std, "margin": None, "beats_control": None}
+        if c_mean and mech != CONTROL:
+            gap = c_mean - mean
+            row["margin"] = gap / c_mean
+            row["beats_control"] = gap >= MARGIN * c_mean and gap > SPREADS * max(std, c_std)
+        out.append(row)
+    return out
+
+
+def verdict(rows: list[dict]) -> str:
+    """What the study supports, in sentences: which mechanisms beat the control at which depths,
+    and, when none does, that its budget is too small to compare mechanisms."""
+    table = [r for r in summary(rows) if r["beats_control"] is not None]
+    if not table:
+        return "No control was trained at the depths of these runs: nothing can be said against it.\n"
+    rule = (f"'beats the control' means a test perplexity lower than the control's by at least {MARGIN:.0%} "
+            f"of it and by more than {SPREADS:g} times the larger standard deviation over seeds.")
+    lines = [rule]
+    won = [r for r in table if r["beats_control"]]
+    lost = [r for r in table if not r["beats_control"]]
+    for title, part in (("beat the control", won), ("do not beat the control", lost)):
+        if part:
+            lines.append(f"{len(part)} of {len(table)} (mechanism, depth) pairs {title}: " + ", ".join(
+                f"{r['mechanism']} L{r['layers']} ({r['margin']:+.1%}, {r['seeds']} seed{'s' * (r['seeds'] > 1)})"
+                for r in part) + ".")
+    if not won:
+        lines.append("No mechanism beats the attention-free control: this budget is too small to compare "
+                     "mechanisms (every difference between them is below what no attention at all achieves).")
+    elif lost:
+        lines.append("Differences between mechanisms that do not beat the control say nothing about attention.")
+    return "\n".join(lines) + "\n"
+
+
+def write_summary(out: Path, rows: list[dict]) -> None:
+    """``summary.csv`` and ``verdict.txt`` beside ``results.csv``."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=SUMMARY, lineterminator="\n")
+    w.writeheader()
+    for r in summary(rows):
+        w.writerow({c: _fmt(r.get(c)) for c in SUMMARY})
+    write_atomic(Path(out) / "summary.csv", buf.getvalue())
+    write_atomic(Path(out) / "verdict.txt", verdict(rows))
 
 
 def natural(name: str) -> tuple:
@@ -205,12 +286,13 @@ def merge(sources: list[tuple[str, list[dict]]], reference: str = REFERENCE) -> 
     seen: dict[tuple, tuple[str, dict]] = {}
     for source, rows in sources:
         for r in rows:
-            key = (r["mechanism"], r["layers"])
+            key = (r["mechanism"], r["layers"], r.get("seed") or 0)
             if key in seen:
                 other, prev = seen[key]
                 same = all(prev.get(c) == r.get(c) for c in REQUIRED)
                 if not same:
-                    raise DiagError(f"{key[0]} with {key[1]} layer(s) has different results in {other} and {source}")
+                    raise DiagError(f"{key[0]} with {key[1]} layer(s), seed {key[2]}, has different results in "
+                                    f"{other} and {source}")
                 continue
             seen[key] = (source, r)
     return relative(sorted((r for _, r in seen.values()), key=sort_key), reference)

@@ -3,11 +3,13 @@
 Layout of the output directory::
 
     study.json            the recipe, the corpus's fingerprint, each mechanism's hash
-    M1-L2/                one directory per run (mechanism x layers)
+    M1-L2/, M1-L2-s1/     one directory per run (mechanism x layers x seed; seed 0 unsuffixed)
         checkpoint.safetensors, log.csv    the train loop's (atomic, checksummed; resumable)
         trained.json      training done and tested (written atomically)
         result.json       timed too: the run is finished (written atomically)
     results.csv           one row per finished run, with values relative to M1
+    summary.csv           one row per mechanism and depth: mean and spread over seeds, against the control
+    verdict.txt           what the study can say: which mechanisms beat the attention-free control
     perplexity.svg/png, cost.svg/png
 
 A session trains the runs of its share in order: a finished run is skipped, a run with a
@@ -68,6 +70,7 @@ class Recipe:
     seed: int = 0
     norm_after: tuple[str, ...] = STABILISED
     test_stride: int = 1
+    test_tokens: int | None = None  # score a prefix of the test split (every token of it at test_stride)
     timing_steps: int = 20
     timing_repeats: int = 3
     timing_device: str = "cpu"   # training runs on the CPU, as the train loop does
@@ -81,26 +84,32 @@ class Recipe:
 
 @dataclass(frozen=True)
 class Run:
+    """One trained model: a mechanism at a depth, from one seed (an offset added to the recipe's)."""
+
     mechanism: str
     layers: int
+    seed: int = 0
 
     @property
     def name(self) -> str:
-        """Its directory: ``M1-L2``."""
-        return f"{self.mechanism}-L{self.layers}"
+        """Its directory: ``M1-L2`` for seed 0, ``M1-L2-s1`` for seed 1."""
+        return f"{self.mechanism}-L{self.layers}" + (f"-s{self.seed}" if self.seed else "")
 
     def __str__(self) -> str:
-        return f"{self.mechanism}, {self.layers} layer{'' if self.layers == 1 else 's'}"
+        seed = f", seed {self.seed}" if self.seed else ""
+        return f"{self.mechanism}, {self.layers} layer{'' if self.layers == 1 else 's'}{seed}"
 
 
-def plan(mechanisms: Iterable[str], layers: Iterable[int]) -> list[Run]:
-    """Every (mechanism, layers), sorted by mechanism (M2 before M10), then layers.
+def plan(mechanisms: Iterable[str], layers: Iterable[int], seeds: int = 1) -> list[Run]:
+    """Every (mechanism, layers, seed), sorted by mechanism (M2 before M10), then layers, then seed.
 
     >>> [r.name for r in plan(["M10", "M2"], [2, 1])]
     ['M2-L1', 'M2-L2', 'M10-L1', 'M10-L2']
+    >>> [r.name for r in plan(["M1"], [1], seeds=2)]
+    ['M1-L1', 'M1-L1-s1']
     """
-    runs = {Run(m, n) for m in mechanisms for n in layers}
-    return sorted(runs, key=lambda r: (R.natural(r.mechanism), r.layers))
+    runs = {Run(m, n, k) for m in mechanisms for n in layers for k in range(seeds)}
+    return sorted(runs, key=lambda r: (R.natural(r.mechanism), r.layers, r.seed))
 
 
 def shard(runs: list[Run], k: int, n: int) -> list[Run]:
@@ -141,7 +150,9 @@ def _differences(there: Mapping, here: Mapping, label: str = "") -> list[str]:
 def compare(there: dict, here: dict) -> list[str]:
     """How two studies' configurations differ (recipe and corpus; not where the corpus lies)."""
     corpus = lambda d: {k: v for k, v in (d.get("corpus") or {}).items() if k not in ("name", "spec")}  # noqa: E731
-    return _differences(there.get("recipe") or {}, here.get("recipe") or {}) + \
+    defaults = Recipe().to_json()  # a field added since a study began is its default there
+    recipe = lambda d: {**defaults, **(d.get("recipe") or {})}  # noqa: E731
+    return _differences(recipe(there), recipe(here)) + \
         _differences(corpus(there), corpus(here), "corpus ")
 
 
@@ -190,8 +201,13 @@ class Study:
 
     def __init__(self, heads: Mapping[str, Diagram], corpus: Corpus, recipe: Recipe, out: str | Path,
                  file: str = "", families: Mapping[str, Iterable[str]] = R.DEFAULT_FAMILIES,
-                 log: Callable[[str], None] = print, figures: bool = True):
+                 log: Callable[[str], None] = print, figures: bool = True, control: Diagram | None = None):
         self.heads, self.corpus, self.recipe = dict(heads), corpus, recipe
+        self.control = None
+        if control is not None:  # the attention-free baseline every mechanism is measured against
+            if R.CONTROL in self.heads:
+                raise DiagError(f"a mechanism is named '{R.CONTROL}', the name of the study's control; rename it")
+            self.heads[R.CONTROL], self.control = control, R.CONTROL
         self.out, self.file, self.log, self.figures = Path(out), file, log, figures
         self.device = recipe.timing_device
         self.families = {k: tuple(v) for k, v in families.items()}
@@ -216,15 +232,26 @@ class Study:
         total = self.steps_per_epoch * self.recipe.epochs
         return total if self.recipe.max_steps is None else min(total, self.recipe.max_steps)
 
-    def train_config(self, budget: float | None) -> TrainConfig:
+    def train_config(self, budget: float | None, run: Run) -> TrainConfig:
         r = self.recipe
         return TrainConfig(context=r.context, batch_size=r.batch_size, epochs=r.epochs, lr_scale=r.lr_scale,
-                           warmup=r.warmup, seed=r.seed, eval_every=r.eval_every, time_budget=budget,
+                           warmup=r.warmup, seed=r.seed + run.seed, eval_every=r.eval_every, time_budget=budget,
                            max_steps=r.max_steps)
+
+    @property
+    def test_ids(self) -> torch.Tensor:
+        """The test split, or its first ``test_tokens`` tokens."""
+        n = self.recipe.test_tokens
+        return self.corpus.test if n is None else self.corpus.test[:n]
 
     def hashes(self) -> dict[str, str]:
         """Each mechanism's canonical hash, every definition it uses opened: a changed generator shows."""
         return {m: d.expand().canonical_hash() for m, d in self.heads.items()}
+
+    def identity(self, run: Run) -> dict:
+        """What a run's ``trained.json``/``result.json`` must say to be this run of this study."""
+        return {"mechanism": run.mechanism, "layers": run.layers, "seed": run.seed,
+                "diagram": self.heads[run.mechanism].expand().canonical_hash()}
 
     # -- study.json -------------------------------------------------------------------
     def description(self) -> dict:
@@ -268,6 +295,7 @@ class Study:
         for i, run in enumerate(runs, 1):
             d = self.out / run.name
             if (d / RESULT).exists() or (d / TRAINED).exists():
+                self.check_identity(run)
                 outcome.skipped.append(run)
                 done = (d / RESULT).exists()
                 bar.show(i, run, ": finished, skipped" if done else ": trained, skipped (not yet timed)")
@@ -297,6 +325,20 @@ class Study:
         outcome.csv, outcome.figures = self.write_results()
         return outcome
 
+    def check_identity(self, run: Run) -> None:
+        """A finished run's files must be this run's (not another's copied over, say when shard
+        directories are merged by hand): mechanism, depth, seed and diagram hash."""
+        d = self.out / run.name
+        for name in (RESULT, TRAINED):
+            if not (d / name).exists():
+                continue
+            found = R.read_json(d / name)
+            for key, want in self.identity(run).items():
+                got = found.get(key, 0 if key == "seed" else None)
+                if got != want:
+                    raise DiagError(f"{d / name} is not the result of {run} (its {key} is {json.dumps(got)}, "
+                                    f"not {json.dumps(want)}): move it away or remove it, then run again")
+
     def train_run(self, run: Run, budget: float | None = None) -> bool:
         """Train one run to the end (resuming its checkpoint) and test it; False if the budget ran out first."""
         d = self.out / run.name
@@ -304,21 +346,23 @@ class Study:
         total = self.total_steps
         step = checkpoint.read_meta(ckpt).get("step", 0) if ckpt.exists() else 0
         if not isinstance(step, int) or step < total:
-            train(lambda: self.make(run), self.corpus.train, self.corpus.valid, self.train_config(budget),
+            train(lambda: self.make(run), self.corpus.train, self.corpus.valid, self.train_config(budget, run),
                   out_dir=d, resume=ckpt.exists(), log=self.log)
             step = checkpoint.read_meta(ckpt)["step"]
             if step < total:
                 return False
-        torch.manual_seed(self.recipe.seed)
+        torch.manual_seed(self.recipe.seed + run.seed)
         model = self.make(run, check_causal=False)
         meta = checkpoint.load(ckpt, model)
-        self.log(f"{run}: test perplexity (stride {self.recipe.test_stride}) ...")
-        test = evaluate(model, self.corpus.test, self.recipe.context, stride=self.recipe.test_stride)
+        test_ids = self.test_ids
+        self.log(f"{run}: test perplexity (stride {self.recipe.test_stride}, {test_ids.numel():,} tokens) ...")
+        test = evaluate(model, test_ids, self.recipe.context, stride=self.recipe.test_stride)
         history = meta.get("history") or []
-        trained = {"mechanism": run.mechanism, "layers": run.layers,
+        trained = {"mechanism": run.mechanism, "layers": run.layers, "seed": run.seed,
+                   "control": run.mechanism == self.control,
                    "parameters": sum(p.numel() for p in model.parameters()), "steps": step,
                    "valid_ppl": history[-1].get("valid_ppl") if history else None, "test_ppl": test,
-                   "unigram_test_ppl": self.corpus.unigram_perplexity("test"),
+                   "unigram_test_ppl": self.corpus.unigram_perplexity("test"), "test_tokens": test_ids.numel(),
                    "uses": R.uses(self.heads[run.mechanism]),
                    "diagram": self.heads[run.mechanism].expand().canonical_hash()}
         R.write_json(d / TRAINED, trained)
@@ -367,6 +411,7 @@ class Study:
     def write_results(self) -> tuple[Path, list[Path]]:
         rows = self.results()
         R.write_csv(self.out / CSV, rows)
+        R.write_summary(self.out, rows)
         figs: list[Path] = []
         if self.figures and rows:
             from .figures import draw
