@@ -49,9 +49,10 @@ def test_the_summary_gives_mean_and_spread_over_seeds_against_the_control(seeded
     summary = {line.split(",")[0]: dict(zip(R.SUMMARY, line.split(","))) for line in lines[1:]}
     m1 = [ppl["M1", 0], ppl["M1", 1]]
     ctl = [ppl["control", 0], ppl["control", 1]]
-    assert float(summary["M1"]["test_ppl_mean"]) == pytest.approx(statistics.mean(m1), rel=1e-5)
-    assert float(summary["M1"]["test_ppl_std"]) == pytest.approx(statistics.stdev(m1), rel=1e-4)
-    assert float(summary["M1"]["control_ppl_mean"]) == pytest.approx(statistics.mean(ctl), rel=1e-5)
+    assert summary["M1"]["metric"] == "test_ppl"
+    assert float(summary["M1"]["mean"]) == pytest.approx(statistics.mean(m1), rel=1e-5)
+    assert float(summary["M1"]["std"]) == pytest.approx(statistics.stdev(m1), rel=1e-4)
+    assert float(summary["M1"]["control_mean"]) == pytest.approx(statistics.mean(ctl), rel=1e-5)
     gap = statistics.mean(ctl) - statistics.mean(m1)
     wins = gap >= 0.03 * statistics.mean(ctl) and gap > 2 * max(statistics.stdev(m1), statistics.stdev(ctl))
     assert summary["M1"]["beats_control"] == str(wins).lower()

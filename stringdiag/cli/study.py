@@ -112,6 +112,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_recipe(g, "train each run for at most this many steps")
     g.add_argument("--test-stride", type=positive, default=1,
                    help="stride of the test evaluation (default 1: every token with its maximal context, App. C)")
+    g.add_argument("--task", default="lm", choices=["lm", "mqar"],
+                   help="lm: next-word prediction on --data (App. C); mqar: multi-query associative recall "
+                        "(Arora et al. 2023), accuracy on the answers, generated with a fixed seed")
+    g.add_argument("--mqar", default="", metavar="SPEC",
+                   help="with --task mqar, its sizes: pairs=16,queries=16,keys=64,values=64,train=20000,valid=1000,"
+                        "test=2000,seed=0 (any subset; the context is the sequence length, 2 x (pairs + queries) - 1)")
     g.add_argument("--test-tokens", type=positive, default=None, metavar="N",
                    help="score only the first N tokens of the test split (default: all of it)")
     g.add_argument("--timing-steps", type=positive, default=20,
@@ -152,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     after = norm_after(args.norm_after, prog)
     if args.families != FAMILIES:
         _check_families(prog, families)
-    corpus = load_corpus(args.data)
+    corpus = _task(args) if args.task == "mqar" else load_corpus(args.data)  # --mqar without it: refused below
     _check_recipe(corpus, args)
     out = Path(args.out or DEFAULT_OUT)
     study = Study(heads, corpus, _recipe(args, dims, after), out, file=str(args.file), families=families,
@@ -250,11 +256,27 @@ def _check_families(prog, families: dict[str, tuple[str, ...]]) -> None:
                 raise DiagError(f"--families: no diagram named {g!r} in {options.short(prog.path)}")
 
 
+def _task(args: argparse.Namespace):
+    """The MQAR task of ``--mqar``; its sequence length sets the context."""
+    from ..data.mqar import mqar, parse_spec
+
+    spec = parse_spec(args.mqar)
+    task = mqar(**{k: getattr(spec, k) for k in spec.__dataclass_fields__})
+    args.context = task.context
+    if task.train.windows.shape[0] < args.batch_size:
+        raise DiagError(f"--mqar: {task.train.windows.shape[0]:,} training examples, fewer than one batch of "
+                        f"{args.batch_size}")
+    return task
+
+
 def _check_recipe(corpus, args: argparse.Namespace) -> None:
     """The recipe against the corpus and this machine, before any run starts."""
     import torch
 
-    check_windows(corpus, args.context, args.batch_size)
+    if args.mqar and args.task != "mqar":
+        raise DiagError("--mqar gives the sizes of --task mqar; add --task mqar")
+    if args.task == "lm":
+        check_windows(corpus, args.context, args.batch_size)
     if args.test_stride > args.context:
         raise DiagError(f"--test-stride {args.test_stride}: at most --context ({args.context}), or some test "
                         "tokens would never be scored")
@@ -271,7 +293,7 @@ def _recipe(args: argparse.Namespace, dims: dict[str, int], after: tuple[str, ..
                   batch_size=args.batch_size, epochs=args.epochs, max_steps=args.max_steps, lr_scale=args.lr_scale,
                   warmup=args.warmup, eval_every=args.eval_every, approximator=args.approximator,
                   dims=tuple(sorted(dims.items())), seed=args.seed, norm_after=tuple(after),
-                  test_stride=args.test_stride, test_tokens=args.test_tokens, timing_steps=args.timing_steps, timing_repeats=args.timing_repeats,
+                  test_stride=args.test_stride, test_tokens=args.test_tokens, task=args.task, timing_steps=args.timing_steps, timing_repeats=args.timing_repeats,
                   timing_device=args.timing_device)
 
 

@@ -29,11 +29,12 @@ CONTROL = "control"  # the attention-free baseline's run name and family
 MARGIN = 0.03        # a mechanism beats the control by at least 3 % of the control's perplexity ...
 SPREADS = 2.0        # ... and by more than twice the larger of the two spreads over seeds
 
-COLUMNS = ["mechanism", "family", "layers", "seed", "parameters", "steps", "test_ppl",
+COLUMNS = ["mechanism", "family", "layers", "seed", "parameters", "steps", "test_ppl", "test_acc",
            "seconds_per_epoch", "seconds_per_epoch_std", "peak_memory_bytes", "peak_memory_std",
            "test_ppl_rel", "seconds_per_epoch_rel", "seconds_per_epoch_rel_std", "peak_memory_rel",
            "peak_memory_rel_std", "timing_repeats", "device"]
-REQUIRED = [c for c in COLUMNS[:11] if c != "seed"]  # tables written before seeds have no seed column
+# tables written before seeds and tasks have neither a seed nor an accuracy column
+REQUIRED = [c for c in COLUMNS[:12] if c not in ("seed", "test_acc")]
 INTS = {"layers", "seed", "parameters", "steps", "timing_repeats"}
 TEXT = {"mechanism", "family", "device"}
 
@@ -92,7 +93,7 @@ def row(result: Mapping, families: Mapping[str, Iterable[str]] = DEFAULT_FAMILIE
     fam = CONTROL if result.get("control") else family(result.get("uses", ()), families)
     return {"mechanism": result["mechanism"], "family": fam, "layers": result["layers"],
             "seed": result.get("seed", 0), "parameters": result["parameters"], "steps": result.get("steps"),
-            "test_ppl": result["test_ppl"], "seconds_per_epoch": result["seconds_per_epoch"],
+            "test_ppl": result["test_ppl"], "test_acc": result.get("test_acc"), "seconds_per_epoch": result["seconds_per_epoch"],
             "seconds_per_epoch_std": result["seconds_per_epoch_std"],
             "peak_memory_bytes": result["peak_memory_bytes"], "peak_memory_std": result["peak_memory_std"],
             "timing_repeats": len(result.get("seconds_per_epoch_samples", ())) or None,
@@ -133,30 +134,38 @@ def sort_key(r: Mapping) -> tuple:
     return (natural(r["mechanism"]), r["layers"], r.get("seed") or 0)
 
 
-SUMMARY = ["mechanism", "family", "layers", "seeds", "parameters", "test_ppl_mean", "test_ppl_std",
-           "control_ppl_mean", "control_ppl_std", "margin", "beats_control"]
+SUMMARY = ["mechanism", "family", "layers", "seeds", "parameters", "metric", "mean", "std",
+           "control_mean", "control_std", "margin", "beats_control"]
+
+
+def metric(rows: list[dict]) -> str:
+    """What a study compares: test accuracy where its runs have one (a recall task), else perplexity."""
+    return "test_acc" if rows and all(r.get("test_acc") is not None for r in rows) else "test_ppl"
 
 
 def summary(rows: list[dict]) -> list[dict]:
-    """One row per mechanism and depth: test perplexity's mean and sample standard deviation over
-    seeds, and whether it beats the control at that depth: by at least ``MARGIN`` of the control's
-    mean and by more than ``SPREADS`` times the larger spread (a single seed has no spread; then the
-    margin alone decides, and ``seeds`` says so). Empty ``beats_control`` where no control ran."""
+    """One row per mechanism and depth: the metric's mean and sample standard deviation over seeds,
+    and whether it beats the control at that depth: by at least ``MARGIN`` (of the control's mean
+    perplexity; in accuracy, absolute) and by more than ``SPREADS`` times the larger spread (a single
+    seed has no spread; then the margin alone decides, and ``seeds`` says so). ``margin`` is the gain
+    (positive: better than the control). Empty ``beats_control`` where no control ran."""
+    col = metric(rows)
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["mechanism"], r["layers"]), []).append(r)
-    stats = {k: (_mean([r["test_ppl"] for r in g]), _std([r["test_ppl"] for r in g])) for k, g in groups.items()}
+    stats = {k: (_mean([r[col] for r in g]), _std([r[col] for r in g])) for k, g in groups.items()}
     out = []
     for (mech, layers), g in sorted(groups.items(), key=lambda kv: (natural(kv[0][0]), kv[0][1])):
         mean, std = stats[mech, layers]
         c_mean, c_std = stats.get((CONTROL, layers), (None, None))
         row = {"mechanism": mech, "family": g[0]["family"], "layers": layers, "seeds": len(g),
-               "parameters": g[0]["parameters"], "test_ppl_mean": mean, "test_ppl_std": std,
-               "control_ppl_mean": c_mean, "control_ppl_std": c_std, "margin": None, "beats_control": None}
-        if c_mean and mech != CONTROL:
-            gap = c_mean - mean
-            row["margin"] = gap / c_mean
-            row["beats_control"] = gap >= MARGIN * c_mean and gap > SPREADS * max(std, c_std)
+               "parameters": g[0]["parameters"], "metric": col, "mean": mean, "std": std,
+               "control_mean": c_mean, "control_std": c_std, "margin": None, "beats_control": None}
+        if c_mean is not None and mech != CONTROL:
+            gap = mean - c_mean if col == "test_acc" else c_mean - mean
+            row["margin"] = gap if col == "test_acc" else gap / c_mean
+            needed = MARGIN if col == "test_acc" else MARGIN * c_mean
+            row["beats_control"] = gap >= needed and gap > SPREADS * max(std, c_std)
         out.append(row)
     return out
 
@@ -167,8 +176,12 @@ def verdict(rows: list[dict]) -> str:
     table = [r for r in summary(rows) if r["beats_control"] is not None]
     if not table:
         return "No control was trained at the depths of these runs: nothing can be said against it.\n"
-    rule = (f"'beats the control' means a test perplexity lower than the control's by at least {MARGIN:.0%} "
-            f"of it and by more than {SPREADS:g} times the larger standard deviation over seeds.")
+    if metric(rows) == "test_acc":
+        rule = (f"'beats the control' means a test accuracy higher than the control's by at least {MARGIN:.0%} "
+                f"(absolute) and by more than {SPREADS:g} times the larger standard deviation over seeds.")
+    else:
+        rule = (f"'beats the control' means a test perplexity lower than the control's by at least {MARGIN:.0%} "
+                f"of it and by more than {SPREADS:g} times the larger standard deviation over seeds.")
     lines = [rule]
     won = [r for r in table if r["beats_control"]]
     lost = [r for r in table if not r["beats_control"]]

@@ -34,10 +34,11 @@ from typing import Callable, Iterable, Mapping
 import torch
 
 from ..data.corpus import Corpus, lm_windows
+from ..data.mqar import Task
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..train import checkpoint
-from ..train.loop import TrainConfig, evaluate, train
+from ..train.loop import TrainConfig, evaluate, recall, train
 from ..train.model import STABILISED, LanguageModel
 from . import results as R
 from .timing import measure
@@ -71,6 +72,7 @@ class Recipe:
     norm_after: tuple[str, ...] = STABILISED
     test_stride: int = 1
     test_tokens: int | None = None  # score a prefix of the test split (every token of it at test_stride)
+    task: str = "lm"                # or "mqar": the corpus is then a data.mqar.Task (its sizes in the fingerprint)
     timing_steps: int = 20
     timing_repeats: int = 3
     timing_device: str = "cpu"   # training runs on the CPU, as the train loop does
@@ -221,10 +223,16 @@ class Study:
                              approximator=approximator or r.approximator, dims=dict(r.dims),
                              check_causal=check_causal, norm_after=r.norm_after)
 
+    def train_windows(self) -> torch.Tensor:
+        """The training windows: the corpus's at stride context // 2 (App. C), or the task's examples."""
+        if isinstance(self.corpus, Task):
+            return self.corpus.train.windows
+        r = self.recipe
+        return lm_windows(self.corpus.train, r.context, max(r.context // 2, 1))
+
     @property
     def steps_per_epoch(self) -> int:
-        r = self.recipe
-        return lm_windows(self.corpus.train, r.context, max(r.context // 2, 1)).shape[0] // r.batch_size
+        return self.train_windows().shape[0] // self.recipe.batch_size
 
     @property
     def total_steps(self) -> int:
@@ -354,25 +362,35 @@ class Study:
         torch.manual_seed(self.recipe.seed + run.seed)
         model = self.make(run, check_causal=False)
         meta = checkpoint.load(ckpt, model)
-        test_ids = self.test_ids
-        self.log(f"{run}: test perplexity (stride {self.recipe.test_stride}, {test_ids.numel():,} tokens) ...")
-        test = evaluate(model, test_ids, self.recipe.context, stride=self.recipe.test_stride)
+        test, accuracy, scored = self.test(run, model)
         history = meta.get("history") or []
         trained = {"mechanism": run.mechanism, "layers": run.layers, "seed": run.seed,
                    "control": run.mechanism == self.control,
                    "parameters": sum(p.numel() for p in model.parameters()), "steps": step,
                    "valid_ppl": history[-1].get("valid_ppl") if history else None, "test_ppl": test,
-                   "unigram_test_ppl": self.corpus.unigram_perplexity("test"), "test_tokens": test_ids.numel(),
+                   "test_acc": accuracy, "test_tokens": scored,
+                   "unigram_test_ppl": None if accuracy is not None else self.corpus.unigram_perplexity("test"),
                    "uses": R.uses(self.heads[run.mechanism]),
                    "diagram": self.heads[run.mechanism].expand().canonical_hash()}
         R.write_json(d / TRAINED, trained)
-        self.log(f"{run}: test perplexity {test:.2f} after {step} steps")
+        acc = "" if accuracy is None else f", accuracy {accuracy:.3f}"
+        self.log(f"{run}: test perplexity {test:.2f}{acc} after {step} steps")
         return True
+
+    def test(self, run: Run, model: LanguageModel) -> tuple[float, float | None, int]:
+        """Test perplexity, accuracy (a task's examples only) and the number of targets scored."""
+        if isinstance(self.corpus, Task):
+            self.log(f"{run}: test recall on {self.corpus.test.numel():,} answers ...")
+            score, accuracy = recall(model, self.corpus.test)
+            return score.perplexity, accuracy, score.scored
+        ids = self.test_ids
+        self.log(f"{run}: test perplexity (stride {self.recipe.test_stride}, {ids.numel():,} tokens) ...")
+        return evaluate(model, ids, self.recipe.context, stride=self.recipe.test_stride), None, ids.numel()
 
     def time_runs(self, runs: list[Run]) -> None:
         """Time every run ``timing_repeats`` times, interleaved; write each one's ``result.json``."""
         r = self.recipe
-        windows = lm_windows(self.corpus.train, r.context, max(r.context // 2, 1))
+        windows = self.train_windows()
         per_epoch = self.steps_per_epoch
         seconds: dict[Run, list[float]] = {run: [] for run in runs}
         memory: dict[Run, list[int]] = {run: [] for run in runs}

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from ..data.corpus import eval_windows, lm_windows
+from ..data.mqar import Examples
 from ..errors import DiagError
 from . import checkpoint
 
@@ -83,6 +84,24 @@ def score(model: torch.nn.Module, ids: torch.Tensor, context: int, stride: int |
     return Score(math.exp(mean) if mean < 700 else float("inf"), count, total)  # diverged: no OverflowError
 
 
+def recall(model: torch.nn.Module, data: Examples, batch_size: int = 256) -> tuple[Score, float]:
+    """Perplexity over the scored targets of fixed examples, and the fraction of them whose most
+    likely prediction is right (MQAR's accuracy)."""
+    was = model.training
+    model.eval()
+    nll, right = 0.0, 0
+    with torch.no_grad():
+        for b0 in range(0, data.windows.shape[0], batch_size):
+            w, keep = data.windows[b0:b0 + batch_size], data.scored[b0:b0 + batch_size]
+            logits, targets = model(w[:, :-1])[keep], w[:, 1:][keep]
+            nll += F.cross_entropy(logits, targets, reduction="sum").double().item()
+            right += int((logits.argmax(-1) == targets).sum())
+    model.train(was)
+    n = data.numel()
+    mean = nll / max(n, 1)
+    return Score(math.exp(mean) if mean < 700 else float("inf"), n, n), right / max(n, 1)
+
+
 def _nll(model: torch.nn.Module, chunk: torch.Tensor, keep: torch.Tensor) -> float:
     """Summed negative log-likelihood of the scored targets of one batch of windows."""
     targets = chunk[:, 1:][keep]
@@ -127,10 +146,13 @@ def distributed() -> tuple[int, int]:
     return (dist.get_rank(), world) if world > 1 else (0, 1)
 
 
-def train(make_model: Callable[[], torch.nn.Module], train_ids: torch.Tensor, valid_ids: torch.Tensor,
-          cfg: TrainConfig, out_dir: str | Path | None = None, resume: bool = False,
-          log: Callable[[str], None] = print) -> History:
-    """Train; checkpoints and the curve (``log.csv``) go to ``out_dir`` when given."""
+def train(make_model: Callable[[], torch.nn.Module], train_ids: torch.Tensor | Examples,
+          valid_ids: torch.Tensor | Examples, cfg: TrainConfig, out_dir: str | Path | None = None,
+          resume: bool = False, log: Callable[[str], None] = print) -> History:
+    """Train; checkpoints and the curve (``log.csv``) go to ``out_dir`` when given.
+
+    A token stream is cut into language-model windows (every target scored); :class:`Examples`
+    (MQAR) are used as they are, only their scored targets in the loss and the validation."""
     run = _Training(make_model, cfg, out_dir, log)
     if resume:
         run.resume()
@@ -176,14 +198,18 @@ class _Training:
         """The training windows, the steps they make, and the validation prefix; the clock starts."""
         cfg = self.cfg
         self.net = torch.nn.parallel.DistributedDataParallel(self.model) if self.world > 1 else self.model
-        self.windows = lm_windows(train_ids, cfg.context, max(cfg.context // 2, 1))
+        if isinstance(train_ids, Examples):
+            self.windows, self.scored = train_ids.windows, train_ids.scored
+        else:
+            self.windows, self.scored = lm_windows(train_ids, cfg.context, max(cfg.context // 2, 1)), None
         self.per_epoch = self.windows.shape[0] // (cfg.batch_size * self.world)
         if self.per_epoch < 1:
             raise DiagError(f"the training data has {self.windows.shape[0]:,} windows of {cfg.context + 1} tokens, "
                             f"fewer than one batch of {cfg.batch_size * self.world}")
         steps = self.per_epoch * cfg.epochs
         self.total = steps if cfg.max_steps is None else min(steps, cfg.max_steps)
-        self.valid = valid_ids[: cfg.valid_tokens] if cfg.valid_tokens else valid_ids
+        examples = isinstance(valid_ids, Examples)
+        self.valid = valid_ids[: cfg.valid_tokens] if cfg.valid_tokens and not examples else valid_ids
         self.bar = Progress(self.total) if self.rank == 0 else None
         self.t0, self.tokens, self.losses = time.time(), 0, []
 
@@ -198,19 +224,23 @@ class _Training:
         for b in range(offset, self.per_epoch):
             if self.step >= self.total:
                 break
-            self.train_step(self.windows[batches[b, self.rank]])
+            rows = batches[b, self.rank]
+            self.train_step(self.windows[rows], None if self.scored is None else self.scored[rows])
             if self.step % cfg.eval_every == 0:
                 self.record("periodic")
             if cfg.time_budget is not None and time.time() - self.t0 > cfg.time_budget:
                 return True
         return False
 
-    def train_step(self, batch: torch.Tensor) -> None:
+    def train_step(self, batch: torch.Tensor, scored: torch.Tensor | None = None) -> None:
         self.step += 1
         for group in self.opt.param_groups:
             group["lr"] = vaswani_lr(self.step, self.d_model, self.cfg.warmup, self.cfg.lr_scale)
         logits = self.net(batch[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+        if scored is None:
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+        else:
+            loss = F.cross_entropy(logits[scored], batch[:, 1:][scored])
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
@@ -235,6 +265,8 @@ class _Training:
         budget = self.cfg.time_budget
         left = None if budget is None else max(self.t0 + budget - time.time(), 0.0)
         deadline = None if left is None else time.monotonic() + left
+        if isinstance(self.valid, Examples):
+            return recall(self.model, self.valid)[0].perplexity
         return score(self.model, self.valid, self.cfg.context, deadline=deadline).perplexity
 
     def record(self, kind: str) -> None:
