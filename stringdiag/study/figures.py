@@ -1,8 +1,11 @@
 """The study's two figures, after Khatri et al.'s (2024) Figs. 2 and 4, as SVG and PNG.
 
-``perplexity``: test perplexity against trainable parameters, one line per mechanism
-through its depths, coloured by family (magenta: linear attention generators only; cyan:
-dot-product only; orange: both, as the paper; grey: none). ``cost``: seconds per epoch and peak memory
+``perplexity``: (a) test perplexity against trainable parameters, one line per mechanism
+through its depths (the mean over seeds, one standard deviation as error bars), coloured by
+family (magenta: linear attention generators only; cyan: dot-product only; orange: both, as
+the paper; grey: none; black dashed: the attention-free control); (b) the same with App. C's
+published PTB perplexities as reference lines (Fig. 2(b); another corpus, for scale only). A
+recall task's study draws accuracy instead, in one panel. ``cost``: seconds per epoch and peak memory
 relative to M1 at the same depth, one bar per mechanism and depth, with one standard
 deviation as error bars.
 
@@ -15,9 +18,9 @@ import math
 from pathlib import Path
 
 from ..errors import DiagError
-from .results import BOTH, NONE, REFERENCE, natural
+from .results import BOTH, CONTROL, NONE, REFERENCE, metric, natural
 
-COLOURS = {"linear": "magenta", "dot": "darkturquoise", BOTH: "orange", NONE: "grey"}
+COLOURS = {"linear": "magenta", "dot": "darkturquoise", BOTH: "orange", NONE: "grey", CONTROL: "black"}
 EXTRA = ["tab:green", "tab:blue", "tab:red", "tab:brown", "tab:purple", "tab:olive"]
 NAMES = ("perplexity", "cost")
 
@@ -55,47 +58,96 @@ def _count(v: float) -> str:
     return f"{v:g}"
 
 
+def published() -> list[tuple[float, str]]:
+    """App. C's table of published PTB perplexities (``published.csv`` beside this module)."""
+    import csv
+
+    text = (Path(__file__).with_name("published.csv")).read_text()
+    rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
+    return [(float(r["test_ppl"]), f"{r['model']} ({r['source']})") for r in rows]
+
+
+def _by_depth(rows: list[dict], col: str) -> dict[str, list[tuple[int, float, float, float]]]:
+    """mechanism -> [(parameters, mean, std, layers)] over seeds, one point per depth (finite values)."""
+    groups: dict[tuple[str, int], list[dict]] = {}
+    for r in rows:
+        v = r.get(col)  # a diverged run (inf) has no place on a log axis
+        if v is not None and math.isfinite(v) and (v > 0 or col == "test_acc") and r.get("parameters"):
+            groups.setdefault((r["mechanism"], r["layers"]), []).append(r)
+    out: dict[str, list] = {}
+    for (mech, layers), g in sorted(groups.items(), key=lambda kv: kv[0][1]):
+        vals = [r[col] for r in g]
+        mean = sum(vals) / len(vals)
+        std = math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else 0.0
+        out.setdefault(mech, []).append((g[0]["parameters"], mean, std, layers))
+    return out
+
+
+def _panel(ax, rows: list[dict], col: str, families: dict[str, str], extra: dict[str, str]) -> list[float]:
+    """One line per mechanism through its depths (mean over seeds, one standard deviation as bars)."""
+    by_mech = _by_depth(rows, col)
+    fam_of = {r["mechanism"]: r.get("family") or NONE for r in rows}
+    for mech in sorted(by_mech, key=natural):
+        pts = by_mech[mech]
+        fam = fam_of[mech]
+        colour = _colour(fam, extra)
+        families[fam] = colour
+        xs, ys, errs = [p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts]
+        style = "--" if fam == CONTROL else "-"
+        ax.errorbar(xs, ys, yerr=errs, fmt=style + "o", color=colour, markersize=4, linewidth=1.2, capsize=2)
+        ax.annotate(mech, (xs[-1], ys[-1]), textcoords="offset points", xytext=(4, 2), fontsize=7, color=colour)
+    return [p[1] for v in by_mech.values() for p in v]
+
+
 def perplexity_figure(rows: list[dict]):
+    """(a) the study's runs; (b) the same beside App. C's published PTB perplexities (for scale only:
+    another corpus). A recall task's runs are drawn as accuracy, in one panel."""
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FuncFormatter
 
-    fig = Figure(figsize=(7, 4.8), layout="constrained")
-    ax = fig.add_subplot()
+    col = metric(rows)
+    panels = 1 if col == "test_acc" else 2
+    fig = Figure(figsize=(7 * panels, 4.8), layout="constrained")
+    axes = fig.subplots(1, panels, squeeze=False)[0]
     extra: dict[str, str] = {}
     families: dict[str, str] = {}
-    by_mech: dict[str, list[dict]] = {}
-    for r in rows:
-        ppl = r.get("test_ppl")  # a diverged run (inf) has no place on a log axis
-        if ppl is not None and math.isfinite(ppl) and ppl > 0 and r.get("parameters"):
-            by_mech.setdefault(r["mechanism"], []).append(r)
-    for mech in sorted(by_mech, key=natural):
-        pts = sorted(by_mech[mech], key=lambda r: r["layers"])
-        fam = pts[0].get("family") or NONE
-        colour = _colour(fam, extra)
-        families[fam] = colour
-        xs, ys = [r["parameters"] for r in pts], [r["test_ppl"] for r in pts]
-        ax.plot(xs, ys, "-o", color=colour, markersize=4, linewidth=1.2)
-        ax.annotate(mech, (xs[-1], ys[-1]), textcoords="offset points", xytext=(4, 2), fontsize=7, color=colour)
-    xs = [r["parameters"] for v in by_mech.values() for r in v]
-    if xs and max(xs) > 10 * min(xs):
-        ax.set_xscale("log")
-    ax.set_yscale("log")
     plain = FuncFormatter(lambda v, _: f"{v:g}")
-    ys = [r["test_ppl"] for v in by_mech.values() for r in v]
-    ax.yaxis.set_major_formatter(plain)
-    if ys and max(ys) < 10 * min(ys):  # within a decade the minor ticks are the only labels
-        ax.yaxis.set_minor_formatter(plain)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _count(v)))
-    ax.set_xlabel("trainable parameters")
-    ax.set_ylabel("test perplexity")
-    ax.set_title("Test perplexity against parameters (one line per mechanism, across depths)", fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
+    for k, ax in enumerate(axes):
+        ys = _panel(ax, rows, col, families, extra)
+        if k == 1:
+            for j, (ppl, label) in enumerate(sorted(published())):  # neighbours' labels on alternate sides
+                ax.axhline(ppl, color="black", linewidth=0.7, linestyle=":")
+                ax.annotate(f"{label}: {ppl:g}", (0.01 + 0.5 * (j % 2), ppl), xycoords=("axes fraction", "data"),
+                            fontsize=6, va="bottom")
+            ys = ys + [p for p, _ in published()]
+        xs = [p[0] for v in _by_depth(rows, col).values() for p in v]
+        if xs and max(xs) > 10 * min(xs):
+            ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _count(v)))
+        ax.set_xlabel("trainable parameters")
+        if col == "test_acc":
+            ax.set_ylabel("test accuracy (answers)")
+            ax.set_ylim(0, 1.02)
+        else:
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(plain)
+            if ys and max(ys) < 10 * min(ys):  # within a decade the minor ticks are the only labels
+                ax.yaxis.set_minor_formatter(plain)
+            ax.set_ylabel("test perplexity")
+        ax.grid(True, which="both", alpha=0.3)
+        if not ys:
+            ax.text(0.5, 0.5, "no finished runs", ha="center", va="center", transform=ax.transAxes)
+    what = "Test accuracy" if col == "test_acc" else "Test perplexity"
+    axes[0].set_title(f"(a) {what} against parameters (mean over seeds, one line per mechanism across depths)",
+                      fontsize=8)
+    if panels == 2:
+        axes[1].set_title("(b) The same, with published PTB perplexities (App. C; another corpus) for scale",
+                          fontsize=8)
     order = [f for f in ("linear", "dot", BOTH) if f in families] + sorted(f for f in families
                                                                            if f not in ("linear", "dot", BOTH))
-    ax.legend([Line2D([], [], color=families[f], marker="o") for f in order], order, title="family", fontsize=8)
-    if not by_mech:
-        ax.text(0.5, 0.5, "no finished runs", ha="center", va="center", transform=ax.transAxes)
+    axes[0].legend([Line2D([], [], color=families[f], marker="o", linestyle="--" if f == CONTROL else "-")
+                    for f in order], order, title="family", fontsize=8)
     return fig
 
 
