@@ -11,6 +11,9 @@ import numpy as np
 from .options import integer, short
 
 HELP = "build a transformer from a proof: the exact hardmax sequence classifier of Theorem 2.4"
+EXAMPLES = """\
+stringdiag construct hardmax-classifier --sequences sequences.json -o classifier/
+stringdiag construct hardmax-classifier --sequences sequences.json -o classifier/ --json"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
