@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import DiagError
-from ..graph.diagram import Diagram
-from ..graph.program import Program, load
+
+if TYPE_CHECKING:  # the graph layer (networkx, lark) is imported when a file is read, not to parse a command line
+    from ..graph.diagram import Diagram
+    from ..graph.program import Program
 
 Report = Callable[[DiagError, str], None]
 
@@ -18,6 +20,8 @@ def to_stderr(e: DiagError, severity: str = "error") -> None:
 
 def load_reporting(path: str, report: Report = to_stderr) -> Program:
     """Load a file, reporting its warnings (to stderr unless told otherwise)."""
+    from ..graph.program import load
+
     prog = load(path)
     for w in prog.warnings:
         report(w, "warning")

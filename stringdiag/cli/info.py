@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..analysis.degree import degree
 from .common import load_reporting, pick, print_json
-from .summary import summarize
 
 HELP = "describe diagrams: inputs, outputs, dimensions, boxes by kind, learnable boxes"
 EXAMPLES = """\
@@ -33,6 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..analysis.degree import degree
+    from .summary import summarize
+
     prog = load_reporting(args.file)
     diagrams = pick(prog, args.diagram)
     summaries = [summarize(d) for d in diagrams]

@@ -21,7 +21,6 @@ from importlib import import_module
 from types import ModuleType
 
 from ..errors import DiagError
-from ..version import __version__
 from .kinds import Kind, expect
 from .options import UsageError, short
 
@@ -63,6 +62,18 @@ DEPRECATED = {"--out": "--output"}  # old spelling -> the one spelling; the old 
 
 def command(name: str) -> ModuleType:
     return import_module(f"{__package__}.{name}")
+
+
+class Version(argparse.Action):
+    """``--version``, read (through importlib.metadata) only when asked for."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, help="show the version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from ..version import __version__
+
+        parser.exit(message=f"{parser.prog} {__version__}\n")
 
 
 class Parser(argparse.ArgumentParser):
@@ -131,13 +142,15 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     options filled in (the others are names, so a misspelt one is still suggested)."""
     wanted = next((a for a in argv if not a.startswith("-")), None) if argv is not None else None
     wanted = wanted if wanted in COMMANDS else None
+    if argv is not None and wanted is None and not {"-h", "--help"} & set(argv):
+        wanted = ""  # --version, --completion, a bad command: no command's module is needed
     p = Parser(prog="stringdiag", description=__doc__.splitlines()[0],
                formatter_class=argparse.RawDescriptionHelpFormatter,
                epilog="examples:\n  stringdiag check gallery/attention.diag\n"
                       "  stringdiag render gallery/attention.diag -d SelfAttention -o attention.svg\n"
                       "  stringdiag COMMAND --help\n"
                       "  source <(stringdiag --completion bash)")
-    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    p.add_argument("--version", action=Version)
     p.add_argument("--completion", choices=COMPLETION_SHELLS, metavar="SHELL",
                    help=f"print a completion script for SHELL ({', '.join(COMPLETION_SHELLS)}) and exit")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
