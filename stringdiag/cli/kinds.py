@@ -70,10 +70,12 @@ def _head(path: str) -> str | None:
 
 
 def kind_of(path: str) -> tuple[Kind | None, Kind | None]:
-    """(by extension, by content) for a file; either may be None."""
-    ext = os.path.splitext(path)[1].lower()
+    """(by extension, by content) for a readable file; (None, None) for anything else, whose
+    reader then says why it cannot read it (missing, a directory, a FIFO, not UTF-8)."""
     text = _head(path)
-    return BY_EXTENSION.get(ext), (sniff(text) if text is not None else None)
+    if text is None:
+        return None, None
+    return BY_EXTENSION.get(os.path.splitext(path)[1].lower()), sniff(text)
 
 
 def _accepted(kinds: tuple[Kind, ...]) -> str:
