@@ -5,8 +5,8 @@ one (it exists as one, ends with ``/``, or has no extension), never from a file'
 Each function here is an argparse ``type``, so a bad ``-o`` is a usage error (status 2)
 naming the option, e.g. ``-o out.jpg`` on ``render``::
 
-    error: argument -o/--output: cannot write out.jpg: .jpg is not a picture format
-    (.dot, .gv, .pdf, .png, .svg), nor a directory (end it with '/' to make one)
+    error: argument -o/--output: cannot write out.jpg: .jpg is not a picture format (.dot, .gv,
+    .pdf, .png, .svg), nor a directory (end it with '/' to make one) (see 'stringdiag render --help')
 """
 from __future__ import annotations
 
