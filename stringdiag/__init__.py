@@ -11,15 +11,32 @@
 >>> prog["Residual"]
 <Diagram Residual : [s, d] -> [s, d], 2 boxes>
 """
+from importlib import import_module
+
 from .errors import DiagError, Pos
-from .graph.diagram import Diagram
-from .graph.program import Program, load, loads
-from .version import __version__
 
 __all__ = ["DiagError", "Pos", "Diagram", "Program", "load", "loads", "compile", "load_weights", "__version__"]
 
+# read on first use (PEP 562), so that `stringdiag --version`, `--help` or a bad command line
+# never wait for networkx and lark, which the graph layer imports
+_LAZY = {"Diagram": ".graph.diagram", "Program": ".graph.program", "load": ".graph.program",
+         "loads": ".graph.program", "__version__": ".version"}  # the version: importlib.metadata
 
-def compile(diagram: Diagram, dims: dict | None = None, approximator="mlp", dtype=None, fast: bool = True):
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import_module(".graph.diagram", __name__).Diagram._repr_svg_ = _repr_svg_  # the notebook picture
+    value = getattr(import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+def compile(diagram: "Diagram", dims: dict | None = None, approximator="mlp", dtype=None, fast: bool = True):
     """Lower a diagram to a trainable ``torch.fx.GraphModule`` (see :mod:`stringdiag.lower`).
 
     Imported on first use, so that checking and drawing never wait for torch.
@@ -38,12 +55,10 @@ def load_weights(module, state_dict, mapping=None, transpose=()) -> None:
     load(module, state_dict, mapping, transpose)
 
 
-def _repr_svg_(diagram: Diagram) -> str:
+def _repr_svg_(diagram: "Diagram") -> str:
     """A diagram's picture in a notebook. The graph layer knows nothing of pictures, so the
     package, which sits above every layer, attaches it; drawn (and graphviz read) on demand."""
     from .render.draw import to_svg
 
     return to_svg(diagram)
 
-
-Diagram._repr_svg_ = _repr_svg_

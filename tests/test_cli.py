@@ -166,7 +166,7 @@ def test_compile_writes_code_and_counts_parameters(good, tmp_path, capsys):
 def test_compile_reports_bad_dims(good, capsys):
     assert main(["compile", str(good), "-d", "SelfAttention", "--dims", "d=8"]) == 1
     assert "give sizes for the fixed dimension(s) k" in capsys.readouterr().err
-    assert main(["compile", str(good), "-d", "SelfAttention", "--dims", "d=eight"]) == 1
+    assert main(["compile", str(good), "-d", "SelfAttention", "--dims", "d=eight"]) == 2  # a bad command line
     assert "expected NAME=POSITIVE_INTEGER, got 'd=eight'" in capsys.readouterr().err
 
 

@@ -110,11 +110,11 @@ diagram Dot2(x: [s, d]) -> [s, d] {
   return y
 }
 """)
-    assert main(["normalize", str(here / "n.diag"), "-d", "Dot2", "--rules", "assoc"]) == 0
+    assert main(["normalize", str(here / "n.diag"), "-d", "Dot2", "--rule", "assoc"]) == 0
     out = capsys.readouterr().out
     assert "round 1: assoc x1" in out and "a fixpoint" in out
     assert "time in the sequence length: O(s^2) -> O(s)" in out
-    assert main(["normalize", str(here / "n.diag"), "-d", "Dot2", "--rules", "asoc"]) == 1
+    assert main(["normalize", str(here / "n.diag"), "-d", "Dot2", "--rule", "asoc"]) == 1
     assert "no rule named 'asoc'; did you mean 'assoc'?" in capsys.readouterr().err
 
 
@@ -143,7 +143,7 @@ def test_a_constant_placed_inside_simd_boxes_by_a_rewrite_compiles(here):
 def test_normalize_says_which_bound_stopped_it(capsys):
     from stringdiag.cli.main import main
 
-    args = ["normalize", "gallery/attention.diag", "-d", "SelfAttention", "--rules", "assoc", "commute"]
+    args = ["normalize", "gallery/attention.diag", "-d", "SelfAttention", "--rule", "assoc", "commute"]
     assert main(args) == 0
     assert "stopped at a cycle: round 2 gave back a diagram seen before" in capsys.readouterr().out
     assert main(args + ["--max-rounds", "1"]) == 0

@@ -26,7 +26,7 @@ print("LOADED", sorted({{m.split('.')[0] for m in sys.modules}} & set({heavy!r})
     ["check", "gallery/attention.diag", "rules/algebra.rules"],
     ["info", "gallery/attention.diag", "-d", "SelfAttention"],
     ["derive", "gallery/linearize.deriv"],
-    ["normalize", "gallery/attention.diag", "-d", "SelfAttention", "--rules", "assoc"],
+    ["normalize", "gallery/attention.diag", "-d", "SelfAttention", "--rule", "assoc"],
 ])
 def test_commands_that_evaluate_nothing_import_no_heavy_library(argv, tmp_path):
     r = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, heavy=HEAVY)], cwd=ROOT,

@@ -25,12 +25,16 @@ a missing or failing proof is an error at the ``by`` string, and the exit status
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ..errors import DiagError
-from .common import load_reporting
+from .common import Report, diagnostic, load_reporting, print_json, to_stderr
+from .kinds import Kind, kind_of
 
 HELP = "type-check .diag and .rules files (errors as FILE:LINE:COL); --verify evaluates rules' equations"
+EXAMPLES = """\
+stringdiag check gallery/attention.diag rules/algebra.rules
+stringdiag check rules/contraction.rules --verify
+stringdiag check gallery/attention.diag --json"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,28 +42,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing for files that check")
     p.add_argument("--verify", action="store_true",
                    help="for .rules files: also evaluate both sides of every equation on random inputs (float64)")
+    p.add_argument("--json", action="store_true",
+                   help="print only the errors and warnings, as JSON: a list of {file, line, col, severity, message}")
 
 
 def run(args: argparse.Namespace) -> int:
+    found: list[dict] = []
     status = 0
     for path in args.files:
+        report: Report = to_stderr
+        if args.json:
+            def report(e: DiagError, severity: str, path: str = path) -> None:
+                found.append(diagnostic(e, severity, path))
         try:
-            if path.endswith(".rules"):
-                status |= check_rules(path, verify=args.verify, quiet=args.quiet)
+            if Kind.RULES in kind_of(path):
+                status |= check_rules(path, args.verify, args.quiet, report, silent=args.json)
                 continue
-            prog = load_reporting(path)
+            prog = load_reporting(path, report)
         except DiagError as e:
-            print(e.render(), file=sys.stderr)
+            report(e, "error")
             status = 1
             continue
-        defects = report_obstacles(prog)
+        defects = report_obstacles(prog, report)
         status |= 1 if defects else 0
-        if not args.quiet and not defects:
+        if not (args.quiet or args.json) and not defects:
             print(f"{path}: ok ({_many(len(prog.own), 'diagram')}: {', '.join(prog.own)})")
+    if args.json:
+        print_json(found)
     return status
 
 
-def report_obstacles(prog) -> int:
+def report_obstacles(prog, report: Report = to_stderr) -> int:
     """Print what would stop each diagram compiling (analysis.compilable): defects as errors,
     diagrams not compilable as they stand (an abstract family, say) as warnings. Returns the
     number of defects."""
@@ -74,7 +87,7 @@ def report_obstacles(prog) -> int:
                 continue
             seen.add((o.message, o.pos))
             defects += o.defect
-            print(DiagError(o.message, o.pos).render("error" if o.defect else "warning"), file=sys.stderr)
+            report(DiagError(o.message, o.pos), "error" if o.defect else "warning")
     return defects
 
 
@@ -83,7 +96,8 @@ def _many(n: int, what: str) -> str:
     return f"{n} {what}{'s' if n != 1 else ''}"
 
 
-def check_rules(path: str, verify: bool = False, quiet: bool = False) -> int:
+def check_rules(path: str, verify: bool = False, quiet: bool = False, report: Report = to_stderr,
+                silent: bool = False) -> int:
     """Check one ``.rules`` file; 1 when an equation does not hold numerically or a rule's
     proof does not prove it. Errors in the file itself (syntax, types, a reduction that is
     not one) are raised as ``DiagError``."""
@@ -92,8 +106,8 @@ def check_rules(path: str, verify: bool = False, quiet: bool = False) -> int:
     rules = load_rules(path)
     for r in rules:
         for w in r.warnings:
-            print(w.render("warning"), file=sys.stderr)
-    checks = RuleChecks(rules, verify)
+            report(w, "warning")
+    checks = RuleChecks(rules, verify, report, silent)
     if verify:
         checks.verify_all(path)
     else:
@@ -103,10 +117,12 @@ def check_rules(path: str, verify: bool = False, quiet: bool = False) -> int:
 
 class RuleChecks:
     """The report on one file's rules, a line per rule: a rule that fails is reported (its
-    error on stderr) and sets ``status`` to 1, so that the rules after it are still checked."""
+    error reported) and sets ``status`` to 1, so that the rules after it are still checked.
+    ``silent`` prints no lines (``--json`` prints only what is reported)."""
 
-    def __init__(self, rules: list, verify: bool):
-        self.rules, self.verify = rules, verify
+    def __init__(self, rules: list, verify: bool, report: Report = to_stderr, silent: bool = False):
+        self.rules, self.verify, self.report = rules, verify, report
+        self.say = (lambda line: None) if silent else print
         self.width = max((len(r.name) for r in rules), default=0)
         self.status = 0
 
@@ -115,8 +131,8 @@ class RuleChecks:
         return f"  {r.name:<{self.width}}  {r.symbol}  "
 
     def fail(self, line: str, error: DiagError) -> None:
-        print(line)
-        print(error.render(), file=sys.stderr)
+        self.say(line)
+        self.report(error, "error")
         self.status = 1
 
     def proved(self, r) -> str | None:
@@ -132,14 +148,14 @@ class RuleChecks:
     def list_all(self, path: str, quiet: bool) -> None:
         """Without ``--verify``: the file's line, then a line for each rule that names a proof."""
         if not quiet:
-            print(f"{path}: ok ({_many(len(self.rules), 'rule')}: {', '.join(r.name for r in self.rules)})")
+            self.say(f"{path}: ok ({_many(len(self.rules), 'rule')}: {', '.join(r.name for r in self.rules)})")
         for r in self.rules:
             if r.proof is not None and (line := self.proved(r)) is not None and not quiet:
-                print(self.head(r) + line)
+                self.say(self.head(r) + line)
 
     def verify_all(self, path: str) -> None:
         """With ``--verify``: a line for every rule, its proof run and its equation evaluated."""
-        print(f"{path}: {_many(len(self.rules), 'rule')}")
+        self.say(f"{path}: {_many(len(self.rules), 'rule')}")
         for r in self.rules:
             self.verify_one(r)
 
@@ -153,7 +169,7 @@ class RuleChecks:
                 return
             proof = line + ", "
         if r.kind != EQUATION:
-            print(self.head(r) + self.reduction(r, proof))
+            self.say(self.head(r) + self.reduction(r, proof))
         else:
             self.evaluate(r, proof)
 
@@ -178,7 +194,7 @@ class RuleChecks:
                       DiagError(f"rule '{r.name}' cannot be evaluated: {e.message}", r.pos))
             return
         if same:
-            print(head + proof + f"verified, relative error {err:.1g}")
+            self.say(head + proof + f"verified, relative error {err:.1g}")
         else:
             self.fail(head + f"FAILED: its sides differ numerically (relative error {err:.3g})",
                       DiagError(f"rule '{r.name}' is not an equation: its sides differ numerically "

@@ -1,19 +1,43 @@
 """Helpers shared by the subcommands."""
 from __future__ import annotations
 
+import json
 import sys
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import DiagError
-from ..graph.diagram import Diagram
-from ..graph.program import Program, load
+
+if TYPE_CHECKING:  # the graph layer (networkx, lark) is imported when a file is read, not to parse a command line
+    from ..graph.diagram import Diagram
+    from ..graph.program import Program
+
+Report = Callable[[DiagError, str], None]
 
 
-def load_reporting(path: str) -> Program:
-    """Load a file, printing its warnings to stderr."""
+def to_stderr(e: DiagError, severity: str = "error") -> None:
+    print(e.render(severity), file=sys.stderr)
+
+
+def load_reporting(path: str, report: Report = to_stderr) -> Program:
+    """Load a file, reporting its warnings (to stderr unless told otherwise)."""
+    from ..graph.program import load
+
     prog = load(path)
     for w in prog.warnings:
-        print(w.render("warning"), file=sys.stderr)
+        report(w, "warning")
     return prog
+
+
+def diagnostic(e: DiagError, severity: str, file: str) -> dict:
+    """An error or warning as ``--json`` gives it; ``file`` when it has no position of its own."""
+    pos = e.pos
+    return {"file": pos.file if pos else file, "line": pos.line if pos else None, "col": pos.col if pos else None,
+            "severity": severity, "message": e.message}
+
+
+def print_json(data) -> None:
+    """``--json``: one document on stdout, as every command writes it."""
+    print(json.dumps(data, indent=2))
 
 
 def pick(prog: Program, name: str | None) -> list[Diagram]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 
-import numpy as np
-
 from .options import integer, short
 
 HELP = "build a transformer from a proof: the exact hardmax sequence classifier of Theorem 2.4"
+EXAMPLES = """\
+stringdiag construct hardmax-classifier --sequences sequences.json -o classifier/
+stringdiag construct hardmax-classifier --sequences sequences.json -o classifier/ --json"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -32,6 +33,8 @@ that every sequence's readout lies in its label's target set."""
 
 
 def report(con, files) -> dict:
+    import numpy as np
+
     inst = con.instance
     dist = [float(np.linalg.norm(y - inst.targets[c].centre)) for y, c in zip(con.readouts, inst.labels)]
     return {"n": con.n, "d": inst.d, "labels": len(set(inst.labels)), "blocks": len(con.blocks),

@@ -1,44 +1,75 @@
-"""``stringdiag derive FILE.deriv [-o chain.svg] [--verify]``: run and check a derivation."""
+"""``stringdiag derive FILE.deriv [-o chain.svg] [--verify] [--json]``: run and check a derivation."""
 from __future__ import annotations
 
 import argparse
 
+from .common import print_json
+from .outputs import need_directory, picture_or_directory
+
 HELP = "check a derivation step by step; print its table, draw its chain of pictures"
+EXAMPLES = """\
+stringdiag derive gallery/linearize.deriv
+stringdiag derive gallery/linearize.deriv --verify -o linearize.svg
+stringdiag derive gallery/tax_*.deriv -o chains/
+stringdiag derive gallery/linearize.deriv --json"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", metavar="FILE.deriv")
-    p.add_argument("-o", "--output", metavar="OUT", help="the chain of pictures (.svg, .png, .pdf, .dot); "
-                   "with several files, a directory")
+    p.add_argument("-o", "--output", metavar="OUT", type=picture_or_directory,
+                   help="the chain of pictures (.svg, .png, .pdf, .dot), or a directory for FILE_STEM.svg; "
+                        "with several files, a directory")
     p.add_argument("--verify", action="store_true",
                    help="also evaluate both sides of every equality on random inputs (float64)")
+    p.add_argument("--json", action="store_true",
+                   help="print each derivation's step table as JSON (a list of {file, steps, target, rows})")
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from ..derive.derivation import load_derivation
 
+    if args.output and len(args.files) > 1:
+        need_directory(args.output, f"derive draws {len(args.files)} chains")
+    found = []
     for path in args.files:
         deriv = load_derivation(path, verify=args.verify)
-        print(f"{path}: {len(deriv.steps) - 1} steps, from {deriv.steps[0].diagram.name}"
-              + (f" to {deriv.target.name} (isomorphic)" if deriv.target is not None else ""))
-        print(deriv.table())
-        if args.verify and not any(s.verified is not None for s in deriv.steps):
-            print("verified numerically: no equalities to check")
-        elif args.verify:
-            n = sum(1 for s in deriv.steps if s.verified is not None)
-            print(f"verified numerically: {n} equalit{'y' if n == 1 else 'ies'} "
-                  f"(largest relative error {max((s.verified for s in deriv.steps if s.verified is not None), default=0):.1e})")
+        if args.json:
+            found.append({"file": path, "steps": len(deriv.steps) - 1, "start": deriv.steps[0].diagram.name,
+                          "target": deriv.target.name if deriv.target is not None else None, "rows": deriv.rows()})
+        else:
+            describe(path, deriv, args.verify)
         if args.output:
-            from ..render.draw import chain_svg, strip, write, write_text  # Graphviz only to draw
-
-            out = Path(args.output)
-            if len(args.files) > 1 or out.is_dir():
-                out = out / (Path(path).stem + ".svg")
-            frames = [(f"{s.number}. {s.text}", s.relation, s.diagram) for s in deriv.steps]
-            # an SVG chain reads top to bottom; other formats are one Graphviz strip, left to right
-            wrote = write_text(chain_svg(frames), out) if out.suffix.lower() == ".svg" else write(strip(frames), out)
-            print(f"wrote {wrote}")
-        print()
+            wrote = draw(deriv, path, args.output)
+            if not args.json:
+                print(f"wrote {wrote}")
+        if not args.json:
+            print()
+    if args.json:
+        print_json(found)
     return 0
+
+
+def describe(path: str, deriv, verify: bool) -> None:
+    """The derivation's head line, its table and what was verified."""
+    print(f"{path}: {len(deriv.steps) - 1} steps, from {deriv.steps[0].diagram.name}"
+          + (f" to {deriv.target.name} (isomorphic)" if deriv.target is not None else ""))
+    print(deriv.table())
+    checked = [s.verified for s in deriv.steps if s.verified is not None]
+    if verify and not checked:
+        print("verified numerically: no equalities to check")
+    elif verify:
+        print(f"verified numerically: {len(checked)} equalit{'y' if len(checked) == 1 else 'ies'} "
+              f"(largest relative error {max(checked):.1e})")
+
+
+def draw(deriv, path: str, output: str):
+    """The chain into ``output`` (a picture, or FILE_STEM.svg in a directory)."""
+    from pathlib import Path
+
+    from ..render.draw import chain_svg, strip, write, write_text  # Graphviz only to draw
+    from .outputs import names_directory
+
+    out = Path(output) / (Path(path).stem + ".svg") if names_directory(output) else Path(output)
+    frames = [(f"{s.number}. {s.text}", s.relation, s.diagram) for s in deriv.steps]
+    # an SVG chain reads top to bottom; other formats are one Graphviz strip, left to right
+    return write_text(chain_svg(frames), out) if out.suffix.lower() == ".svg" else write(strip(frames), out)

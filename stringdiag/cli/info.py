@@ -3,13 +3,14 @@ and contains; with ``--degree``, its degree as a piecewise-polynomial map (``ana
 from __future__ import annotations
 
 import argparse
-import json
 
-from ..analysis.degree import degree
-from .summary import summarize
-from .common import load_reporting, pick
+from .common import load_reporting, pick, print_json
 
 HELP = "describe diagrams: inputs, outputs, dimensions, boxes by kind, learnable boxes"
+EXAMPLES = """\
+stringdiag info gallery/attention.diag -d SelfAttention
+stringdiag info gallery/attention.diag --json
+stringdiag info gallery/splines.diag -d EncoderBlock --degree"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,6 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..analysis.degree import degree
+    from .summary import summarize
+
     prog = load_reporting(args.file)
     diagrams = pick(prog, args.diagram)
     summaries = [summarize(d) for d in diagrams]
@@ -39,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
             if args.confirm:
                 s["confirmed"] = _confirm(d)
     if args.json:
-        print(json.dumps(summaries[0] if args.diagram else summaries, indent=2))
+        print_json(summaries[0] if args.diagram else summaries)
         return 0
     for s in summaries:
         print(_text(s))

@@ -1,40 +1,108 @@
 """The ``stringdiag`` command: check, render and describe ``.diag`` files.
 
-Bad input is reported as ``FILE:LINE:COL: error: MESSAGE`` with the line and a caret,
-and the exit status is 1; no traceback is ever shown for the tool's own errors.
+Bad input is reported as ``FILE:LINE:COL: error: MESSAGE`` with the line and a caret, and
+the exit status is 1; a bad command line (an option's value, a file of the wrong kind, an
+output that cannot be written as named) is one ``error:`` line and exit status 2, as
+argparse has it. No traceback is ever shown for the tool's own errors.
+
+The conventions every command shares live here, so that a command module need only declare
+its options: the kinds of file each command reads (``TAKES``), an example in every
+``--help`` (a module's ``EXAMPLES``, or ``EXAMPLES`` below), defaults shown in the help,
+``-o/--output`` as the one spelling of an output (``--out`` still read), and shell
+completion (``stringdiag --completion bash``).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
-
 from importlib import import_module
 from types import ModuleType
 
 from ..errors import DiagError
-from ..version import __version__
-from .options import short
+from .kinds import Kind, expect
+from .options import UsageError, short
 
 # each command is the module stringdiag.cli.NAME (HELP, add_arguments, run), imported only when
 # it runs or when the whole list is shown: drawing or compiling costs nothing to `derive`
 COMMANDS = ("check", "render", "info", "derive", "normalize", "compile", "train", "enumerate", "study",
             "construct", "taxonomy")
 
+# the files each command reads, by argument: a file of another kind is refused before any work
+TAKES: dict[str, dict[str, tuple[Kind, ...]]] = {
+    "check": {"files": (Kind.DIAGRAM, Kind.RULES)},
+    "render": {"file": (Kind.DIAGRAM,)},
+    "info": {"file": (Kind.DIAGRAM,)},
+    "derive": {"files": (Kind.DERIVATION,)},
+    "normalize": {"file": (Kind.DIAGRAM,), "rules": (Kind.RULES,)},
+    "compile": {"file": (Kind.DIAGRAM,)},
+    "train": {"file": (Kind.DIAGRAM,)},
+    "enumerate": {"file": (Kind.DIAGRAM,), "rules": (Kind.RULES,)},
+    "study": {"file": (Kind.DIAGRAM,)},
+    "taxonomy": {"file": (Kind.TAXONOMY,)},
+}
+
+# examples for the commands whose modules do not (yet) carry their own ``EXAMPLES``
+EXAMPLES = {
+    "compile": "stringdiag compile gallery/attention.diag -d SelfAttention --dims d=64,k=16\n"
+               "stringdiag compile gallery/anatomy.diag -d M1 --dims d=32,k=8 --approximator linear",
+    "train": "stringdiag train gallery/anatomy.diag -d M1 --data synthetic --max-steps 100 -o runs/m1\n"
+             "stringdiag train gallery/anatomy.diag -d M1 -o runs/m1 --max-steps 200 --resume",
+    "enumerate": "stringdiag enumerate gallery/anatomy.diag --generators AttPrep,AttApply,LinAttPrep,LinAttApply "
+                 "--max 3\n"
+                 "stringdiag enumerate gallery/anatomy.diag --generators AttPrep,AttApply --max 3 --json",
+    "study": "stringdiag study gallery/mechanisms.diag --layers 1-2 --data synthetic --max-steps 50 -o runs/study\n"
+             "stringdiag study --report runs/study",
+}
+
+COMPLETION_SHELLS = ("bash", "zsh", "tcsh")
+DEPRECATED = {"--out": "--output"}  # old spelling -> the one spelling; the old one still parses
+
 
 def command(name: str) -> ModuleType:
     return import_module(f"{__package__}.{name}")
 
 
-class UsageError(Exception):
-    """A command line argparse cannot make sense of (reported in one line, exit status 1)."""
+class Version(argparse.Action):
+    """``--version``, read (through importlib.metadata) only when asked for."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, help="show the version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from ..version import __version__
+
+        parser.exit(message=f"{parser.prog} {__version__}\n")
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a bad command line is one ``error:`` line and exit status 1, as for bad input."""
+    """argparse, but a bad command line is one ``error:`` line (exit status 2), never a usage dump."""
 
     def error(self, message: str):  # type: ignore[override]
         raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def shown(action: argparse.Action) -> str:
+    """A default as one would type it: a list of values comma-separated; a tuple that is one
+    value (``--shard``'s (1, 1)) in its metavar's own punctuation (K/N: ``1/1``); whichever
+    form the option's own type reads back as the default."""
+    default = action.default
+    forms = []
+    if isinstance(default, tuple) and isinstance(action.metavar, str):
+        seps = re.findall(r"[^A-Za-z0-9_]+", action.metavar)
+        if len(seps) == len(default) - 1:
+            forms.append("".join(f"{v}{s}" for v, s in zip(default, seps + [""])))
+    if isinstance(default, (list, tuple)):
+        forms.append(",".join(map(str, default)))
+    forms.append(str(default))
+    for text in forms:
+        try:
+            if not callable(action.type) or action.type(text) == default:
+                return text
+        except (argparse.ArgumentTypeError, TypeError, ValueError, DiagError):
+            continue
+    return forms[-1]
 
 
 def show_defaults(p: argparse.ArgumentParser) -> None:
@@ -45,8 +113,28 @@ def show_defaults(p: argparse.ArgumentParser) -> None:
         empty = default is None or default is False or default == argparse.SUPPRESS or default in ("", [], ())
         if not action.option_strings or empty or "default" in text:
             continue
-        shown = ",".join(map(str, default)) if isinstance(default, (list, tuple)) else default
-        action.help = f"{text} (default: {shown})".strip()
+        action.help = f"{text} (default: {shown(action)})".strip()
+
+
+def one_spelling(p: argparse.ArgumentParser) -> None:
+    """``-o/--output`` everywhere: an option spelt the old way (``--out``) is shown with the one
+    spelling, and the old one still parses (hidden, with a warning)."""
+    for old, new in DEPRECATED.items():
+        action = p._option_string_actions.get(old)
+        if action is None or new in p._option_string_actions:
+            continue
+        action.option_strings = [s for s in action.option_strings if s != old] + [new]
+        p._option_string_actions[new] = action
+
+
+def add_examples(p: argparse.ArgumentParser, name: str, mod: ModuleType) -> None:
+    """An EXAMPLES section at the end of the command's ``--help``."""
+    examples = getattr(mod, "EXAMPLES", None) or EXAMPLES.get(name)
+    if not examples:
+        return
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    block = "examples:\n" + "\n".join(f"  {line}" for line in examples.strip().splitlines())
+    p.epilog = f"{p.epilog}\n\n{block}" if p.epilog else block
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -54,9 +142,18 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     options filled in (the others are names, so a misspelt one is still suggested)."""
     wanted = next((a for a in argv if not a.startswith("-")), None) if argv is not None else None
     wanted = wanted if wanted in COMMANDS else None
-    p = Parser(prog="stringdiag", description=__doc__.splitlines()[0])
-    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    if argv is not None and wanted is None and not {"-h", "--help"} & set(argv):
+        wanted = ""  # --version, --completion, a bad command: no command's module is needed
+    p = Parser(prog="stringdiag", description=__doc__.splitlines()[0],
+               formatter_class=argparse.RawDescriptionHelpFormatter,
+               epilog="examples:\n  stringdiag check gallery/attention.diag\n"
+                      "  stringdiag render gallery/attention.diag -d SelfAttention -o attention.svg\n"
+                      "  stringdiag COMMAND --help\n"
+                      "  source <(stringdiag --completion bash)")
+    p.add_argument("--version", action=Version)
+    p.add_argument("--completion", choices=COMPLETION_SHELLS, metavar="SHELL",
+                   help=f"print a completion script for SHELL ({', '.join(COMPLETION_SHELLS)}) and exit")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         if wanted not in (None, name):
             sub.add_parser(name)
@@ -64,19 +161,56 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         mod = command(name)
         parser = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(parser)
+        one_spelling(parser)
         show_defaults(parser)
+        add_examples(parser, name, mod)
     return p
 
 
+def completion(shell: str) -> str:
+    """The completion script (shtab, imported only here): every command and option."""
+    import shtab
+
+    return shtab.complete(build_parser(), shell=shell)
+
+
+def check_inputs(args: argparse.Namespace) -> None:
+    """Every input file named on the command line is of a kind its command reads."""
+    for dest, kinds in TAKES.get(args.command, {}).items():
+        value = getattr(args, dest, None)
+        for path in [value] if isinstance(value, str) else value or ():
+            expect(path, kinds, args.command)
+
+
+def warn_deprecated(argv: list[str]) -> None:
+    for arg in argv:
+        old = arg.split("=", 1)[0]
+        if old in DEPRECATED:
+            print(f"warning: {old} is deprecated; write -o/{DEPRECATED[old]}", file=sys.stderr)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    if args.completion is None and args.command is None:
+        parser.error("the following arguments are required: COMMAND")
+    if args.command is not None:
+        check_inputs(args)
+        warn_deprecated(argv)
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        argv = sys.argv[1:] if argv is None else argv
-        args = build_parser(argv).parse_args(argv)
-    except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    try:
+        args = parse(argv)
+        if args.completion is not None:
+            print(completion(args.completion))
+            return 0
         return command(args.command).run(args) or 0
+    except UsageError as e:
+        print(e.render(), file=sys.stderr)
+        return 2
     except DiagError as e:
         print(e.render(), file=sys.stderr)
         return 1

@@ -14,13 +14,19 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from ..analysis.combine import FORMULAS
 from ..errors import DiagError
 
 INT = re.compile(r"[+-]?[0-9]+")
 DIGITS = re.compile(r"[0-9]+")
 FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 INT64_MAX = 2 ** 63 - 1
+
+
+class UsageError(DiagError):
+    """A command line that cannot be right whatever the files hold: an option's value, a file of
+    the wrong kind, an output named wrongly. Reported in one ``error:`` line with exit status 2
+    (argparse's convention), where an error in a file's content is status 1. A DiagError, so
+    that code catching the tool's errors catches these too."""
 
 
 def short(path: object, limit: int = 120) -> str:
@@ -88,11 +94,11 @@ def parse_dims(text: str, diagram=None) -> dict[str, int]:
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, eq, value = (s.strip() for s in part.partition("="))
         if not eq or not name.isidentifier() or not name.isascii() or not DIGITS.fullmatch(value) or int(value) < 1:
-            raise DiagError(f"--dims: expected NAME=POSITIVE_INTEGER, got {_show(part)}")
+            raise UsageError(f"--dims: expected NAME=POSITIVE_INTEGER, got {_show(part)}")
         if int(value) > INT64_MAX:
-            raise DiagError(f"--dims: {name}={_show(value)[1:-1]} is too large (at most 2^63 - 1)")
+            raise UsageError(f"--dims: {name}={_show(value)[1:-1]} is too large (at most 2^63 - 1)")
         if name in dims:
-            raise DiagError(f"--dims: '{name}' is given twice ({name}={dims[name]} and {name}={int(value)})")
+            raise UsageError(f"--dims: '{name}' is given twice ({name}={dims[name]} and {name}={int(value)})")
         dims[name] = int(value)
     if diagram is not None:
         known = fixed_dims(diagram)
@@ -179,6 +185,7 @@ def count_parameters(build: Callable[[Callable[[int, int], object]], object], ap
     import torch
     from torch import nn
 
+    from ..analysis.combine import FORMULAS
     from ..lower.approximators import factory
 
     base, formula, extra = factory(approximator), FORMULAS.get(approximator), [0]

@@ -5,28 +5,35 @@ import argparse
 from pathlib import Path
 
 from ..errors import DiagError
-from ..render.draw import FORMATS, render
+from ..render.formats import FORMATS
 from .common import load_reporting, pick
+from .outputs import names_directory, picture_or_directory
 
 HELP = "draw diagrams as SVG, PNG, PDF or DOT (by the output's extension)"
+EXAMPLES = """\
+stringdiag render gallery/attention.diag -d SelfAttention -o attention.svg
+stringdiag render gallery/attention.diag -o pictures/ --format png
+stringdiag render gallery/transformer.diag -d TransformerEncoder --expand -o encoder.pdf"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE")
     p.add_argument("-d", "--diagram", metavar="NAME", help="the diagram to draw (default: all of them)")
-    p.add_argument("-o", "--output", metavar="OUT",
-                   help="output file, or a directory for FILE_STEM.NAME.svg (default: beside FILE)")
+    p.add_argument("-o", "--output", metavar="OUT", type=picture_or_directory,
+                   help="output file (.svg, .png, .pdf, .dot), or a directory for FILE_STEM.NAME.svg: one that "
+                        "exists, ends with '/' or has no extension (default: beside FILE)")
     p.add_argument("--expand", action="store_true", help="open every definition used as a box (a repeat of known count into its copies)")
     p.add_argument("--format", choices=sorted({v for v in FORMATS.values()}), default="svg",
                    help="format when writing into a directory (default: svg)")
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..render.draw import render  # Graphviz only once the file checks
+
     prog = load_reporting(args.file)
     diagrams = pick(prog, args.diagram)
     out = Path(args.output) if args.output else Path(args.file).parent
-    into_dir = args.output is None or out.is_dir() or str(args.output).endswith(("/", "\\")) \
-        or out.suffix.lower() not in FORMATS
+    into_dir = args.output is None or names_directory(args.output)
     if not into_dir and len(diagrams) > 1:
         raise DiagError(f"{args.file} defines {len(diagrams)} diagrams; give -d NAME to draw one into "
                         f"{out}, or -o DIRECTORY for all")

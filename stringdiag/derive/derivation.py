@@ -56,14 +56,24 @@ class Derivation:
     def result(self) -> Diagram:
         return self.steps[-1].diagram
 
+    def rows(self) -> list[dict]:
+        """The table as data: each step, its relation, boxes, and costs (``derive --json``)."""
+        rows = []
+        for s in self.steps:
+            c = analyse(s.diagram)
+            rows.append({"step": s.number, "text": s.text, "relation": s.relation, "verified": s.verified,
+                         "diagram": s.diagram.name, "boxes": expanded_box_count(s.diagram),
+                         "time": f"O({c.seq_time})", "memory": f"O({c.seq_memory})", "time_all_dims": f"O({c.time})",
+                         "weights": s.note})
+        return rows
+
     def table(self) -> str:
         """Step, relation, boxes, and time and memory in the sequence length."""
         rows = [("step", "", "boxes", "time", "memory", "time (all dims)", "weights")]
-        for s in self.steps:
-            c = analyse(s.diagram)
-            rel = s.relation + (" ✓" if s.verified is not None else "")
-            rows.append((f"{s.number}. {s.text}", rel, str(expanded_box_count(s.diagram)), f"O({c.seq_time})",
-                         f"O({c.seq_memory})", f"O({c.time})", s.note))
+        for r in self.rows():
+            rel = r["relation"] + (" ✓" if r["verified"] is not None else "")
+            rows.append((f"{r['step']}. {r['text']}", rel, str(r["boxes"]), r["time"], r["memory"],
+                         r["time_all_dims"], r["weights"]))
         widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
         return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 

@@ -5,12 +5,14 @@ rounds and the size are bounded, and a repeated canonical hash ends the search t
 """
 from __future__ import annotations
 
+from collections import ChainMap
 from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import DiagError
 from ..graph.decls import suggest
 from ..graph.diagram import Diagram
+from ..rewrite.rule import load_rules
 from ..rewrite.strategy import rewrite_all
 from .derivation import standard_library
 
@@ -31,8 +33,10 @@ class Normalized:
 
 
 def normalize(d: Diagram, rules: list[str] | tuple[str, ...] = DEFAULT_RULES, max_rounds: int = 20, max_boxes: int = 100_000,
-              log: Callable[[str], None] | None = None) -> Normalized:
-    lib = standard_library()
+              log: Callable[[str], None] | None = None, files: list[str] | tuple[str, ...] = ()) -> Normalized:
+    """``rules`` by name, from ``files`` (.rules) first, then the standard library."""
+    own = {r.name: r for f in files for r in load_rules(f)}
+    lib = ChainMap(own, standard_library()) if own else standard_library()
     chosen = []
     for spec in rules:
         name, _, how = spec.partition(":")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..errors import DiagError, Pos
 from ..syntax import ast as A
+from ..syntax.astcache import read_cached
 from ..syntax.source import read_source  # the public place to read a file
 from .decls import BoxDecl, Definition, DimDecl, Program, box_decls, suggest
 from .elaborate import elaborate
@@ -28,7 +29,7 @@ _prelude_cache: list[Program] = []
 
 def prelude() -> Program:
     if not _prelude_cache:
-        prog = _load_text(PRELUDE.read_text(), str(PRELUDE), prelude_prog=None, stack=())
+        prog = _load_text(PRELUDE.read_text(), str(PRELUDE), prelude_prog=None, stack=(), read=read_cached)
         for name in prog.own:
             prog[name]
         _prelude_cache.append(prog)
@@ -64,10 +65,11 @@ def loads(text: str, file: str = "<string>") -> Program:
 
 
 def _load_text(text: str, file: str, prelude_prog: Program | None, stack: tuple[str, ...],
-               loaded: dict[str, Program] | None = None) -> Program:
+               loaded: dict[str, Program] | None = None, read=A.read) -> Program:
+    """``read``: the prelude's items come from a cache of its parse (syntax/astcache.py)."""
     loaded = {} if loaded is None else loaded
     prog = Program(path=file, source=text, prelude=prelude_prog)
-    for item in A.read(text, file):
+    for item in read(text, file):
         declare(prog, item, stack, loaded)
     return prog
 

@@ -23,6 +23,7 @@ from ..graph.hypergraph import repeated
 from ..graph.types import Dim
 from ..syntax.source import write_atomic
 from .crossings import crossings
+from .formats import FORMATS
 from .frames import frames, rows
 
 SEQ_COLOUR = "#c0392b"
@@ -32,7 +33,6 @@ LEARN_FILL = "#4f6d9a"
 ABSTRACT_FILL = "#ffd54f"
 RANDOM_FILL = "#d5d8dc"  # a fixed random tensor: drawn, not trained
 FONT = "Helvetica"
-FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf", ".dot": "dot", ".gv": "dot"}
 
 
 def _dim_colour(d: Dim, diagram: Diagram) -> str:

@@ -1,0 +1,61 @@
+"""Output paths checked when the command line is read, before any work: a picture's format
+must be one the tool writes, and a directory is only ever made from a name that says it is
+one (it exists as one, ends with ``/``, or has no extension), never from a file's name.
+
+Each function here is an argparse ``type``, so a bad ``-o`` is a usage error (status 2)
+naming the option, e.g. ``-o out.jpg`` on ``render``::
+
+    error: argument -o/--output: cannot write out.jpg: .jpg is not a picture format (.dot, .gv,
+    .pdf, .png, .svg), nor a directory (end it with '/' to make one) (see 'stringdiag render --help')
+"""
+from __future__ import annotations
+
+import argparse
+import os
+
+from ..render.formats import FORMATS
+from .options import UsageError, short
+
+PICTURES = ", ".join(sorted(FORMATS))
+
+
+def names_directory(text: str) -> bool:
+    """Whether an output name is a directory: one that exists, or ends with a separator, or
+    has no extension at all."""
+    return os.path.isdir(text) or text.endswith(("/", os.sep)) or not os.path.splitext(text.rstrip("/"))[1]
+
+
+def _suffix(text: str) -> str:
+    return os.path.splitext(text)[1].lower()
+
+
+def picture(text: str) -> str:
+    """``-o`` for one picture: a file whose extension names its format."""
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"cannot write {short(text)}: it is a directory (give a picture file: "
+                                         f"{PICTURES})")
+    if _suffix(text) not in FORMATS:
+        raise argparse.ArgumentTypeError(f"cannot write {short(text)}: the picture format is told by the extension, "
+                                         f"one of {PICTURES}")
+    return text
+
+
+picture.__name__ = "picture"
+
+
+def picture_or_directory(text: str) -> str:
+    """``-o`` for one picture or a directory of them (see :func:`names_directory`)."""
+    if names_directory(text) or _suffix(text) in FORMATS:
+        return text
+    raise argparse.ArgumentTypeError(f"cannot write {short(text)}: {_suffix(text)} is not a picture format "
+                                     f"({PICTURES}), nor a directory (end it with '/' to make one)")
+
+
+picture_or_directory.__name__ = "picture or directory"
+
+
+def need_directory(text: str, why: str) -> None:
+    """Refuse (a usage error) an output that must be a directory but is named as a file."""
+    if not names_directory(text):
+        raise UsageError(f"-o {short(text)}: {why}, so -o names a directory; {short(text)} is named as a file "
+                         "(end it with '/' to make a directory)")

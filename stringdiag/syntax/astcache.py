@@ -1,0 +1,104 @@
+"""A cache of a source's typed syntax tree, so that the prelude is not parsed again by every run.
+
+The prelude is most of what a short command parses. Its items (:mod:`.ast`'s frozen records)
+are kept as JSON data under the user's cache directory (``$XDG_CACHE_HOME/stringdiag`` or
+``~/.cache/stringdiag``, as :mod:`.tables`), keyed by a hash of the text, its file name and
+the record definitions (``ast.py``); the file carries a SHA-256 of its payload. Reading it
+runs no code: every object is one of the records named in ``ast.py`` (or ``Pos``), built from
+its fields; anything else, a stale key, a bad checksum or a half-written file is ignored and
+the text parsed again. Written atomically (a temporary file renamed over the old one).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from ..errors import Pos
+from . import ast as A
+from .tables import cache_dir
+
+FORMAT = 1
+RECORDS = {c.__name__: c for c in vars(A).values()
+           if isinstance(c, type) and dataclasses.is_dataclass(c) and c.__module__ == A.__name__} | {"Pos": Pos}
+
+
+class Unkept(Exception):
+    """A value the cache does not hold (the text is then parsed every time)."""
+
+
+def encode(x):
+    """Records as ``{"r": NAME, "f": [fields]}``, tuples as ``{"t": [...]}``; plain values as they are."""
+    if x is None or type(x) in (str, int, float, bool):
+        return x
+    if type(x) is tuple:
+        return {"t": [encode(v) for v in x]}
+    name = type(x).__name__
+    if RECORDS.get(name) is type(x):
+        return {"r": name, "f": [encode(getattr(x, f.name)) for f in dataclasses.fields(x)]}
+    raise Unkept(name)
+
+
+def _record(obj: dict):
+    """json's object hook: a tuple, or one of the known records (KeyError for any other)."""
+    if "t" in obj:
+        return tuple(obj["t"])
+    return RECORDS[obj["r"]](*obj["f"])
+
+
+def decode(payload: bytes) -> tuple:
+    items = json.loads(payload, object_hook=_record)
+    if not isinstance(items, tuple):
+        raise ValueError("not a tuple of items")
+    return items
+
+
+def key(text: str, file: str) -> str:
+    h = hashlib.sha256(f"{FORMAT}\0{file}\0".encode())
+    h.update(Path(A.__file__).read_bytes())
+    h.update(text.encode())
+    return h.hexdigest()[:32]
+
+
+def _path(file: str) -> Path:
+    return cache_dir() / f"ast-{Path(file).stem}.json"
+
+
+def read_cached(text: str, file: str) -> tuple:
+    """``ast.read(text, file)``, from the cache when it holds this text. The file is a line of
+    JSON (its key and the payload's SHA-256), then the payload."""
+    path, k = _path(file), key(text, file)
+    try:
+        head, _, payload = path.read_bytes().partition(b"\n")
+        saved = json.loads(head)
+        if saved["key"] == k and saved["sha256"] == hashlib.sha256(payload).hexdigest():
+            return decode(payload)
+    except Exception:  # absent, stale, damaged or foreign: parse the text
+        pass
+    items = A.read(text, file)
+    _write(path, k, items)
+    return items
+
+
+def _write(path: Path, k: str, items: tuple) -> None:
+    try:
+        payload = json.dumps(encode(items), separators=(",", ":")).encode()
+    except Unkept:
+        return
+    head = json.dumps({"key": k, "sha256": hashlib.sha256(payload).hexdigest()}).encode()
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(head + b"\n" + payload)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError:
+        pass  # a read-only home: parse each time
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
