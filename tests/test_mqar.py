@@ -121,5 +121,5 @@ def test_a_study_on_mqar_reports_accuracy(tmp_path, capsys):
     assert "test accuracy higher than the control's" in (out / "verdict.txt").read_text()
     config = json.loads((out / "study.json").read_text())
     assert config["recipe"]["task"] == "mqar" and config["recipe"]["context"] == 7
-    assert main(["study", ANATOMY, "-d", "M1", "--mqar", "pairs=2", "-o", str(tmp_path / "t")]) == 1
+    assert main(["study", ANATOMY, "-d", "M1", "--mqar", "pairs=2", "-o", str(tmp_path / "t")]) == 2
     assert "--mqar gives the sizes of --task mqar" in capsys.readouterr().err

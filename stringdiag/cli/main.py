@@ -47,13 +47,9 @@ TAKES: dict[str, dict[str, tuple[Kind, ...]]] = {
 EXAMPLES = {
     "compile": "stringdiag compile gallery/attention.diag -d SelfAttention --dims d=64,k=16\n"
                "stringdiag compile gallery/anatomy.diag -d M1 --dims d=32,k=8 --approximator linear",
-    "train": "stringdiag train gallery/anatomy.diag -d M1 --data synthetic --max-steps 100 -o runs/m1\n"
-             "stringdiag train gallery/anatomy.diag -d M1 -o runs/m1 --max-steps 200 --resume",
     "enumerate": "stringdiag enumerate gallery/anatomy.diag --generators AttPrep,AttApply,LinAttPrep,LinAttApply "
                  "--max 3\n"
                  "stringdiag enumerate gallery/anatomy.diag --generators AttPrep,AttApply --max 3 --json",
-    "study": "stringdiag study gallery/mechanisms.diag --layers 1-2 --data synthetic --max-steps 50 -o runs/study\n"
-             "stringdiag study --report runs/study",
 }
 
 COMPLETION_SHELLS = ("bash", "zsh", "tcsh")

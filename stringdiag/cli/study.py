@@ -18,6 +18,11 @@ from .options import positive
 from .train import (MAX_LAYERS, add_recipe, check_feature, check_size, check_windows, memory_errors, norm_after,
                     parse_names)
 
+EXAMPLES = """stringdiag study gallery/mechanisms.diag --layers 1-2 --data synthetic --max-steps 50 -o runs/study
+stringdiag study gallery/anatomy.diag -d M0,M1 --layers 1-3 --seeds 3 --list-runs --json
+stringdiag study gallery/anatomy.diag -d M0,M1 --task mqar --layers 2 -o runs/mqar
+stringdiag study gallery/anatomy.diag --layers 1-3 --shard-from-env SLURM_ARRAY_TASK_ID --shards 8 -o runs/s
+stringdiag study --report runs/study"""
 HELP = "train every mechanism of a file at several depths with one recipe; tabulate and plot (Figs. 2, 4)"
 DEFAULT_OUT = "runs/study"
 FAMILIES = "linear=LinAttPrep,LinAttApply;dot=AttPrep,AttApply"  # results.DEFAULT_FAMILIES, written out
@@ -63,7 +68,7 @@ def parse_families(text: str) -> dict[str, tuple[str, ...]]:
     for part in filter(None, (p.strip() for p in text.split(";"))):
         name, eq, gens = (s.strip() for s in part.partition("="))
         if not eq or not re.fullmatch(r"[A-Za-z0-9_-]+", name):
-            raise DiagError(f"--families: expected FAMILY=NAME,NAME;FAMILY=..., got {options._show(part)}")
+            raise options.UsageError(f"--families: expected FAMILY=NAME,NAME;FAMILY=..., got {options._show(part)}")
         if name in RESERVED:
             raise DiagError(f"--families: '{name}' is reserved (a mechanism with generators of several families "
                             "is 'both', of none 'none')")
@@ -86,7 +91,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the mechanisms (default: every diagram of type [s, d] -> [s, d] that is causal)")
     p.add_argument("--layers", type=layer_counts, default=[1, 2], metavar="1-3",
                    help="layer counts: a range, a list, or both (default 1-2)")
-    p.add_argument("-o", "--out", default=None, metavar="DIR",
+    p.add_argument("-o", "--output", dest="out", default=None, metavar="DIR",
                    help=f"the study's directory (default {DEFAULT_OUT}); with several --report directories, where "
                         "the merged results go (default: 'merged' beside the first)")
     p.add_argument("--seeds", type=options.integer(1, 100, "an integer from 1 to 100"), default=1,
@@ -138,10 +143,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.report is not None:
         if args.file is not None:
-            raise DiagError(f"--report reads study directories, not a FILE (got {options.short(args.file)})")
+            raise options.UsageError(f"--report reads study directories, not a FILE (got {options.short(args.file)})")
         return report(args)
     if args.file is None:
-        raise DiagError("the following arguments are required: FILE (or --report DIR ...) "
+        raise options.UsageError("the following arguments are required: FILE (or --report DIR ...) "
                         "(see 'stringdiag study --help')")
     families = parse_families(args.families)
 
@@ -201,11 +206,11 @@ def my_share(runs: list, args: argparse.Namespace) -> tuple[list, int, int]:
 
     if args.shard_from_env is None:
         if args.shards is not None:
-            raise DiagError("--shards goes with --shard-from-env (or write --shard K/N)")
+            raise options.UsageError("--shards goes with --shard-from-env (or write --shard K/N)")
         k, n = args.shard or (1, 1)
         return shard(runs, k, n), k, n
     if args.shard is not None or args.shards is None:
-        raise DiagError("--shard-from-env VAR needs --shards N, and no --shard")
+        raise options.UsageError("--shard-from-env VAR needs --shards N, and no --shard")
     value = os.environ.get(args.shard_from_env)
     if value is None or not value.strip().isdigit() or int(value) >= args.shards:
         raise DiagError(f"--shard-from-env {args.shard_from_env}: expected a 0-based index below {args.shards} "
@@ -274,7 +279,7 @@ def _check_recipe(corpus, args: argparse.Namespace) -> None:
     import torch
 
     if args.mqar and args.task != "mqar":
-        raise DiagError("--mqar gives the sizes of --task mqar; add --task mqar")
+        raise options.UsageError("--mqar gives the sizes of --task mqar; add --task mqar")
     if args.task == "lm":
         check_windows(corpus, args.context, args.batch_size)
     if args.test_stride > args.context:

@@ -18,6 +18,8 @@ MAX_LAYERS = 1024  # for --layers and --heads: each head of each layer is a comp
 # repeated here so that building the command line does not import torch)
 NORM_AFTER = ("AttApply", "LinAttApply")
 
+EXAMPLES = """stringdiag train gallery/anatomy.diag -d M1 --data synthetic --max-steps 100 -o runs/m1
+stringdiag train gallery/anatomy.diag -d M1 -o runs/m1 --max-steps 200 --resume"""
 HELP = "train a decoder-only language model whose heads are the diagram (App. C of the paper)"
 
 
@@ -29,8 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-budget", type=options.number(what="a positive number of seconds"), default=None,
                    metavar="SECONDS", help="the whole run ends within this long: training takes 80 %% of it "
                    "when a test evaluation follows, which stops at the budget and says how much it scored")
-    p.add_argument("-o", "--out", default=None, metavar="DIR", help="checkpoints and log (default: runs/NAME)")
-    p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+    p.add_argument("-o", "--output", dest="out", default=None, metavar="DIR",
+                   help="checkpoints and log (default: runs/NAME)")
+    p.add_argument("--resume", action="store_true", help="continue from the checkpoint in -o/--output")
     p.add_argument("--no-test", action="store_true", help="skip the stride-1 test evaluation at the end")
     p.add_argument("--test-tokens", type=positive, default=None, metavar="N",
                    help="score only the first N test tokens (default: all, within --time-budget)")
@@ -70,7 +73,7 @@ def parse_names(text: str, option: str) -> list[str]:
     names: list[str] = []
     for part in (p.strip() for p in text.split(",")):
         if not part.isidentifier() or not part.isascii():
-            raise DiagError(f"--{option}: expected comma-separated names, got {options._show(part)}")
+            raise options.UsageError(f"--{option}: expected comma-separated names, got {options._show(part)}")
         if part not in names:
             names.append(part)
     return names
