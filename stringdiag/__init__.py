@@ -11,12 +11,14 @@
 >>> prog["Residual"]
 <Diagram Residual : [s, d] -> [s, d], 2 boxes>
 """
+from . import derive as _derive  # noqa: F401  (loaded first, so that stringdiag.derive stays the function below)
 from .errors import DiagError, Pos
 from .graph.diagram import Diagram
 from .graph.program import Program, load, loads
 from .version import __version__
 
-__all__ = ["DiagError", "Pos", "Diagram", "Program", "load", "loads", "compile", "load_weights", "__version__"]
+__all__ = ["DiagError", "Pos", "Diagram", "Program", "load", "loads", "compile", "load_weights", "derive",
+           "load_derivation", "load_taxonomy", "info", "__version__"]
 
 
 def compile(diagram: Diagram, dims: dict | None = None, approximator="mlp", dtype=None, fast: bool = True):
@@ -38,6 +40,43 @@ def load_weights(module, state_dict, mapping=None, transpose=()) -> None:
     load(module, state_dict, mapping, transpose)
 
 
+def derive(text: str, file: str = "<string>", verify: bool = False):
+    """Run a derivation given as the text of a ``.deriv`` file, as :func:`loads` reads a
+    ``.diag`` one (files it names are found from the folder of ``file``, by default the working
+    directory). Returns its :class:`~stringdiag.derive.derivation.Derivation`: ``.steps``,
+    ``.result``, ``.table()``; a notebook shows the table and the chain of pictures.
+
+    (``stringdiag.derive`` is this function; the subpackage is imported by its full name,
+    ``from stringdiag.derive.derivation import Derivation``.)
+    """
+    from .derive.derivation import Runner
+
+    return Runner(text, file, verify, None).run()
+
+
+def load_derivation(path, verify: bool = False):
+    """Run a ``.deriv`` file, checking every step (and, with ``verify``, every equality
+    numerically, in float64); a failing step is a :class:`DiagError` at its line."""
+    from .derive.derivation import load_derivation as load
+
+    return load(path, verify)
+
+
+def load_taxonomy(path, verify: bool = False):
+    """Check a ``.tax`` family tree, every edge a derivation; a notebook shows its picture."""
+    from .derive.taxonomy import load_taxonomy as load
+
+    return load(path, verify)
+
+
+def info(diagram: Diagram):
+    """What ``stringdiag info`` says of a diagram (a dict, as ``--json``): printed as the
+    command prints it, shown in a notebook as tables."""
+    from .cli.summary import summarize
+
+    return summarize(diagram)
+
+
 def _repr_svg_(diagram: Diagram) -> str:
     """A diagram's picture in a notebook. The graph layer knows nothing of pictures, so the
     package, which sits above every layer, attaches it; drawn (and graphviz read) on demand."""
@@ -46,4 +85,12 @@ def _repr_svg_(diagram: Diagram) -> str:
     return to_svg(diagram)
 
 
+def _program_html(prog: Program) -> str:
+    """A program in a notebook: a table of its diagrams, their types and pictures."""
+    from .render.notebook import program_html
+
+    return program_html(prog)
+
+
 Diagram._repr_svg_ = _repr_svg_
+Program._repr_html_ = _program_html

@@ -21,8 +21,7 @@ def run(args: argparse.Namespace) -> int:
 
     for path in args.files:
         deriv = load_derivation(path, verify=args.verify)
-        print(f"{path}: {len(deriv.steps) - 1} steps, from {deriv.steps[0].diagram.name}"
-              + (f" to {deriv.target.name} (isomorphic)" if deriv.target is not None else ""))
+        print(deriv.heading())
         print(deriv.table())
         if args.verify and not any(s.verified is not None for s in deriv.steps):
             print("verified numerically: no equalities to check")
@@ -31,14 +30,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"verified numerically: {n} equalit{'y' if n == 1 else 'ies'} "
                   f"(largest relative error {max((s.verified for s in deriv.steps if s.verified is not None), default=0):.1e})")
         if args.output:
-            from ..render.draw import chain_svg, strip, write, write_text  # Graphviz only to draw
+            from ..render.draw import strip, write, write_text  # Graphviz only to draw
 
             out = Path(args.output)
             if len(args.files) > 1 or out.is_dir():
                 out = out / (Path(path).stem + ".svg")
-            frames = [(f"{s.number}. {s.text}", s.relation, s.diagram) for s in deriv.steps]
             # an SVG chain reads top to bottom; other formats are one Graphviz strip, left to right
-            wrote = write_text(chain_svg(frames), out) if out.suffix.lower() == ".svg" else write(strip(frames), out)
+            svg = out.suffix.lower() == ".svg"
+            wrote = write_text(deriv.chain_svg(), out) if svg else write(strip(deriv.frames()), out)
             print(f"wrote {wrote}")
         print()
     return 0

@@ -16,16 +16,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..derive.taxonomy import load_taxonomy
     from ..render.draw import write, write_text
-    from ..render.tree import TreeEdge, TreeNode, tree, tree_svg
+    from ..render.tree import tree, tree_svg
 
     tax = load_taxonomy(args.file, verify=args.verify)
     print(f"{args.file}: a tree of {len(tax.members)} members rooted at {tax.root}, "
           f"{len(tax.edges)} edges, each checked{' and verified' if args.verify else ''}")
     print(tax.summary())
     if args.output:
-        changed = {e.decl.child.text: e.changed for e in tax.edges}
-        nodes = [TreeNode(name, m.title, m.diagram, changed.get(name, frozenset())) for name, m in tax.members.items()]
-        edges = [TreeEdge(e.decl.parent.text, e.decl.child.text, e.decl.deriv.value) for e in tax.edges]
+        nodes, edges = tax.tree_parts()
         svg = str(args.output).lower().endswith(".svg")  # SVG: wires through frames become stubs
         print(f"wrote {write_text(tree_svg(nodes, edges), args.output) if svg else write(tree(nodes, edges), args.output)}")
     return 0

@@ -56,16 +56,47 @@ class Derivation:
     def result(self) -> Diagram:
         return self.steps[-1].diagram
 
-    def table(self) -> str:
-        """Step, relation, boxes, and time and memory in the sequence length."""
+    def rows(self) -> list[tuple[str, ...]]:
+        """The table's header, then one row per step: step, relation, boxes, time and memory in
+        the sequence length, time in all dimensions, what the step did to weights."""
         rows = [("step", "", "boxes", "time", "memory", "time (all dims)", "weights")]
         for s in self.steps:
             c = analyse(s.diagram)
             rel = s.relation + (" ✓" if s.verified is not None else "")
             rows.append((f"{s.number}. {s.text}", rel, str(expanded_box_count(s.diagram)), f"O({c.seq_time})",
                          f"O({c.seq_memory})", f"O({c.time})", s.note))
+        return rows
+
+    def table(self) -> str:
+        """Step, relation, boxes, and time and memory in the sequence length."""
+        rows = self.rows()
         widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
         return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+    def frames(self) -> list[tuple[str, str, Diagram]]:
+        """Each step's caption, relation to the one before, and diagram: the chain's pictures."""
+        return [(f"{s.number}. {s.text}", s.relation, s.diagram) for s in self.steps]
+
+    def chain_svg(self) -> str:
+        """The chain of pictures, top to bottom (``derive -o chain.svg``)."""
+        from ..render.draw import chain_svg  # Graphviz only to draw
+
+        return chain_svg(self.frames())
+
+    def _repr_html_(self) -> str:
+        """In a notebook: the step table, then the chain of pictures."""
+        from ..render.notebook import inline, table
+
+        header, *rows = self.rows()
+        return table(list(header), [list(r) for r in rows], self.heading()) + inline(self.chain_svg()).html
+
+    def heading(self) -> str:
+        """``FILE: N steps, from A to B (isomorphic)``: the line ``derive`` prints first."""
+        end = f" to {self.target.name} (isomorphic)" if self.target is not None else ""
+        return f"{self.path}: {len(self.steps) - 1} steps, from {self.steps[0].diagram.name}{end}"
+
+    def __repr__(self) -> str:
+        return f"<Derivation {self.heading()}>"
 
 
 def load_derivation(path: str | Path, verify: bool = False, log=None) -> Derivation:
