@@ -18,7 +18,7 @@ from .graph.program import Program, load, loads
 from .version import __version__
 
 __all__ = ["DiagError", "Pos", "Diagram", "Program", "load", "loads", "compile", "load_weights", "derive",
-           "load_derivation", "load_taxonomy", "info", "__version__"]
+           "load_derivation", "load_taxonomy", "info", "export", "__version__"]
 
 
 def compile(diagram: Diagram, dims: dict | None = None, approximator="mlp", dtype=None, fast: bool = True):
@@ -38,6 +38,16 @@ def load_weights(module, state_dict, mapping=None, transpose=()) -> None:
     from .lower.porting import load_weights as load
 
     load(module, state_dict, mapping, transpose)
+
+
+def export(module, folder, diagram: Diagram, dims: dict | None = None, approximator: str = "mlp"):
+    """Write a compiled (perhaps trained) module as a folder that imports and runs with torch
+    alone: ``folder/module.py`` (a class named after the diagram that builds itself and loads
+    its weights), ``folder/weights.safetensors``, ``folder/diag/`` (the source); see
+    :mod:`stringdiag.lower.export`. ``dims`` and ``approximator`` are those it was compiled with."""
+    from .lower.export import export as write
+
+    return write(module, folder, diagram, dims, approximator)
 
 
 def derive(text: str, file: str = "<string>", verify: bool = False):

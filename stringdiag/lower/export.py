@@ -144,7 +144,12 @@ class Helpers:
         self.imports[name] = f"from {mod} import {qual}" + ("" if name == qual else f" as {name}")
 
     def _define(self, name: str, obj: object) -> None:
-        """Copy a stringdiag function's or class's source, after what it reads."""
+        """Copy a stringdiag function's or class's source, after what it reads (under another
+        name, fx's for it, an alias of the copy)."""
+        if name != obj.__name__:
+            self.bind(obj.__name__, obj)
+            self.aliases[name] = f"{name} = {obj.__name__}"
+            return
         source = inspect.getsource(obj)
         tree = ast.parse(source)
         own = obj.__globals__ if inspect.isfunction(obj) else vars(sys.modules[obj.__module__])
@@ -153,10 +158,7 @@ class Helpers:
                 self.bind(ref, own[ref])
             elif not hasattr(builtins, ref):
                 raise ValueError(f"{obj.__qualname__} reads {ref!r}, which is neither global nor builtin")
-        self.sources[obj.__name__] = source.rstrip() + "\n"
-        if name != obj.__name__:
-            self.bind(obj.__name__, obj)
-            self.aliases[name] = f"{name} = {obj.__name__}"
+        self.sources[name] = source.rstrip() + "\n"
 
     def text(self) -> str:
         imports = sorted(set(self.imports.values()), key=lambda s: (s.startswith("from"), s))
@@ -166,11 +168,12 @@ class Helpers:
 
 # -- modules as code ----------------------------------------------------------------------
 def _attr(parent: str, name: str) -> str:
-    """How code reads submodule ``name`` of the module ``parent`` evaluates to."""
+    """Code that reads submodule ``name`` of what the code ``parent`` evaluates to."""
     return f"{parent}.{name}" if name.isidentifier() and not keyword.iskeyword(name) else f"getattr({parent}, {name!r})"
 
 
 def _set(parent: str, name: str, value: str) -> str:
+    """A statement that makes ``value`` submodule ``name`` of ``parent``."""
     if name.isidentifier() and not keyword.iskeyword(name):
         return f"{parent}.{name} = {value}"
     return f"{parent}.add_module({name!r}, {value})"
