@@ -107,7 +107,7 @@ def exported(tmp_path_factory):
     inputs = {}
     for case, (_, _, dims, shapes) in CASES.items():
         d = diagram(case, tmp)
-        export(stringdiag.compile(d, dims=dims, dtype=torch.float64), tmp / case, d, dims)
+        stringdiag.export(stringdiag.compile(d, dims=dims, dtype=torch.float64), tmp / case, d, dims)
         inputs[case] = [torch.randn(s, generator=gen, dtype=torch.float64) for s in shapes]
     return tmp, inputs, run_child(tmp, list(CASES), inputs)
 
