@@ -13,9 +13,11 @@
 """
 from importlib import import_module
 
+from . import derive as _derive  # noqa: F401  (loaded first, so that stringdiag.derive stays the function below)
 from .errors import DiagError, Pos
 
-__all__ = ["DiagError", "Pos", "Diagram", "Program", "load", "loads", "compile", "load_weights", "__version__"]
+__all__ = ["DiagError", "Pos", "Diagram", "Program", "load", "loads", "compile", "load_weights", "derive",
+           "load_derivation", "load_taxonomy", "info", "export", "__version__"]
 
 # read on first use (PEP 562), so that `stringdiag --version`, `--help` or a bad command line
 # never wait for networkx and lark, which the graph layer imports
@@ -26,7 +28,8 @@ _LAZY = {"Diagram": ".graph.diagram", "Program": ".graph.program", "load": ".gra
 def __getattr__(name: str):
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import_module(".graph.diagram", __name__).Diagram._repr_svg_ = _repr_svg_  # the notebook picture
+    import_module(".graph.diagram", __name__).Diagram._repr_svg_ = _repr_svg_  # the notebook pictures
+    import_module(".graph.program", __name__).Program._repr_html_ = _program_html
     value = getattr(import_module(_LAZY[name], __name__), name)
     globals()[name] = value
     return value
@@ -55,10 +58,64 @@ def load_weights(module, state_dict, mapping=None, transpose=()) -> None:
     load(module, state_dict, mapping, transpose)
 
 
+def export(module, folder, diagram: "Diagram", dims: dict | None = None, approximator: str = "mlp"):
+    """Write a compiled (perhaps trained) module as a folder that imports and runs with torch
+    alone: ``folder/module.py`` (a class named after the diagram that builds itself and loads
+    its weights), ``folder/weights.safetensors``, ``folder/diag/`` (the source); see
+    :mod:`stringdiag.lower.export`. ``dims`` and ``approximator`` are those it was compiled with."""
+    from .lower.export import export as write
+
+    return write(module, folder, diagram, dims, approximator)
+
+
+def derive(text: str, file: str = "<string>", verify: bool = False):
+    """Run a derivation given as the text of a ``.deriv`` file, as :func:`loads` reads a
+    ``.diag`` one (files it names are found from the folder of ``file``, by default the working
+    directory). Returns its :class:`~stringdiag.derive.derivation.Derivation`: ``.steps``,
+    ``.result``, ``.table()``; a notebook shows the table and the chain of pictures.
+
+    (``stringdiag.derive`` is this function; the subpackage is imported by its full name,
+    ``from stringdiag.derive.derivation import Derivation``.)
+    """
+    from .derive.derivation import Runner
+
+    return Runner(text, file, verify, None).run()
+
+
+def load_derivation(path, verify: bool = False):
+    """Run a ``.deriv`` file, checking every step (and, with ``verify``, every equality
+    numerically, in float64); a failing step is a :class:`DiagError` at its line."""
+    from .derive.derivation import load_derivation as load
+
+    return load(path, verify)
+
+
+def load_taxonomy(path, verify: bool = False):
+    """Check a ``.tax`` family tree, every edge a derivation; a notebook shows its picture."""
+    from .derive.taxonomy import load_taxonomy as load
+
+    return load(path, verify)
+
+
+def info(diagram: "Diagram"):
+    """What ``stringdiag info`` says of a diagram (a dict, as ``--json``): printed as the
+    command prints it, shown in a notebook as tables."""
+    from .cli.summary import summarize
+
+    return summarize(diagram)
+
+
 def _repr_svg_(diagram: "Diagram") -> str:
     """A diagram's picture in a notebook. The graph layer knows nothing of pictures, so the
     package, which sits above every layer, attaches it; drawn (and graphviz read) on demand."""
     from .render.draw import to_svg
 
     return to_svg(diagram)
+
+
+def _program_html(prog: "Program") -> str:
+    """A program in a notebook: a table of its diagrams, their types and pictures."""
+    from .render.notebook import program_html
+
+    return program_html(prog)
 

@@ -19,11 +19,22 @@ class Pos:
 class DiagError(Exception):
     """The tool's own error: bad input, reported with its position; never a traceback."""
 
+    severity = "error"
+
     def __init__(self, message: str, pos: Pos | None = None, source: str | None = None):
         super().__init__(message)
         self.message = message
         self.pos = pos
         self.source = source
+
+    def __str__(self) -> str:
+        """``FILE:LINE:COL: error: MESSAGE`` when the position is known (raised in Python, in a
+        notebook), else the message; :meth:`render` adds the line and a caret."""
+        return f"{self.pos}: {self.severity}: {self.message}" if self.pos else self.message
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows instead of a traceback: the message as the command line prints it."""
+        return self.render(self.severity).splitlines()
 
     def render(self, severity: str = "error") -> str:
         """The message as a compiler prints it, with the offending line and a caret."""
@@ -47,3 +58,5 @@ class DiagError(Exception):
 
 class DiagWarning(DiagError):
     """A diagnostic that does not stop the tool (e.g. a wire that is never used)."""
+
+    severity = "warning"

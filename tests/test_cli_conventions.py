@@ -48,7 +48,7 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
 @pytest.fixture
 def no_work(monkeypatch):
     """Fail the test if any file is loaded or any derivation run."""
-    import stringdiag.derive.derivation as D
+    from stringdiag.derive import derivation as D
     import stringdiag.graph.program as P
 
     def refuse(*a, **k):

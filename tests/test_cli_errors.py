@@ -218,7 +218,7 @@ def test_file_names_too_long(capsys, tmp_path):
         assert err.endswith(f"aaa{Path(argv[1]).suffix}: the file name is too long"), err
     assert fails(capsys, COMPILE + ["--dims", "d=4,k=4", "-o", f"{long}.py"]).startswith(
         f"error: cannot write {str(tmp_path)[:20]}")
-    assert "File name too long" in fails(capsys, COMPILE + ["--dims", "d=4,k=4", "-o", f"{long}/m.py"])
+    assert "File name too long" in fails(capsys, COMPILE + ["--dims", "d=4,k=4", "-o", f"{long}/m"])
     assert "File name too long" in fails(capsys, ["render", ANATOMY, "-d", "M1", "-o", f"{long}.svg"])
     assert "File name too long" in fails(capsys, ["derive", ROOT / "gallery" / "hardmax.deriv", "-o", f"{long}.svg"])
     assert "File name too long" in fails(capsys, TRAIN + ["--max-steps", "1", "-o", long])

@@ -51,8 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
 def describe(path: str, deriv, verify: bool) -> None:
     """The derivation's head line, its table and what was verified."""
-    print(f"{path}: {len(deriv.steps) - 1} steps, from {deriv.steps[0].diagram.name}"
-          + (f" to {deriv.target.name} (isomorphic)" if deriv.target is not None else ""))
+    print(deriv.heading())
     print(deriv.table())
     checked = [s.verified for s in deriv.steps if s.verified is not None]
     if verify and not checked:
@@ -66,10 +65,9 @@ def draw(deriv, path: str, output: str):
     """The chain into ``output`` (a picture, or FILE_STEM.svg in a directory)."""
     from pathlib import Path
 
-    from ..render.draw import chain_svg, strip, write, write_text  # Graphviz only to draw
+    from ..render.draw import strip, write, write_text  # Graphviz only to draw
     from .outputs import names_directory
 
     out = Path(output) / (Path(path).stem + ".svg") if names_directory(output) else Path(output)
-    frames = [(f"{s.number}. {s.text}", s.relation, s.diagram) for s in deriv.steps]
     # an SVG chain reads top to bottom; other formats are one Graphviz strip, left to right
-    return write_text(chain_svg(frames), out) if out.suffix.lower() == ".svg" else write(strip(frames), out)
+    return write_text(deriv.chain_svg(), out) if out.suffix.lower() == ".svg" else write(strip(deriv.frames()), out)

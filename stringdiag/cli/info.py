@@ -46,39 +46,8 @@ def run(args: argparse.Namespace) -> int:
         print_json(summaries[0] if args.diagram else summaries)
         return 0
     for s in summaries:
-        print(_text(s))
+        print(s.text())
     return 0
-
-
-def _text(s: dict) -> str:
-    lines = [f"{s['signature']}    ({s['position']})"]
-    width = max([len(p["name"]) for p in s["inputs"] + s["outputs"]] + [4])
-    lines.append("inputs:")
-    lines += [f"  {p['name']:<{width}}  [{', '.join(p['indices'])}]" for p in s["inputs"]]
-    lines.append("outputs:")
-    lines += [f"  {p['name']:<{width}}  [{', '.join(p['indices'])}]" for p in s["outputs"]]
-    lines.append("dimensions:")
-    lines += [f"  {name:<{width}}  {kind}" for name, kind in s["dimensions"].items()]
-    b = s["boxes"]
-    lines.append(f"boxes: {b['total']} ({b['expanded_total']} when expanded)")
-    kinds = [*b["by_kind"], *(k for k in b["expanded"] if k not in b["by_kind"])]  # random boxes inside definitions too
-    lines += [f"  {kind:<9} {b['by_kind'].get(kind, 0):>4}   {b['expanded'].get(kind, 0):>5}" for kind in kinds]
-    lines.append("learnable boxes (parameters; uses):")
-    if not s["learnable"]:
-        lines.append("  none")
-    pw = max([len(p["name"]) for p in s["learnable"]] + [4])
-    for p in s["learnable"]:
-        # a local learnable of a definition used very often is listed once: its weight sets counted
-        sets = f"   ({p['weight_sets']:,} weight sets)" if "weight_sets" in p else ""
-        lines.append(f"  {p['name']:<{pw}}  {p['signature']:<24} x{p['uses']}{sets}")
-    c = s["complexity"]
-    lines.append(f"time:   O({c['time']})   in the sequence length: O({c['seq_time']})")
-    lines.append(f"memory: O({c['memory']})   in the sequence length: O({c['seq_memory']})")
-    many = len(s.get("degree", ())) > 1
-    for r in s.get("degree", ()):
-        lines.append(f"degree{' of ' + r['output'] if many else ''}: {r['text']}")
-    lines += [f"  {line}" for line in s.get("confirmed", ())]
-    return "\n".join(lines) + "\n"
 
 
 def _confirm(d) -> list[str]:

@@ -193,9 +193,7 @@ def load_control(spec: str):
 
 
 def _shipped(name: str) -> Path:
-    import stringdiag
-
-    return Path(stringdiag.__file__).resolve().parents[1] / "gallery" / name
+    return Path(__file__).resolve().parents[2] / "gallery" / name
 
 
 def my_share(runs: list, args: argparse.Namespace) -> tuple[list, int, int]:

@@ -8,7 +8,69 @@ from ..analysis.complexity import analyse
 from ..graph.diagram import BOX_CLASSES, Diagram
 
 
-def summarize(d: Diagram) -> dict:
+class Summary(dict):
+    """What ``info`` says of a diagram: a dict (its ``--json``), printed as ``info`` prints it,
+    shown in a notebook as tables."""
+
+    def text(self) -> str:
+        s = self
+        lines = [f"{s['signature']}    ({s['position']})"]
+        width = max([len(p["name"]) for p in s["inputs"] + s["outputs"]] + [4])
+        lines.append("inputs:")
+        lines += [f"  {p['name']:<{width}}  [{', '.join(p['indices'])}]" for p in s["inputs"]]
+        lines.append("outputs:")
+        lines += [f"  {p['name']:<{width}}  [{', '.join(p['indices'])}]" for p in s["outputs"]]
+        lines.append("dimensions:")
+        lines += [f"  {name:<{width}}  {kind}" for name, kind in s["dimensions"].items()]
+        b = s["boxes"]
+        lines.append(f"boxes: {b['total']} ({b['expanded_total']} when expanded)")
+        kinds = [*b["by_kind"], *(k for k in b["expanded"] if k not in b["by_kind"])]  # random boxes inside definitions too
+        lines += [f"  {kind:<9} {b['by_kind'].get(kind, 0):>4}   {b['expanded'].get(kind, 0):>5}" for kind in kinds]
+        lines.append("learnable boxes (parameters; uses):")
+        if not s["learnable"]:
+            lines.append("  none")
+        pw = max([len(p["name"]) for p in s["learnable"]] + [4])
+        for p in s["learnable"]:
+            # a local learnable of a definition used very often is listed once: its weight sets counted
+            sets = f"   ({p['weight_sets']:,} weight sets)" if "weight_sets" in p else ""
+            lines.append(f"  {p['name']:<{pw}}  {p['signature']:<24} x{p['uses']}{sets}")
+        c = s["complexity"]
+        lines.append(f"time:   O({c['time']})   in the sequence length: O({c['seq_time']})")
+        lines.append(f"memory: O({c['memory']})   in the sequence length: O({c['seq_memory']})")
+        many = len(s.get("degree", ())) > 1
+        for r in s.get("degree", ()):
+            lines.append(f"degree{' of ' + r['output'] if many else ''}: {r['text']}")
+        lines += [f"  {line}" for line in s.get("confirmed", ())]
+        return "\n".join(lines) + "\n"
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def _repr_pretty_(self, p, cycle: bool) -> None:  # IPython's text form
+        p.text(self.text())
+
+    def _repr_html_(self) -> str:
+        from ..render.notebook import table
+
+        s, b, c = self, self["boxes"], self["complexity"]
+        ports = [[io, p["name"], f"[{', '.join(p['indices'])}]"] for io in ("inputs", "outputs") for p in s[io]]
+        kinds = [*b["by_kind"], *(k for k in b["expanded"] if k not in b["by_kind"])]
+        parts = [
+            table(["", "wire", "indices"], ports, f"{s['signature']}    ({s['position']})"),
+            table(["dimension", "kind"], [[n, k] for n, k in s["dimensions"].items()]),
+            table(["boxes", "here", "expanded"], [[k, b["by_kind"].get(k, 0), b["expanded"].get(k, 0)] for k in kinds]
+                  + [["total", b["total"], b["expanded_total"]]]),
+            table(["learnable box", "type", "uses", "weight sets"],
+                  [[p["name"], p["signature"], p["uses"], p.get("weight_sets", "")] for p in s["learnable"]]),
+            table(["", "all dimensions", "in the sequence length"],
+                  [["time", f"O({c['time']})", f"O({c['seq_time']})"],
+                   ["memory", f"O({c['memory']})", f"O({c['seq_memory']})"]]
+                  + [[f"degree {r['output']}", r["text"], ""] for r in s.get("degree", ())]),
+        ]
+        return "<div>" + "".join(parts) + "</div>"
+
+
+def summarize(d: Diagram) -> Summary:
     """Inputs, outputs, dimensions with their colour, boxes by kind, learnable boxes.
 
     >>> from stringdiag import loads
@@ -25,7 +87,7 @@ def summarize(d: Diagram) -> dict:
     names = d.input_names or [f"in{k}" for k in range(len(d.inputs))]
     outs = [d.graph.nodes[w]["name"] or ("out" if len(d.outputs) == 1 else f"out{k + 1}")
             for k, w in enumerate(d.outputs)]
-    return {
+    return Summary({
         "name": d.name,
         "signature": d.signature(),
         "position": str(d.pos) if d.pos else "",
@@ -40,7 +102,7 @@ def summarize(d: Diagram) -> dict:
         },
         "learnable": learnables(d),
         "complexity": _complexity(d),
-    }
+    })
 
 
 def _complexity(d: Diagram) -> dict:

@@ -53,10 +53,8 @@ def as_data(tax) -> dict:
 
 def draw(tax, output: str):
     from ..render.draw import write, write_text
-    from ..render.tree import TreeEdge, TreeNode, tree, tree_svg
+    from ..render.tree import tree, tree_svg
 
-    changed = {e.decl.child.text: e.changed for e in tax.edges}
-    nodes = [TreeNode(name, m.title, m.diagram, changed.get(name, frozenset())) for name, m in tax.members.items()]
-    edges = [TreeEdge(e.decl.parent.text, e.decl.child.text, e.decl.deriv.value) for e in tax.edges]
+    nodes, edges = tax.tree_parts()
     svg = str(output).lower().endswith(".svg")  # SVG: wires through frames become stubs
     return write_text(tree_svg(nodes, edges), output) if svg else write(tree(nodes, edges), output)

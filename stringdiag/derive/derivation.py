@@ -67,15 +67,45 @@ class Derivation:
                          "weights": s.note})
         return rows
 
-    def table(self) -> str:
-        """Step, relation, boxes, and time and memory in the sequence length."""
+    def text_rows(self) -> list[tuple[str, ...]]:
+        """The table as text: its header, then one row per step (the CLI's table, a notebook's)."""
         rows = [("step", "", "boxes", "time", "memory", "time (all dims)", "weights")]
         for r in self.rows():
             rel = r["relation"] + (" ✓" if r["verified"] is not None else "")
             rows.append((f"{r['step']}. {r['text']}", rel, str(r["boxes"]), r["time"], r["memory"],
                          r["time_all_dims"], r["weights"]))
+        return rows
+
+    def table(self) -> str:
+        """Step, relation, boxes, and time and memory in the sequence length."""
+        rows = self.text_rows()
         widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
         return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+    def frames(self) -> list[tuple[str, str, Diagram]]:
+        """Each step's caption, relation to the one before, and diagram: the chain's pictures."""
+        return [(f"{s.number}. {s.text}", s.relation, s.diagram) for s in self.steps]
+
+    def chain_svg(self) -> str:
+        """The chain of pictures, top to bottom (``derive -o chain.svg``)."""
+        from ..render.draw import chain_svg  # Graphviz only to draw
+
+        return chain_svg(self.frames())
+
+    def _repr_html_(self) -> str:
+        """In a notebook: the step table, then the chain of pictures."""
+        from ..render.notebook import inline, table
+
+        header, *rows = self.text_rows()
+        return table(list(header), [list(r) for r in rows], self.heading()) + inline(self.chain_svg()).html
+
+    def heading(self) -> str:
+        """``FILE: N steps, from A to B (isomorphic)``: the line ``derive`` prints first."""
+        end = f" to {self.target.name} (isomorphic)" if self.target is not None else ""
+        return f"{self.path}: {len(self.steps) - 1} steps, from {self.steps[0].diagram.name}{end}"
+
+    def __repr__(self) -> str:
+        return f"<Derivation {self.heading()}>"
 
 
 def load_derivation(path: str | Path, verify: bool = False, log=None) -> Derivation:

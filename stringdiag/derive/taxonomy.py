@@ -67,6 +67,23 @@ class Taxonomy:
                          f"({rel or 'none'}), {check}, {len(e.changed)} boxes changed")
         return "\n".join(lines)
 
+    def tree_parts(self) -> tuple[list, list]:
+        """The members and edges as ``render/tree.py`` draws them (what each child changes dashed)."""
+        from ..render.tree import TreeEdge, TreeNode  # Graphviz only to draw
+
+        changed = {e.decl.child.text: e.changed for e in self.edges}
+        nodes = [TreeNode(name, m.title, m.diagram, changed.get(name, frozenset())) for name, m in self.members.items()]
+        return nodes, [TreeEdge(e.decl.parent.text, e.decl.child.text, e.decl.deriv.value) for e in self.edges]
+
+    def _repr_svg_(self) -> str:
+        """In a notebook: the tree in one picture (``taxonomy -o tree.svg``)."""
+        from ..render.tree import tree_svg
+
+        return tree_svg(*self.tree_parts())
+
+    def __repr__(self) -> str:
+        return f"<Taxonomy {self.path}: {len(self.members)} members rooted at {self.root}, {len(self.edges)} edges>"
+
 
 def load_taxonomy(path: str | Path, verify: bool = False) -> Taxonomy:
     return _Loader(str(path), read_source(path), verify).run()

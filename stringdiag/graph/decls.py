@@ -129,6 +129,9 @@ class Program:
     def learnables(self) -> list[BoxDecl]:
         return [b for b in self.boxes.values() if b.box == "learn"]
 
+    def __repr__(self) -> str:  # not the dataclass's: that prints every declaration and the source
+        return f"<Program {self.path}: {', '.join(self.own) or 'no diagrams'}>"
+
 
 class Definition:
     """A diagram definition: its syntax tree, elaborated to a graph once, when first needed,

@@ -458,12 +458,15 @@ def _random(self: Lowering, b: int) -> fx.Node:
         return self.g.call_function(P.seeded, (node["seed"], shape, self.ref), name=_ident(node["op"]))
     key = ("random", node["op"], node["seed"], tuple(shape))
     if key not in self.registry:
+        self.registry[key] = P.seeded(node["seed"], shape, None)
+    # the one tensor, a buffer of every graph that reads it (a scanned or repeated body has its own root)
+    attr = next((n for n, t in self.root.named_buffers(recurse=False) if t is self.registry[key]), None)
+    if attr is None:
         attr = _ident(f"{node['op']}_seed{node['seed']}")
         while hasattr(self.root, attr):
             attr += "_"
-        self.root.register_buffer(attr, P.seeded(node["seed"], shape, None))
-        self.registry[key] = attr
-    return self.g.call_function(P.like, (self.g.get_attr(self.registry[key]), self.ref), name=_ident(node["op"]))
+        self.root.register_buffer(attr, self.registry[key])
+    return self.g.call_function(P.like, (self.g.get_attr(attr), self.ref), name=_ident(node["op"]))
 
 
 KINDS = {"const": Lowering.constant, "contract": Lowering.contract, "reindex": Lowering.reindex,
