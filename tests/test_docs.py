@@ -45,6 +45,9 @@ NOT_RUN = {
     ("getting-started.md", "make demo is 3 minutes, make test the whole suite"),
     ("getting-started.md", "builds a wheel and installs it into a new environment"),
     ("tutorial.md", "trains a model for a minute"),
+    ("compiling.md", "studies train models for hours"),
+    ("reproductions.md", "a minute of enumeration and drawing"),
+    ("reproductions.md", "a 70-minute study"),
 }
 
 FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
