@@ -248,6 +248,29 @@ def test_commands_continue_lines():
     assert commands("$ a \\\n   b\nout\n$ c\n") == [("a  b", ["out"]), ("c", [])]
 
 
+# -- the generated pages ------------------------------------------------------------------------
+def test_generated_pages_are_current():
+    """docs/rule-library.md and the gallery's listing are written from rules/ and gallery/ by
+    docs/generate.py; a rule or gallery file changed without running it again fails here."""
+    sys.path.insert(0, str(ROOT / "docs"))
+    try:
+        import generate
+    finally:
+        sys.path.remove(str(ROOT / "docs"))
+    assert (ROOT / "docs" / "rule-library.md").read_text(encoding="utf-8") == generate.rule_page(), \
+        "docs/rule-library.md is stale: run python docs/generate.py"
+    assert (ROOT / "docs" / "gallery.md").read_text(encoding="utf-8") == generate.gallery_page(), \
+        "docs/gallery.md is stale: run python docs/generate.py"
+
+
+def test_every_rule_has_its_picture():
+    from stringdiag.rewrite.rule import load_rules
+
+    names = {r.name for r in load_rules(ROOT / "rules")}
+    pictures = {p.stem for p in (ROOT / "docs" / "rules").glob("*.svg")}
+    assert names == pictures, "run python docs/generate.py --pictures"
+
+
 # -- the site -------------------------------------------------------------------------------
 def test_readme_is_short():
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) < 250
@@ -255,7 +278,6 @@ def test_readme_is_short():
 
 def test_site_builds_strictly(tmp_path: Path):
     """``make docs`` without make: any warning (a broken link, a missing docstring target) fails."""
-    pytest.importorskip("mkdocs", reason="the docs extra is not installed: pip install -e '.[docs]'")
     result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
                             cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
