@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install dot bench clean pictures
+.PHONY: demo test install dot bench clean pictures docs
 
 install: $(STAMP)
 
@@ -53,5 +53,11 @@ bench: install dot
 	$(BIN)/python benchmarks/bench_info.py
 	$(BIN)/python benchmarks/bench_iso.py
 
+# The documentation site, into site/ (any warning fails the build). The docs extra is installed
+# with the same pins as `install` (constraints.txt, when there is one: an unpinned torch is GBs).
+docs: install
+	$(BIN)/python -m pip install --quiet -e '.[docs]' $$(test -f constraints.txt && echo -c constraints.txt)
+	$(BIN)/python -m mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) *.egg-info runs
+	rm -rf $(VENV) *.egg-info runs site

@@ -1,0 +1,111 @@
+"""Writes the generated parts of the documentation: the rule library page (every rule of
+``rules/*.rules`` with its source and a picture of its two sides) and the lower half of the
+gallery page (every gallery file with its source and pictures).
+
+    python docs/generate.py              # the pages (tests/test_docs.py fails when they are stale)
+    python docs/generate.py --pictures   # and the pictures of the rules, docs/rules/NAME.svg
+
+Run from the repository root with this checkout importable. The rules' pictures need Graphviz.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+MARKER = "<!-- generated below by docs/generate.py: edit the files it reads, not this page -->"
+SKIP_SOURCE = {"mechanisms.diag"}  # 1,600 generated lines: linked, not shown
+
+
+def leading_comment(text: str) -> str:
+    """The comment lines a file opens with, as prose."""
+    lines = []
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line[1:].strip())
+    return re.sub(r"\n(?!\n)", " ", "\n".join(lines)).strip()
+
+
+def rule_sources(text: str) -> dict[str, str]:
+    """Each rule's text: from its ``rule NAME`` line to the line before the next rule or
+    comment block, trailing blank and comment lines left out."""
+    lines = text.splitlines()
+    starts = [k for k, line in enumerate(lines) if line.startswith("rule ")]
+    out = {}
+    for n, k in enumerate(starts):
+        end = starts[n + 1] if n + 1 < len(starts) else len(lines)
+        body = lines[k:end]
+        while body and (not body[-1].strip() or body[-1].startswith("#")):
+            body.pop()
+        out[body[0].split()[1].split("<")[0].split("(")[0]] = "\n".join(body)
+    return out
+
+
+def rule_page() -> str:
+    from stringdiag.rewrite.rule import load_rules
+
+    parts = ["# Rule library", "",
+             "The rules `derive`, `normalize`, `enumerate` and `compile` use, file by file, each with its",
+             "source and its two sides drawn left and right of the relation (≡ an equation, usable both",
+             "ways; ⇒ a reduction). Every equation is checked numerically by `stringdiag check FILE.rules",
+             "--verify`; the format is in the [language reference](language.md#rules-rules-files).",
+             "This page is written by `docs/generate.py` from the files themselves.", ""]
+    for path in sorted((ROOT / "rules").glob("*.rules")):
+        text = path.read_text(encoding="utf-8")
+        sources = rule_sources(text)
+        parts += [f"## {path.name}", "", leading_comment(text), ""]
+        for rule in load_rules(path):
+            parts += [f"### {rule.name}", "", f"{rule.symbol} — {rule.kind}" +
+                      (f", proved by `{Path(os.path.normpath(rule.proof)).relative_to(ROOT).as_posix()}`" if rule.proof else ""), "",
+                      "```rules", f"# rules/{path.name}", sources[rule.name], "```", "",
+                      f"![{rule.name}: left and right]({'rules'}/{rule.name}.svg)", ""]
+    return "\n".join(parts)
+
+
+def rule_pictures() -> None:
+    from stringdiag.render.draw import strip
+    from stringdiag.rewrite.rule import load_rules
+
+    out = DOCS / "rules"
+    out.mkdir(exist_ok=True)
+    for rule in load_rules(ROOT / "rules"):
+        svg = strip([("left", "", rule.lhs), ("right", rule.symbol, rule.rhs)]).pipe(format="svg", encoding="utf-8")
+        (out / f"{rule.name}.svg").write_text(svg, encoding="utf-8")
+
+
+def gallery_part() -> str:
+    gallery = ROOT / "gallery"
+    parts = [MARKER, ""]
+    for path in sorted(gallery.glob("*.diag")) + sorted(gallery.glob("*.deriv")) + sorted(gallery.glob("*.tax")):
+        text = path.read_text(encoding="utf-8")
+        parts += [f"### {path.name}", "", leading_comment(text), ""]
+        if path.name in SKIP_SOURCE:
+            parts += [f"The file is written by `stringdiag enumerate` ({len(text.splitlines())} lines).", ""]
+        else:
+            parts += [f"```{path.suffix[1:]}", f"# gallery/{path.name}", text.rstrip("\n"), "```", ""]
+        pictures = sorted(gallery.glob(f"{path.stem}.*.svg")) if path.suffix == ".diag" else \
+            [p for p in [gallery / f"{path.stem}.svg"] if p.exists()]
+        for picture in pictures:
+            parts += [f"![{picture.stem}](gallery/{picture.name})", ""]
+    return "\n".join(parts)
+
+
+def gallery_page() -> str:
+    head = (DOCS / "gallery.md").read_text(encoding="utf-8").split(MARKER)[0].rstrip("\n")
+    return head + "\n\n" + gallery_part()
+
+
+def main(argv: list[str]) -> int:
+    (DOCS / "rule-library.md").write_text(rule_page(), encoding="utf-8")
+    (DOCS / "gallery.md").write_text(gallery_page(), encoding="utf-8")
+    if "--pictures" in argv:
+        rule_pictures()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

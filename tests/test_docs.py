@@ -1,0 +1,285 @@
+"""Every code block of README.md and docs/*.md runs here, so that what the documentation shows
+cannot drift from what stringdiag does; and the site builds with no warning.
+
+A block's kind is its info string (docs/contributing.md says the same, for writers):
+
+- ``console``: each ``$ COMMAND`` line is run by bash in a scratch copy of ``gallery/`` and
+  ``rules/`` (``stringdiag`` is this checkout's), and the lines after it, up to the next ``$``, are
+  its expected output, stdout and stderr together. Normalisations, the only ones: a line ``...``
+  stands for any number of lines; ``...`` inside a line for any text (timings, digits beyond those
+  shown); trailing spaces are ignored. The exit status must be 0 unless the expected output shows an
+  ``error:``, and then it must not be.
+- ``python``: executed, in order, in one namespace per page, in the scratch folder.
+- ``pycon``: run by doctest (``...`` as ellipsis, whitespace normalised), sharing that namespace.
+- ``diag``, ``rules``, ``deriv``, ``tax``: a block whose first line is ``# PATH`` of a repository file is
+  an excerpt of it, and must appear there line for line; any other is a whole file, written into the
+  scratch ``gallery/`` and checked (``check``; ``derive`` for a derivation, ``taxonomy`` for a tree).
+- ``lark``: an excerpt of one of ``grammars/*.lark``, line for line.
+
+An HTML comment on the line before a block changes what happens to it: ``<!-- file: NAME -->``
+writes it to ``NAME`` in the scratch folder for the commands after it (it is checked only by them);
+``<!-- not run: REASON -->`` leaves it out, and such blocks are exactly ``NOT_RUN`` below, so that
+they stay few and are seen. Any other info string is an error.
+"""
+from __future__ import annotations
+
+import doctest
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SOURCE_KINDS = {"diag": "check", "rules": "check", "deriv": "derive", "tax": "taxonomy"}
+KINDS = {"console", "python", "pycon", "lark", *SOURCE_KINDS}
+
+# (page, the reason its marker gives): the blocks shown and not run
+NOT_RUN = {
+    ("README.md", "make demo is 3 minutes, make test the whole suite"),
+    ("getting-started.md", "make demo is 3 minutes, make test the whole suite"),
+    ("getting-started.md", "builds a wheel and installs it into a new environment"),
+    ("tutorial.md", "trains a model for a minute"),
+    ("compiling.md", "studies train models for hours"),
+    ("reproductions.md", "a minute of enumeration and drawing"),
+    ("reproductions.md", "a 70-minute study"),
+}
+
+FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
+MARKER = re.compile(r"<!--\s*(file|not run):\s*(.*?)\s*-->\s*$")
+
+
+@dataclass
+class Block:
+    page: Path
+    line: int  # of the opening fence, 1-based
+    kind: str
+    text: str
+    marker: tuple[str, str] | None
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.page.name, self.marker[1] if self.marker else ""
+
+
+def blocks(page: Path) -> list[Block]:
+    text = page.read_text(encoding="utf-8")
+    found = []
+    for m in FENCE.finditer(text):
+        line = text.count("\n", 0, m.start()) + 1
+        before = text[:m.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        marker = MARKER.search(before)
+        found.append(Block(page, line, m.group(1), m.group(2), marker.groups() if marker else None))
+    return found
+
+
+# -- the scratch folder and the commands ------------------------------------------------------
+@pytest.fixture
+def scratch(tmp_path: Path) -> Path:
+    """A copy of what the documented commands read (pictures left out: they only write them),
+    with a ``stringdiag`` on PATH that runs this checkout."""
+    for folder in ("gallery", "rules"):
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("*.svg"))
+    bin_dir = tmp_path / ".bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "stringdiag"
+    exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m stringdiag.cli.main "$@"\n')
+    exe.chmod(0o755)
+    return tmp_path
+
+
+def environment(scratch: Path) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", COLUMNS="200")
+    env["PATH"] = f"{scratch / '.bin'}{os.pathsep}{env['PATH']}"
+    return env
+
+
+def run(command: str, scratch: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", command], cwd=scratch, env=environment(scratch),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+
+
+def commands(text: str) -> list[tuple[str, list[str]]]:
+    """``$`` lines (a trailing ``\\`` continues one) with the output lines shown after each."""
+    out: list[tuple[str, list[str]]] = []
+    lines = text.splitlines()
+    k = 0
+    while k < len(lines):
+        if not lines[k].startswith("$ "):
+            raise AssertionError(f"console block: expected a '$ ' command, found {lines[k]!r}")
+        command = lines[k][2:]
+        while command.endswith("\\"):
+            k += 1
+            command = command[:-1] + " " + lines[k].strip()
+        k += 1
+        shown = []
+        while k < len(lines) and not lines[k].startswith("$ "):
+            shown.append(lines[k])
+            k += 1
+        out.append((command, shown))
+    return out
+
+
+def line_pattern(shown: str) -> str:
+    return ".*".join(re.escape(part) for part in shown.rstrip().split("...")) + r"\s*"
+
+
+def matches(shown: list[str], actual: list[str]) -> bool:
+    """Lines against lines: ``...`` alone matches any lines, within a line any text."""
+    pattern = "".join(r"(?:[^\n]*\n)*?" if s.strip() == "..." else line_pattern(s) + r"\n" for s in shown)
+    return re.fullmatch(pattern, "".join(a + "\n" for a in actual)) is not None
+
+
+def run_console(block: Block, scratch: Path) -> None:
+    for command, shown in commands(block.text):
+        result = run(command, scratch)
+        actual = result.stdout.splitlines()
+        failed = result.returncode != 0
+        expects_error = any("error:" in s for s in shown)
+        assert failed == expects_error, (f"{block.where}: `{command}` exited {result.returncode}:\n"
+                                         f"{result.stdout}")
+        assert matches(shown, actual), (f"{block.where}: `{command}` printed\n{result.stdout}\n"
+                                        "which the block does not show:\n" + "\n".join(shown))
+
+
+# -- sources and grammars -------------------------------------------------------------------
+def is_excerpt(text: str, of: str) -> bool:
+    """Every line of ``text``, in order and contiguous, in ``of`` (trailing spaces ignored)."""
+    want = [line.rstrip() for line in text.strip("\n").splitlines()]
+    have = [line.rstrip() for line in of.splitlines()]
+    return any(have[k:k + len(want)] == want for k in range(len(have) - len(want) + 1))
+
+
+def run_source(block: Block, scratch: Path) -> None:
+    first = block.text.splitlines()[0]
+    named = re.fullmatch(r"#\s*(\S+\.(?:diag|rules|deriv|tax))\b.*", first)
+    if named and (ROOT / named.group(1)).is_file():
+        body = block.text.split("\n", 1)[1]
+        assert is_excerpt(body, (ROOT / named.group(1)).read_text(encoding="utf-8")), \
+            f"{block.where}: not an excerpt of {named.group(1)} (copy it again from the file)"
+        return
+    path = scratch / "gallery" / f"_doc_{block.line}.{block.kind}"
+    path.write_text(block.text, encoding="utf-8")
+    command = SOURCE_KINDS[block.kind]
+    result = run(f"stringdiag {command} gallery/{path.name}", scratch)
+    assert result.returncode == 0, f"{block.where}: `stringdiag {command}` refuses the block:\n{result.stdout}"
+
+
+def run_lark(block: Block) -> None:
+    grammars = [p.read_text(encoding="utf-8") for p in sorted((ROOT / "grammars").glob("*.lark"))]
+    assert any(is_excerpt(block.text, g) for g in grammars), \
+        f"{block.where}: not an excerpt of any grammars/*.lark"
+
+
+# -- python ---------------------------------------------------------------------------------
+def run_python(block: Block, namespace: dict, scratch: Path) -> None:
+    cwd = os.getcwd()
+    os.chdir(scratch)
+    try:
+        if block.kind == "python":
+            exec(compile(block.text, block.where, "exec"), namespace)
+            return
+        test = doctest.DocTestParser().get_doctest(block.text, namespace, block.where, str(block.page), block.line)
+        runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+        output: list[str] = []
+        runner.run(test, out=output.append, clear_globs=False)
+        assert runner.failures == 0, "".join(output)
+    finally:
+        os.chdir(cwd)
+
+
+def run_block(block: Block, namespace: dict, scratch: Path) -> None:
+    assert block.kind in KINDS, f"{block.where}: unknown info string {block.kind!r} (one of {sorted(KINDS)})"
+    if block.kind == "console":
+        run_console(block, scratch)
+    elif block.kind in ("python", "pycon"):
+        run_python(block, namespace, scratch)
+    elif block.kind == "lark":
+        run_lark(block)
+    else:
+        run_source(block, scratch)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_block_runs(page: Path, scratch: Path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    namespace: dict = {"__name__": "__docs__"}
+    for block in blocks(page):
+        if block.marker and block.marker[0] == "not run":
+            assert block.key in NOT_RUN, f"{block.where}: a block not run that NOT_RUN does not list: {block.key}"
+        elif block.marker and block.marker[0] == "file":
+            (scratch / block.marker[1]).write_text(block.text, encoding="utf-8")
+        else:
+            run_block(block, namespace, scratch)
+
+
+def test_blocks_not_run_are_the_listed_ones():
+    marked = {b.key for page in PAGES for b in blocks(page) if b.marker and b.marker[0] == "not run"}
+    assert marked == NOT_RUN
+
+
+# -- the runner itself, on small cases --------------------------------------------------------
+def test_output_matching_normalises_only_what_it_says():
+    assert matches(["a", "...", "z"], ["a", "b", "c", "z"])
+    assert matches(["a", "...", "z"], ["a", "z"])
+    assert matches(["took ... s"], ["took 0.31 s"])
+    assert matches(["error 3.4e-1..."], ["error 3.4e-16"])
+    assert not matches(["error 3.4e-1..."], ["error 2.4e-16"])
+    assert not matches(["a", "z"], ["a", "b", "z"])
+    assert not matches(["a"], ["a", "b"])  # output shown whole unless elided
+    assert matches(["a  "], ["a"])
+
+
+def test_excerpts_are_line_for_line():
+    assert is_excerpt("b\nc\n", "a\nb\nc\nd")
+    assert not is_excerpt("b\nd\n", "a\nb\nc\nd")
+
+
+def test_commands_continue_lines():
+    assert commands("$ a \\\n   b\nout\n$ c\n") == [("a  b", ["out"]), ("c", [])]
+
+
+# -- the generated pages ------------------------------------------------------------------------
+def test_generated_pages_are_current():
+    """docs/rule-library.md and the gallery's listing are written from rules/ and gallery/ by
+    docs/generate.py; a rule or gallery file changed without running it again fails here."""
+    sys.path.insert(0, str(ROOT / "docs"))
+    try:
+        import generate
+    finally:
+        sys.path.remove(str(ROOT / "docs"))
+    assert (ROOT / "docs" / "rule-library.md").read_text(encoding="utf-8") == generate.rule_page(), \
+        "docs/rule-library.md is stale: run python docs/generate.py"
+    assert (ROOT / "docs" / "gallery.md").read_text(encoding="utf-8") == generate.gallery_page(), \
+        "docs/gallery.md is stale: run python docs/generate.py"
+
+
+def test_every_rule_has_its_picture():
+    from stringdiag.rewrite.rule import load_rules
+
+    names = {r.name for r in load_rules(ROOT / "rules")}
+    pictures = {p.stem for p in (ROOT / "docs" / "rules").glob("*.svg")}
+    assert names == pictures, "run python docs/generate.py --pictures"
+
+
+# -- the site -------------------------------------------------------------------------------
+def test_readme_is_short():
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) < 250
+
+
+def test_site_builds_strictly(tmp_path: Path):
+    """``make docs`` without make: any warning (a broken link, a missing docstring target) fails."""
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+                            cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout
+    assert (tmp_path / "site" / "index.html").is_file()
