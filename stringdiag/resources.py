@@ -42,7 +42,9 @@ def folder(name: str) -> Path:
 def shipped(name: str, pos: Pos | None = None, source: str | None = None) -> Path:
     """The shipped file ``FOLDER/FILE`` (``gallery/anatomy.diag``); it need not exist yet."""
     parts = PurePosixPath(name).parts
-    if len(parts) < 2 or parts[0] not in FOLDERS or ".." in parts or PurePosixPath(name).is_absolute():
+    if ".." in parts:
+        raise DiagError(f"'{PREFIX}{name}' leaves the shipped folders: a package name has no '..'", pos, source)
+    if len(parts) < 2 or parts[0] not in FOLDERS:
         raise DiagError(f"'{PREFIX}{name}' names no shipped file: write {PREFIX}FOLDER/FILE with FOLDER one of "
                         f"{', '.join(FOLDERS)}", pos, source)
     return folder(parts[0]).joinpath(*parts[1:])

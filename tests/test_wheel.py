@@ -160,3 +160,39 @@ def test_a_short_train(installed):
                                "--batch-size", "4", "--eval-every", "2", "--no-test", "--dims", "k=8", "-o", "run")
     assert "step 2:" in out
     assert (installed.work / "run" / "checkpoint.safetensors").is_file()
+
+
+# -- package names in source files, from the source tree (fast; no wheel needed) --------------
+def test_a_package_name_resolves_from_any_folder_and_a_relative_one_beside_the_file(tmp_path, monkeypatch):
+    import stringdiag
+    from stringdiag.graph.expand import expand
+    from stringdiag.rewrite.rule import load_rules
+
+    monkeypatch.chdir(tmp_path)  # outside the checkout
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "local.diag").write_text(
+        'import "stringdiag:gallery/attention.diag"\n'
+        "diagram Twice(x: [s, d]) -> [s, d] {\n  return SelfAttention(SelfAttention(x))\n}\n")
+    (tmp_path / "mine" / "top.diag").write_text('import "local.diag"\n')  # relative: beside top.diag
+    twice = stringdiag.load(tmp_path / "mine" / "top.diag")["Twice"]
+    by_path = stringdiag.load(ROOT / "gallery" / "attention.diag")["SelfAttention"]
+    assert twice.signature() == "Twice : [s, d] -> [s, d]" and len(expand(twice)) == 2 * len(expand(by_path))
+    shipped = load_rules("stringdiag:rules/absorb.rules")  # it imports the gallery by package name
+    assert [r.name for r in shipped] == [r.name for r in load_rules(ROOT / "rules" / "absorb.rules")]
+    assert all(Path(r.proof).is_file() and Path(r.proof).is_relative_to(ROOT / "gallery" / "proofs")
+               for r in shipped if r.proof is not None)
+
+
+@pytest.mark.parametrize("name, message", [
+    ("stringdiag:secret/x.diag", "names no shipped file: write stringdiag:FOLDER/FILE"),
+    ("stringdiag:gallery", "names no shipped file"),
+    ("stringdiag:gallery/../rules/algebra.rules", "leaves the shipped folders"),
+    ("stringdiag:gallery/nothere.diag", "no such file"),
+])
+def test_a_bad_package_name_is_an_error_at_its_place(tmp_path, capsys, name, message):
+    from stringdiag.cli.main import main
+
+    (tmp_path / "bad.diag").write_text(f'dim d : fixed\nimport "{name}"\n')
+    assert main(["check", str(tmp_path / "bad.diag")]) == 1
+    err = capsys.readouterr().err
+    assert "bad.diag:2:8: error: " in err and message in err and "Traceback" not in err
