@@ -83,17 +83,7 @@ class Installed:
         return _run([self.bin / "stringdiag", *args], self.work, self.env).stdout
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Installed:
-    why = _cannot_build()
-    if why and os.environ.get("CI", "").lower() not in ("", "0", "false"):
-        pytest.fail(f"{why}; CI is set, so the wheel test must run")
-    if why:
-        pytest.skip(why)
-    return Installed(tmp_path_factory.mktemp("wheel"))
-
-
-def test_the_wheel_ships_the_data_and_not_the_pictures(installed):
+def _the_wheel_ships_the_data_and_not_the_pictures(installed: Installed) -> None:
     names = set(zipfile.ZipFile(installed.wheel).namelist())
     for folder in ("grammars", "rules", "gallery", "gallery/proofs"):
         want = {f"stringdiag/{p.relative_to(ROOT).as_posix()}" for p in (ROOT / folder).glob("*")
@@ -104,19 +94,19 @@ def test_the_wheel_ships_the_data_and_not_the_pictures(installed):
     assert not [n for n in names if n.endswith((".svg", ".png", ".csv", ".json"))]
 
 
-def test_the_environment_imports_the_wheel_not_the_checkout(installed):
+def _the_environment_imports_the_wheel_not_the_checkout(installed: Installed) -> None:
     out = _run([installed.python, "-c", "import stringdiag; print(stringdiag.__file__)"],
                installed.work, installed.env).stdout
     assert Path(out.strip()).is_relative_to(installed.site)
 
 
-def test_python_m_stringdiag_version(installed):
+def _python_m_stringdiag_version(installed: Installed) -> None:
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     out = _run([installed.python, "-m", "stringdiag", "--version"], installed.work, installed.env).stdout
     assert out.strip() == f"stringdiag {version}"
 
 
-def test_check_render_info_from_an_empty_folder(installed):
+def _check_render_info_from_an_empty_folder(installed: Installed) -> None:
     shutil.copy(ROOT / "gallery" / "attention.diag", installed.work)
     assert "attention.diag: ok (4 diagrams" in installed.stringdiag("check", "attention.diag")
     installed.stringdiag("render", "attention.diag", "-d", "SelfAttention", "-o", "att.svg")
@@ -124,14 +114,14 @@ def test_check_render_info_from_an_empty_folder(installed):
     assert "SelfAttention : [s, d] -> [s, d]" in installed.stringdiag("info", "attention.diag", "-d", "SelfAttention")
 
 
-def test_a_users_file_imports_a_shipped_one_by_package_name(installed):
+def _a_users_file_imports_a_shipped_one_by_package_name(installed: Installed) -> None:
     (installed.work / "twice.diag").write_text('import "stringdiag:gallery/attention.diag"\n'
                                                "diagram Twice(x: [s, d]) -> [s, d] {\n"
                                                "  return SelfAttention(SelfAttention(x))\n}\n")
     assert "twice.diag: ok (1 diagram" in installed.stringdiag("check", "twice.diag")
 
 
-def test_derive_a_shipped_derivation_with_rules_by_name(installed):
+def _derive_a_shipped_derivation_with_rules_by_name(installed: Installed) -> None:
     from stringdiag.derive.derivation import load_derivation  # the source tree's, for reference
 
     out = installed.stringdiag("derive", "stringdiag:gallery/linearize.deriv")
@@ -139,27 +129,53 @@ def test_derive_a_shipped_derivation_with_rules_by_name(installed):
     assert load_derivation(ROOT / "gallery" / "linearize.deriv").table() in out
 
 
-def test_compile_reads_the_fast_path_rules(installed):
+def _compile_reads_the_fast_path_rules(installed: Installed) -> None:
     shutil.copy(ROOT / "gallery" / "attention.diag", installed.work / "compiled.diag")
     out = installed.stringdiag("compile", "compiled.diag", "-d", "SelfAttention", "--dims", "d=16,k=8")
     assert "scaled_dot_product_attention" in out  # fastpath.rules fused the attention
     assert "SelfAttention : [s, d] -> [s, d]: 1,360 parameters" in out
 
 
-def test_enumerate_with_the_shipped_rules_that_import_the_gallery(installed):
+def _enumerate_with_the_shipped_rules_that_import_the_gallery(installed: Installed) -> None:
     shutil.copy(ROOT / "gallery" / "anatomy.diag", installed.work)
     out = installed.stringdiag("enumerate", "anatomy.diag", "--generators", "AttPrep,AttApply,ConcatFF",
                                "--max", "2", "--rules", "stringdiag:rules/absorb.rules", "stringdiag:rules/merge.rules")
     assert "reduced" in out and "AttApply(AttPrep(x), x)" in out
 
 
-def test_a_short_train(installed):
+def _a_short_train(installed: Installed) -> None:
     shutil.copy(ROOT / "gallery" / "anatomy.diag", installed.work / "train.diag")
     out = installed.stringdiag("train", "train.diag", "-d", "M1", "--data", "synthetic", "--max-steps", "2",
                                "--layers", "1", "--d-model", "16", "--heads", "2", "--context", "8",
                                "--batch-size", "4", "--eval-every", "2", "--no-test", "--dims", "k=8", "-o", "run")
     assert "step 2:" in out
     assert (installed.work / "run" / "checkpoint.safetensors").is_file()
+
+
+STEPS = [
+    _the_wheel_ships_the_data_and_not_the_pictures,
+    _the_environment_imports_the_wheel_not_the_checkout,
+    _python_m_stringdiag_version,
+    _check_render_info_from_an_empty_folder,
+    _a_users_file_imports_a_shipped_one_by_package_name,
+    _derive_a_shipped_derivation_with_rules_by_name,
+    _compile_reads_the_fast_path_rules,
+    _enumerate_with_the_shipped_rules_that_import_the_gallery,
+    _a_short_train,
+]
+
+
+def test_the_wheel_installed_in_a_fresh_environment_works_from_an_empty_folder(tmp_path):
+    """One test, its steps in the order a user meets them: under pytest-xdist one worker builds
+    one wheel (a module-scoped fixture would build it once per worker)."""
+    why = _cannot_build()
+    if why and os.environ.get("CI", "").lower() not in ("", "0", "false"):
+        pytest.fail(f"{why}; CI is set, so the wheel test must run")
+    if why:
+        pytest.skip(why)
+    installed = Installed(tmp_path)
+    for step in STEPS:
+        step(installed)
 
 
 # -- package names in source files, from the source tree (fast; no wheel needed) --------------
