@@ -152,6 +152,14 @@ def _a_short_train(installed: Installed) -> None:
     assert (installed.work / "run" / "checkpoint.safetensors").is_file()
 
 
+def _construct_reads_the_shipped_blocks(installed: Installed) -> None:
+    (installed.work / "seqs.json").write_text(
+        '{"sequences": [{"label": "pos", "tokens": [[0.0, 1.0], [2.0, 0.5]]}, {"label": "neg", "tokens": [[1.0, 1.0]]}]}')
+    out = installed.stringdiag("construct", "hardmax-classifier", "--sequences", "seqs.json", "-o", "cons")
+    assert "every sequence lands in its target set (2 of 2" in out
+    assert (installed.work / "cons" / "hardmax.diag").read_text() == (ROOT / "gallery" / "hardmax.diag").read_text()
+
+
 STEPS = [
     _the_wheel_ships_the_data_and_not_the_pictures,
     _the_environment_imports_the_wheel_not_the_checkout,
@@ -161,6 +169,7 @@ STEPS = [
     _derive_a_shipped_derivation_with_rules_by_name,
     _compile_reads_the_fast_path_rules,
     _enumerate_with_the_shipped_rules_that_import_the_gallery,
+    _construct_reads_the_shipped_blocks,
     _a_short_train,
 ]
 
