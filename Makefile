@@ -8,10 +8,11 @@ STAMP  := $(VENV)/.installed
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# constraints.txt pins every package to the versions tested here (pyproject.toml gives ranges)
+$(STAMP): pyproject.toml setup.py constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
 	@touch $(STAMP)
 
 # Graphviz's `dot` draws the pictures; install it from Debian when we can, else say how.

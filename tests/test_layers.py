@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent / "stringdiag"
 
 LAYERS = {
     "errors": 0, "version": 0,
+    "resources": 0.5,  # where shipped data files are: above the errors it raises, below all that reads data
     "syntax": 1,
     "graph": 2, "data": 2,
     "rewrite": 3, "analysis": 3,

@@ -27,7 +27,7 @@ HELP = "train every mechanism of a file at several depths with one recipe; tabul
 DEFAULT_OUT = "runs/study"
 FAMILIES = "linear=LinAttPrep,LinAttApply;dot=AttPrep,AttApply"  # results.DEFAULT_FAMILIES, written out
 RESERVED = ("both", "none", "control")
-CONTROL_SPEC = "control.diag:TokenFF"  # shipped beside the gallery's mechanisms
+CONTROL_SPEC = "stringdiag:gallery/control.diag:TokenFF"  # shipped beside the gallery's mechanisms
 
 
 def layer_counts(text: str) -> list[int]:
@@ -99,7 +99,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "results give the mean and spread")
     p.add_argument("--control", default=CONTROL_SPEC, metavar="FILE:DIAGRAM",
                    help="the attention-free baseline trained at every depth beside the mechanisms, run name "
-                        "'control' (default: the shipped token-wise approximator, control.diag:TokenFF)")
+                        "'control' (default: the shipped token-wise approximator, stringdiag:gallery/control.diag:TokenFF)")
     p.add_argument("--shard", type=shard_spec, default=None, metavar="K/N",
                    help="run the K-th of N disjoint shares of the runs (sorted by mechanism, layers and seed, "
                         "every N-th from the K-th; default: all runs)")
@@ -181,19 +181,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def load_control(spec: str):
-    """``FILE:DIAGRAM``: the control's head; the default names the file shipped with stringdiag."""
+    """``FILE:DIAGRAM``: the control's head (the default names a file shipped with stringdiag)."""
     from ..graph.program import load
 
     file, colon, name = spec.rpartition(":")
     if not colon or not file or not name:
         raise DiagError(f"--control: expected FILE:DIAGRAM, got {options._show(spec)}")
-    path = _shipped(file) if spec == CONTROL_SPEC else Path(file)
-    (head,) = pick(load(path), name)
+    (head,) = pick(load(file), name)
     return head
-
-
-def _shipped(name: str) -> Path:
-    return Path(__file__).resolve().parents[2] / "gallery" / name
 
 
 def my_share(runs: list, args: argparse.Namespace) -> tuple[list, int, int]:

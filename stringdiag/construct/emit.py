@@ -11,10 +11,11 @@ from ..errors import DiagError
 from ..graph.program import load, loads
 from ..lower import compile as lower
 from ..lower.tensorfile import write_atomic
+from ..resources import shipped
 from ..syntax.source import write_atomic as write_text
 from .blocks import Block
 
-GALLERY = Path(__file__).resolve().parent.parent.parent / "gallery" / "hardmax.diag"
+GALLERY = shipped("gallery/hardmax.diag")
 BLOCK, READOUT, NAME = "ScalarHardmaxBlock", "HardmaxReadout", "HardmaxClassifier"
 
 

@@ -26,6 +26,7 @@ from ..graph.program import load, loads, prelude
 from ..graph.types import Dim, show_type
 from ..rewrite.match import find_matches, select
 from ..rewrite.rule import EQUATION, RULES_DIR, Library, Rule, library, load_rules
+from ..resources import argument, locate
 from ..syntax import ast as A
 from ..syntax import deriv_ast as D
 from ..syntax.source import read_source
@@ -109,7 +110,9 @@ class Derivation:
 
 
 def load_derivation(path: str | Path, verify: bool = False, log=None) -> Derivation:
-    """Run a ``.deriv`` file, checking every step (and, with ``verify``, every equality)."""
+    """Run a ``.deriv`` file, checking every step (and, with ``verify``, every equality);
+    ``path`` may name a shipped one (``stringdiag:gallery/linearize.deriv``)."""
+    path = argument(path)
     return Runner(read_source(path), str(path), verify, log).run()
 
 
@@ -129,7 +132,7 @@ class Runner:
 
     # -- references -----------------------------------------------------------------
     def program(self, rel: str, pos: Pos) -> Program:
-        target = (self.base / rel).resolve()
+        target = locate(rel, self.base, pos, self.text).resolve()
         if str(target) not in self.programs:
             if not target.is_file():
                 raise self.err(f"no such file {rel} (looked for {target})", pos)
@@ -205,7 +208,7 @@ class Runner:
     def use(self, item: D.UseDecl) -> None:
         rel, pos = item.path.value, item.path.pos
         if rel.endswith(".rules"):
-            target = (self.base / rel).resolve()
+            target = locate(rel, self.base, pos, self.text).resolve()
             if not target.is_file():
                 raise self.err(f"no such file {rel}", pos)
             for r in load_rules(target):

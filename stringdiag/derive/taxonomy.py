@@ -19,6 +19,7 @@ from ..graph.diff import changed_boxes
 from ..graph.expand import expand
 from ..graph.program import load
 from ..syntax import tax_ast as T
+from ..resources import argument, locate
 from ..syntax.source import read_source
 from .derivation import Derivation, load_derivation
 
@@ -86,6 +87,7 @@ class Taxonomy:
 
 
 def load_taxonomy(path: str | Path, verify: bool = False) -> Taxonomy:
+    path = argument(path)
     return _Loader(str(path), read_source(path), verify).run()
 
 
@@ -174,7 +176,7 @@ class _Loader:
         return out
 
     def edge(self, e: T.Edge, members: dict[str, Member]) -> Edge:
-        path = self.base / e.deriv.value
+        path = locate(e.deriv.value, self.base, e.deriv.pos, self.text)
         if not path.is_file():
             raise self.err(f"no such file {e.deriv.value} (looked for {path.resolve()})", e.deriv.pos)
         try:

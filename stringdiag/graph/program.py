@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from ..errors import DiagError, Pos
+from ..resources import PREFIX, argument, locate, shipped
 from ..syntax import ast as A
 from ..syntax.astcache import read_cached
 from ..syntax.source import read_source  # the public place to read a file
@@ -19,7 +20,7 @@ from .decls import BoxDecl, Definition, DimDecl, Program, box_decls, suggest
 from .elaborate import elaborate
 from .gcpause import gc_paused
 
-PRELUDE = Path(__file__).resolve().parents[1] / "prelude" / "prelude.diag"
+PRELUDE = shipped("prelude/prelude.diag")
 DEPTH = 20000  # recursion limit while elaborating
 
 
@@ -37,7 +38,9 @@ def prelude() -> Program:
 
 
 def load(path: str | Path) -> Program:
-    """Load, type-check and elaborate a ``.diag`` file and its imports."""
+    """Load, type-check and elaborate a ``.diag`` file and its imports (``path`` may name a
+    shipped file, ``stringdiag:gallery/attention.diag``)."""
+    path = argument(path)
     return loads(read_source(path), str(path))
 
 
@@ -125,8 +128,8 @@ def _import(prog: Program, path: A.Str, stack: tuple[str, ...], loaded: dict[str
     key = str(target) + (f" as {alias.text}" if alias is not None else "")
     sub = loaded.get(key)
     if sub is None:
-        name = str(Path(prog.path).parent / rel) if prog.path != "<string>" else rel
-        sub = _load_text(_import_text(prog, rel, target, pos), name, prog.prelude, stack + (me,), loaded)
+        sub = _load_text(_import_text(prog, rel, target, pos), _import_name(prog, rel, target), prog.prelude,
+                         stack + (me,), loaded)
         if alias is not None:
             _qualify_boxes(sub, alias.text)
         for n in sub.own:
@@ -151,6 +154,13 @@ def _import(prog: Program, path: A.Str, stack: tuple[str, ...], loaded: dict[str
             _define(prog, prefix + name, pos, table, v)
 
 
+def _import_name(prog: Program, rel: str, target: Path) -> str:
+    """An imported file's name in messages, which its own imports are relative to."""
+    if rel.startswith(PREFIX):
+        return str(target)
+    return str(Path(prog.path).parent / rel) if prog.path != "<string>" else rel
+
+
 def _qualify_boxes(sub: Program, alias: str) -> None:
     """A file imported ``as o`` is loaded on its own, its learnable boxes and abstract
     families named ``o.Q``: two files' ``Q`` are two sets of weights (two functions), not
@@ -165,7 +175,7 @@ def _import_target(prog: Program, rel: str, pos: Pos, stack: tuple[str, ...]) ->
     if "\x00" in rel or not rel:
         raise DiagError(f"not a file name: {rel!r}", pos, prog.source)
     base = Path(prog.path).parent if prog.path not in ("<string>",) else Path.cwd()
-    target = (base / rel).resolve()
+    target = locate(rel, base, pos, prog.source).resolve()
     me = str(Path(prog.path).resolve())
     if str(target) == me:
         raise DiagError(f"import cycle: {rel} imports itself", pos, prog.source)

@@ -17,15 +17,14 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from functools import lru_cache
-from pathlib import Path
 
 from ..graph.diagram import Diagram
 from ..rewrite.dpo import rewrite
 from ..rewrite.match import Index, Match, find_matches, iter_matches
-from ..rewrite.rule import Rule, load_rules
+from ..rewrite.rule import RULES_DIR, Rule, load_rules
 from .table import native
 
-RULES = Path(__file__).resolve().parents[2] / "rules" / "fastpath.rules"
+RULES = RULES_DIR / "fastpath.rules"
 
 
 def commuted(rule: Rule) -> list[Rule]:

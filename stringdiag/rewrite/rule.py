@@ -60,12 +60,13 @@ from ..graph import program as P
 from ..graph.decls import BoxDecl, Program, generic_names, type_list
 from ..graph.diagram import Diagram
 from ..graph.gcpause import gc_paused
+from ..resources import argument, folder, locate
 from ..graph.hypergraph import loop_tag
 from ..syntax import ast as A
 from ..syntax import rules_ast as RA
 from ..syntax.source import read_source
 
-RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
+RULES_DIR = folder("rules")  # the standard library
 EQUATION, REDUCTION = "equation", "reduction"
 _RELATIONS = {"==": EQUATION, "≡": EQUATION, "=>": REDUCTION, "⇒": REDUCTION}
 
@@ -108,8 +109,9 @@ class Rule:
 
 # -- loading ---------------------------------------------------------------------------
 def load_rules(path: str | Path) -> list[Rule]:
-    """The rules of a ``.rules`` file, or of every ``.rules`` file in a directory."""
-    path = Path(path)
+    """The rules of a ``.rules`` file, or of every ``.rules`` file in a directory (``path`` may
+    name a shipped one, ``stringdiag:rules/absorb.rules``)."""
+    path = Path(argument(path))
     if path.is_dir():
         return [r for f in sorted(path.glob("*.rules")) for r in load_rules(f)]
     return loads_rules(read_source(path), str(path))
@@ -201,7 +203,7 @@ def _rule(item: RA.Rule, prog: Program) -> Rule:
     rule = Rule(name, _RELATIONS[item.relation], sides[0], sides[1], dims, variables, item.name.pos,
                 list(scope.warnings))
     if item.proof is not None:  # checked by running the derivation (stringdiag check FILE.rules)
-        rule.proof = str((Path(prog.path).parent / item.proof.value))
+        rule.proof = str(locate(item.proof.value, Path(prog.path).parent, item.proof.pos, prog.source))
         rule.proof_pos = item.proof.pos
     elif rule.kind == REDUCTION:
         rule.specialised = check_reduction(rule, prog.source)

@@ -12,12 +12,8 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from ..errors import DiagError, Pos
+from ..resources import folder
 from .tables import cached_lark
-
-GRAMMAR_DIRS = (
-    Path(__file__).resolve().parents[2] / "grammars",  # a source checkout (editable install)
-    Path(__file__).resolve().parents[1] / "grammars",  # packaged beside the modules
-)
 
 # How terminals read in a message.
 _FRIENDLY = {
@@ -34,10 +30,7 @@ _FRIENDLY = {
 
 
 def grammar_path(name: str = "diag.lark") -> Path:
-    for d in GRAMMAR_DIRS:
-        if (d / name).exists():
-            return d / name
-    raise FileNotFoundError(f"grammar {name} not found in {[str(d) for d in GRAMMAR_DIRS]}")
+    return folder("grammars") / name
 
 
 @lru_cache(maxsize=None)

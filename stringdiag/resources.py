@@ -1,0 +1,67 @@
+"""The data the package ships (grammars, the rule library, the gallery, the prelude), found in
+one place.
+
+In an installed wheel the repository's top-level folders ``grammars/``, ``rules/`` and
+``gallery/`` are package data beside the modules (``setup.py`` maps them into the package at
+build time); in a source checkout (the tests, an editable install) they are those top-level
+folders themselves. ``importlib.resources`` locates the package; :func:`folder` picks whichever
+of the two holds the folder. The package must be installed as files (not zipped): the
+grammars and rules are read by path.
+
+A source file names a shipped file by package name, ``"stringdiag:gallery/anatomy.diag"``
+(:data:`PREFIX`), wherever it names a file (``import``, ``use``, ``by``, a command's
+argument): that resolves inside the package from anywhere, while a plain name stays relative
+to the file that writes it.
+
+>>> locate("stringdiag:rules/fastpath.rules", Path(".")) == folder("rules") / "fastpath.rules"
+True
+>>> locate("other.diag", Path("models"))
+PosixPath('models/other.diag')
+"""
+from __future__ import annotations
+
+from importlib.resources import files
+from pathlib import Path, PurePosixPath
+
+from .errors import DiagError, Pos
+
+PREFIX = "stringdiag:"
+FOLDERS = ("gallery", "grammars", "prelude", "rules")
+
+
+def folder(name: str) -> Path:
+    """A shipped folder: inside the installed package, else the source checkout's top level."""
+    package = Path(str(files(__package__)))
+    for place in (package / name, package.parent / name):
+        if place.is_dir():
+            return place
+    raise DiagError(f"this installation of stringdiag lacks its {name}/ folder (looked in {package}); "
+                    "reinstall the package")
+
+
+def shipped(name: str, pos: Pos | None = None, source: str | None = None) -> Path:
+    """The shipped file ``FOLDER/FILE`` (``gallery/anatomy.diag``); it need not exist yet."""
+    parts = PurePosixPath(name).parts
+    if ".." in parts:
+        raise DiagError(f"'{PREFIX}{name}' leaves the shipped folders: a package name has no '..'", pos, source)
+    if len(parts) < 2 or parts[0] not in FOLDERS:
+        raise DiagError(f"'{PREFIX}{name}' names no shipped file: write {PREFIX}FOLDER/FILE with FOLDER one of "
+                        f"{', '.join(FOLDERS)}", pos, source)
+    return folder(parts[0]).joinpath(*parts[1:])
+
+
+def locate(name: str, base: Path, pos: Pos | None = None, source: str | None = None) -> Path:
+    """The file a source file means by ``name``: a shipped one for ``stringdiag:...``, else
+    ``name`` relative to ``base`` (the writing file's folder)."""
+    if name.startswith(PREFIX):
+        return shipped(name[len(PREFIX):], pos, source)
+    return base / name
+
+
+def argument(path: str | Path) -> str | Path:
+    """A file a caller names (a command's argument, ``load``'s): a shipped name resolves, any
+    other path is kept as given (so messages show it as the user wrote it)."""
+    return shipped(str(path)[len(PREFIX):]) if str(path).startswith(PREFIX) else path
+
+
+__all__ = ["PREFIX", "FOLDERS", "folder", "shipped", "locate", "argument"]

@@ -1,0 +1,223 @@
+"""The wheel is the product (issue 18): built, installed into a fresh environment, and used from
+an empty folder outside the repository, as a user meets it.
+
+The rest of the suite runs from the source tree, where every data file is found whether it
+ships or not; this is the test that sees what the wheel lacks. The fresh environment reuses this
+interpreter's installed packages (torch and the rest) through a ``.pth`` line written after the
+wheel is installed, not ``--system-site-packages``: an environment made from a virtual
+environment's interpreter would see the base interpreter's packages, not these. A ``.pth`` line
+adds a folder only, so the editable install's own ``.pth`` there (pointing at a checkout) is not
+run: the ``stringdiag`` imported is the wheel's, which the test asserts. Nothing is downloaded
+(``--no-index``). Skipped only where no wheel can be built (no setuptools or venv), and never
+where ``CI`` is set.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import site
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# what a build reads (the rest of the checkout, pictures and study results included, does not ship)
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "stringdiag", "grammars", "rules", "gallery")
+NOT_SOURCES = shutil.ignore_patterns("__pycache__", "*.pyc", "*.svg", "*.png", "study")
+
+
+def _cannot_build() -> str | None:
+    missing = [m for m in ("setuptools", "venv", "pip") if importlib.util.find_spec(m) is None]
+    return f"cannot build a wheel here ({', '.join(missing)} missing)" if missing else None
+
+
+def _run(cmd: list, cwd: Path, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
+    done = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"{' '.join(map(str, cmd))} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+class Installed:
+    """A fresh environment with the wheel installed, and an empty folder to work in."""
+
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        venv = tmp / "venv"
+        self.python, self.bin = venv / "bin" / "python", venv / "bin"
+        # no PYTHONPATH (the checkout) in any step: pip would take the checkout for an installed copy
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+        self.env |= {"PATH": f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1",
+                     "XDG_CACHE_HOME": str(tmp / "cache")}  # a user's first run: no parser tables yet
+        self.wheel = self._build()
+        self._python([sys.executable, "-m", "venv", "--without-pip", venv])
+        self._python([sys.executable, "-m", "pip", "--python", self.python, "install", "--no-deps", "--no-index",
+                      "--disable-pip-version-check", "-q", self.wheel])
+        self.site = Path(self._python([self.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]))
+        # after installing: pip must not see (and replace) this interpreter's own stringdiag
+        (self.site / "_reuse_installed.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+        self.work = tmp / "user"
+        self.work.mkdir()
+
+    def _python(self, cmd: list, timeout: int = 120) -> str:
+        return _run(cmd, self.tmp, self.env, timeout).stdout.strip()
+
+    def _build(self) -> Path:
+        src, dist = self.tmp / "src", self.tmp / "dist"
+        src.mkdir()
+        for name in SOURCES:
+            if (ROOT / name).is_dir():
+                shutil.copytree(ROOT / name, src / name, ignore=NOT_SOURCES)
+            elif (ROOT / name).is_file():
+                shutil.copy(ROOT / name, src / name)
+        self._python([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+                      "--disable-pip-version-check", "-q", src, "-w", dist], timeout=300)
+        (wheel,) = dist.glob("stringdiag-*.whl")
+        return wheel
+
+    def stringdiag(self, *args) -> str:
+        return _run([self.bin / "stringdiag", *args], self.work, self.env).stdout
+
+
+def _the_wheel_ships_the_data_and_not_the_pictures(installed: Installed) -> None:
+    names = set(zipfile.ZipFile(installed.wheel).namelist())
+    for folder in ("grammars", "rules", "gallery", "gallery/proofs"):
+        want = {f"stringdiag/{p.relative_to(ROOT).as_posix()}" for p in (ROOT / folder).glob("*")
+                if p.suffix in (".lark", ".rules", ".diag", ".deriv", ".tax")}
+        assert want and want <= names, sorted(want - names)
+    assert {"stringdiag/prelude/prelude.diag", "stringdiag/py.typed", "stringdiag/__main__.py"} <= names
+    assert any(n.endswith("/licenses/LICENSE") for n in names)
+    assert not [n for n in names if n.endswith((".svg", ".png", ".csv", ".json"))]
+
+
+def _the_environment_imports_the_wheel_not_the_checkout(installed: Installed) -> None:
+    out = _run([installed.python, "-c", "import stringdiag; print(stringdiag.__file__)"],
+               installed.work, installed.env).stdout
+    assert Path(out.strip()).is_relative_to(installed.site)
+
+
+def _python_m_stringdiag_version(installed: Installed) -> None:
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    out = _run([installed.python, "-m", "stringdiag", "--version"], installed.work, installed.env).stdout
+    assert out.strip() == f"stringdiag {version}"
+
+
+def _check_render_info_from_an_empty_folder(installed: Installed) -> None:
+    shutil.copy(ROOT / "gallery" / "attention.diag", installed.work)
+    assert "attention.diag: ok (4 diagrams" in installed.stringdiag("check", "attention.diag")
+    installed.stringdiag("render", "attention.diag", "-d", "SelfAttention", "-o", "att.svg")
+    assert "<svg" in (installed.work / "att.svg").read_text()
+    assert "SelfAttention : [s, d] -> [s, d]" in installed.stringdiag("info", "attention.diag", "-d", "SelfAttention")
+
+
+def _a_users_file_imports_a_shipped_one_by_package_name(installed: Installed) -> None:
+    (installed.work / "twice.diag").write_text('import "stringdiag:gallery/attention.diag"\n'
+                                               "diagram Twice(x: [s, d]) -> [s, d] {\n"
+                                               "  return SelfAttention(SelfAttention(x))\n}\n")
+    assert "twice.diag: ok (1 diagram" in installed.stringdiag("check", "twice.diag")
+
+
+def _derive_a_shipped_derivation_with_rules_by_name(installed: Installed) -> None:
+    from stringdiag.derive.derivation import load_derivation  # the source tree's, for reference
+
+    out = installed.stringdiag("derive", "stringdiag:gallery/linearize.deriv")
+    assert "5 steps, from GenericSimilarityAttention to LinearAttention (isomorphic)" in out
+    assert load_derivation(ROOT / "gallery" / "linearize.deriv").table() in out
+
+
+def _compile_reads_the_fast_path_rules(installed: Installed) -> None:
+    shutil.copy(ROOT / "gallery" / "attention.diag", installed.work / "compiled.diag")
+    out = installed.stringdiag("compile", "compiled.diag", "-d", "SelfAttention", "--dims", "d=16,k=8")
+    assert "scaled_dot_product_attention" in out  # fastpath.rules fused the attention
+    assert "SelfAttention : [s, d] -> [s, d]: 1,360 parameters" in out
+
+
+def _enumerate_with_the_shipped_rules_that_import_the_gallery(installed: Installed) -> None:
+    shutil.copy(ROOT / "gallery" / "anatomy.diag", installed.work)
+    out = installed.stringdiag("enumerate", "anatomy.diag", "--generators", "AttPrep,AttApply,ConcatFF",
+                               "--max", "2", "--rules", "stringdiag:rules/absorb.rules", "stringdiag:rules/merge.rules")
+    assert "reduced" in out and "AttApply(AttPrep(x), x)" in out
+
+
+def _a_short_train(installed: Installed) -> None:
+    shutil.copy(ROOT / "gallery" / "anatomy.diag", installed.work / "train.diag")
+    out = installed.stringdiag("train", "train.diag", "-d", "M1", "--data", "synthetic", "--max-steps", "2",
+                               "--layers", "1", "--d-model", "16", "--heads", "2", "--context", "8",
+                               "--batch-size", "4", "--eval-every", "2", "--no-test", "--dims", "k=8", "-o", "run")
+    assert "step 2:" in out
+    assert (installed.work / "run" / "checkpoint.safetensors").is_file()
+
+
+def _construct_reads_the_shipped_blocks(installed: Installed) -> None:
+    (installed.work / "seqs.json").write_text(
+        '{"sequences": [{"label": "pos", "tokens": [[0.0, 1.0], [2.0, 0.5]]}, {"label": "neg", "tokens": [[1.0, 1.0]]}]}')
+    out = installed.stringdiag("construct", "hardmax-classifier", "--sequences", "seqs.json", "-o", "cons")
+    assert "every sequence lands in its target set (2 of 2" in out
+    assert (installed.work / "cons" / "hardmax.diag").read_text() == (ROOT / "gallery" / "hardmax.diag").read_text()
+
+
+STEPS = [
+    _the_wheel_ships_the_data_and_not_the_pictures,
+    _the_environment_imports_the_wheel_not_the_checkout,
+    _python_m_stringdiag_version,
+    _check_render_info_from_an_empty_folder,
+    _a_users_file_imports_a_shipped_one_by_package_name,
+    _derive_a_shipped_derivation_with_rules_by_name,
+    _compile_reads_the_fast_path_rules,
+    _enumerate_with_the_shipped_rules_that_import_the_gallery,
+    _construct_reads_the_shipped_blocks,
+    _a_short_train,
+]
+
+
+def test_the_wheel_installed_in_a_fresh_environment_works_from_an_empty_folder(tmp_path):
+    """One test, its steps in the order a user meets them: under pytest-xdist one worker builds
+    one wheel (a module-scoped fixture would build it once per worker)."""
+    why = _cannot_build()
+    if why and os.environ.get("CI", "").lower() not in ("", "0", "false"):
+        pytest.fail(f"{why}; CI is set, so the wheel test must run")
+    if why:
+        pytest.skip(why)
+    installed = Installed(tmp_path)
+    for step in STEPS:
+        step(installed)
+
+
+# -- package names in source files, from the source tree (fast; no wheel needed) --------------
+def test_a_package_name_resolves_from_any_folder_and_a_relative_one_beside_the_file(tmp_path, monkeypatch):
+    import stringdiag
+    from stringdiag.graph.expand import expand
+    from stringdiag.rewrite.rule import load_rules
+
+    monkeypatch.chdir(tmp_path)  # outside the checkout
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "local.diag").write_text(
+        'import "stringdiag:gallery/attention.diag"\n'
+        "diagram Twice(x: [s, d]) -> [s, d] {\n  return SelfAttention(SelfAttention(x))\n}\n")
+    (tmp_path / "mine" / "top.diag").write_text('import "local.diag"\n')  # relative: beside top.diag
+    twice = stringdiag.load(tmp_path / "mine" / "top.diag")["Twice"]
+    by_path = stringdiag.load(ROOT / "gallery" / "attention.diag")["SelfAttention"]
+    assert twice.signature() == "Twice : [s, d] -> [s, d]" and len(expand(twice)) == 2 * len(expand(by_path))
+    shipped = load_rules("stringdiag:rules/absorb.rules")  # it imports the gallery by package name
+    assert [r.name for r in shipped] == [r.name for r in load_rules(ROOT / "rules" / "absorb.rules")]
+    assert all(Path(r.proof).is_file() and Path(r.proof).is_relative_to(ROOT / "gallery" / "proofs")
+               for r in shipped if r.proof is not None)
+
+
+@pytest.mark.parametrize("name, message", [
+    ("stringdiag:secret/x.diag", "names no shipped file: write stringdiag:FOLDER/FILE"),
+    ("stringdiag:gallery", "names no shipped file"),
+    ("stringdiag:gallery/../rules/algebra.rules", "leaves the shipped folders"),
+    ("stringdiag:gallery/nothere.diag", "no such file"),
+])
+def test_a_bad_package_name_is_an_error_at_its_place(tmp_path, capsys, name, message):
+    from stringdiag.cli.main import main
+
+    (tmp_path / "bad.diag").write_text(f'dim d : fixed\nimport "{name}"\n')
+    assert main(["check", str(tmp_path / "bad.diag")]) == 1
+    err = capsys.readouterr().err
+    assert "bad.diag:2:8: error: " in err and message in err and "Traceback" not in err
