@@ -237,3 +237,15 @@ BEST = ["--symmetric", "ConcatFF", "--require", "AttApply,LinAttApply"]
 def test_count_matches_the_brute_force(file, names, symmetric, interchangeable, require, extra):
     want = brute(file, names, 5, symmetric, interchangeable, require)
     assert tool(file, names, 5, extra) == want
+
+
+def test_a_space_too_large_for_the_budget_is_refused_before_the_work(capsys):
+    import time
+
+    t = time.process_time()
+    rc = main(["enumerate", str(ROOT / "gallery" / "anatomy.diag"), "--generators", ",".join(PLAIN), "--max", "7",
+               "--rules", str(ROOT / "rules" / "absorb.rules"), "--time-budget", "1"])
+    err = capsys.readouterr().err
+    assert rc == 1 and time.process_time() - t < 2
+    assert err.startswith("estimate: about ") and "error: enumerating --max 7 would take about" in err
+    assert "use --max " in err and "--time-budget" in err.splitlines()[-1]

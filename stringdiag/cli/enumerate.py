@@ -227,12 +227,15 @@ def _print(reading: Reading, space, named: list, gens, table: list[dict], rule_f
 
 
 def _print_sensitivity(table: list[dict]) -> None:
-    print("\nsensitivity (the count under each reading):")
+    print("\nsensitivity (the count under each reading; '-': would not fit the time budget):")
     width = max(len(r["reading"]) for r in table)
-    print(f"  {'reading':<{width}}  {'raw':>7}  {'not-composite':>13}  {'reduced':>7}")
+    print(f"  {'reading':<{width}}  {'raw':>5}  {'required':>8}  {'reduced':>7}  families  (breaks)")
     for r in table:
-        red = "-" if r["reduced"] is None else str(r["reduced"])
-        print(f"  {r['reading']:<{width}}  {r['raw']:>7}  {r['not-composite']:>13}  {red:>7}")
+        cell = lambda v: "-" if v is None else str(v)  # noqa: E731
+        fams = " ".join(f"{k} {v}" for k, v in sorted(r.get("families", {}).items()))
+        breaks = f"  (breaks: {r['breaks']})" if r["breaks"] else ""
+        print(f"  {r['reading']:<{width}}  {r['raw']:>5}  {cell(r['required']):>8}  {cell(r['reduced']):>7}  "
+              f"{fams}{breaks}")
 
 
 def _gens(defns):

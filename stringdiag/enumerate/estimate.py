@@ -16,7 +16,7 @@ from .reading import Reading
 from .space import generators, wirings
 from .stages import neighbours
 
-CHEAP = 0.25  # seconds of counting spent at most before extrapolating
+CHEAP = 0.15  # seconds of counting spent at most before extrapolating
 SAMPLE = 4
 
 

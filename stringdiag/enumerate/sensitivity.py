@@ -64,7 +64,7 @@ def _rows(defns, reading: Reading, rule_files: dict, typing, rules_for) -> list[
                 rows.append(Row(f"only {path}", "reductions (5) and (6)", defns, reading, rs))
     for d in defns:
         left = [e for e in defns if e is not d]
-        if len(left) and left[0].input_types:
+        if left and left[0].input_types[:1] == defns[0].input_types[:1]:  # the stream stays the stream
             need = tuple(n for n in reading.require if n != d.name)
             rows.append(Row(f"without {d.name}", "the five generators", left,
                             reading.but(symmetric=reading.symmetric - {d.name},
