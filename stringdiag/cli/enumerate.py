@@ -5,18 +5,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
+import time
 
 from ..errors import DiagError
+from ..enumerate.reading import Copy, Reading
 from .common import load_reporting
-from .options import integer
+from .options import integer, number
 
 HELP = "enumerate the mechanisms built from generators, reduce them by rewrites, and write the survivors"
 
-READING = """\
-Reading: a member maps the stream (the first generator's first input type) to itself with at
-most {max} generator occurrences, each with weights of its own; only the input is copied{copy};
-ports are ordered. Sequential composites f ; g of two members are removed; members related by
-the rules (applied at any match, closed both ways) keep the one with the fewest generators."""
+TAIL = """\
+Sequential composites f ; g of two members are removed; members related by the rules (applied
+at any match, closed both ways) keep the one with the fewest generators."""
+DEFAULT_BUDGET = 60.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,41 +26,123 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--generators", metavar="G1,G2,...", required=True, help="the generators, by name")
     p.add_argument("--max", type=integer(1, 9), default=5, metavar="N",
                    help="at most this many generator occurrences (default: 5)")
-    p.add_argument("--rules", nargs="*", default=[], metavar="R.rules", help="reductions that relate members")
-    p.add_argument("--copy-outputs", action="store_true",
-                   help="let generator outputs be copied too (another reading of the space)")
+    p.add_argument("--rules", nargs="*", default=[], metavar="R.rules",
+                   help="reductions that relate members (a file R_*.rules beside one, written for these "
+                        "generators, is used too)")
+    p.add_argument("--symmetric", type=_names, default=(), metavar="G1,...",
+                   help="generators whose inputs may be permuted (the same mechanism)")
+    p.add_argument("--interchangeable", type=_names, default=(), metavar="G1,...",
+                   help="generators whose outputs are interchangeable learnable maps of their inputs")
+    p.add_argument("--require", type=_names, default=(), metavar="G1,...",
+                   help="a member contains at least one of these (families are computed from them)")
+    p.add_argument("--copy", choices=[c.value for c in Copy], default=None,
+                   help="what may be copied: the input (default), every stream value, or every value")
+    p.add_argument("--copy-outputs", action="store_true", help="the same as --copy all")
+    p.add_argument("--time-budget", type=number(what="a positive number of seconds"), default=DEFAULT_BUDGET,
+                   metavar="SECONDS", help=f"refuse (or stop) work estimated to take longer (default: {DEFAULT_BUDGET:g})")
     p.add_argument("--sensitivity", action="store_true",
-                   help="also count the space under the alternative readings (bound, copies, rules)")
+                   help="also count the space under the alternative readings (each choice varied)")
+    p.add_argument("--retype", metavar="FILE:G=H,...",
+                   help="for --sensitivity: another typing of some generators (FILE defines H for G)")
     p.add_argument("-o", "--output", metavar="OUT.diag", help="write the survivors as a .diag file")
     p.add_argument("--grid", metavar="OUT.svg", help="draw the survivors in a grid, each with its name")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
+def _names(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        raise argparse.ArgumentTypeError("expected generator names separated by commas")
+    return names
+
+
+def reading_of(args: argparse.Namespace) -> Reading:
+    copy = Copy(args.copy) if args.copy else Copy.ALL if args.copy_outputs else Copy.INPUT
+    if args.copy and args.copy_outputs and copy is not Copy.ALL:
+        raise DiagError("--copy-outputs is --copy all; it contradicts --copy " + args.copy)
+    return Reading(args.max, copy, frozenset(args.symmetric), frozenset(args.interchangeable), tuple(args.require))
+
+
 def run(args: argparse.Namespace) -> int:
-    from ..enumerate.sensitivity import readings
-    from ..enumerate.stages import enumerate_space
-    from ..rewrite.rule import load_rules
+    from ..enumerate.rulesets import load_for
+    from ..enumerate.stages import Work, enumerate_space
 
     prog = load_reporting(args.file)
     names = [n.strip() for n in args.generators.split(",") if n.strip()]
     defns = _generators(prog, names, args.file)
-    rule_files = {path: load_rules(path) for path in args.rules}
+    reading = reading_of(args)
+    rule_files = load_for(args.rules, names)
     rules = [r for rs in rule_files.values() for r in rs]
-    space = enumerate_space(defns, args.max, rules, args.copy_outputs)
+    guess = _tell(args, defns, reading, rules)
+    quiet = args.json or not sys.stderr.isatty()
+    work = Work(progress=_bar(quiet), deadline=time.monotonic() + args.time_budget, budget=args.time_budget)
+    space = enumerate_space(defns, reading, rules, work=work)
     gens = _gens(defns)
-    named = _named(space, gens)
-    table = readings(defns, args.max, rule_files, args.copy_outputs) if args.sensitivity else []
+    named = _named(space, gens, reading)
+    table = _sensitivity(args, defns, reading, rule_files, work) if args.sensitivity else []
     if args.output:
-        _write(args, prog, names, space, named)
+        _write(args, prog, names, space, named, reading, list(rule_files))
     if args.grid:
-        _draw(named, args.grid)
+        _draw(named, args.grid, quiet)
     if args.json:
-        print(json.dumps(_as_json(space, named, table), indent=2))
+        print(json.dumps(_as_json(space, named, table, guess, reading, list(rule_files)), indent=2))
         return 0
-    _print(args, space, named, gens, table)
+    _print(reading, space, named, gens, table, list(rule_files))
     if args.output:
         print(f"wrote {args.output} ({len(named)} mechanisms)", file=sys.stderr)
     return 0
+
+
+def _tell(args, defns, reading: Reading, rules) -> dict:
+    """The estimate, printed before the work (stderr; in the JSON with --json); a refusal
+    when it would not fit the time budget."""
+    from ..enumerate.estimate import estimate
+
+    e = estimate(defns, reading, rules)
+    n, secs = e.ordered(reading.max), e.seconds(reading.max)
+    about = "" if e.exact(reading.max) else "about "
+    if not args.json:
+        print(f"estimate: {about}{n} wirings with ordered ports at --max {reading.max} "
+              f"(the members are at most that many); about {secs:.0f} s on this machine now", file=sys.stderr)
+    if secs > args.time_budget:
+        k = e.largest_within(args.time_budget)
+        raise DiagError(f"enumerating --max {reading.max} would take about {_duration(secs)} on this machine "
+                        f"({about}{n} wirings with ordered ports); use --max {k} or --time-budget {_budget(secs)}")
+    return {"ordered_wirings": n, "exact": e.exact(reading.max), "seconds": round(secs, 1)}
+
+
+def _duration(secs: float) -> str:
+    return f"{secs:.0f} s" if secs < 120 else f"{secs / 60:.0f} minutes" if secs < 7200 else f"{secs / 3600:.1f} hours"
+
+
+def _budget(secs: float) -> str:
+    return f"{int(secs * 1.5) + 1}"
+
+
+def _bar(quiet: bool):
+    from tqdm import tqdm
+
+    return lambda xs: tqdm(xs, desc="reducing", unit="wiring", file=sys.stderr, leave=False, disable=quiet)
+
+
+def _sensitivity(args, defns, reading: Reading, rule_files: dict, work) -> list[dict]:
+    from ..enumerate.sensitivity import Typing, readings
+
+    typing = None
+    if args.retype:
+        path, _, pairs = args.retype.partition(":")
+        renames = dict(p.split("=", 1) for p in pairs.split(",") if "=" in p)
+        if not path or not renames:
+            raise DiagError(f"--retype: expected FILE:G=H,..., got '{args.retype}'")
+        typing = Typing(path, load_reporting(path), renames)
+    names = [d.name for d in defns]
+    return readings(defns, reading, rule_files, typing, lambda ns: _rules_for(args.rules, ns), work)
+
+
+def _rules_for(paths, names):
+    from ..enumerate.rulesets import load_for
+
+    return load_for(paths, names)
 
 
 def _generators(prog, names: list[str], file: str) -> list:
@@ -72,49 +156,57 @@ def _generators(prog, names: list[str], file: str) -> list:
     return [prog[n] for n in names]
 
 
-def _named(space, gens) -> list:
+def _named(space, gens, reading: Reading) -> list:
     """The survivors in their order, named, each with the diagram the enumeration built for it."""
-    from ..enumerate.output import ordered
+    from ..enumerate.output import families_of, ordered
 
-    named = ordered([m.wiring for m in space.result], gens)
+    named = ordered([m.wiring for m in space.result], gens, families_of(reading.require))
     built = {id(m.wiring): m.diagram for m in space.result}
     for m in named:
         m.diagram = built[id(m.wiring)]
     return named
 
 
-def _reading(args: argparse.Namespace) -> str:
+def _reading(reading: Reading, rule_files: list[str]) -> str:
     """What the space is, in words: the text output and the written file both begin with it."""
-    return READING.format(max=args.max, copy=" and so are generator outputs" if args.copy_outputs else "")
+    rules = f"Rules: {', '.join(rule_files)}." if rule_files else "No rules."
+    return textwrap.fill("Reading: " + reading.describe(), 96) + "\n" + TAIL + "\n" + rules
 
 
-def _write(args: argparse.Namespace, prog, names: list[str], space, named: list) -> None:
+def _write(args: argparse.Namespace, prog, names: list[str], space, named: list, reading: Reading,
+           rule_files: list[str]) -> None:
     """The survivors as a .diag file, headed by the command that wrote it and the stages' counts."""
     from ..enumerate.output import write
 
     command = (f"stringdiag enumerate {args.file} --generators {','.join(names)} --max {args.max}"
-               + (f" --rules {' '.join(args.rules)}" if args.rules else "")
-               + (" --copy-outputs" if args.copy_outputs else ""))
+               + "".join(f" --{o} {','.join(getattr(args, o))}" for o in ("symmetric", "interchangeable", "require")
+                         if getattr(args, o))
+               + (f" --copy {reading.copy.value}" if reading.copy is not Copy.INPUT else "")
+               + (f" --rules {' '.join(args.rules)}" if args.rules else ""))
     stages = "; ".join(f"{s.name} {s.count}" for s in space.stages)
     header = (f"The space of mechanisms (Khatri et al. (2024), Sec. 5), written by\n  {command}\n{stages}\n\n"
-              f"{_reading(args)}")
+              f"{_reading(reading, rule_files)}")
     write(args.output, named, args.file, header, {n: prog[n] for n in prog.own})
 
 
-def _draw(named: list, path: str) -> None:
+def _draw(named: list, path: str, quiet: bool) -> None:
     """The survivors in a grid, each captioned; progress on stderr (drawing many takes a while)."""
     from tqdm import tqdm
 
     from ..render.draw import grid_svg, write_text
 
     frames = [(f"{m.name}  ({m.family}, {m.generators})", m.diagram) for m in named]
-    bar = lambda xs: tqdm(xs, desc="drawing", unit="diagram", file=sys.stderr, leave=False)  # noqa: E731
+    bar = lambda xs: tqdm(xs, desc="drawing", unit="diagram", file=sys.stderr, leave=False, disable=quiet)  # noqa: E731
     write_text(grid_svg(frames, progress=bar), path)
     print(f"wrote {path}", file=sys.stderr)
 
 
-def _as_json(space, named: list, table: list[dict]) -> dict:
+def _as_json(space, named: list, table: list[dict], guess: dict, reading: Reading, rule_files: list[str]) -> dict:
     return {
+        "reading": {"max": reading.max, "copy": reading.copy.value, "symmetric": sorted(reading.symmetric),
+                    "interchangeable": sorted(reading.interchangeable), "require": list(reading.require),
+                    "rules": rule_files},
+        "estimate": guess,
         "stages": [{"name": s.name, "count": s.count} for s in space.stages],
         "mechanisms": [{"name": m.name, "generators": m.generators, "family": m.family, "source": m.source}
                        for m in named],
@@ -122,9 +214,9 @@ def _as_json(space, named: list, table: list[dict]) -> dict:
     }
 
 
-def _print(args: argparse.Namespace, space, named: list, gens, table: list[dict]) -> None:
+def _print(reading: Reading, space, named: list, gens, table: list[dict], rule_files: list[str]) -> None:
     """The reading, the count after each stage, every survivor as a term, and the sensitivity table."""
-    print(_reading(args))
+    print(_reading(reading, rule_files))
     for s in space.stages:
         print(f"{s.name:<14} {s.count:>7}")
     for m in named:
@@ -135,12 +227,15 @@ def _print(args: argparse.Namespace, space, named: list, gens, table: list[dict]
 
 
 def _print_sensitivity(table: list[dict]) -> None:
-    print("\nsensitivity (the count under each reading):")
+    print("\nsensitivity (the count under each reading; '-': would not fit the time budget):")
     width = max(len(r["reading"]) for r in table)
-    print(f"  {'reading':<{width}}  {'raw':>7}  {'not-composite':>13}  {'reduced':>7}")
+    print(f"  {'reading':<{width}}  {'raw':>5}  {'required':>8}  {'reduced':>7}  families  (breaks)")
     for r in table:
-        red = "-" if r["reduced"] is None else str(r["reduced"])
-        print(f"  {r['reading']:<{width}}  {r['raw']:>7}  {r['not-composite']:>13}  {red:>7}")
+        cell = lambda v: "-" if v is None else str(v)  # noqa: E731
+        fams = " ".join(f"{k} {v}" for k, v in sorted(r.get("families", {}).items()))
+        breaks = f"  (breaks: {r['breaks']})" if r["breaks"] else ""
+        print(f"  {r['reading']:<{width}}  {r['raw']:>5}  {cell(r['required']):>8}  {cell(r['reduced']):>7}  "
+              f"{fams}{breaks}")
 
 
 def _gens(defns):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..graph import compose as C
 from ..graph.diagram import Diagram
-from .space import X, Generator, Wiring
+from .space import X, Generator, Wiring, canonical
 
 
 def build(w: Wiring, gens: list[Generator], name: str) -> Diagram:
@@ -55,4 +55,31 @@ def _type(v: tuple, w: Wiring, gens: list[Generator], stream):
     return gens[w.occurrences[k][0]].outs[p]
 
 
-__all__ = ["build"]
+
+def wiring_of(d: Diagram, gens: list[Generator]) -> Wiring | None:
+    """The wiring a diagram is, read back (the inverse of :func:`build`), in canonical
+    numbering; ``None`` where ``d`` is not a member: one input and one output, every box a
+    use of one of the generators, every box feeding the output."""
+    index = {g.name: k for k, g in enumerate(gens)}
+    if len(d.inputs) != 1 or len(d.outputs) != 1:
+        return None
+    boxes = list(d.boxes())
+    if any(d.box(b).get("box") != "diagram" or d.box(b)["op"] not in index or d.box(b)["simd"] for b in boxes):
+        return None
+    pos = {b: k for k, b in enumerate(boxes)}
+
+    def src(wire: int):
+        if wire == d.inputs[0]:
+            return X
+        b = d.producer(wire)
+        return None if b is None else (pos[b], d.box_outputs(b).index(wire))
+
+    occ = [(index[d.box(b)["op"]], tuple(src(w) for w, _ in d.box_inputs(b))) for b in boxes]
+    root = src(d.outputs[0])
+    if root is None or root == X or any(s is None for _, srcs in occ for s in srcs):
+        return None
+    w = canonical(occ, root)
+    return w if w.size == len(occ) else None  # a box the output does not read: not a member
+
+
+__all__ = ["build", "wiring_of"]

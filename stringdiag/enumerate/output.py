@@ -1,10 +1,15 @@
 """The survivors named, ordered and written as a ``.diag`` file.
 
 Order (documented, and the names follow it): for each family in turn, its smallest member
-first — with the default families that makes ``M0`` linear attention and ``M1`` scaled dot
-product — then the rest by number of generators, family, and canonical form. A member's
-family is the set of families its generators belong to: one family's name, ``both``, or
-``none`` (a mechanism with no attention generator at all).
+first — the families are ranked ``linear`` then ``dot``, which makes ``M0`` linear attention
+and ``M1`` scaled dot product (the writer then checks them against the generator file's own
+``M0`` and ``M1``) — then the rest by number of generators, family, and canonical form. A
+member's family is the set of families its generators belong to: one family's name,
+``both``, or ``none`` (a mechanism with no attention generator at all).
+
+Families come from the required generators when a reading requires some (``--require
+AttApply,LinAttApply``): each required generator is the family of the default family it
+belongs to (``LinAttApply``: linear), or a family of its own name.
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from ..graph.diagram import Diagram
 from ..graph.types import show_type
 from ..syntax.source import write_atomic
 from .space import X, Generator, Wiring
+from .symmetry import sort_key
 
 DEFAULT_FAMILIES = {"linear": ("LinAttPrep", "LinAttApply"), "dot": ("AttPrep", "AttApply")}
 
@@ -30,6 +36,18 @@ class Named:
     diagram: Diagram | None = None
 
 
+def families_of(require: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """The families a reading's required generators define (the defaults with none)."""
+    if not require:
+        return DEFAULT_FAMILIES
+    out: dict[str, tuple[str, ...]] = {}
+    for n in require:
+        name = next((f for f, names in DEFAULT_FAMILIES.items() if n in names), n)
+        out[name] = out.get(name, ()) + (n,)
+    rank = list(DEFAULT_FAMILIES)
+    return dict(sorted(out.items(), key=lambda kv: rank.index(kv[0]) if kv[0] in rank else len(rank)))
+
+
 def family(w: Wiring, gens: list[Generator], families: dict[str, tuple[str, ...]]) -> str:
     used = {gens[g].name for g, _ in w.occurrences}
     hit = [f for f, names in families.items() if used & set(names)]
@@ -39,7 +57,7 @@ def family(w: Wiring, gens: list[Generator], families: dict[str, tuple[str, ...]
 def ordered(wirings: list[Wiring], gens: list[Generator], families=DEFAULT_FAMILIES) -> list[Named]:
     fams = [family(w, gens, families) for w in wirings]
     rank = {f: k for k, f in enumerate([*families, "both", "none"])}
-    key = {id(w): (w.size, rank[f], _form(w)) for w, f in zip(wirings, fams)}
+    key = {id(w): (w.size, rank[f], sort_key(w)) for w, f in zip(wirings, fams)}
     firsts = []
     for f in families:
         of = [w for w, g in zip(wirings, fams) if g == f]
@@ -48,11 +66,6 @@ def ordered(wirings: list[Wiring], gens: list[Generator], families=DEFAULT_FAMIL
     rest = sorted((w for w in wirings if all(w is not x for x in firsts)), key=lambda w: key[id(w)])
     fam_of = {id(w): f for w, f in zip(wirings, fams)}
     return [Named(f"M{k}", w, fam_of[id(w)], w.size, source(w, gens, f"M{k}")) for k, w in enumerate(firsts + rest)]
-
-
-def _form(w: Wiring) -> tuple:
-    """The canonical form, sortable (the input before any output)."""
-    return tuple((g, tuple((-1, -1) if s == X else s for s in srcs)) for g, srcs in w.occurrences)
 
 
 def source(w: Wiring, gens: list[Generator], name: str) -> str:
@@ -95,4 +108,4 @@ def write(path: str, members: list[Named], generator_file: str, header: str, def
     write_atomic(path, f"{comment}\nimport \"{rel}\"\n\n{body}")
 
 
-__all__ = ["Named", "ordered", "source", "write", "family", "DEFAULT_FAMILIES"]
+__all__ = ["Named", "ordered", "source", "write", "family", "families_of", "DEFAULT_FAMILIES"]

@@ -3,7 +3,8 @@
 A member has one input of the generators' stream type and one output of that type; it is
 made of at most ``max`` generator occurrences, each with weights of its own. Only the input
 may be copied (any number of times); each output of an occurrence is read exactly once
-(``copy_outputs``: at least once). Ports are ordered: no generator is assumed symmetric.
+(another :class:`~.reading.Copy` policy: at least once). Ports are ordered here: the
+symmetries a reading declares are quotiented afterwards (``symmetry.py``).
 
 A wiring is found top-down: the diagram's output is a *demand* of the stream type; a demand
 is met by the input (not the diagram's output itself), by a new occurrence (one of whose
@@ -22,6 +23,7 @@ from typing import Iterator
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.types import TensorType
+from .reading import Copy
 
 X = ("x",)  # the input
 Src = tuple  # X, or (occurrence, output port)
@@ -82,11 +84,14 @@ def generators(defns: list[Diagram]) -> tuple[list[Generator], TensorType]:
 OUT = ("out",)  # the demand of the diagram's output
 
 
-def wirings(gens: list[Generator], stream: TensorType, max_size: int, copy_outputs: bool = False
-            ) -> Iterator[Wiring]:
-    """Every member with at most ``max_size`` occurrences, once each up to isomorphism."""
+def wirings(gens: list[Generator], stream: TensorType, max_size: int, copy: Copy | bool = Copy.INPUT,
+            once: bool = False) -> Iterator[Wiring]:
+    """Every member with at most ``max_size`` occurrences (each generator at most once if
+    ``once``), once each up to isomorphism of ordered wirings. ``copy``: what may be read more
+    than once besides the input (``True`` is :attr:`Copy.ALL`, for older callers)."""
     seen: set = set()
-    ctx = (gens, stream, max_size, copy_outputs)
+    copy = Copy.ALL if copy is True else Copy.INPUT if copy is False else copy
+    ctx = (gens, stream, max_size, copy, once)
     for occ, root in _search(ctx, [], [OUT], {}, None):
         w = canonical(occ, root)
         if w not in seen:
@@ -96,7 +101,7 @@ def wirings(gens: list[Generator], stream: TensorType, max_size: int, copy_outpu
 
 def _search(ctx, occ: list, demands: list, supplies: dict, root) -> Iterator[tuple]:
     """Meet the last demand every way there is, then the rest (depth first)."""
-    gens, stream, max_size, copy_outputs = ctx
+    gens, stream = ctx[:2]
     if not demands:
         if all(n > 0 for n in supplies.values()):
             yield occ, root
@@ -111,16 +116,20 @@ def _search(ctx, occ: list, demands: list, supplies: dict, root) -> Iterator[tup
 
 def _options(ctx, occ, demand, want, rest, supplies) -> Iterator[tuple]:
     """(source, occurrences, demands left, supplies) for each way to meet ``demand``."""
-    gens, stream, max_size, copy_outputs = ctx
+    gens, stream, max_size, copy, once = ctx
     if demand != OUT and want == stream:  # the input, copied
         yield X, occ, rest, supplies
+    again = copy is Copy.ALL or (copy is Copy.STREAMS and want == stream)
     for (k, p), n in supplies.items():  # an output already made, unless that closes a cycle
-        if gens[occ[k][0]].outs[p] == want and (copy_outputs or not n) and \
+        if gens[occ[k][0]].outs[p] == want and (again or not n) and \
                 (demand == OUT or not _reaches(occ, demand[0], k)):
             yield (k, p), occ, rest, supplies
     if len(occ) >= max_size:
         return
+    used = {g for g, _ in occ} if once else ()
     for g, gen in enumerate(gens):  # a new occurrence: its inputs become demands
+        if g in used:
+            continue
         k = len(occ)
         for p in (p for p, t in enumerate(gen.outs) if t == want):
             yield ((k, p), occ + [(g, (None,) * len(gen.ins))],

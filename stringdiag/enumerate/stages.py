@@ -1,17 +1,26 @@
-"""The space of mechanisms, stage by stage (Khatri et al. (2024), Sec. 5): raw, not-composite, reduced.
+"""The space of mechanisms, stage by stage (Khatri et al. (2024), Sec. 5), under a :class:`Reading`.
 
-- ``raw``: every member (``space.py``), built as a diagram (``build.py``); deduplicated by
-  the wirings' canonical form, and confirmed by the engine's own canonical hash (every
-  member's hash differs, or isomorphism is checked exactly).
+- ``raw``: every member (``space.py`` finds the ordered wirings; ``symmetry.py`` makes one
+  member of the wirings the declared symmetries relate, and confirms the classes with an
+  independent isomorphism test).
 - ``not-composite``: members that are a sequential composite ``f ; g`` of two smaller members
-  removed (``space.is_composite``).
+  removed (``space.is_composite``; permuting ports does not change the answer).
+- ``required``: members without any of the required generators removed (when the reading
+  requires some).
 - ``reduced``: members related by local applications of the given reductions are one
   class (the symmetric, transitive closure of "one rule applied at one match of one member
-  gives another member"); each class keeps its member with the fewest generators (first in
-  enumeration order on a tie).
+  gives another member"); each class keeps its member with the fewest generators (then the
+  least canonical form).
+
+The rules are applied to built diagrams, whose ports are ordered, so the closure is taken
+over every ordered wiring of the surviving members, joined with the symmetry classes: a rule
+written for ``ConcatFF(x, v)`` then also relates ``ConcatFF(v, x)`` when ConcatFF is declared
+symmetric. A rewrite's result is read back as a wiring (``build.wiring_of``), whose canonical
+numbering is exact, so no isomorphism test is needed to find it among the members.
 """
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -19,15 +28,17 @@ from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..rewrite.dpo import rewrite
 from ..rewrite.match import Index, find_matches
-from .build import build
-from .space import Wiring, generators, is_composite, wirings
+from . import symmetry
+from .build import build, wiring_of
+from .reading import Copy, Reading
+from .space import Generator, Wiring, generators, is_composite, wirings
 
 
 @dataclass
 class Member:
     name: str
     wiring: Wiring
-    diagram: Diagram
+    diagram: Diagram | None
     generators: int
 
 
@@ -45,49 +56,67 @@ class Stage:
 class Space:
     stages: list[Stage] = field(default_factory=list)
     classes: dict[str, list[str]] = field(default_factory=dict)  # survivor -> members it stands for
+    ordered: int = 0  # how many ordered wirings the members are made of
 
     @property
     def result(self) -> list[Member]:
         return self.stages[-1].members
 
 
-def enumerate_space(defns: list[Diagram], max_size: int, rules=(), copy_outputs: bool = False,
-                    progress=None) -> Space:
-    """The stages for generators ``defns`` (their first input's type is the stream type)."""
+class OutOfTime(DiagError):
+    """The work ran past the time budget."""
+
+
+@dataclass
+class Work:
+    """How the work is watched: ``progress`` wraps an iterable (a progress bar), ``deadline``
+    is a ``time.monotonic()`` value past which the work stops, ``cache`` keeps the rewrites of
+    each ordered wiring by each rule (readings that share generators share it)."""
+
+    progress: object = None
+    deadline: float | None = None
+    budget: float | None = None
+    cache: dict = field(default_factory=dict)
+
+
+def enumerate_space(defns: list[Diagram], reading: Reading | int, rules=(), copy_outputs: bool = False,
+                    progress=None, work: Work | None = None) -> Space:
+    """The stages for generators ``defns`` (their first input's type is the stream type).
+    ``reading`` may be a bare bound (ports ordered, ``copy_outputs``: every value copied)."""
+    if isinstance(reading, int):
+        reading = Reading(reading, Copy.ALL if copy_outputs else Copy.INPUT)
+    work = work or Work(progress=progress)
     gens, stream = generators(defns)
-    ws = list(wirings(gens, stream, max_size, copy_outputs))
-    space = Space()
-    raw = [Member(f"R{k}", w, None, w.size) for k, w in enumerate(ws)]  # type: ignore[arg-type]
-    space.stages.append(Stage("raw", raw))
-    kept = [m for m in raw if not is_composite(m.wiring, gens, stream)]
-    for m in (progress(kept) if progress else kept):
-        m.diagram = build(m.wiring, gens, m.name)
-    _confirm_distinct(kept)
+    symmetry.check(gens, reading)
+    ordered = list(wirings(gens, stream, reading.max, reading.copy, reading.once))
+    form = symmetry.classes(ordered, gens, reading)
+    symmetry.confirm(form, gens, reading)
+    forms = list(dict.fromkeys(form[w] for w in ordered))
+    space = Space(ordered=len(ordered))
+    space.stages.append(Stage("raw", [Member(f"R{k}", f, None, f.size) for k, f in enumerate(forms)]))
+    kept = [m for m in space.stages[-1].members if not is_composite(m.wiring, gens, stream)]
     space.stages.append(Stage("not-composite", kept))
+    if reading.require:
+        need = {k for k, g in enumerate(gens) if g.name in reading.require}
+        kept = [m for m in kept if any(g in need for g, _ in m.wiring.occurrences)]
+        space.stages.append(Stage("required", kept))
     if rules:
-        survivors, classes = reduce(kept, list(rules))
+        survivors, classes = reduce(kept, [w for w in ordered if form[w] in {m.wiring for m in kept}],
+                                    form, gens, list(rules), reading.max, work)
         space.classes = classes
         space.stages.append(Stage("reduced", survivors))
+    for m in space.result:
+        m.diagram = build(m.wiring, gens, m.name)
+        if wiring_of(m.diagram, gens) != m.wiring:
+            raise DiagError(f"internal check failed: member {m.name} does not read back as its wiring")
     return space
 
 
-def _confirm_distinct(members: list[Member]) -> None:
-    """The engine's canonical hash must tell the members apart; where two hashes meet, the
-    exact isomorphism decides (two isomorphic members would be a bug in the enumeration)."""
-    by_hash: dict[str, Member] = {}
-    for m in members:
-        h = m.diagram.canonical_hash()
-        other = by_hash.get(h)
-        if other is not None and other.diagram.isomorphic(m.diagram):
-            raise DiagError(f"internal check failed: members {other.name} and {m.name} are isomorphic")
-        by_hash[h] = m
-
-
-def reduce(members: list[Member], rules: list) -> tuple[list[Member], dict[str, list[str]]]:
-    """Classes of members related by one application of a rule (either way), closed
-    transitively; the smallest member of each class survives."""
-    index = {m.diagram.canonical_hash(): m for m in members}
-    bound = max((len(m.diagram) for m in members), default=0)
+def reduce(members: list[Member], ordered: list[Wiring], form: dict[Wiring, Wiring], gens: list[Generator],
+           rules: list, bound: int, work: Work) -> tuple[list[Member], dict[str, list[str]]]:
+    """Classes of members related by one application of a rule (either way) to any of their
+    ordered wirings, closed transitively; the smallest member of each class survives."""
+    by_form = {m.wiring: m for m in members}
     parent = {m.name: m.name for m in members}
 
     def find(x: str) -> str:
@@ -96,10 +125,17 @@ def reduce(members: list[Member], rules: list) -> tuple[list[Member], dict[str, 
             x = parent[x]
         return x
 
-    for m in members:
-        for other in _neighbours(m.diagram, rules, index, bound):
-            a, b = find(m.name), find(other.name)
-            if a != b:
+    names = tuple(g.name for g in gens)
+    steps = work.progress(ordered) if work.progress else ordered
+    for k, w in enumerate(steps):
+        if work.deadline is not None and time.monotonic() > work.deadline:
+            raise OutOfTime(f"ran past --time-budget {work.budget:g} s after {k} of {len(ordered)} wirings; "
+                            "use a smaller --max or a larger --time-budget")
+        here = by_form[form[w]]
+        for other in neighbours(w, gens, names, rules, bound, work.cache):
+            there = by_form.get(form.get(other))
+            a, b = find(here.name), find(there.name) if there else None
+            if b is not None and a != b:
                 parent[a] = b
     classes: dict[str, list[Member]] = {}
     for m in members:
@@ -107,7 +143,7 @@ def reduce(members: list[Member], rules: list) -> tuple[list[Member], dict[str, 
     order = {m.name: k for k, m in enumerate(members)}
     survivors, shown = [], {}
     for group in classes.values():
-        best = min(group, key=lambda m: (m.generators, order[m.name]))
+        best = min(group, key=lambda m: (m.generators, symmetry.sort_key(m.wiring)))
         survivors.append(best)
         shown[best.name] = [m.name for m in group if m is not best]
     survivors.sort(key=lambda m: order[m.name])
@@ -118,26 +154,39 @@ def _ops(d: Diagram) -> Counter:
     return Counter(d.box(b)["op"] for b in d.boxes())
 
 
-def _neighbours(d: Diagram, rules: list, index: dict, bound: int) -> list[Member]:
-    """Members one rewrite away from ``d``: each rule applied at each of its matches (a rule
-    whose left side has boxes ``d`` lacks cannot match, and is not tried)."""
-    out = []
-    have = _ops(d)
-    ix = None
+def neighbours(w: Wiring, gens: list[Generator], names: tuple, rules: list, bound: int, cache: dict) -> list[Wiring]:
+    """The wirings one rewrite away from ``w``: each rule applied at each of its matches in
+    the built diagram, read back; results larger than ``bound`` or not members are dropped.
+    Kept per (generators, rule, wiring) in ``cache``."""
+    out: list[Wiring] = []
+    d = ix = have = None
     for rule in rules:
-        need = _ops(rule.lhs)
-        if not need or any(have[op] < n for op, n in need.items()) or len(d) + len(rule.rhs) - len(rule.lhs) > bound:
-            continue  # cannot match, or makes a diagram larger than every member
-        ix = ix or Index(d)
-        for m in find_matches(d, rule, index=ix):
-            try:
-                res = rewrite(d, m)
-            except DiagError:
-                continue
-            hit = index.get(res.canonical_hash())
-            if hit is not None and hit.diagram.isomorphic(res):
-                out.append(hit)
+        key = (names, id(rule), bound, w)
+        if key not in cache:
+            if d is None:
+                d = build(w, gens, "w")
+                have = _ops(d)
+            need = _ops(rule.lhs)
+            found = []
+            if need and all(have[op] >= n for op, n in need.items()) and len(d) + len(rule.rhs) - len(rule.lhs) <= bound:
+                ix = ix or Index(d)
+                found = _results(d, rule, ix, gens)
+            cache[key] = found
+        out.extend(cache[key])
     return out
 
 
-__all__ = ["Member", "Stage", "Space", "enumerate_space", "reduce"]
+def _results(d: Diagram, rule, ix, gens: list[Generator]) -> list[Wiring]:
+    out = []
+    for m in find_matches(d, rule, index=ix):
+        try:
+            res = rewrite(d, m)
+        except DiagError:
+            continue
+        v = wiring_of(res, gens)
+        if v is not None:
+            out.append(v)
+    return out
+
+
+__all__ = ["Member", "Stage", "Space", "Work", "OutOfTime", "enumerate_space", "reduce", "neighbours"]
