@@ -27,9 +27,12 @@ from dataclasses import dataclass, field
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..rewrite.dpo import rewrite
-from ..rewrite.match import Index, find_matches
+from ..rewrite.match import Index
+from ..rewrite.pattern import Pattern
+from ..rewrite.search import Matcher
 from . import symmetry
 from .build import build, wiring_of
+from .patterns import Shape, may_match, shape
 from .reading import Copy, Reading
 from .space import Generator, Wiring, generators, is_composite, wirings
 
@@ -126,6 +129,7 @@ def reduce(members: list[Member], ordered: list[Wiring], form: dict[Wiring, Wiri
         return x
 
     names = tuple(g.name for g in gens)
+    rules = [Oriented.of(r) for r in rules]
     steps = work.progress(ordered) if work.progress else ordered
     for k, w in enumerate(steps):
         if work.deadline is not None and time.monotonic() > work.deadline:
@@ -154,33 +158,62 @@ def _ops(d: Diagram) -> Counter:
     return Counter(d.box(b)["op"] for b in d.boxes())
 
 
+@dataclass(frozen=True)
+class Oriented:
+    """A rule applied from its larger side: ``pattern`` is matched, ``replacement`` put in.
+
+    The classes are the symmetric closure of "one rule applied at one match", and a rewrite
+    at a match is undone by the other side at the image, so one direction of each rule finds
+    every related pair. The larger side is the rarer pattern and gives the smaller result,
+    always within the bound; the other direction would match nearly every wiring (a single
+    generator) and build results past the bound only to drop them."""
+
+    rule: object
+    reverse: bool
+    pattern: Diagram
+    replacement: Diagram
+    needs: Counter
+    shape: Shape | None  # the pattern over wirings, where it is one (``patterns.py``)
+    compiled: object  # the engine's prepared pattern
+
+    @staticmethod
+    def of(rule) -> "Oriented":
+        reverse = len(rule.rhs) > len(rule.lhs)
+        pattern, replacement = (rule.rhs, rule.lhs) if reverse else (rule.lhs, rule.rhs)
+        return Oriented(rule, reverse, pattern, replacement, _ops(pattern), shape(pattern), Pattern(pattern))
+
+
 def neighbours(w: Wiring, gens: list[Generator], names: tuple, rules: list, bound: int, cache: dict) -> list[Wiring]:
-    """The wirings one rewrite away from ``w``: each rule applied at each of its matches in
-    the built diagram, read back; results larger than ``bound`` or not members are dropped.
-    Kept per (generators, rule, wiring) in ``cache``."""
+    """The wirings one rewrite away from ``w`` (either way): each rule applied from its
+    larger side (:class:`Oriented`) at each of its matches in the built diagram, read back;
+    results larger than ``bound`` or not members are dropped. Kept per (generators, rule,
+    wiring) in ``cache``, whatever the bound, so readings that share generators share it."""
     out: list[Wiring] = []
-    d = ix = have = None
+    d = ix = None
+    have = Counter(gens[g].name for g, _ in w.occurrences)
     for rule in rules:
-        key = (names, id(rule), bound, w)
+        o = rule if isinstance(rule, Oriented) else Oriented.of(rule)
+        key = (names, id(o.rule), w)
         if key not in cache:
-            if d is None:
-                d = build(w, gens, "w")
-                have = _ops(d)
-            need = _ops(rule.lhs)
             found = []
-            if need and all(have[op] >= n for op, n in need.items()) and len(d) + len(rule.rhs) - len(rule.lhs) <= bound:
-                ix = ix or Index(d)
-                found = _results(d, rule, ix, gens)
+            if o.needs and all(have[op] >= n for op, n in o.needs.items()) and \
+                    (o.shape is None or may_match(o.shape, w, gens)):
+                if d is None:
+                    d = build(w, gens, "w")
+                    ix = Index(d)
+                found = _results(d, o, ix, gens)
             cache[key] = found
-        out.extend(cache[key])
+        out.extend(v for v in cache[key] if v.size <= bound)
     return out
 
 
-def _results(d: Diagram, rule, ix, gens: list[Generator]) -> list[Wiring]:
+def _results(d: Diagram, o: Oriented, ix, gens: list[Generator]) -> list[Wiring]:
     out = []
-    for m in find_matches(d, rule, index=ix):
+    for m in Matcher(o.compiled, ix).run(None):
+        if m.ties:
+            continue
         try:
-            res = rewrite(d, m)
+            res = rewrite(d, m, o.replacement)
         except DiagError:
             continue
         v = wiring_of(res, gens)
