@@ -10,10 +10,22 @@ import time
 
 from ..errors import DiagError
 from ..enumerate.reading import Copy, Reading
+from . import kinds, outputs
 from .common import load_reporting
-from .options import integer, number
+from .options import UsageError, integer, number, short
 
 HELP = "enumerate the mechanisms built from generators, reduce them by rewrites, and write the survivors"
+
+EXAMPLES = """\
+stringdiag enumerate gallery/anatomy.diag --generators AttPrep,AttApply,LinAttPrep,LinAttApply,ConcatFF \\
+    --symmetric ConcatFF --interchangeable LinAttPrep --require AttApply,LinAttApply --max 5 \\
+    --rules rules/absorb.rules rules/merge.rules -o mechanisms.diag --grid mechanisms.svg
+stringdiag enumerate gallery/anatomy.diag --generators AttPrep,AttApply,LinAttPrep,LinAttApply,ConcatFF \\
+    --symmetric ConcatFF --interchangeable LinAttPrep --require AttApply,LinAttApply --max 5 \\
+    --rules rules/absorb.rules rules/merge.rules --sensitivity
+stringdiag enumerate gallery/anatomy_qk.diag --generators AttPrepQK,AttApply,LinAttPrepQK,LinAttApply \\
+    --paired LinAttPrepQK --require AttApply,LinAttApply --max 5 --json
+"""
 
 TAIL = """\
 Sequential composites f ; g of two members are removed; members related by the rules (applied
@@ -26,13 +38,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--generators", metavar="G1,G2,...", required=True, help="the generators, by name")
     p.add_argument("--max", type=integer(1, 9), default=5, metavar="N",
                    help="at most this many generator occurrences (default: 5)")
-    p.add_argument("--rules", nargs="*", default=[], metavar="R.rules",
+    p.add_argument("--rules", nargs="*", default=[], metavar="R.rules", type=kinds.rules_file,
                    help="reductions that relate members (a file R_*.rules beside one, written for these "
                         "generators, is used too)")
     p.add_argument("--symmetric", type=_names, default=(), metavar="G1,...",
                    help="generators whose inputs may be permuted (the same mechanism)")
     p.add_argument("--interchangeable", type=_names, default=(), metavar="G1,...",
                    help="generators whose outputs are interchangeable learnable maps of their inputs")
+    p.add_argument("--paired", type=_names, default=(), metavar="G1,...",
+                   help="generators whose k-th output is a learnable map of their k-th input alone "
+                        "(inputs and outputs permuted together)")
+    p.add_argument("--once", action="store_true",
+                   help="each generator at most once in a member (a reading that breaks 'at most N generators')")
     p.add_argument("--require", type=_names, default=(), metavar="G1,...",
                    help="a member contains at least one of these (families are computed from them)")
     p.add_argument("--copy", choices=[c.value for c in Copy], default=None,
@@ -44,8 +61,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also count the space under the alternative readings (each choice varied)")
     p.add_argument("--retype", metavar="FILE:G=H,...",
                    help="for --sensitivity: another typing of some generators (FILE defines H for G)")
-    p.add_argument("-o", "--output", metavar="OUT.diag", help="write the survivors as a .diag file")
-    p.add_argument("--grid", metavar="OUT.svg", help="draw the survivors in a grid, each with its name")
+    p.add_argument("-o", "--output", metavar="OUT.diag", type=diag_file, help="write the survivors as a .diag file")
+    p.add_argument("--grid", metavar="OUT.svg", type=outputs.picture,
+                   help="draw the survivors in a grid, each with its name")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -56,11 +74,27 @@ def _names(text: str) -> tuple[str, ...]:
     return names
 
 
+def diag_file(text: str) -> str:
+    """``-o``: the survivors are written as a diagram file, so the name ends with ``.diag``."""
+    if not text.lower().endswith(".diag") or text.endswith(("/", "\\")):
+        raise argparse.ArgumentTypeError(f"cannot write {short(text)}: the survivors are written as a diagram "
+                                         "file, so the name must end with .diag (draw them with --grid OUT.svg)")
+    return text
+
+
+diag_file.__name__ = "diagram file"
+
+
 def reading_of(args: argparse.Namespace) -> Reading:
     copy = Copy(args.copy) if args.copy else Copy.ALL if args.copy_outputs else Copy.INPUT
     if args.copy and args.copy_outputs and copy is not Copy.ALL:
-        raise DiagError("--copy-outputs is --copy all; it contradicts --copy " + args.copy)
-    return Reading(args.max, copy, frozenset(args.symmetric), frozenset(args.interchangeable), tuple(args.require))
+        raise UsageError("--copy-outputs is --copy all; it contradicts --copy " + args.copy)
+    both = sorted(set(args.paired) & (set(args.interchangeable) | set(args.symmetric)))
+    if both:
+        raise UsageError(f"--paired {','.join(both)}: a paired generator's ports are permuted together, so it is "
+                         "not also --symmetric or --interchangeable")
+    return Reading(args.max, copy, frozenset(args.symmetric), frozenset(args.interchangeable), tuple(args.require),
+                   args.once, frozenset(args.paired))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -133,10 +167,9 @@ def _sensitivity(args, defns, reading: Reading, rule_files: dict, work) -> list[
         path, _, pairs = args.retype.partition(":")
         renames = dict(p.split("=", 1) for p in pairs.split(",") if "=" in p)
         if not path or not renames:
-            raise DiagError(f"--retype: expected FILE:G=H,..., got '{args.retype}'")
+            raise UsageError(f"--retype: expected FILE:G=H,..., got '{args.retype}'")
         typing = Typing(path, load_reporting(path), renames)
-    names = [d.name for d in defns]
-    return readings(defns, reading, rule_files, typing, lambda ns: _rules_for(args.rules, ns), work)
+    return readings(defns, reading, rule_files, typing, lambda ns: _rules_for(args.rules, ns), work, args.file)
 
 
 def _rules_for(paths, names):
@@ -148,7 +181,7 @@ def _rules_for(paths, names):
 def _generators(prog, names: list[str], file: str) -> list:
     """The definitions ``--generators`` names, each a diagram of the file."""
     if not names:
-        raise DiagError("--generators: name at least one generator")
+        raise UsageError("--generators: name at least one generator")
     for n in names:
         if n not in prog.defs:
             raise DiagError(f"--generators: '{n}' is not a diagram of {file} "
@@ -178,10 +211,7 @@ def _write(args: argparse.Namespace, prog, names: list[str], space, named: list,
     """The survivors as a .diag file, headed by the command that wrote it and the stages' counts."""
     from ..enumerate.output import write
 
-    command = (f"stringdiag enumerate {args.file} --generators {','.join(names)} --max {args.max}"
-               + "".join(f" --{o} {','.join(getattr(args, o))}" for o in ("symmetric", "interchangeable", "require")
-                         if getattr(args, o))
-               + (f" --copy {reading.copy.value}" if reading.copy is not Copy.INPUT else "")
+    command = (f"stringdiag enumerate {args.file} --generators {','.join(names)} {reading.options()}"
                + (f" --rules {' '.join(args.rules)}" if args.rules else ""))
     stages = "; ".join(f"{s.name} {s.count}" for s in space.stages)
     header = (f"The space of mechanisms (Khatri et al. (2024), Sec. 5), written by\n  {command}\n{stages}\n\n"
@@ -204,8 +234,8 @@ def _draw(named: list, path: str, quiet: bool) -> None:
 def _as_json(space, named: list, table: list[dict], guess: dict, reading: Reading, rule_files: list[str]) -> dict:
     return {
         "reading": {"max": reading.max, "copy": reading.copy.value, "symmetric": sorted(reading.symmetric),
-                    "interchangeable": sorted(reading.interchangeable), "require": list(reading.require),
-                    "rules": rule_files},
+                    "interchangeable": sorted(reading.interchangeable), "paired": sorted(reading.paired),
+                    "require": list(reading.require), "once": reading.once, "rules": rule_files},
         "estimate": guess,
         "stages": [{"name": s.name, "count": s.count} for s in space.stages],
         "mechanisms": [{"name": m.name, "generators": m.generators, "family": m.family, "source": m.source}
@@ -227,15 +257,21 @@ def _print(reading: Reading, space, named: list, gens, table: list[dict], rule_f
 
 
 def _print_sensitivity(table: list[dict]) -> None:
-    print("\nsensitivity (the count under each reading; '-': would not fit the time budget):")
+    """One line a row: what it changes, its counts and families, what of Sec. 5 it breaks; a
+    row over its share of the time budget says so, with the figure and the command."""
+    print("\nsensitivity (each row changes one choice of the stated reading; families linear/dot/both):")
     width = max(len(r["reading"]) for r in table)
-    print(f"  {'reading':<{width}}  {'raw':>5}  {'required':>8}  {'reduced':>7}  families  (breaks)")
+    print(f"  {'reading':<{width}}  {'raw':>5}  {'required':>8}  {'reduced':>7}  families              breaks")
     for r in table:
-        cell = lambda v: "-" if v is None else str(v)  # noqa: E731
-        fams = " ".join(f"{k} {v}" for k, v in sorted(r.get("families", {}).items()))
-        breaks = f"  (breaks: {r['breaks']})" if r["breaks"] else ""
-        print(f"  {r['reading']:<{width}}  {r['raw']:>5}  {cell(r['required']):>8}  {cell(r['reduced']):>7}  "
-              f"{fams}{breaks}")
+        if "not computed" in r:
+            print(f"  {r['reading']:<{width}}  not computed ({r['ordered']} ordered wirings): about "
+                  f"{_duration(r['not computed'])}; run `{r['command']}` alone")
+            continue
+        fams = "/".join(str(r["families"].get(k, 0)) for k in ("linear", "dot", "both"))
+        fams += f" (+{r['families']['none']} none)" if r["families"].get("none") else ""
+        req = r["required"] if r["required"] is not None else r["not-composite"]
+        print(f"  {r['reading']:<{width}}  {r['raw']:>5}  {req:>8}  {r['reduced']:>7}  {fams:<20}  "
+              f"{r['breaks'] or '-'}")
 
 
 def _gens(defns):

@@ -47,9 +47,6 @@ TAKES: dict[str, dict[str, tuple[Kind, ...]]] = {
 EXAMPLES = {
     "compile": "stringdiag compile gallery/attention.diag -d SelfAttention --dims d=64,k=16\n"
                "stringdiag compile gallery/anatomy.diag -d M1 --dims d=32,k=8 --approximator linear",
-    "enumerate": "stringdiag enumerate gallery/anatomy.diag --generators AttPrep,AttApply,LinAttPrep,LinAttApply "
-                 "--max 3\n"
-                 "stringdiag enumerate gallery/anatomy.diag --generators AttPrep,AttApply --max 3 --json",
 }
 
 COMPLETION_SHELLS = ("bash", "zsh", "tcsh")

@@ -28,6 +28,10 @@ class Reading:
 
     ``symmetric``: generators whose inputs may be permuted (the member is the same).
     ``interchangeable``: generators whose outputs may be permuted.
+    ``paired``: generators whose ``k``-th output is a learnable map of their ``k``-th input
+    alone (``LinAttPrepQK(a, b)`` makes φ(Q a) and φ(K b)): inputs and outputs may be
+    permuted together, and an output may stand in for any other of that generator on the
+    same source.
     ``require``: a member contains at least one of these generators (none: no requirement).
     ``once``: each generator occurs at most once (a reading that breaks "at most five").
     """
@@ -38,9 +42,21 @@ class Reading:
     interchangeable: frozenset[str] = field(default_factory=frozenset)
     require: tuple[str, ...] = ()
     once: bool = False
+    paired: frozenset[str] = field(default_factory=frozenset)
 
     def but(self, **changes) -> "Reading":
         return replace(self, **changes)
+
+    def options(self) -> str:
+        """The reading as ``stringdiag enumerate`` options."""
+        parts = [f"--max {self.max}"]
+        parts += [f"--{o} {','.join(sorted(v))}" for o, v in (("symmetric", self.symmetric),
+                                                            ("interchangeable", self.interchangeable),
+                                                            ("paired", self.paired)) if v]
+        parts += [f"--require {','.join(self.require)}"] if self.require else []
+        parts += [f"--copy {self.copy.value}"] if self.copy is not Copy.INPUT else []
+        parts += ["--once"] if self.once else []
+        return " ".join(parts)
 
     def describe(self) -> str:
         """The reading in words (the text output and the written file begin with it)."""
@@ -50,7 +66,9 @@ class Reading:
                "inputs" if self.symmetric else "")
         inter = (f"{', '.join(sorted(self.interchangeable))} with interchangeable outputs"
                  if self.interchangeable else "")
-        ports = "; ".join(x for x in (sym, inter) if x) or "every port ordered"
+        pair = (f"{', '.join(sorted(self.paired))} with each output a map of its own input"
+                if self.paired else "")
+        ports = "; ".join(x for x in (sym, inter, pair) if x) or "every port ordered"
         need = (f"a member contains at least one of {', '.join(self.require)}" if self.require
                 else "no generator is required")
         once = "; each generator at most once" if self.once else ""

@@ -20,8 +20,10 @@ def _uses(rules) -> set[str]:
 
 
 def load_for(paths: list[str], generators: list[str]) -> dict[str, list]:
-    """``{path: rules}`` for the named files and the companions written for ``generators``."""
+    """``{path: rules}`` for the named files (a directory: its ``.rules`` files) and the
+    companions written for ``generators``."""
     out: dict[str, list] = {}
+    paths = [str(f) for p in paths for f in (sorted(Path(p).glob("*.rules")) if Path(p).is_dir() else [p])]
     for path in paths:
         out[path] = load_rules(path)
         p = Path(path)

@@ -80,6 +80,13 @@ class Work:
     deadline: float | None = None
     budget: float | None = None
     cache: dict = field(default_factory=dict)
+    confirmed: dict = field(default_factory=dict)  # symmetry declarations -> {wiring: form} already confirmed
+    done: set = field(default_factory=set)  # (generators, wiring) already reduced: their rewrites are in ``cache``
+    spent: list = field(default_factory=lambda: [0.0, 0])  # seconds, wirings: the cost of reducing one, measured
+
+    def per_wiring(self) -> float | None:
+        """Seconds to reduce one wiring not reduced before, as measured so far (None: not yet)."""
+        return self.spent[0] / self.spent[1] if self.spent[1] else None
 
 
 def enumerate_space(defns: list[Diagram], reading: Reading | int, rules=(), copy_outputs: bool = False,
@@ -93,7 +100,7 @@ def enumerate_space(defns: list[Diagram], reading: Reading | int, rules=(), copy
     symmetry.check(gens, reading)
     ordered = list(wirings(gens, stream, reading.max, reading.copy, reading.once))
     form = symmetry.classes(ordered, gens, reading)
-    symmetry.confirm(form, gens, reading)
+    _confirm(form, gens, reading, work)
     forms = list(dict.fromkeys(form[w] for w in ordered))
     space = Space(ordered=len(ordered))
     space.stages.append(Stage("raw", [Member(f"R{k}", f, None, f.size) for k, f in enumerate(forms)]))
@@ -113,6 +120,16 @@ def enumerate_space(defns: list[Diagram], reading: Reading | int, rules=(), copy
         if wiring_of(m.diagram, gens) != m.wiring:
             raise DiagError(f"internal check failed: member {m.name} does not read back as its wiring")
     return space
+
+
+def _confirm(form: dict, gens: list[Generator], reading: Reading, work: Work) -> None:
+    """``symmetry.confirm``, once per set of declarations: the classes of a subset of wirings
+    already confirmed (a smaller bound, a requirement dropped) are confirmed with them."""
+    key = (tuple(g.name for g in gens), reading.copy, reading.symmetric, reading.interchangeable, reading.paired)
+    known = work.confirmed.get(key, {})
+    if any(known.get(w) != f for w, f in form.items()):
+        symmetry.confirm(form, gens, reading)
+        work.confirmed[key] = {**known, **form}
 
 
 def reduce(members: list[Member], ordered: list[Wiring], form: dict[Wiring, Wiring], gens: list[Generator],
@@ -136,7 +153,13 @@ def reduce(members: list[Member], ordered: list[Wiring], form: dict[Wiring, Wiri
             raise OutOfTime(f"ran past --time-budget {work.budget:g} s after {k} of {len(ordered)} wirings; "
                             "use a smaller --max or a larger --time-budget")
         here = by_form[form[w]]
-        for other in neighbours(w, gens, names, rules, bound, work.cache):
+        t, fresh = time.perf_counter(), (names, w) not in work.done
+        found = neighbours(w, gens, names, rules, bound, work.cache)
+        if fresh:
+            work.done.add((names, w))
+            work.spent[0] += time.perf_counter() - t
+            work.spent[1] += 1
+        for other in found:
             there = by_form.get(form.get(other))
             a, b = find(here.name), find(there.name) if there else None
             if b is not None and a != b:
@@ -186,14 +209,18 @@ class Oriented:
 def neighbours(w: Wiring, gens: list[Generator], names: tuple, rules: list, bound: int, cache: dict) -> list[Wiring]:
     """The wirings one rewrite away from ``w`` (either way): each rule applied from its
     larger side (:class:`Oriented`) at each of its matches in the built diagram, read back;
-    results larger than ``bound`` or not members are dropped. Kept per (generators, rule,
-    wiring) in ``cache``, whatever the bound, so readings that share generators share it."""
+    results larger than ``bound`` or not members are dropped. Kept in ``cache`` by the
+    member's generators by name, whatever the bound and whatever else is enumerated, so
+    readings share it (the generator set is in the key only where the replacement brings in
+    a generator the reading lacks)."""
     out: list[Wiring] = []
     d = ix = None
     have = Counter(gens[g].name for g, _ in w.occurrences)
+    index = {n: k for k, n in enumerate(names)}
+    named = (tuple((names[g], srcs) for g, srcs in w.occurrences), w.root)
     for rule in rules:
         o = rule if isinstance(rule, Oriented) else Oriented.of(rule)
-        key = (names, id(o.rule), w)
+        key = (id(o.rule), named) + (() if set(_ops(o.replacement)) <= set(have) else (names,))
         if key not in cache:
             found = []
             if o.needs and all(have[op] >= n for op, n in o.needs.items()) and \
@@ -201,9 +228,12 @@ def neighbours(w: Wiring, gens: list[Generator], names: tuple, rules: list, boun
                 if d is None:
                     d = build(w, gens, "w")
                     ix = Index(d)
-                found = _results(d, o, ix, gens)
+                found = [(tuple((names[g], srcs) for g, srcs in v.occurrences), v.root)
+                         for v in _results(d, o, ix, gens)]
             cache[key] = found
-        out.extend(v for v in cache[key] if v.size <= bound)
+        for occ, root in cache[key]:
+            if len(occ) <= bound and all(n in index for n, _ in occ):
+                out.append(Wiring(tuple((index[n], srcs) for n, srcs in occ), root))
     return out
 
 

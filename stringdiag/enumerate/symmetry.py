@@ -34,7 +34,8 @@ def check(gens: list[Generator], reading: Reading) -> None:
     """A declared symmetry must name a generator and permute ports of one type."""
     names = {g.name for g in gens}
     for option, declared, side in (("--symmetric", reading.symmetric, "ins"),
-                                   ("--interchangeable", reading.interchangeable, "outs")):
+                                   ("--interchangeable", reading.interchangeable, "outs"),
+                                   ("--paired", reading.paired, "ins"), ("--paired", reading.paired, "outs")):
         for n in sorted(declared):
             if n not in names:
                 raise DiagError(f"{option}: '{n}' is not one of the generators ({', '.join(sorted(names))})")
@@ -42,6 +43,11 @@ def check(gens: list[Generator], reading: Reading) -> None:
             if len(set(ports)) > 1:
                 what = "inputs" if side == "ins" else "outputs"
                 raise DiagError(f"{option}: the {what} of '{n}' have different types, so they cannot be permuted")
+    for n in sorted(reading.paired):
+        g = next(g for g in gens if g.name == n)
+        if len(g.ins) != len(g.outs):
+            raise DiagError(f"--paired: '{n}' has {len(g.ins)} inputs and {len(g.outs)} outputs; each output "
+                            "must be a map of one input")
     for n in reading.require:
         if n not in names:
             raise DiagError(f"--require: '{n}' is not one of the generators ({', '.join(sorted(names))})")
@@ -68,6 +74,24 @@ def _moves(w: Wiring, gens: list[Generator], reading: Reading) -> list[tuple[dic
             for j in range(k + 1, len(occ)):
                 if occ[j] == occ[k]:  # the same generator on the same sources
                     moves.append(({}, {(k, 0): (j, 0), (j, 0): (k, 0)}))
+        if name in reading.paired:
+            moves.extend(_paired(occ, k))
+    return moves
+
+
+def _paired(occ, k: int) -> list[tuple[dict, dict]]:
+    """Moves of a paired occurrence ``k``: inputs and outputs swapped together; an output
+    exchanged with one of another occurrence of the generator made from the same source."""
+    g, srcs = occ[k]
+    moves = []
+    for q in range(len(srcs) - 1):
+        order = list(range(len(srcs)))
+        order[q], order[q + 1] = q + 1, q
+        moves.append(({k: order}, {(k, q): (k, q + 1), (k, q + 1): (k, q)}))
+    for j in range(len(occ)):
+        if j != k and occ[j][0] == g:
+            moves.extend(({}, {(k, p): (j, r), (j, r): (k, p)}) for p, s in enumerate(srcs)
+                         for r, t in enumerate(occ[j][1]) if s == t)
     return moves
 
 
@@ -81,7 +105,25 @@ def _apply(w: Wiring, move: tuple[dict, dict]) -> Wiring:
 
     occ = [(g, tuple(ref(srcs[i]) for i in orders.get(k, range(len(srcs)))))
            for k, (g, srcs) in enumerate(w.occurrences)]
-    return canonical(occ, ref(w.root))
+    return canonical(occ, ref(w.root)) if _acyclic(occ) else None
+
+
+def _acyclic(occ) -> bool:
+    """No occurrence reads, through others, its own output (an exchange of outputs between
+    two occurrences can close a cycle; that wiring is no member)."""
+    state: dict[int, int] = {}
+
+    def visit(k: int) -> bool:
+        if state.get(k) == 1:
+            return False
+        if state.get(k) == 2:
+            return True
+        state[k] = 1
+        ok = all(visit(s[0]) for s in occ[k][1] if s != X)
+        state[k] = 2
+        return ok
+
+    return all(visit(k) for k in range(len(occ)))
 
 
 def sort_key(w: Wiring) -> tuple:
@@ -97,7 +139,7 @@ def orbit(w: Wiring, gens: list[Generator], reading: Reading) -> set[Wiring]:
         v = todo.pop()
         for move in _moves(v, gens, reading):
             u = _apply(v, move)
-            if u not in seen:
+            if u is not None and u not in seen:
                 seen.add(u)
                 todo.append(u)
     return seen
@@ -122,7 +164,8 @@ def graph(w: Wiring, gens: list[Generator], reading: Reading) -> nx.DiGraph:
     node per occurrence, per output, the input and the output. An edge into an occurrence is
     labelled with its port, except where the generator is symmetric; an output node with its
     port, except where the generator is interchangeable, and then all occurrences of that
-    generator on the same sources are one node holding all their outputs."""
+    generator on the same sources are one node holding all their outputs. A paired
+    generator has no node: each output reads its own input alone."""
     g = nx.DiGraph()
     g.add_node("x", label="x")
     g.add_node("out", label="out")
@@ -132,6 +175,11 @@ def graph(w: Wiring, gens: list[Generator], reading: Reading) -> nx.DiGraph:
         node[k] = ("pool", gi, srcs) if name in reading.interchangeable else k
     for k, (gi, srcs) in enumerate(w.occurrences):
         gen, n = gens[gi], node[k]
+        if gen.name in reading.paired:  # no occurrence node: each output a map of its own input
+            for p, s in enumerate(srcs):
+                g.add_node((k, p), label=f"{gen.name}.*")
+                g.add_edge("x" if s == X else s, (k, p), label=("*",))
+            continue
         size = sum(1 for j in node if node[j] == n)
         g.add_node(n, label=f"{gen.name}x{size}")
         for p in range(len(gen.outs)):
@@ -155,7 +203,7 @@ def _same(a: dict, b: dict) -> bool:
 def confirm(form: dict[Wiring, Wiring], gens: list[Generator], reading: Reading) -> None:
     """Check the classes independently (VF2 on :func:`graph`): each wiring is isomorphic to
     its form, and no two forms are. Raises ``DiagError`` (a bug) otherwise."""
-    if not reading.symmetric and not reading.interchangeable:
+    if not reading.symmetric and not reading.interchangeable and not reading.paired:
         bad = [w for w, f in form.items() if w != f]
         if bad:
             raise DiagError("internal check failed: a wiring has a form other than itself with no symmetry")
