@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import DiagError
 from .estimate import estimate
@@ -84,9 +85,9 @@ def _rows(defns, reading: Reading, rule_files: dict, typing, rules_for, file: st
     if rule_files:
         rows.append(row("no rules", "reductions (5) and (6)", rules=[], rp=()))
         for path, rs in rule_files.items() if len(rule_files) > 1 else ():
-            rows.append(row(f"only {path}", "reductions (5) and (6)", rules=rs, rp=(path,)))
+            rows.append(row(f"only {path}", "both reductions (5) and (6)", rules=rs, rp=(path,)))
             if fewer:
-                rows.append(row(f"max {fewer.max}, only {path}", f"at most {reading.max} generators; (5) and (6)",
+                rows.append(row(f"max {fewer.max}, only {path}", f"at most {reading.max} generators; both (5) and (6)",
                                 fewer, rules=rs, rp=(path,)))
     rows.extend(row(label, breaks, r, ds) for label, breaks, r, ds in _left_out(defns, reading))
     rows.append(row("each generator at most once", f"composites of up to {reading.max} generators",
@@ -123,7 +124,7 @@ def _retyped(defns, reading: Reading, typing: Typing, rules_for) -> list[Row]:
                     require=tuple(ren.get(n, n) for n in reading.require))
     files = rules_for(names)
     rules = [x for rs in files.values() for x in rs]
-    typed = ", ".join(f"{a} as {b}" for a, b in ren.items()) + f" ({typing.path})"
+    typed = f"typed by {Path(typing.path).name}"
 
     def row(label, breaks, rd, ds):
         return Row(label, breaks, ds, rd, rules, typing.path, tuple(files))
@@ -132,9 +133,9 @@ def _retyped(defns, reading: Reading, typing: Typing, rules_for) -> list[Row]:
     pairable = {d.name for d in new if d.name in r.interchangeable and len(d.input_types) == len(d.output_types) > 1}
     if pairable:
         r = r.but(interchangeable=r.interchangeable - pairable, paired=r.paired | pairable)
-        typed += f"; {', '.join(sorted(pairable))} paired"
+        typed += f", {', '.join(sorted(pairable))} paired"
         rows.append(row(typed, "", r, new))
-    rows.extend(row(label, breaks, rd, ds) for label, breaks, rd, ds in _left_out(new, r, typed + "; "))
+    rows.extend(row(label, breaks, rd, ds) for label, breaks, rd, ds in _left_out(new, r, typed + ", "))
     return rows
 
 
