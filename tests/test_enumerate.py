@@ -181,6 +181,58 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert rc == 1 and err.startswith("error:") and "Nope" in err and "\n" not in err
 
 
+@pytest.mark.parametrize("extra, says", [
+    (["-o", "mech.svg"], "must end with .diag"),
+    (["-o", "out/"], "must end with .diag"),
+    (["--grid", "grid.jpg"], "picture format"),
+    (["--rules", "absorb_prep"], "--rule absorb_prep"),
+    (["--paired", "ConcatFF", "--symmetric", "ConcatFF"], "not also --symmetric"),
+    (["--copy", "input", "--copy-outputs"], "contradicts"),
+])
+def test_usage_errors_exit_2_before_any_work(tmp_path, capsys, monkeypatch, extra, says):
+    import stringdiag.enumerate.stages as stages
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(stages, "enumerate_space", lambda *a, **k: pytest.fail("worked before refusing"))
+    rc = main(["enumerate", str(ROOT / "gallery" / "anatomy.diag"), "--generators", ",".join(ALL), *extra])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.startswith("error:") and says in err and "\n" not in err
+    assert not any(tmp_path.iterdir())
+
+
+def test_help_ends_with_its_own_examples(capsys):
+    from stringdiag.cli import enumerate as cli_enumerate
+    from stringdiag.cli import main as cli_main
+
+    assert "enumerate" not in cli_main.EXAMPLES
+    with pytest.raises(SystemExit):
+        main(["enumerate", "--help"])
+    out = capsys.readouterr().out
+    assert out.split("examples:")[1].split() == cli_enumerate.EXAMPLES.split()
+
+
+def test_sensitivity_rows_reproduce_alone(capsys):
+    """Every computed row of the table is the count its reading gives when run alone (here the
+    copy policy and the bound rows at --max 3, fast); a row over its budget gives the command."""
+    base = ["enumerate", str(ROOT / "gallery" / "anatomy.diag"), "--generators", ",".join(ALL), "--max", "3",
+            "--symmetric", "ConcatFF", "--interchangeable", "LinAttPrep", "--require", "AttApply,LinAttApply",
+            "--rules", str(ROOT / "rules" / "absorb.rules"), str(ROOT / "rules" / "merge.rules"), "--json"]
+    assert main(base + ["--sensitivity"]) == 0
+    rows = {r["reading"]: r for r in json.loads(capsys.readouterr().out)["sensitivity"]}
+    for label, extra in (("copy streams", ["--copy", "streams"]), ("max 2", ["--max", "2"]),
+                         ("without ConcatFF", None), ("each generator at most once", ["--once"])):
+        row = rows[label]
+        if extra is None:
+            continue
+        assert "not computed" not in row
+        assert main(base + extra) == 0
+        alone = json.loads(capsys.readouterr().out)
+        assert row["reduced"] == alone["stages"][-1]["count"]
+        assert row["raw"] == alone["stages"][0]["count"]
+        assert row["families"] == dict(__import__("collections").Counter(m["family"] for m in alone["mechanisms"]))
+    assert rows["without ConcatFF"]["breaks"] == "the five generators" and rows["stated"]["breaks"] == ""
+
+
 MECHANISMS = stringdiag.load(ROOT / "gallery" / "mechanisms.diag")
 MECH_NAMES = sorted({*MECHANISMS.own, "M0", "M1"}, key=lambda n: int(n[1:]))
 
