@@ -247,6 +247,10 @@ SCALAR_REFERENCE: dict[str, Callable[..., float]] = {
     "exp": math.exp,
     "log": math.log,
     "sqrt": math.sqrt,
+    "sin": math.sin,
+    "cos": math.cos,
+    "pow": math.pow,
+    "floor": lambda a: float(math.floor(a)),
     "relu": lambda a: max(a, 0.0),
     "elu": _elu,
     "sigmoid": lambda a: 1 / (1 + math.exp(-a)),
@@ -262,7 +266,7 @@ SCALAR_REFERENCE: dict[str, Callable[..., float]] = {
     "clamp": lambda a, lo, hi: min(max(a, lo), hi),
     "detach": lambda a: a,
 }
-POSITIVE = {"log", "sqrt"}  # primitives tested on positive inputs only
+POSITIVE = {"log", "sqrt", "pow"}  # primitives tested on positive inputs only
 FIXED = {n: b for n, b in prelude().boxes.items() if b.box == "fixed"}
 SCALAR = {n for n, b in FIXED.items() if all(t == () for t in b.ins + b.outs)}
 
