@@ -10,6 +10,7 @@ import torch
 import stringdiag
 from stringdiag import DiagError
 from stringdiag.analysis.complexity import analyse
+from stringdiag.graph.types import Dim
 from stringdiag.lower.lower import compile
 
 HEAD = "dim s : seq\ndim d, k : fixed\n"
@@ -84,3 +85,69 @@ def test_cumsum_gradient_agrees_with_torch():
 def test_cumsum_costs_linear_in_the_sequence():
     c = analyse(prog(CUM)["C"])
     assert (c.time, c.seq_time, c.seq_memory) == ("s·d", "s", "s")
+
+
+# -- parenthesised type arithmetic, integer indices and fixed ranges, indexed outputs -------------
+def test_parenthesised_type_arithmetic_is_the_polynomial_it_writes():
+    p = prog("learn WO : [d * k * (k + k)] -> [d]\n"
+             "diagram O(x: [s, 2 * d * k * k]) -> [s, d] {\n  return WO(x)\n}")
+    d, k = Dim.var("d"), Dim.var("k")
+    assert p.boxes["WO"].ins == ((d * k * (k + k),),) == ((2 * d * k * k,),)
+    m = compile(p["O"], dims={"d": 2, "k": 3}, dtype=torch.float64)
+    assert m(torch.zeros(1, 4, 36, dtype=torch.float64)).shape == (1, 4, 2)
+
+
+PICKS = """diagram P(x: [s, d, d]) -> [s, d], [s, k], [s, k, d], [s] {
+  y[i] = x[i, 1, :]
+  z = x[:, 0, 0:k]
+  u = x[:, 1:k + 1]
+  return y, z, u, x[:, 0, 2]
+}"""
+
+
+def test_integer_indices_and_fixed_ranges_agree_with_torch_slicing():
+    x = torch.randn(2, 7, 5, 5, generator=gen(6), dtype=torch.float64, requires_grad=True)
+    m = compile(prog(PICKS)["P"], dims={"d": 5, "k": 3}, dtype=torch.float64)
+    outs = m(x)
+    refs = (x[:, :, 1, :], x[:, :, 0, 0:3], x[:, :, 1:4], x[:, :, 0, 2])
+    for y, ref in zip(outs, refs):
+        assert torch.equal(y, ref)
+    w = [torch.randn(y.shape, generator=gen(7 + j), dtype=torch.float64) for j, y in enumerate(outs)]
+    g, = torch.autograd.grad(sum((y * v).sum() for y, v in zip(outs, w)), x)
+    g_ref, = torch.autograd.grad(sum((y * v).sum() for y, v in zip(refs, w)), x)
+    assert torch.equal(g, g_ref)
+
+
+def test_a_pick_costs_what_it_returns_not_the_axis_it_reads():
+    c = analyse(prog("diagram F(x: [s, d, s]) -> [s, s] {\n  return x[:, 0, :]\n}")["F"])
+    assert (c.time, c.memory) == ("s^2", "s^2·d")  # reading s^2 entries; the input itself is s^2·d
+
+
+def test_every_output_of_a_multi_output_call_takes_the_statement_indices():
+    p = prog("diagram S(x: [s, k + k]) -> [s, k], [s, k] {\n"
+             "  x1[i], x2[i] = split<k, k>(x[i])\n  return x1, x2\n}")
+    x = torch.randn(3, 4, 6, generator=gen(9), dtype=torch.float64)
+    a, b = compile(p["S"], dims={"k": 3}, dtype=torch.float64)(x)
+    assert torch.equal(a, x[..., :3]) and torch.equal(b, x[..., 3:])
+
+
+@pytest.mark.parametrize("body, at, message", [
+    ("diagram F(x: [s, 3]) -> [s] {\n  return x[:, 3]\n}", (4, 15),
+     "the index 3 does not lie within axis 2 of 'x' (3 entries): what follows it would be -1; "
+     "its entries are 0 to 2"),
+    ("diagram F(x: [s, 3]) -> [s, 0] {\n  return x[:, 2:1]\n}", (4, 15),
+     "the range does not lie within axis 2 of 'x' (3 entries): its length would be -1; its entries are 0 to 2"),
+    ("diagram F(x: [s, d]) -> [s, d] {\n  y[i, i] = x\n  return y\n}", (4, 8), "index 'i' appears twice on 'y'"),
+])
+def test_a_misused_index_is_a_positioned_error_that_says_what_works(body, at, message):
+    with pytest.raises(DiagError) as e:
+        prog(body)
+    assert (e.value.message, (e.value.pos.line, e.value.pos.col)) == (message, at)
+
+
+def test_a_range_past_its_axis_at_the_compiled_sizes_is_refused_when_compiling():
+    p = prog("diagram F(x: [s, d]) -> [s, k] {\n  return x[:, 1:k + 1]\n}")
+    with pytest.raises(DiagError) as e:
+        compile(p["F"], dims={"d": 3, "k": 3})
+    assert "does not lie within its axis at these sizes (a = 1, m = 3, r = -1)" in e.value.message
+    assert (e.value.pos.line, e.value.pos.col) == (4, 15)

@@ -130,6 +130,19 @@ def split(x: Tensor, n: int) -> tuple[Tensor, Tensor]:
     return x[..., :n], x[..., n:]
 
 
+def narrow(x: Tensor, a: int, m: int, r: int) -> Tensor:
+    """Entries a, ..., a + m - 1 of the last axis (``x[:, a:a + m]``); r entries follow them."""
+    if min(int(a), int(m), int(r)) < 0:
+        raise DiagError(f"the range {int(a)}:{int(a) + int(m)} does not lie within an axis of "
+                        f"{int(a) + int(m) + int(r)} entries")
+    return x.narrow(-1, int(a), int(m))
+
+
+def pick(x: Tensor, a: int, r: int) -> Tensor:
+    """Entry a of the last axis (``x[:, a]``), which disappears."""
+    return narrow(x, a, 1, r)[..., 0]
+
+
 def learnable(module: Callable, xs: list[Tensor], in_ranks: list[int], out_shapes: list[tuple[int, ...]]):
     """Apply a universal approximator to the flattened concatenation of its inputs."""
     xs = broadcast_lead(xs, in_ranks) if len(xs) > 1 else xs

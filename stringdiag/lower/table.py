@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
+from ..errors import DiagError
 from ..graph.iso import definition_key
 from ..graph.program import prelude
 from . import primitives as P
@@ -53,6 +54,17 @@ def _layernorm_eps(c: "Call") -> fx.Node:
     if eps is not None:
         return c.module(lambda: nn.LayerNorm(n, eps=eps), c.x)
     return c.module(lambda: P.LayerNormEps(n), c.x, c.xs[1])
+
+
+def _within(c: "Call", *names: str) -> list:
+    """The sizes of a pick's or a range's parts (start, length, what follows), refused where
+    one is negative when compiling: the range does not lie within the axis."""
+    sizes = [c.size(n) for n in names]
+    if any(isinstance(v, int) and v < 0 for v in sizes):
+        shown = ", ".join(f"{n} = {v}" for n, v in zip(names, sizes))
+        raise DiagError(f"this index or range does not lie within its axis at these sizes ({shown}); "
+                        "an axis of n entries has entries 0 to n - 1", c.node.get("pos"))
+    return sizes
 
 
 FIXED: dict[str, Entry] = {
@@ -90,6 +102,8 @@ FIXED: dict[str, Entry] = {
     "zeros": lambda c: c.call(P.filled, (c.size("n"),), 0.0, c.ref),
     "cat": lambda c: c.call(torch.cat, c.call(P.broadcast_lead, c.xs, [1, 1]), -1),
     "split": lambda c: c.call(P.split, c.x, c.size("n")),
+    "pick": lambda c: c.call(P.pick, c.x, *_within(c, "a", "r")),
+    "narrow": lambda c: c.call(P.narrow, c.x, *_within(c, "a", "m", "r")),
     "rev": lambda c: c.method("flip", c.x, -1),
     "flatten": lambda c: c.method("flatten", c.x, -2),
     "unflatten": lambda c: c.method("unflatten", c.x, -1, (c.size("n"), c.size("m"))),
