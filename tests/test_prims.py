@@ -151,3 +151,53 @@ def test_a_range_past_its_axis_at_the_compiled_sizes_is_refused_when_compiling()
         compile(p["F"], dims={"d": 3, "k": 3})
     assert "does not lie within its axis at these sizes (a = 1, m = 3, r = -1)" in e.value.message
     assert (e.value.pos.line, e.value.pos.col) == (4, 15)
+
+
+# -- shift and the causal depthwise convolution -----------------------------------------------------
+SHIFT = """diagram Sh(x: [s, d]) -> [s, d] {
+  y[c] = shift<2>(x[:, c])
+  z[i, c] = y[c, i]
+  return z
+}"""
+CONV = """learn K : -> [d, k]
+diagram Conv(x: [s, d]) -> [s, d] {
+  y[c] = causal_conv(x[:, c], K()[c])
+  z[i, c] = y[c, i]
+  return z
+}"""
+BANDED = """learn K : -> [d, s, s]
+diagram Banded(x: [s, d]) -> [s, d] {
+  y[i, c] = sum_j K()[c, i, j] * x[j, c]
+  return y
+}"""
+
+
+def test_shift_moves_entries_later_and_fills_with_zeros():
+    x = torch.randn(2, 5, 3, generator=gen(10), dtype=torch.float64)
+    y = run(SHIFT, x)
+    assert torch.equal(y[:, 2:], x[:, :-2]) and torch.equal(y[:, :2], torch.zeros(2, 2, 3, dtype=torch.float64))
+
+
+def test_causal_depthwise_convolution_agrees_with_torch_conv1d():
+    x = torch.randn(2, 9, 3, generator=gen(11), dtype=torch.float64, requires_grad=True)
+    m = compile(prog(CONV)["Conv"], dims={"d": 3, "k": 4}, dtype=torch.float64)
+    kernel = dict(m.named_parameters())["K.weight"]
+    with torch.no_grad():
+        kernel.copy_(torch.randn(3, 4, generator=gen(12), dtype=torch.float64))
+    conv = torch.nn.Conv1d(3, 3, 4, padding=3, groups=3, bias=False, dtype=torch.float64)
+    with torch.no_grad():
+        conv.weight.copy_(kernel.detach()[:, None, :])
+    y, ref = m(x), conv(x.transpose(1, 2))[..., :9].transpose(1, 2)
+    torch.testing.assert_close(y, ref, rtol=1e-13, atol=1e-13)
+    w = torch.randn(y.shape, generator=gen(13), dtype=torch.float64)
+    g = torch.autograd.grad((y * w).sum(), (x, kernel))
+    g_ref = torch.autograd.grad((ref * w).sum(), (x, conv.weight))
+    torch.testing.assert_close(g[0], g_ref[0], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(g[1], g_ref[1][:, 0], rtol=1e-12, atol=1e-12)
+
+
+def test_the_convolution_costs_s_w_where_a_banded_matrix_costs_s_squared():
+    conv, banded, shift = analyse(prog(CONV)["Conv"]), analyse(prog(BANDED)["Banded"]), analyse(prog(SHIFT)["Sh"])
+    assert (conv.time, conv.seq_time) == ("s·d·k", "s")
+    assert (banded.time, banded.seq_time) == ("s^2·d", "s^2")
+    assert (shift.time, shift.seq_time) == ("s·d", "s")

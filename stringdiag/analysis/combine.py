@@ -222,6 +222,9 @@ def _local(d: Diagram, w: int, axes: tuple) -> list[Dim]:
 # primitives that read only the entries they return (a pick or a range of an axis; the compiler
 # takes them as views): they cost their output, not their input
 READ_WHAT_THEY_GIVE = frozenset({"pick", "narrow"})
+# primitives whose every output entry reads every entry of their last input (a kernel): the
+# output times the kernel
+WINDOWED = frozenset({"causal_conv"})
 
 
 def _own_time(d: Diagram, node: Mapping, ins: list, outs: list) -> frozenset:
@@ -235,6 +238,8 @@ def _own_time(d: Diagram, node: Mapping, ins: list, outs: list) -> frozenset:
         return _of_dims(simd + [dim for _, dim in node.get("summed", ())] + out_types[0])
     if node["box"] == "learn":
         return _of_dims(simd + [x for t in in_types for x in t] + [x for t in out_types for x in t])
+    if node["box"] == "fixed" and node["op"] in WINDOWED:
+        return _of_dims(simd + out_types[0] + in_types[-1])
     acc: set = set()
     read = [] if node["box"] == "fixed" and node["op"] in READ_WHAT_THEY_GIVE else in_types
     for t in read + out_types:

@@ -41,9 +41,9 @@ Support = frozenset  # of Vector: the maximal exponent vectors
 # How each primitive of the prelude acts on degrees (stringdiag/prelude/prelude.diag).
 RULES: dict[str, str] = {
     **dict.fromkeys(["add", "sub", "neg", "detach", "cat", "split", "rev", "flatten", "unflatten",
-                     "cumsum"], "linear"),
+                     "cumsum", "shift", "pick", "narrow"], "linear"),
     **dict.fromkeys(["relu", "max", "min", "clamp", "amax"], "piecewise-linear"),
-    "mul": "product",
+    **dict.fromkeys(["mul", "causal_conv"], "product"),
     "div": "quotient",
     "where": "mask",
     **dict.fromkeys(["hardmax", "floor"], "step"),

@@ -143,6 +143,20 @@ def pick(x: Tensor, a: int, r: int) -> Tensor:
     return narrow(x, a, 1, r)[..., 0]
 
 
+def shift(x: Tensor, k: int) -> Tensor:
+    """y[j] = x[j - k] along the last axis, zeros for j < k."""
+    n = x.shape[-1]
+    return F.pad(x, (int(k), 0))[..., :n]
+
+
+def causal_conv(x: Tensor, kernel: Tensor) -> Tensor:
+    """y[j] = sum_u kernel[u] x[j + u - w + 1] (zeros before x[0]) along the last axis, leading
+    axes matched: windows of w entries (a view), one product each, O(n w)."""
+    w = kernel.shape[-1]
+    windows = F.pad(x, (w - 1, 0)).unfold(-1, w, 1)  # [..., n, w]
+    return (windows * kernel[..., None, :]).sum(-1)
+
+
 def learnable(module: Callable, xs: list[Tensor], in_ranks: list[int], out_shapes: list[tuple[int, ...]]):
     """Apply a universal approximator to the flattened concatenation of its inputs."""
     xs = broadcast_lead(xs, in_ranks) if len(xs) > 1 else xs

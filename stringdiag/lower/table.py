@@ -104,6 +104,8 @@ FIXED: dict[str, Entry] = {
     "split": lambda c: c.call(P.split, c.x, c.size("n")),
     "pick": lambda c: c.call(P.pick, c.x, *_within(c, "a", "r")),
     "narrow": lambda c: c.call(P.narrow, c.x, *_within(c, "a", "m", "r")),
+    "shift": lambda c: c.call(P.shift, c.x, *_within(c, "k")),
+    "causal_conv": lambda c: c.call(P.causal_conv, *c.xs),
     "rev": lambda c: c.method("flip", c.x, -1),
     "flatten": lambda c: c.method("flatten", c.x, -2),
     "unflatten": lambda c: c.method("unflatten", c.x, -1, (c.size("n"), c.size("m"))),
