@@ -265,6 +265,7 @@ SCALAR_REFERENCE: dict[str, Callable[..., float]] = {
     "min": min,
     "clamp": lambda a, lo, hi: min(max(a, lo), hi),
     "detach": lambda a: a,
+    "dropout": lambda a, p: a,  # evaluation mode: the identity (tests/test_prims.py checks training)
 }
 POSITIVE = {"log", "sqrt", "pow"}  # primitives tested on positive inputs only
 FIXED = {n: b for n, b in prelude().boxes.items() if b.box == "fixed"}
@@ -312,7 +313,7 @@ def test_every_fixed_primitive_compiles_or_says_why_not(name):
 def test_scalar_primitives_agree_with_math(name):
     decl = FIXED[name]
     w, sizes = _fixed_use(name, decl, 4)
-    m = compile(w, dims=sizes, dtype=torch.float64)
+    m = compile(w, dims=sizes, dtype=torch.float64).eval()  # dropout: evaluation
     gen = torch.Generator().manual_seed(4)
     xs = [torch.randn(5, 7, generator=gen, dtype=torch.float64) * 3 for _ in decl.ins]
     if name in POSITIVE:

@@ -201,3 +201,51 @@ def test_the_convolution_costs_s_w_where_a_banded_matrix_costs_s_squared():
     assert (conv.time, conv.seq_time) == ("s·d·k", "s")
     assert (banded.time, banded.seq_time) == ("s^2·d", "s^2")
     assert (shift.time, shift.seq_time) == ("s·d", "s")
+
+
+# -- dropout: active only in training --------------------------------------------------------------
+DROP = "diagram D(x: [s, d], p: [s, d]) -> [s, d], [s, d] {\n  return dropout(x, 0.25), dropout(x, p)\n}"
+
+
+def test_dropout_is_torch_dropout_in_training_and_the_identity_in_evaluation():
+    m = compile(prog(DROP)["D"], dims={"d": 4}, dtype=torch.float64)
+    x = torch.randn(2, 400, 4, generator=gen(14), dtype=torch.float64)
+    p = torch.full_like(x, 0.5)
+    p[..., :2] = 0.0
+    one = compile(prog("diagram D(x: [s, d]) -> [s, d] {\n  return dropout(x, 0.25)\n}")["D"], dims={"d": 4},
+                  dtype=torch.float64)
+    torch.manual_seed(0)
+    y = one.train()(x)
+    torch.manual_seed(0)
+    assert torch.equal(y, torch.nn.functional.dropout(x, 0.25, True))
+    y, q = m.train()(x, p)
+    assert torch.equal(q[..., :2], x[..., :2])  # rate 0 keeps everything
+    kept = q[..., 2:] != 0
+    assert abs(kept.double().mean().item() - 0.5) < 0.05  # 1600 draws: 5 standard deviations is 0.0625
+    assert torch.equal(q[..., 2:][kept], 2 * x[..., 2:][kept])
+    y, q = m.eval()(x, p)
+    assert torch.equal(y, x) and torch.equal(q, x)
+
+
+# -- rope<theta, h>: the prelude's, with sin and cos ---------------------------------------------------
+def rotate_half_reference(x: torch.Tensor, theta: float) -> torch.Tensor:
+    """Hugging Face Llama's apply_rotary_pos_emb, written out: inv_freq, cat(freqs, freqs), rotate_half."""
+    m, s = x.shape[-1], x.shape[-2]
+    inv_freq = 1.0 / (theta ** (torch.arange(0, m, 2, dtype=torch.float64) / m))
+    freqs = torch.arange(s, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    emb = torch.cat([freqs, freqs], dim=-1)
+    rot = torch.cat([-x[..., m // 2:], x[..., : m // 2]], dim=-1)
+    return x * emb.cos() + rot * emb.sin()
+
+
+@pytest.mark.parametrize("theta", [10000, 500000])
+def test_rope_agrees_with_llamas_rotary_embedding(theta):
+    p = prog(f"diagram R(x: [s, k + k]) -> [s, k + k] {{\n  return rope<{theta}, k>(x)\n}}")
+    x = torch.randn(2, 11, 8, generator=gen(15), dtype=torch.float64)
+    y = compile(p["R"], dims={"k": 4}, dtype=torch.float64)(x)
+    torch.testing.assert_close(y, rotate_half_reference(x, theta), rtol=1e-13, atol=1e-13)
+
+
+def test_rope_costs_linear_in_the_sequence():
+    c = analyse(prog("diagram R(x: [s, k + k]) -> [s, k + k] {\n  return rope<10000, k>(x)\n}")["R"])
+    assert (c.time, c.seq_time, c.seq_memory) == ("s·k", "s", "s")

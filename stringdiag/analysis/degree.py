@@ -41,7 +41,7 @@ Support = frozenset  # of Vector: the maximal exponent vectors
 # How each primitive of the prelude acts on degrees (stringdiag/prelude/prelude.diag).
 RULES: dict[str, str] = {
     **dict.fromkeys(["add", "sub", "neg", "detach", "cat", "split", "rev", "flatten", "unflatten",
-                     "cumsum", "shift", "pick", "narrow"], "linear"),
+                     "cumsum", "shift", "pick", "narrow", "dropout"], "linear"),
     **dict.fromkeys(["relu", "max", "min", "clamp", "amax"], "piecewise-linear"),
     **dict.fromkeys(["mul", "causal_conv"], "product"),
     "div": "quotient",

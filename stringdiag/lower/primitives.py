@@ -143,6 +143,19 @@ def pick(x: Tensor, a: int, r: int) -> Tensor:
     return narrow(x, a, 1, r)[..., 0]
 
 
+class Dropout(nn.Module):
+    """Dropout at rate p in training, the identity in evaluation; p a number (torch's
+    ``F.dropout``) or a tensor broadcast against x (an entry kept with probability 1 - p)."""
+
+    def forward(self, x: Tensor, p: "Tensor | float") -> Tensor:
+        if not self.training:
+            return x
+        if not isinstance(p, Tensor):
+            return F.dropout(x, float(p), True)
+        keep = torch.rand(torch.broadcast_shapes(x.shape, p.shape), dtype=x.dtype, device=x.device) >= p
+        return torch.where(keep, x / (1 - p).clamp_min(torch.finfo(x.dtype).tiny), torch.zeros((), dtype=x.dtype))
+
+
 def shift(x: Tensor, k: int) -> Tensor:
     """y[j] = x[j - k] along the last axis, zeros for j < k."""
     n = x.shape[-1]

@@ -56,6 +56,14 @@ def _layernorm_eps(c: "Call") -> fx.Node:
     return c.module(lambda: P.LayerNormEps(n), c.x, c.xs[1])
 
 
+def _dropout(c: "Call") -> fx.Node:
+    """One rate-free module for every dropout, so that ``module.train()``/``eval()`` reach it;
+    a rate given as a number is torch's own ``F.dropout``."""
+    p = c.literal(1)
+    mod = c.low.register(("dropout",), P.Dropout)
+    return c.spread(c.g.call_module(mod, (c.x, c.xs[1] if p is None else p)))
+
+
 def _within(c: "Call", *names: str) -> list:
     """The sizes of a pick's or a range's parts (start, length, what follows), refused where
     one is negative when compiling: the range does not lie within the axis."""
@@ -92,6 +100,7 @@ FIXED: dict[str, Entry] = {
     "min": elementwise(torch.minimum),
     "clamp": elementwise(P.clamp),
     "detach": elementwise(torch.detach),
+    "dropout": _dropout,
     "where": elementwise(P.where),
     "lt": elementwise(P.less),
     "hardmax": lambda c: c.call(P.hardmax, c.x),
