@@ -128,7 +128,7 @@ CASES = [
     pytest.param(H("diagram A(x: [s, s]) -> [s] {\n  y[i] = x[i, i]\n  return y\n}"), 6, 15,
                  "index 'i' is used twice on 'x' (diagonals are not supported)", id="index-twice-right"),
     pytest.param(H("diagram A(x: [s, s]) -> [s, s] {\n  y[i, i] = x[i, :]\n  return y\n}"), 6, 8,
-                 "index 'i' appears twice on the left", id="index-twice-left"),
+                 "index 'i' appears twice on 'y'", id="index-twice-left"),
     pytest.param(H("diagram A(x: [s, d]) -> [s, d] {\n  y[i, j] = x\n  return y\n}"), 6, 5,
                  "index 'i' is not used on the right-hand side, so its range is unknown",
                  id="index-unused-on-right"),

@@ -247,6 +247,10 @@ SCALAR_REFERENCE: dict[str, Callable[..., float]] = {
     "exp": math.exp,
     "log": math.log,
     "sqrt": math.sqrt,
+    "sin": math.sin,
+    "cos": math.cos,
+    "pow": math.pow,
+    "floor": lambda a: float(math.floor(a)),
     "relu": lambda a: max(a, 0.0),
     "elu": _elu,
     "sigmoid": lambda a: 1 / (1 + math.exp(-a)),
@@ -261,8 +265,9 @@ SCALAR_REFERENCE: dict[str, Callable[..., float]] = {
     "min": min,
     "clamp": lambda a, lo, hi: min(max(a, lo), hi),
     "detach": lambda a: a,
+    "dropout": lambda a, p: a,  # evaluation mode: the identity (tests/test_prims.py checks training)
 }
-POSITIVE = {"log", "sqrt"}  # primitives tested on positive inputs only
+POSITIVE = {"log", "sqrt", "pow"}  # primitives tested on positive inputs only
 FIXED = {n: b for n, b in prelude().boxes.items() if b.box == "fixed"}
 SCALAR = {n for n, b in FIXED.items() if all(t == () for t in b.ins + b.outs)}
 
@@ -308,7 +313,7 @@ def test_every_fixed_primitive_compiles_or_says_why_not(name):
 def test_scalar_primitives_agree_with_math(name):
     decl = FIXED[name]
     w, sizes = _fixed_use(name, decl, 4)
-    m = compile(w, dims=sizes, dtype=torch.float64)
+    m = compile(w, dims=sizes, dtype=torch.float64).eval()  # dropout: evaluation
     gen = torch.Generator().manual_seed(4)
     xs = [torch.randn(5, 7, generator=gen, dtype=torch.float64) * 3 for _ in decl.ins]
     if name in POSITIVE:

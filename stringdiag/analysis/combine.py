@@ -219,6 +219,14 @@ def _local(d: Diagram, w: int, axes: tuple) -> list[Dim]:
     return [dim for _, dim in sorted((a, dim) for a, dim in zip(axes, d.wire_type(w)) if isinstance(a, int))]
 
 
+# primitives that read only the entries they return (a pick or a range of an axis; the compiler
+# takes them as views): they cost their output, not their input
+READ_WHAT_THEY_GIVE = frozenset({"pick", "narrow"})
+# primitives whose every output entry reads every entry of their last input (a kernel): the
+# output times the kernel
+WINDOWED = frozenset({"causal_conv"})
+
+
 def _own_time(d: Diagram, node: Mapping, ins: list, outs: list) -> frozenset:
     """analyse()'s cost of one box, without the SIMD boxes of its context."""
     simd = [dim for _, dim in node["simd"]]
@@ -230,8 +238,11 @@ def _own_time(d: Diagram, node: Mapping, ins: list, outs: list) -> frozenset:
         return _of_dims(simd + [dim for _, dim in node.get("summed", ())] + out_types[0])
     if node["box"] == "learn":
         return _of_dims(simd + [x for t in in_types for x in t] + [x for t in out_types for x in t])
+    if node["box"] == "fixed" and node["op"] in WINDOWED:
+        return _of_dims(simd + out_types[0] + in_types[-1])
     acc: set = set()
-    for t in in_types + out_types:
+    read = [] if node["box"] == "fixed" and node["op"] in READ_WHAT_THEY_GIVE else in_types
+    for t in read + out_types:
         acc |= _of_dims(simd + t)
     return prune(acc)
 

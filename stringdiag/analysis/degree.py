@@ -40,15 +40,16 @@ Support = frozenset  # of Vector: the maximal exponent vectors
 
 # How each primitive of the prelude acts on degrees (stringdiag/prelude/prelude.diag).
 RULES: dict[str, str] = {
-    **dict.fromkeys(["add", "sub", "neg", "detach", "cat", "split", "rev", "flatten", "unflatten"], "linear"),
+    **dict.fromkeys(["add", "sub", "neg", "detach", "cat", "split", "rev", "flatten", "unflatten",
+                     "cumsum", "shift", "pick", "narrow", "dropout"], "linear"),
     **dict.fromkeys(["relu", "max", "min", "clamp", "amax"], "piecewise-linear"),
-    "mul": "product",
+    **dict.fromkeys(["mul", "causal_conv"], "product"),
     "div": "quotient",
     "where": "mask",
-    "hardmax": "step",
+    **dict.fromkeys(["hardmax", "floor"], "step"),
     **dict.fromkeys(["ones", "zeros", "positions", "posenc", "causal", "window", "strided"], "constant"),
     **dict.fromkeys(["exp", "log", "sqrt", "elu", "sigmoid", "tanh", "softplus", "erf", "gelu", "gelu_tanh",
-                     "gauss"], "analytic"),
+                     "gauss", "sin", "cos"], "analytic"),
 }
 
 Chain = tuple[tuple[str, "Pos | None"], ...]  # (box, position), outermost first

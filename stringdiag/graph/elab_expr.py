@@ -5,7 +5,7 @@ A mixin of the elaborator: box applications (``call``, ``apply_prim``) are ``ela
 from __future__ import annotations
 
 from ..syntax import ast as A
-from .decls import suggest
+from .decls import dim_expr, suggest
 from .elab_base import ElabState, Scope, Val
 from .types import Dim, show_type
 
@@ -59,10 +59,56 @@ class Expressions(ElabState):
             raise self.err(f"'{what}' has {len(free)} ax{'i' if len(free) == 1 else 'e'}s {shown} "
                            f"but {len(t.indices)} indices were given", t.pos)
         view = list(base.view)
+        cuts = []
         for k, index in zip(free, t.indices):
-            if index is not None:  # ':' keeps the axis
+            if isinstance(index, A.Name):
                 view[k] = self.index(index, k, free, ty, view, what, scope)
-        return Val(base.wire, tuple(view))
+            elif index is not None:  # ':' keeps the axis
+                cuts.append((k, index))
+        v = Val(base.wire, tuple(view))
+        for k, cut in reversed(cuts):  # from the right: the axes before a cut keep their places
+            v = self.cut(v, k, cut, what, scope)
+        return v
+
+    def cut(self, v: Val, k: int, cut: A.Pick | A.Slice, what: str, scope: Scope) -> Val:
+        """``x[:, 0]`` or ``x[:, a:b]``: ``pick`` or ``narrow`` (the prelude's, on the last axis)
+        applied to axis ``k``, every other free axis held by a label of its own, then put back in
+        its place."""
+        ty = self.type_of(v)
+        n = ty[k]
+        if isinstance(cut, A.Pick):
+            a, m = dim_expr(cut.at, self.prog, self.generics), Dim.const(1)
+        else:
+            a = dim_expr(cut.start, self.prog, self.generics)
+            m = dim_expr(cut.stop, self.prog, self.generics) - a
+        r = n - a - m
+        for part, shown in ((a, "its start"), (m, "its length"), (r, "what follows it")):
+            if part.is_const() and part.evaluate({}) < 0:
+                raise self.err(f"{_shown_cut(cut)} does not lie within axis {k + 1} of '{what}' "
+                               f"({n} entries): {shown} would be {part}; its entries are 0 to {n - 1}", cut.pos)
+        held = {j: self.hold(ty[j], scope) for j, lab in enumerate(v.view) if lab is None and j != k}
+        view = tuple(held.get(j, lab) for j, lab in enumerate(v.view))
+        pick = isinstance(cut, A.Pick)
+        decl = self.prog.lookup_box("pick" if pick else "narrow")
+        (out,) = self.apply(decl, [Val(v.wire, view)], scope, cut.pos, [a, r] if pick else [a, m, r])
+        if not held:
+            return out
+        if not pick:
+            held[k] = self.hold(m, scope)
+            out = Val(out.wire, tuple(lab if lab is not None else held[k] for lab in out.view))
+        kept = [lab for lab in out.view if lab not in held.values()]
+        order = kept + [held[j] for j in sorted(held)]
+        simd = tuple((lab, scope.ranges[lab]) for lab in order)
+        _, (w,) = self.d.add_box("reindex", "reindex", [(out.wire, self.axes_for(out, {}))], [()],
+                                 simd=simd, pos=cut.pos, display=scope.shown(order))
+        return Val(w, tuple(kept) + (None,) * len(held))
+
+    def hold(self, dim: Dim, scope: Scope) -> str:
+        """A label no source can write, for a free axis that a cut carries along."""
+        label = scope.bind("·")
+        del scope.active["·"]
+        scope.ranges[label] = dim
+        return label
 
     def index(self, n: A.Name, k: int, free: list[int], ty, view: list, what: str, scope: Scope) -> str:
         """The label of index ``n`` on axis ``k`` of a value; its range is that axis's."""
@@ -134,3 +180,7 @@ def _factors(e: A.Expr) -> list[A.Expr]:
         return _factors(e.left) + _factors(e.right)
     return [e]
 
+
+
+def _shown_cut(cut: A.Pick | A.Slice) -> str:
+    return f"the index {cut.at.text}" if isinstance(cut, A.Pick) else "the range"

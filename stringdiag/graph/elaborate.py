@@ -155,12 +155,15 @@ class Elaborator(Expressions, Calls):
 
     def target(self, t: A.Target, scope: Scope) -> tuple[str, list[str], A.Name]:
         """A name on the left and the indices it binds, as statement labels."""
-        labels = []
+        labels: list[str] = []
         for i in t.indices:
-            if i.text in scope.active:
-                raise self.err(f"index '{i.text}' appears twice on the left", i.pos)
-            labels.append(scope.bind(i.text))
-            scope.first_use[labels[-1]] = i.pos
+            shared = scope.active.get(i.text)  # bound by an earlier name: x1[i], x2[i] = split(...)
+            if shared in labels:
+                raise self.err(f"index '{i.text}' appears twice on '{t.name.text}'", i.pos)
+            if shared is None:
+                shared = scope.bind(i.text)
+                scope.first_use[shared] = i.pos
+            labels.append(shared)
         name = t.name.text
         if name != "_" and (name in self.names or name in self.local_boxes):
             where = self.name_pos.get(name)

@@ -48,6 +48,9 @@ class Dim:
 
     __radd__ = __add__
 
+    def __sub__(self, other: "Dim | int") -> "Dim":
+        return self + _dim(other) * -1
+
     def __mul__(self, other: "Dim | int") -> "Dim":
         other = _dim(other)
         acc: dict[Monomial, int] = {}

@@ -130,6 +130,46 @@ def split(x: Tensor, n: int) -> tuple[Tensor, Tensor]:
     return x[..., :n], x[..., n:]
 
 
+def narrow(x: Tensor, a: int, m: int, r: int) -> Tensor:
+    """Entries a, ..., a + m - 1 of the last axis (``x[:, a:a + m]``); r entries follow them."""
+    if min(int(a), int(m), int(r)) < 0:
+        raise DiagError(f"the range {int(a)}:{int(a) + int(m)} does not lie within an axis of "
+                        f"{int(a) + int(m) + int(r)} entries")
+    return x.narrow(-1, int(a), int(m))
+
+
+def pick(x: Tensor, a: int, r: int) -> Tensor:
+    """Entry a of the last axis (``x[:, a]``), which disappears."""
+    return narrow(x, a, 1, r)[..., 0]
+
+
+class Dropout(nn.Module):
+    """Dropout at rate p in training, the identity in evaluation; p a number (torch's
+    ``F.dropout``) or a tensor broadcast against x (an entry kept with probability 1 - p)."""
+
+    def forward(self, x: Tensor, p: "Tensor | float") -> Tensor:
+        if not self.training:
+            return x
+        if not isinstance(p, Tensor):
+            return F.dropout(x, float(p), True)
+        keep = torch.rand(torch.broadcast_shapes(x.shape, p.shape), dtype=x.dtype, device=x.device) >= p
+        return torch.where(keep, x / (1 - p).clamp_min(torch.finfo(x.dtype).tiny), torch.zeros((), dtype=x.dtype))
+
+
+def shift(x: Tensor, k: int) -> Tensor:
+    """y[j] = x[j - k] along the last axis, zeros for j < k."""
+    n = x.shape[-1]
+    return F.pad(x, (int(k), 0))[..., :n]
+
+
+def causal_conv(x: Tensor, kernel: Tensor) -> Tensor:
+    """y[j] = sum_u kernel[u] x[j + u - w + 1] (zeros before x[0]) along the last axis, leading
+    axes matched: windows of w entries (a view), one product each, O(n w)."""
+    w = kernel.shape[-1]
+    windows = F.pad(x, (w - 1, 0)).unfold(-1, w, 1)  # [..., n, w]
+    return (windows * kernel[..., None, :]).sum(-1)
+
+
 def learnable(module: Callable, xs: list[Tensor], in_ranks: list[int], out_shapes: list[tuple[int, ...]]):
     """Apply a universal approximator to the flattened concatenation of its inputs."""
     xs = broadcast_lead(xs, in_ranks) if len(xs) > 1 else xs

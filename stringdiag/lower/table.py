@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
+from ..errors import DiagError
 from ..graph.iso import definition_key
 from ..graph.program import prelude
 from . import primitives as P
@@ -55,6 +56,25 @@ def _layernorm_eps(c: "Call") -> fx.Node:
     return c.module(lambda: P.LayerNormEps(n), c.x, c.xs[1])
 
 
+def _dropout(c: "Call") -> fx.Node:
+    """One rate-free module for every dropout, so that ``module.train()``/``eval()`` reach it;
+    a rate given as a number is torch's own ``F.dropout``."""
+    p = c.literal(1)
+    mod = c.low.register(("dropout",), P.Dropout)
+    return c.spread(c.g.call_module(mod, (c.x, c.xs[1] if p is None else p)))
+
+
+def _within(c: "Call", *names: str) -> list:
+    """The sizes of a pick's or a range's parts (start, length, what follows), refused where
+    one is negative when compiling: the range does not lie within the axis."""
+    sizes = [c.size(n) for n in names]
+    if any(isinstance(v, int) and v < 0 for v in sizes):
+        shown = ", ".join(f"{n} = {v}" for n, v in zip(names, sizes))
+        raise DiagError(f"this index or range does not lie within its axis at these sizes ({shown}); "
+                        "an axis of n entries has entries 0 to n - 1", c.node.get("pos"))
+    return sizes
+
+
 FIXED: dict[str, Entry] = {
     "add": elementwise(torch.add),
     "sub": elementwise(torch.sub),
@@ -64,6 +84,10 @@ FIXED: dict[str, Entry] = {
     "exp": elementwise(torch.exp),
     "log": elementwise(torch.log),
     "sqrt": elementwise(torch.sqrt),
+    "sin": elementwise(torch.sin),
+    "cos": elementwise(torch.cos),
+    "pow": elementwise(torch.pow),
+    "floor": elementwise(torch.floor),
     "relu": elementwise(torch.relu),
     "elu": elementwise(F.elu),
     "sigmoid": elementwise(torch.sigmoid),
@@ -76,14 +100,21 @@ FIXED: dict[str, Entry] = {
     "min": elementwise(torch.minimum),
     "clamp": elementwise(P.clamp),
     "detach": elementwise(torch.detach),
+    "dropout": _dropout,
     "where": elementwise(P.where),
     "lt": elementwise(P.less),
     "hardmax": lambda c: c.call(P.hardmax, c.x),
     "amax": lambda c: c.call(torch.amax, c.x, -1),
+    "cumsum": lambda c: c.call(torch.cumsum, c.x, -1),
+    "cumprod": lambda c: c.call(torch.cumprod, c.x, -1),
     "ones": lambda c: c.call(P.filled, (c.size("n"),), 1.0, c.ref),
     "zeros": lambda c: c.call(P.filled, (c.size("n"),), 0.0, c.ref),
     "cat": lambda c: c.call(torch.cat, c.call(P.broadcast_lead, c.xs, [1, 1]), -1),
     "split": lambda c: c.call(P.split, c.x, c.size("n")),
+    "pick": lambda c: c.call(P.pick, c.x, *_within(c, "a", "r")),
+    "narrow": lambda c: c.call(P.narrow, c.x, *_within(c, "a", "m", "r")),
+    "shift": lambda c: c.call(P.shift, c.x, *_within(c, "k")),
+    "causal_conv": lambda c: c.call(P.causal_conv, *c.xs),
     "rev": lambda c: c.method("flip", c.x, -1),
     "flatten": lambda c: c.method("flatten", c.x, -2),
     "unflatten": lambda c: c.method("unflatten", c.x, -1, (c.size("n"), c.size("m"))),

@@ -51,7 +51,7 @@ class Str:
 # -- dimensions and types -------------------------------------------------------------------
 @node
 class DimProduct:
-    factors: tuple[Name | Int, ...]
+    factors: tuple["Name | Int | DimSum", ...]  # a DimSum is a parenthesised sum: g * (k + k)
     pos: Pos
 
 
@@ -226,10 +226,28 @@ class Var:
 
 @node
 class Indexed:
-    """``x[i, :]``: indices name the value's free axes in order; ``None`` is ``:``."""
+    """``x[i, :]``: indices name the value's free axes in order; ``None`` is ``:``, a
+    :class:`Pick` or :class:`Slice` a fixed position or range of the axis."""
 
     base: Expr
-    indices: tuple[Name | None, ...]
+    indices: "tuple[Name | Pick | Slice | None, ...]"
+    pos: Pos
+
+
+@node
+class Pick:
+    """``0`` in ``x[i, 0]``: one entry of the axis (which then disappears)."""
+
+    at: Int
+    pos: Pos
+
+
+@node
+class Slice:
+    """``a:b`` in ``x[:, a:b]``: the entries a, ..., b - 1 (an axis of b - a entries)."""
+
+    start: DimSum
+    stop: DimSum
     pos: Pos
 
 
@@ -406,6 +424,12 @@ class DiagTree(Reader):
 
     def index(self, meta, it):
         return it if isinstance(it, Name) else None  # ':' keeps the axis
+
+    def pick(self, meta, at):
+        return Pick(at, self._at(meta))
+
+    def slice(self, meta, start, _colon, stop):
+        return Slice(start, stop, self._at(meta))
 
     def call(self, meta, box, dim_args, *args):
         return Call(box, dim_args or (), _present(args), self._at(meta))
