@@ -58,6 +58,7 @@ SIGNATURES = {
     },
     "derivations.diag": {},  # the start, intermediate and target diagrams of gallery/*.deriv
     "overparam.diag": {},  # the diagrams the proofs of rewrites (5) and (6) start and end at
+    "control.diag": {"TokenFF": "[s, d] -> [s, d]"},
     "anatomy_qk.diag": {"AttPrepQK": "[s, d], [s, d] -> [s, s]", "LinAttPrepQK": "[s, d], [s, d] -> [s, k], [s, k]"},
     "mechanisms.diag": {"M2": "[s, d] -> [s, d]", "M3": "[s, d] -> [s, d]"},  # written by stringdiag enumerate
     "taxonomy.diag": {

@@ -66,7 +66,8 @@ class Version(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         from ..version import __version__
 
-        parser.exit(message=f"{parser.prog} {__version__}\n")
+        print(f"{parser.prog} {__version__}")  # on stdout, as argparse's own version action
+        parser.exit()
 
 
 class Parser(argparse.ArgumentParser):
