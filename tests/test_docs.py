@@ -48,6 +48,7 @@ NOT_RUN = {
     ("compiling.md", "studies train models for hours"),
     ("reproductions.md", "twelve minutes of enumeration"),
     ("reproductions.md", "a 70-minute study"),
+    ("benchmarks.md", "a minute of timing, run here with its figures below"),
 }
 
 FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
