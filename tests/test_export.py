@@ -235,7 +235,7 @@ def test_compile_refuses_an_output_before_any_work(tmp_path, capsys, output, mes
     (tmp_path / "theirs").mkdir()
     (tmp_path / "theirs" / "notes.txt").write_text("mine")
     # the diagram file does not exist: the output is checked first
-    assert main(["compile", str(tmp_path / "missing.diag"), "-d", "M1", "-o", str(tmp_path / output)]) == 2  # a usage error
+    assert main(["compile", str(tmp_path / "missing.diag"), "-d", "M1", "-o", str(tmp_path / output)]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"error: cannot write {tmp_path / output}: ") and message in err, err
     assert (tmp_path / "theirs" / "notes.txt").read_text() == "mine"

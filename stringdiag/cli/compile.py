@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..errors import DiagError
 from ..graph.types import show_type
 from . import options
 from .common import load_reporting, pick
@@ -56,10 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output:  # before any work: a bad folder name costs nothing
         from ..lower.export import check_folder
 
-        try:
-            check_folder(args.output)
-        except DiagError as e:  # an output named wrongly: the command line's fault (status 2)
-            raise options.UsageError(str(e)) from None
+        check_folder(args.output)
     prog = load_reporting(args.file)
     (diagram,) = pick(prog, args.diagram)
     dims = parse_dims(args.dims, diagram)
