@@ -4,7 +4,7 @@ cannot drift from what stringdiag does; and the site builds with no warning.
 A block's kind is its info string (docs/contributing.md says the same, for writers):
 
 - ``console``: each ``$ COMMAND`` line is run by bash in a scratch copy of ``gallery/`` and
-  ``rules/`` (``stringdiag`` is this checkout's), and the lines after it, up to the next ``$``, are
+  ``rules/`` (``stringdiag`` is this checkout's, ``python`` the interpreter running the suite), and the lines after it, up to the next ``$``, are
   its expected output, stdout and stderr together. Normalisations, the only ones: a line ``...``
   stands for any number of lines; ``...`` inside a line for any text (timings, digits beyond those
   shown); trailing spaces are ignored. The exit status must be 0 unless the expected output shows an
@@ -46,8 +46,9 @@ NOT_RUN = {
     ("getting-started.md", "builds a wheel and installs it into a new environment"),
     ("tutorial.md", "trains a model for a minute"),
     ("compiling.md", "studies train models for hours"),
-    ("reproductions.md", "a minute of enumeration and drawing"),
+    ("reproductions.md", "a minute of enumeration, every reading varied"),
     ("reproductions.md", "a 70-minute study"),
+    ("benchmarks.md", "a minute of timing, run here with its figures below"),
 }
 
 FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
@@ -86,14 +87,16 @@ def blocks(page: Path) -> list[Block]:
 @pytest.fixture
 def scratch(tmp_path: Path) -> Path:
     """A copy of what the documented commands read (pictures left out: they only write them),
-    with a ``stringdiag`` on PATH that runs this checkout."""
+    with a ``stringdiag`` on PATH that runs this checkout, and a ``python`` that is this
+    interpreter (the one with stringdiag's dependencies)."""
     for folder in ("gallery", "rules"):
         shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("*.svg"))
     bin_dir = tmp_path / ".bin"
     bin_dir.mkdir()
-    exe = bin_dir / "stringdiag"
-    exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m stringdiag.cli.main "$@"\n')
-    exe.chmod(0o755)
+    for name, args in (("stringdiag", ' -m stringdiag.cli.main'), ("python", "")):
+        exe = bin_dir / name
+        exe.write_text(f'#!/bin/sh\nexec "{sys.executable}"{args} "$@"\n')
+        exe.chmod(0o755)
     return tmp_path
 
 
