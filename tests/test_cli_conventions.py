@@ -328,3 +328,17 @@ def test_prelude_cache_refuses_records_it_does_not_know():
     with pytest.raises(KeyError):
         astcache.decode(b'{"r": "Popen", "f": ["rm -rf /"]}')
     assert astcache.decode(b'{"t": [{"r": "Pos", "f": ["f", 1, 2]}]}')[0].line == 1
+
+
+def test_a_reader_that_goes_away_is_no_error():
+    """`stringdiag ... | head`: when the reader has gone, the output is dropped quietly (exit 141, as
+    SIGPIPE), never an `error: Broken pipe`. The pipe is closed before the child writes anything."""
+    proc = subprocess.Popen([sys.executable, "-m", "stringdiag", "info", str(ROOT / "gallery" / "attention.diag"),
+                             "-d", "SelfAttention"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and err == "", err
+
+
+def test_the_help_shows_no_markup():
+    assert "``" not in build_parser().format_help()

@@ -138,7 +138,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     wanted = wanted if wanted in COMMANDS else None
     if argv is not None and wanted is None and not {"-h", "--help"} & set(argv):
         wanted = ""  # --version, --completion, a bad command: no command's module is needed
-    p = Parser(prog="stringdiag", description=__doc__.splitlines()[0],
+    p = Parser(prog="stringdiag", description=__doc__.splitlines()[0].replace("``", ""),
                formatter_class=argparse.RawDescriptionHelpFormatter,
                epilog="examples:\n  stringdiag check gallery/attention.diag\n"
                       "  stringdiag render gallery/attention.diag -d SelfAttention -o attention.svg\n"
@@ -208,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     except DiagError as e:
         print(e.render(), file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader went away (`| head`): nothing more to say, and no error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush cannot fail
+        return 141
     except OSError as e:  # the machine said no (a path we cannot write, a full disk)
         where = f": {short(e.filename)}" if e.filename else ""
         print(f"error: {e.strerror or e}{where}", file=sys.stderr)
