@@ -153,3 +153,36 @@ def test_mutated_inputs_never_crash_or_hang(tree, capsys):
               f"(exit 0: {exits[0]}, exit 1: {exits[1]}, exit 2: {exits[2]}; seconds by command: "
               f"{', '.join(f'{k} {v:.1f}' for k, v in sorted(spent.items()))})")
     assert not failures, f"{len(failures)} failing case(s):\n\n" + "\n\n".join(failures[:5])
+
+
+# -- the reproducers of issue 24, item 7: each one positioned or named error line, exit 1 --------
+def _one(capsys, argv: list[str]) -> str:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 1 and check_case(rc, err) == "" and "Warning" not in err, err
+    return next(ln for ln in err.splitlines() if ERROR.match(ln))
+
+
+@pytest.mark.parametrize("text, where", [("start \x00.diag:M\n", ":1:7: "), ('use "attention.\x00"\nstart x.diag:M\n', ":1:5: "),
+                                         ('use "' + "a" * 300 + '.rules"\nstart x.diag:M\n', ":1:5: "),
+                                         ('use "attention.txt"\nstart x.diag:M\n', ":1:5: ")])
+def test_file_names_no_file_could_have_are_refused_where_written(tmp_path, capsys, text, where):
+    p = tmp_path / "d.deriv"
+    p.write_text(text)
+    assert _one(capsys, ["derive", str(p)]).startswith(f"{p}{where}error: ")
+
+
+def test_construct_json_too_deep_overflowing_or_too_fine(tmp_path, capsys):
+    f = tmp_path / "in.json"
+    f.write_text("[" * 100000 + "]" * 100000)
+    argv = ["construct", "hardmax-classifier", "--sequences", str(f), "-o", str(tmp_path / "o")]
+    assert _one(capsys, argv).startswith(f"{f}:1:33: error: JSON nested deeper than 32 levels")
+    big = {"sequences": [{"label": "a", "tokens": [[1e308, 1e308]]}, {"label": "b", "tokens": [[-1e308, 1e308]]}]}
+    f.write_text(json.dumps(big))
+    assert "numeric overflow in the construction" in _one(capsys, argv)
+    fine = {**INSTANCE, "targets": {"a": {"center": [0, 3], "radius": 1e-15}, "b": {"center": [0, -3], "radius": 1},
+                                    "c": {"center": [3, 0], "radius": 1}}}
+    f.write_text(json.dumps(fine))
+    assert "below what float64 arithmetic resolves" in _one(capsys, argv)
