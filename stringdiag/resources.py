@@ -50,9 +50,32 @@ def shipped(name: str, pos: Pos | None = None, source: str | None = None) -> Pat
     return folder(parts[0]).joinpath(*parts[1:])
 
 
-def locate(name: str, base: Path, pos: Pos | None = None, source: str | None = None) -> Path:
+MAX_NAME = 4096  # bytes in a file reference (PATH_MAX); a folder or file name at most NAME_MAX
+MAX_PART = 255
+
+
+def check_name(name: str, pos: Pos | None = None, source: str | None = None, kinds: tuple[str, ...] = ()) -> None:
+    """Refuse a file reference no file system could hold (a NUL or other control character, a
+    name too long) or one of the wrong kind (``kinds``: the extensions it may have)."""
+    bad = next((c for c in name if ord(c) < 32 or c == "\x7f"), None)
+    if bad is not None:
+        raise DiagError(f"the file name {name!r} holds the control character {bad!r}: no file has such a name", pos, source)
+    if not name.strip():
+        raise DiagError("an empty file name", pos, source)
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME or \
+            any(len(part.encode("utf-8", "surrogatepass")) > MAX_PART for part in PurePosixPath(name).parts):
+        raise DiagError(f"the file name '{name[:40]}...' is too long ({len(name)} characters; at most {MAX_NAME}, "
+                        f"{MAX_PART} per folder or file name)", pos, source)
+    if kinds and not name.endswith(kinds):
+        raise DiagError(f"'{name}' is not {' or '.join('a ' + k + ' file' for k in kinds)}", pos, source)
+
+
+def locate(name: str, base: Path, pos: Pos | None = None, source: str | None = None,
+           kinds: tuple[str, ...] = ()) -> Path:
     """The file a source file means by ``name``: a shipped one for ``stringdiag:...``, else
-    ``name`` relative to ``base`` (the writing file's folder)."""
+    ``name`` relative to ``base`` (the writing file's folder); a name no file could have, or
+    not of one of ``kinds`` (extensions), is refused at ``pos``."""
+    check_name(name, pos, source, kinds)
     if name.startswith(PREFIX):
         return shipped(name[len(PREFIX):], pos, source)
     return base / name
@@ -64,4 +87,4 @@ def argument(path: str | Path) -> str | Path:
     return shipped(str(path)[len(PREFIX):]) if str(path).startswith(PREFIX) else path
 
 
-__all__ = ["PREFIX", "FOLDERS", "folder", "shipped", "locate", "argument"]
+__all__ = ["PREFIX", "FOLDERS", "folder", "shipped", "check_name", "locate", "argument"]

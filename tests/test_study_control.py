@@ -116,3 +116,34 @@ def test_a_mechanism_may_not_take_the_controls_name(tmp_path, capsys):
     src.write_text(Path(ANATOMY).read_text().replace("diagram M1(", "diagram control("))
     assert main(["study", str(src), "-d", "control", *TINY, "--layers", "1", "-o", str(tmp_path / "s")]) == 1
     assert "the name of the study's control" in capsys.readouterr().err
+
+
+def test_report_refuses_a_result_copied_from_another_run(seeded, tmp_path, capsys):
+    out = tmp_path / "s"
+    shutil.copytree(seeded, out)
+    assert main(["study", "--report", str(out)]) == 0
+    capsys.readouterr()
+    shutil.copy(out / "M1-L1-s1" / "result.json", out / "M1-L1" / "result.json")
+    assert main(["study", "--report", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "M1-L1/result.json is not the result of the run M1-L1 (it is M1, 1 layer, seed 1)" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_result_of_another_recipe_is_refused_by_the_study_and_its_report(seeded, tmp_path, capsys):
+    out = tmp_path / "s"
+    shutil.copytree(seeded, out)
+    path = out / "M1-L1" / "result.json"
+    result = json.loads(path.read_text())
+    study = json.loads((out / "study.json").read_text())
+    from stringdiag.study.runner import recipe_hash
+    assert result["recipe"] == recipe_hash(study)   # every run carries its recipe's hash
+    study["recipe"]["lr_scale"] = 2.0
+    assert recipe_hash(study) != result["recipe"]   # ... which a changed recipe changes
+    path.write_text(json.dumps({**result, "recipe": recipe_hash(study)}))
+    assert main(["study", "--report", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "M1-L1/result.json is not the result of M1, 1 layer (its recipe is" in err
+    assert main(["study", ANATOMY, "-d", "M1", *TINY, "--layers", "1", "--seeds", "2", "--test-tokens", "500",
+                 "-o", str(out)]) == 1
+    assert "M1-L1/result.json is not the result of M1, 1 layer (its recipe is" in capsys.readouterr().err

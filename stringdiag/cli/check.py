@@ -188,14 +188,14 @@ class RuleChecks:
 
         head = self.head(r)
         try:
-            same, err = verify_rule(r)
+            v = verify_rule(r)
         except DiagError as e:
             self.fail(head + f"cannot be evaluated: {e.message}",
                       DiagError(f"rule '{r.name}' cannot be evaluated: {e.message}", r.pos))
             return
-        if same:
-            self.say(head + proof + f"verified, relative error {err:.1g}")
+        if v.same:
+            self.say(head + proof + f"verified, relative error {v.error:.1g}")
         else:
-            self.fail(head + f"FAILED: its sides differ numerically (relative error {err:.3g})",
+            self.fail(head + f"FAILED: its sides differ numerically (relative error {v.error:.3g} {v.where()})",
                       DiagError(f"rule '{r.name}' is not an equation: its sides differ numerically "
-                                f"(relative error {err:.3g})", r.pos))
+                                f"(relative error {v.error:.3g} {v.where()})", r.pos))

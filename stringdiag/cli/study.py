@@ -381,7 +381,7 @@ def report(args: argparse.Namespace) -> int:
     """Merge the studies' results.csv and redraw the figures; no training."""
     from ..study import results as R
     from ..study.figures import draw
-    from ..study.runner import CSV, STUDY, compare
+    from ..study.runner import CSV, STUDY, check_study_files, compare
 
     dirs = [Path(d) for d in args.report]
     sources, studies = [], []
@@ -392,6 +392,7 @@ def report(args: argparse.Namespace) -> int:
         sources.append((str(d), R.read_csv(path)))
         if (d / STUDY).is_file():
             studies.append((d, R.read_json(d / STUDY)))
+            check_study_files(d, studies[-1][1])  # every result.json is the run its directory names
     for d, s in studies[1:]:
         diff = compare(studies[0][1], s)
         if diff:

@@ -20,7 +20,7 @@ from .blocks import Block, apply_all
 from .classify import classify
 from .collapse import cluster, match_labels
 from .geometry import groups, tolerance
-from .instance import Instance, make_instance
+from .instance import Instance, make_instance, overflow_named
 from .separate import preprocess, separate
 
 # each stage's number of blocks in the paper's count (Sec. 3.1, "Complexity of the construction")
@@ -77,7 +77,12 @@ def verify(module: torch.nn.Module, inst: Instance) -> np.ndarray:
     with torch.no_grad():
         out = np.array([module(torch.as_tensor(z, dtype=torch.float64)).numpy() for z in inst.sequences])
     for j, (y, c) in enumerate(zip(out, inst.labels)):
-        if not inst.targets[c].holds(y):
+        t = inst.targets[c]
+        resolution = 1e-9 * max(1.0, float(np.abs(t.centre).max()), float(np.abs(y).max()))
+        if not t.holds(y) and t.radius < resolution:
+            raise DiagError(f"the target set of label {c!r} has radius {t.radius:g}, below what float64 arithmetic "
+                            f"resolves at this scale (about {resolution:.1g}): choose a larger radius")
+        if not t.holds(y):
             raise DiagError(f"the constructed transformer sends sequence {j + 1} to {y.tolist()}, outside the "
                             f"target set of its label {c!r} (a bug in the construction)")
     return out
@@ -86,8 +91,9 @@ def verify(module: torch.nn.Module, inst: Instance) -> np.ndarray:
 def hardmax_classifier(sequences, labels, targets=None, seed: int = 0) -> Construction:
     """Build, compile and check the classifier for ``sequences`` (each (len, d)) with ``labels``;
     ``targets`` maps each label to a Target or {"center": [...], "radius": r} (default: see FORMAT)."""
-    inst = make_instance(sequences, labels, targets)
-    blocks = _generic_blocks(inst, seed)
+    with overflow_named(sequences):
+        inst = make_instance(sequences, labels, targets)
+        blocks = _generic_blocks(inst, seed)
     text = emit.source(blocks, len(inst.sequences), inst.d)
     state = emit.weights(blocks)
     module = emit.in_memory(text, inst.d, state)

@@ -9,6 +9,7 @@ sequences that are one another's permutations cannot be told apart (our reading;
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,6 +136,41 @@ def check(inst: Instance) -> None:
                                 "overlap: Theorem 2.4 needs disjoint sets S^1..S^M")
 
 
+@contextmanager
+def overflow_named(sequences):
+    """Numeric overflow in the construction is an error that says so, never a numpy warning."""
+    try:
+        with np.errstate(over="raise", invalid="raise"):
+            yield
+    except FloatingPointError as e:
+        big = max(float(np.abs(np.asarray(z, dtype=np.float64)).max()) for z in sequences)
+        raise DiagError(f"numeric overflow in the construction ({e}): the tokens reach {big:.3g}, beyond what its "
+                        "float64 arithmetic (squared distances, products) can hold; scale the tokens down") from None
+
+
+MAX_DEPTH = 32  # an instance nests 4 deep; Python's parser would recurse once per level
+
+
+def too_deep(text: str, limit: int = MAX_DEPTH) -> tuple[int, int] | None:
+    """The line and column where ``text``'s JSON nesting passes ``limit``, if it does."""
+    depth, in_string, escaped, line, col = 0, False, False, 1, 0
+    for ch in text:
+        col += 1
+        if ch == "\n":
+            line, col = line + 1, 0
+        elif in_string:
+            escaped, in_string = (not escaped and ch == "\\"), in_string and (escaped or ch != '"')
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return line, col
+        elif ch in "]}":
+            depth -= 1
+    return None
+
+
 def read_instance(path: str | Path) -> Instance:
     """An instance from FILE.json (the format is FORMAT); bad JSON is reported at its line and column."""
     path = Path(path)
@@ -142,6 +178,10 @@ def read_instance(path: str | Path) -> Instance:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise DiagError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    deep = too_deep(text)
+    if deep is not None:
+        raise DiagError(f"JSON nested deeper than {MAX_DEPTH} levels: an instance is an object of lists of tokens",
+                        Pos(str(path), *deep))  # no source line: it may be megabytes long
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as e:
@@ -158,6 +198,7 @@ def read_instance(path: str | Path) -> Instance:
     if targets is not None and not isinstance(targets, dict):
         raise DiagError(f'{path}: "targets" is not an object from labels to balls')
     try:
-        return make_instance(seqs, labels, targets)
+        with overflow_named(seqs):
+            return make_instance(seqs, labels, targets)
     except DiagError as e:
         raise DiagError(f"{path}: {e.message}") from None

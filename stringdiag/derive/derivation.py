@@ -45,6 +45,7 @@ class Step:
     pos: Pos | None = None
     verified: float | None = None  # the oracle's relative error, for checked equalities
     note: str = ""      # what the step did to weights, where it matters (ties, renamings)
+    unverified: bool = False  # an equality by a user's rule that was not evaluated (no --verify)
 
 
 @dataclass
@@ -65,7 +66,7 @@ class Derivation:
             rows.append({"step": s.number, "text": s.text, "relation": s.relation, "verified": s.verified,
                          "diagram": s.diagram.name, "boxes": expanded_box_count(s.diagram),
                          "time": f"O({c.seq_time})", "memory": f"O({c.seq_memory})", "time_all_dims": f"O({c.time})",
-                         "weights": s.note})
+                         "weights": s.note, "unverified_rule": s.unverified})
         return rows
 
     def text_rows(self) -> list[tuple[str, ...]]:
@@ -73,6 +74,7 @@ class Derivation:
         rows = [("step", "", "boxes", "time", "memory", "time (all dims)", "weights")]
         for r in self.rows():
             rel = r["relation"] + (" ✓" if r["verified"] is not None else "")
+            rel += " (unverified rule)" if r["unverified_rule"] else ""
             rows.append((f"{r['step']}. {r['text']}", rel, str(r["boxes"]), r["time"], r["memory"],
                          r["time_all_dims"], r["weights"]))
         return rows
@@ -125,6 +127,7 @@ class Runner:
         self.extra: list[Program] = []
         self.aliases: dict[str, Program] = {}  # use "f.diag" as o
         self.rules: MutableMapping[str, Rule] = ChainMap({}, _library())  # own rules first
+        self.unchecked: set[str] = set()  # the user's equations not evaluated (without --verify)
         self.start_prog: Program | None = None
 
     def err(self, msg: str, pos: Pos | None) -> DiagError:
@@ -132,7 +135,7 @@ class Runner:
 
     # -- references -----------------------------------------------------------------
     def program(self, rel: str, pos: Pos) -> Program:
-        target = locate(rel, self.base, pos, self.text).resolve()
+        target = locate(rel, self.base, pos, self.text, (".diag",)).resolve()
         if str(target) not in self.programs:
             if not target.is_file():
                 raise self.err(f"no such file {rel} (looked for {target})", pos)
@@ -208,17 +211,35 @@ class Runner:
     def use(self, item: D.UseDecl) -> None:
         rel, pos = item.path.value, item.path.pos
         if rel.endswith(".rules"):
-            target = locate(rel, self.base, pos, self.text).resolve()
+            target = locate(rel, self.base, pos, self.text, (".rules",)).resolve()
             if not target.is_file():
                 raise self.err(f"no such file {rel}", pos)
             for r in load_rules(target):
                 self.rules[r.name] = r
+                if r.kind == EQUATION:
+                    self.checked(r)
         elif item.alias is not None:
             if item.alias.text in self.aliases:
                 raise self.err(f"'{item.alias.text}' already names a file in use", item.alias.pos)
             self.aliases[item.alias.text] = self.program(rel, pos)
         else:
             self.extra.append(self.program(rel, pos))
+
+    def checked(self, r: Rule) -> None:
+        """A user's equation, evaluated as it is loaded with ``verify`` (a false one is refused
+        at its name); without, the steps that use it are labelled ``≡ (unverified rule)``."""
+        if not self.verify:
+            self.unchecked.add(r.name)
+            return
+        from ..verify.oracle import verify_rule  # torch: imported only when asked to verify
+
+        try:
+            v = verify_rule(r)
+        except DiagError as e:
+            raise DiagError(f"rule '{r.name}' cannot be evaluated: {e.message}", r.pos) from None
+        if not v.same:
+            raise DiagError(f"rule '{r.name}' is not an equation: its sides differ numerically "
+                            f"(relative error {v.error:.3g} {v.where()})", r.pos)
 
     def step(self, item: D.Step, cur: Diagram, number: int) -> Step:
         match item:
@@ -250,13 +271,16 @@ class Runner:
         out.name = cur.name
         step = Step(number, item.text, res.relation, out, item.pos, note=res.note)
         if self.verify and res.relation == EQ:
-            from ..verify.oracle import equal  # torch: imported only when asked to verify
+            from ..verify.oracle import compare  # torch: imported only when asked to verify
 
-            ok, error = equal(cur, out, instantiate=self.instances(cur, out), correspond=res.correspond)
-            if not ok:
-                raise self.err(f"the two sides differ numerically (relative error {error:.3g}): "
+            v = compare(cur, out, instantiate=self.instances(cur, out), correspond=res.correspond)
+            if not v.same:
+                raise self.err(f"the two sides differ numerically (relative error {v.error:.3g} {v.where()}): "
                                "this step is not an equality", item.pos)
-            step.verified = error
+            step.verified = v.error
+        elif res.relation == EQ and isinstance(item, D.Apply) and item.rule.text in self.unchecked:
+            step.unverified = True  # a user's equation, not evaluated: --verify would
+        return step
         return step
 
     def apply(self, item: D.Apply, cur: Diagram) -> steps.Outcome:

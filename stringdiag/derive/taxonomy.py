@@ -176,7 +176,7 @@ class _Loader:
         return out
 
     def edge(self, e: T.Edge, members: dict[str, Member]) -> Edge:
-        path = locate(e.deriv.value, self.base, e.deriv.pos, self.text)
+        path = locate(e.deriv.value, self.base, e.deriv.pos, self.text, (".deriv",))
         if not path.is_file():
             raise self.err(f"no such file {e.deriv.value} (looked for {path.resolve()})", e.deriv.pos)
         try:

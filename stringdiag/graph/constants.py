@@ -35,15 +35,31 @@ class Operator:
     infix: bool
 
 
+def _ieee(fn: Callable, outside: Callable) -> Callable:
+    """``fn`` with IEEE float results where Python raises (``log(0)`` is -inf, ``sqrt(-1)`` NaN,
+    ``1/0`` inf, ``exp(1000)`` inf), as the compiled tensors compute them; other arguments
+    (a size known only at run time, a torch node) go to ``fn`` as they are."""
+    def safe(*args):
+        try:
+            return fn(*args)
+        except (ValueError, ZeroDivisionError, OverflowError):
+            return outside(*args)
+    return safe
+
+
+def _div_by_zero(a: float, b: float) -> float:
+    return math.nan if a == 0 or math.isnan(a) else math.copysign(math.inf, a) * math.copysign(1.0, b)
+
+
 OPERATORS: dict[str, Operator] = {
     "add": Operator(operator.add, "+", True),
     "sub": Operator(operator.sub, "-", True),
     "mul": Operator(operator.mul, "*", True),
-    "div": Operator(operator.truediv, "/", True),
+    "div": Operator(_ieee(operator.truediv, _div_by_zero), "/", True),
     "neg": Operator(operator.neg, "-", False),
-    "sqrt": Operator(math.sqrt, "sqrt", False),
-    "exp": Operator(math.exp, "exp", False),
-    "log": Operator(math.log, "log", False),
+    "sqrt": Operator(_ieee(math.sqrt, lambda a: math.nan), "sqrt", False),
+    "exp": Operator(_ieee(math.exp, lambda a: math.inf), "exp", False),
+    "log": Operator(_ieee(math.log, lambda a: -math.inf if a == 0 else math.nan), "log", False),
 }
 
 

@@ -203,7 +203,8 @@ def _rule(item: RA.Rule, prog: Program) -> Rule:
     rule = Rule(name, _RELATIONS[item.relation], sides[0], sides[1], dims, variables, item.name.pos,
                 list(scope.warnings))
     if item.proof is not None:  # checked by running the derivation (stringdiag check FILE.rules)
-        rule.proof = str(locate(item.proof.value, Path(prog.path).parent, item.proof.pos, prog.source))
+        rule.proof = str(locate(item.proof.value, Path(prog.path).parent, item.proof.pos, prog.source,
+                                    (".deriv",)))
         rule.proof_pos = item.proof.pos
     elif rule.kind == REDUCTION:
         rule.specialised = check_reduction(rule, prog.source)

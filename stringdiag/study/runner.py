@@ -158,6 +158,54 @@ def compare(there: dict, here: dict) -> list[str]:
         _differences(corpus(there), corpus(here), "corpus ")
 
 
+def recipe_hash(description: Mapping) -> str:
+    """A study's recipe and corpus (what :func:`compare` compares) as one hash: what every run's
+    ``trained.json``/``result.json`` carries, so a run of another recipe shows."""
+    corpus = {k: v for k, v in (description.get("corpus") or {}).items() if k not in ("name", "spec")}
+    recipe = {**Recipe().to_json(), **(description.get("recipe") or {})}
+    text = json.dumps({"recipe": recipe, "corpus": corpus}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def expected(run: Run, description: Mapping) -> dict:
+    """What a run's files must say to be this run of the study ``description`` (study.json)."""
+    return {"mechanism": run.mechanism, "layers": run.layers, "seed": run.seed,
+            "diagram": (description.get("mechanisms") or {}).get(run.mechanism),
+            "recipe": recipe_hash(description)}
+
+
+def check_run_files(d: Path, run: Run, want: Mapping) -> None:
+    """Refuse, naming the file, a ``trained.json``/``result.json`` in ``d`` that is another run's
+    (copied over, say when shard directories are merged by hand). A file written before runs
+    carried their recipe's hash is not refused for lacking it."""
+    for name in (RESULT, TRAINED):
+        if not (d / name).exists():
+            continue
+        found = R.read_json(d / name)
+        for key, value in want.items():
+            if key == "recipe" and key not in found:
+                continue
+            got = found.get(key, 0 if key == "seed" else None)
+            if got != value:
+                raise DiagError(f"{d / name} is not the result of {run} (its {key} is {json.dumps(got)}, "
+                                f"not {json.dumps(value)}): move it away or remove it, then run again")
+
+
+def check_study_files(out: Path, description: Mapping) -> None:
+    """Every finished run in the study directory ``out`` is the run its directory names, of
+    this study (``study --report``)."""
+    for path in sorted(out.glob(f"*/{RESULT}")):
+        found = R.read_json(path)
+        try:
+            run = Run(str(found["mechanism"]), int(found["layers"]), int(found.get("seed", 0)))
+        except (KeyError, TypeError, ValueError):
+            raise DiagError(f"{path} is damaged: it does not name its mechanism, layers and seed") from None
+        if run.name != path.parent.name:
+            raise DiagError(f"{path} is not the result of the run {path.parent.name} (it is {run}): move it away "
+                            "or remove it, then run again")
+        check_run_files(path.parent, run, expected(run, description))
+
+
 class SweepProgress:
     """One line per run of the sweep, in tqdm's format when it is installed:
     ``run 3/28: M2, 2 layers:   7%|▋         | 2/28 [02:39<34:30, 79.65s/it]``.
@@ -213,6 +261,7 @@ class Study:
         self.out, self.file, self.log, self.figures = Path(out), file, log, figures
         self.device = recipe.timing_device
         self.families = {k: tuple(v) for k, v in families.items()}
+        self._description: dict | None = None  # study.json's content, computed once (hashes every mechanism)
 
     # -- models ---------------------------------------------------------------------
     def make(self, run: Run, approximator: str | None = None, check_causal: bool = True,
@@ -258,8 +307,9 @@ class Study:
 
     def identity(self, run: Run) -> dict:
         """What a run's ``trained.json``/``result.json`` must say to be this run of this study."""
-        return {"mechanism": run.mechanism, "layers": run.layers, "seed": run.seed,
-                "diagram": self.heads[run.mechanism].expand().canonical_hash()}
+        if self._description is None:
+            self._description = self.description()
+        return expected(run, self._description)
 
     # -- study.json -------------------------------------------------------------------
     def description(self) -> dict:
@@ -335,17 +385,8 @@ class Study:
 
     def check_identity(self, run: Run) -> None:
         """A finished run's files must be this run's (not another's copied over, say when shard
-        directories are merged by hand): mechanism, depth, seed and diagram hash."""
-        d = self.out / run.name
-        for name in (RESULT, TRAINED):
-            if not (d / name).exists():
-                continue
-            found = R.read_json(d / name)
-            for key, want in self.identity(run).items():
-                got = found.get(key, 0 if key == "seed" else None)
-                if got != want:
-                    raise DiagError(f"{d / name} is not the result of {run} (its {key} is {json.dumps(got)}, "
-                                    f"not {json.dumps(want)}): move it away or remove it, then run again")
+        directories are merged by hand): mechanism, depth, seed, diagram and recipe hash."""
+        check_run_files(self.out / run.name, run, self.identity(run))
 
     def train_run(self, run: Run, budget: float | None = None) -> bool:
         """Train one run to the end (resuming its checkpoint) and test it; False if the budget ran out first."""
@@ -370,8 +411,7 @@ class Study:
                    "valid_ppl": history[-1].get("valid_ppl") if history else None, "test_ppl": test,
                    "test_acc": accuracy, "test_tokens": scored,
                    "unigram_test_ppl": None if accuracy is not None else self.corpus.unigram_perplexity("test"),
-                   "uses": R.uses(self.heads[run.mechanism]),
-                   "diagram": self.heads[run.mechanism].expand().canonical_hash()}
+                   "uses": R.uses(self.heads[run.mechanism]), **self.identity(run)}
         R.write_json(d / TRAINED, trained)
         acc = "" if accuracy is None else f", accuracy {accuracy:.3f}"
         self.log(f"{run}: test perplexity {test:.2f}{acc} after {step} steps")

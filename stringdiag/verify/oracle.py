@@ -4,10 +4,18 @@ PyZX's lesson: every rewrite is tested by evaluating both sides. Both diagrams a
 compiled from their graphs as they are, weights are drawn in float64 for the first, and
 each weight set of the second gets the weights of the same set of the first — matched by
 identity (``graph/weights.py``; ``correspond`` maps the sets a step renamed), never by
-name alone. Both run on the same random float64 inputs; they agree when the largest
-difference is below ``tol`` relative to the largest output. A set that only one side has
-keeps its own random weights, so a step that splits or merges sets is caught. Sizes default to small distinct primes, so that a
-transposed axis cannot go unnoticed.
+name alone. Both run on the same float64 inputs, drawn from several distributions (unit
+normal, large and tiny magnitudes, all-negative, constant rows, ties; weights drawn the same
+way), and are compared entry by entry: every entry of every output must satisfy
+``|p - q| <= RTOL·|q| + ATOL·scale`` (RTOL = 1e-9, ATOL = 1e-12 times the distribution's
+magnitude), so one large entry cannot hide an error in the small ones. The verdict names the
+worst entry and the distribution it came from. Entries that are non-finite on both sides (NaN
+or inf, either) agree: both sides of a sound rule may be undefined at the same
+inputs; an entry finite on one side only is a difference on unit-normal inputs, and is left out
+on the others (where one way of computing may overflow, or divide by a tied zero, and another
+not); an output never finite on both sides is no evidence and fails. A set that only one side has keeps its own random weights, so a step that splits or
+merges sets is caught. Sizes default to small distinct primes, so that a transposed axis cannot
+go unnoticed.
 
 Abstract boxes (``sim``) and a rule's box variables have no meaning of their own: give
 ``instantiate={"sim": diagram}`` for a definition to put in their place, or ``"learn"``
@@ -34,6 +42,9 @@ for a random universal approximator (the same weights on both sides).
 from __future__ import annotations
 
 import math
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import Mapping, Union
 
 import torch
@@ -130,42 +141,148 @@ def _bind(defn: Diagram, ins, outs) -> dict[str, Dim] | None:
     return sub if all(gname in sub for gname in defn.generics) else None
 
 
-def equal(a: Diagram, b: Diagram, dims: dict[str, int] | None = None, trials: int = 3, seed: int = 0,
-          instantiate: Mapping[str, Instance] | None = None, tol: float = 1e-9,
-          fast: bool = False, correspond: Mapping[tuple, tuple] | None = None) -> tuple[bool, float]:
-    """Evaluate both diagrams on the same random inputs with shared weights.
+@dataclass(frozen=True)
+class Distribution:
+    """One way of drawing inputs and weights: a shape (``normal``, ``negative``, ``constant
+    rows``, ``ties``) at a magnitude. A false equation that holds on N(0, 1) alone (``clamp(x,
+    -20, 20) == x``, ``relu(x) == x``) is caught by another distribution."""
+    name: str
+    shape: str
+    scale: float
 
-    Returns whether they agree to relative error ``tol`` in every trial, and the largest
-    relative error seen (``inf`` where one side is finite and the other not).
-    """
+    def sample(self, size: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
+        x = torch.randn(size, generator=gen, dtype=torch.float64)
+        if self.shape == "negative":
+            x = -x.abs()
+        elif self.shape == "constant rows" and len(size) > 0:
+            x = x[..., :1].expand(size).clone()  # every row constant along its last axis
+        elif self.shape == "ties":
+            x = torch.randint(-2, 3, size, generator=gen).to(torch.float64)  # few values: ties, zeros
+        return x * self.scale
+
+
+DISTRIBUTIONS = (Distribution("N(0, 1)", "normal", 1.0),
+                 Distribution("large (1e3·N(0, 1))", "normal", 1e3),
+                 Distribution("tiny (1e-3·N(0, 1))", "normal", 1e-3),
+                 Distribution("all-negative (-|N(0, 1)|)", "negative", 1.0),
+                 Distribution("constant-row", "constant rows", 1.0),
+                 Distribution("tied (integers -2..2)", "ties", 1.0))
+
+NOWHERE = "no"  # the verdict's distribution when an output was never finite
+RTOL = 1e-9   # float64: about 1e7 ulps of room for rounding in a reordered computation
+ATOL = 1e-12  # times the distribution's scale: for entries that cancel to about zero
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the oracle found: whether every entry of every output agreed within ``|p - q| <=
+    RTOL·|q| + ATOL·scale`` on every distribution, and the worst entry (its relative error
+    ``|p - q| / (|q| + ATOL·scale/RTOL)``, which is at most RTOL exactly when it passes)."""
+    same: bool
+    error: float
+    distribution: str = ""   # where the worst entry was found
+    output: int = 0
+    entry: tuple[int, ...] = ()
+    values: tuple[float, float] = (0.0, 0.0)
+
+    def where(self) -> str:
+        """``on large N(0, 1e6) inputs, output 1 at [0, 2]: 3 against -3``: the worst entry."""
+        if self.distribution == NOWHERE:
+            return f"; output {self.output + 1} is finite on no input distribution, nothing to compare"
+        at = ", ".join(str(i) for i in self.entry)
+        return (f"on {self.distribution} inputs, output {self.output + 1} at [{at}]: "
+                f"{self.values[0]:.6g} against {self.values[1]:.6g}")
+
+
+def compare(a: Diagram, b: Diagram, dims: dict[str, int] | None = None, trials: int = 1, seed: int = 0,
+            instantiate: Mapping[str, Instance] | None = None, tol: float = RTOL,
+            fast: bool = False, correspond: Mapping[tuple, tuple] | None = None) -> Verdict:
+    """Evaluate both diagrams entry by entry on the same inputs with shared weights, drawn from
+    every distribution of :data:`DISTRIBUTIONS` (``trials`` rounds of them), and return the
+    verdict with its worst entry. Entries non-finite on both sides agree (a sound rule about
+    ``log`` of negatives, say); on unit-normal inputs an entry finite on one side only is a
+    difference, on the other distributions (overflow, division by a tied zero) it is left out
+    (:func:`entrywise`); an output that is never finite on both sides is not evidence of
+    equality, and the verdict says so."""
     if a.input_types != b.input_types or a.output_types != b.output_types:
         raise DiagError(f"the diagrams have different boundaries: {a.signature()} and {b.signature()}")
     fa, fb = instantiated(a, instantiate), instantiated(b, instantiate)
     sizes = default_sizes(dim_names(fa) | dim_names(fb), dims)
-    worst = 0.0
+    torch.manual_seed(seed)
+    ma = compile(fa, dims=sizes, dtype=torch.float64, fast=fast)
+    mb = compile(fb, dims=sizes, dtype=torch.float64, fast=fast)
+    worst = Verdict(True, 0.0)
+    finite = [False] * len(a.output_types)
     for t in range(trials):
-        torch.manual_seed(seed * 1000 + t)
-        ma = compile(fa, dims=sizes, dtype=torch.float64, fast=fast)
-        mb = compile(fb, dims=sizes, dtype=torch.float64, fast=fast)
-        gen = torch.Generator().manual_seed(seed * 1000 + t)
-        draw(ma, gen)
-        draw(mb, gen)  # sets only b has: their own weights
-        share_sets(ma, mb, correspond or {})
-        # a leading batch axis of 2: the compiled module then also shows that examples stay apart
-        xs = [torch.randn(2, *[dim.evaluate(sizes) for dim in ty], generator=gen, dtype=torch.float64)
-              for ty in a.input_types]
-        with torch.no_grad():
-            ya, yb = _tuple(ma(*xs)), _tuple(mb(*xs))
-        worst = max(worst, max((relative_error(p, q) for p, q in zip(ya, yb)), default=0.0))
-    return worst < tol, worst
+        for dist in DISTRIBUTIONS:
+            gen = torch.Generator().manual_seed(seed * 1000 + t)
+            draw(ma, gen, dist)
+            draw(mb, gen, dist)  # sets only b has: their own weights
+            share_sets(ma, mb, correspond or {})
+            # a leading batch axis of 2: the compiled module then also shows that examples stay apart
+            xs = [dist.sample((2, *[dim.evaluate(sizes) for dim in ty]), gen) for ty in a.input_types]
+            with torch.no_grad(), _quiet():
+                ya, yb = _tuple(ma(*xs)), _tuple(mb(*xs))
+            for k, (p, q) in enumerate(zip(ya, yb)):
+                v = entrywise(p, q, dist.scale, tol, strict=dist is DISTRIBUTIONS[0])
+                finite[k] = finite[k] or bool((torch.isfinite(p) & torch.isfinite(q)).any())
+                if v.error > worst.error or (v.error == worst.error and not worst.distribution):
+                    worst = replace(v, distribution=dist.name, output=k)
+    if worst.same and not all(finite):
+        k = finite.index(False)
+        return Verdict(False, math.inf, NOWHERE, k)
+    return worst
 
 
-def draw(m: torch.nn.Module, gen: torch.Generator) -> None:
-    """Fresh float64 weights: N(0, 1/fan_in) for matrices, N(0, 1/4) for vectors and scalars."""
+def equal(a: Diagram, b: Diagram, dims: dict[str, int] | None = None, trials: int = 1, seed: int = 0,
+          instantiate: Mapping[str, Instance] | None = None, tol: float = RTOL,
+          fast: bool = False, correspond: Mapping[tuple, tuple] | None = None) -> tuple[bool, float]:
+    """:func:`compare`, as whether the diagrams agree and the worst entry's relative error."""
+    v = compare(a, b, dims, trials, seed, instantiate, tol, fast, correspond)
+    return v.same, v.error
+
+
+def entrywise(p: torch.Tensor, q: torch.Tensor, scale: float = 1.0, tol: float = RTOL,
+              strict: bool = True) -> Verdict:
+    """Entry by entry, ``|p - q| <= tol·|q| + ATOL·scale``; the worst entry named. Entries
+    non-finite on both sides agree (NaN or ±inf: the function is undefined or overflows there,
+    as ``log`` of a negative, ``0/0``, ``exp`` of a large input); an entry finite on one side
+    only is an infinite error when ``strict``, else (inputs far from unit scale, where one way of
+    computing may overflow or divide by zero and another not) it is left out. Different shapes
+    are an infinite error."""
+    if p.shape != q.shape:
+        return Verdict(False, math.inf)
+    fp, fq = torch.isfinite(p), torch.isfinite(q)
+    ok = fp & fq
+    err = torch.zeros(p.shape, dtype=torch.float64)
+    floor = ATOL * scale / tol
+    err[ok] = (p[ok] - q[ok]).abs().double() / (q[ok].abs().double() + floor)
+    if strict:
+        err[fp != fq] = math.inf
+    if err.numel() == 0:
+        return Verdict(True, 0.0)
+    i = int(err.reshape(-1).argmax())
+    e = float(err.reshape(-1)[i])
+    idx = tuple(int(j) for j in torch.unravel_index(torch.tensor(i), p.shape))
+    return Verdict(e <= tol, e, entry=idx, values=(float(p[idx]), float(q[idx])))
+
+
+@contextmanager
+def _quiet():
+    """Overflow to inf on large inputs is an answer the comparison weighs, not a warning to print."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def draw(m: torch.nn.Module, gen: torch.Generator, dist: Distribution | None = None) -> None:
+    """Fresh float64 weights of the distribution's shape: N(0, 1/fan_in) for matrices,
+    N(0, 1/4) for vectors and scalars, at the distribution's scale."""
+    dist = dist or DISTRIBUTIONS[0]
     with torch.no_grad():
         for p in m.parameters():
             std = 1.0 / math.sqrt(p.shape[-1]) if p.dim() >= 2 else 0.5
-            p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64) * std)
+            p.copy_(dist.sample(tuple(p.shape), gen) * std)
 
 
 def translate(key: tuple, correspond: Mapping[tuple, tuple]) -> tuple:
@@ -228,32 +345,18 @@ def _tuple(y) -> tuple:
 
 
 def relative_error(p: torch.Tensor, q: torch.Tensor) -> float:
-    """max |p - q| / max(|p|, |q|) over finite entries; ``inf`` if the shapes differ, if the
-    infinite entries differ, or if either side has a NaN: a NaN agrees with nothing, so two
-    sides that both compute NaN (0 * inf, say) are never taken for equal functions."""
-    if p.shape != q.shape or p.isnan().any() or q.isnan().any():
-        return math.inf
-    fp, fq = torch.isfinite(p), torch.isfinite(q)
-    if not torch.equal(fp, fq) or not torch.equal(p[~fp], q[~fq]):
-        return math.inf
-    if not fp.any():
-        return 0.0
-    p, q = p[fp], q[fq]
-    scale = max(p.abs().max().item(), q.abs().max().item())
-    if scale == 0.0:
-        return 0.0
-    return (p - q).abs().max().item() / scale
+    """The worst entry's relative error (:func:`entrywise`, at unit scale)."""
+    return entrywise(p, q).error
 
 
-def verify_rule(rule: Rule, trials: int = 3, seed: int = 0, tol: float = 1e-9) -> tuple[bool, float]:
+def verify_rule(rule: Rule, trials: int = 1, seed: int = 0, tol: float = RTOL) -> Verdict:
     """Evaluate both sides of an equation on the same random float64 inputs (:func:`equal`):
     box variables and abstract families are instantiated as random universal approximators,
-    the same on both sides. Returns whether the sides agree to ``tol`` and the largest
-    relative error."""
+    the same on both sides. Returns the verdict (:func:`compare`)."""
     abstract = {side.box(b)["op"] for side in (rule.lhs.expand(), rule.rhs.expand()) for b in side.boxes()
                 if side.box(b)["box"] == "abstract"} | set(rule.vars)
-    return equal(rule.lhs, rule.rhs, trials=trials, seed=seed, tol=tol,
+    return compare(rule.lhs, rule.rhs, trials=trials, seed=seed, tol=tol,
                  instantiate={name: "learn" for name in sorted(abstract)})
 
 
-__all__ = ["equal", "instantiated", "default_sizes", "dim_names", "share", "share_sets", "draw", "relative_error", "verify_rule"]
+__all__ = ["compare", "entrywise", "Verdict", "Distribution", "DISTRIBUTIONS", "RTOL", "ATOL", "equal", "instantiated", "default_sizes", "dim_names", "share", "share_sets", "draw", "relative_error", "verify_rule"]
