@@ -41,6 +41,8 @@ KINDS = {"console", "python", "pycon", "lark", *SOURCE_KINDS}
 
 # (page, the reason its marker gives): the blocks shown and not run
 NOT_RUN = {
+    ("studies.md", "a Slurm job script, submitted with sbatch on a cluster"),
+    ("studies.md", "submitit submits jobs to a Slurm cluster"),
     ("README.md", "make demo is 3 minutes, make test the whole suite"),
     ("getting-started.md", "make demo is 3 minutes, make test the whole suite"),
     ("getting-started.md", "builds a wheel and installs it into a new environment"),
