@@ -413,7 +413,8 @@ def report(args: argparse.Namespace) -> int:
     if not (len(dirs) == 1 and (dirs[0] / CSV if dirs[0].is_dir() else dirs[0]).resolve() == (out / CSV).resolve()):
         R.write_csv(out / CSV, rows)
         wrote.append(out / CSV)
-    wrote += draw(rows, out)
+    R.write_summary(out, rows)
+    wrote += [out / "summary.csv", out / "verdict.txt", *draw(rows, out)]
     print(f"{len(rows)} run(s) from {len(dirs)} stud{'y' if len(dirs) == 1 else 'ies'}; wrote "
           f"{', '.join(str(w) for w in wrote)}")
     return 0

@@ -183,12 +183,14 @@ def verdict(rows: list[dict]) -> str:
         rule = (f"'beats the control' means a test perplexity lower than the control's by at least {MARGIN:.0%} "
                 f"of it and by more than {SPREADS:g} times the larger standard deviation over seeds.")
     lines = [rule]
+    acc = metric(rows) == "test_acc"
+    gain = (lambda m: f"{100 * m:+.1f} points") if acc else (lambda m: f"{m:+.1%}")  # noqa: E731
     won = [r for r in table if r["beats_control"]]
     lost = [r for r in table if not r["beats_control"]]
     for title, part in (("beat the control", won), ("do not beat the control", lost)):
         if part:
             lines.append(f"{len(part)} of {len(table)} (mechanism, depth) pairs {title}: " + ", ".join(
-                f"{r['mechanism']} L{r['layers']} ({r['margin']:+.1%}, {r['seeds']} seed{'s' * (r['seeds'] > 1)})"
+                f"{r['mechanism']} L{r['layers']} ({gain(r['margin'])}, {r['seeds']} seed{'s' * (r['seeds'] > 1)})"
                 for r in part) + ".")
     if not won:
         lines.append("No mechanism beats the attention-free control: this budget is too small to compare "
