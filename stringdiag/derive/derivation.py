@@ -118,6 +118,23 @@ def load_derivation(path: str | Path, verify: bool = False, log=None) -> Derivat
     return Runner(read_source(path), str(path), verify, log).run()
 
 
+def all_definitions(cur: Diagram) -> frozenset[str]:
+    """Every definition a step may name in ``cur``: the prelude's, the program's, the boxes'."""
+    names = set(prelude().defs)
+    if cur.program is not None:
+        names |= set(cur.program.defs)
+    for b in cur.boxes():
+        if cur.box(b)["box"] == "diagram":
+            names.add(cur.box(b)["op"])
+    return frozenset(names)
+
+
+def instances(*ds: Diagram) -> dict:
+    """Abstract families have no meaning of their own: check equalities for a random one."""
+    flats = [d.expand() for d in ds]
+    return {f.box(b)["op"]: "learn" for f in flats for b in f.boxes() if f.box(b)["box"] == "abstract"}
+
+
 class Runner:
     def __init__(self, text: str, file: str, verify: bool, log):
         self.text, self.file, self.verify = text, file, verify
@@ -248,7 +265,7 @@ class Runner:
             case D.Specialise():
                 res = self.specialise(item, cur)
             case D.Unfold(name):
-                res = self.located(name, steps.unfold, cur, name.text, self.all_definitions(cur))
+                res = self.located(name, steps.unfold, cur, name.text, all_definitions(cur))
             case D.Fold(name, at):
                 res = self.fold(cur, name, at)
             case D.Copy(name):
@@ -273,7 +290,7 @@ class Runner:
         if self.verify and res.relation == EQ:
             from ..verify.oracle import compare  # torch: imported only when asked to verify
 
-            v = compare(cur, out, instantiate=self.instances(cur, out), correspond=res.correspond)
+            v = compare(cur, out, instantiate=instances(cur, out), correspond=res.correspond)
             if not v.same:
                 raise self.err(f"the two sides differ numerically (relative error {v.error:.3g} {v.where()}): "
                                "this step is not an equality", item.pos)
@@ -343,22 +360,6 @@ class Runner:
                            "'at WIRE, ...' or apply it 'everywhere'", name.pos)
         return matches[0]
 
-    @staticmethod
-    def all_definitions(cur: Diagram) -> frozenset[str]:
-        names = set(prelude().defs)
-        if cur.program is not None:
-            names |= set(cur.program.defs)
-        for b in cur.boxes():
-            if cur.box(b)["box"] == "diagram":
-                names.add(cur.box(b)["op"])
-        return frozenset(names)
-
-    @staticmethod
-    def instances(*ds: Diagram) -> dict:
-        """Abstract families have no meaning of their own: check equalities for a random one."""
-        flats = [d.expand() for d in ds]
-        return {f.box(b)["op"]: "learn" for f in flats for b in f.boxes() if f.box(b)["box"] == "abstract"}
-
     def specialise(self, item: D.Specialise, cur: Diagram) -> steps.Outcome:
         name = item.box.text
         uses = steps.uses_of(cur, name)  # inside the cells of loops too
@@ -376,10 +377,10 @@ class Runner:
             raise self.err(f"'{defn.name}' has type {_sig(defn.input_types, defn.output_types)} but '{name}' "
                            f"has type {_sig(decl.ins, decl.outs)}", item.value.pos)
         if item.at is None:
-            return steps.specialise(cur, name, defn, self.all_definitions(cur))
+            return steps.specialise(cur, name, defn, all_definitions(cur))
         where = item.at.text
         try:
-            return steps.specialise(cur, name, defn, self.all_definitions(cur), where)
+            return steps.specialise(cur, name, defn, all_definitions(cur), where)
         except DiagError as e:
             if e.pos is not None:
                 raise
