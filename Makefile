@@ -41,7 +41,7 @@ pictures: install dot
 	@grep -v '^#' gallery/PICTURES | while read -r line; do $(BIN)/stringdiag $$line || exit 1; done
 
 test: install dot
-	@echo "running the whole suite: about 5 minutes on 2 cores (two workers, one thread each)"
+	@echo "running the whole suite: about 8 minutes on 2 idle cores (two workers, one thread each)"
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q -n $${TEST_WORKERS:-2}  # small tensors: one thread is faster, and steady
 
 bench: install dot
