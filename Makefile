@@ -32,9 +32,9 @@ demo: install dot
 	@for f in gallery/*.diag; do [ $$f = gallery/mechanisms.diag ] || $(BIN)/stringdiag render $$f -o gallery/ || exit 1; done
 	$(BIN)/stringdiag info gallery/attention.diag -d SelfAttention
 	$(BIN)/stringdiag derive gallery/linearize.deriv --verify
-	$(BIN)/stringdiag compile gallery/anatomy.diag -d M1 --dims d=32,k=32 -o runs/demo/M1
-	$(BIN)/stringdiag compile gallery/anatomy.diag -d M0 --dims d=32,k=32 -o runs/demo/M0
-	$(BIN)/stringdiag train gallery/anatomy.diag -d M1 --layers 1 --time-budget 120 --eval-every 100 -o runs/demo/M1
+	$(BIN)/stringdiag compile gallery/anatomy.diag -d M1 --dims d=32,k=32 -o runs/demo/modules/M1
+	$(BIN)/stringdiag compile gallery/anatomy.diag -d M0 --dims d=32,k=32 -o runs/demo/modules/M0
+	$(BIN)/stringdiag train gallery/anatomy.diag -d M1 --layers 1 --time-budget 120 --eval-every 100 -o runs/demo/train-M1
 
 # Every picture in gallery/, made as gallery/PICTURES says (tests/test_pictures.py fails when one is stale).
 pictures: install dot
