@@ -93,9 +93,10 @@ def row(result: Mapping, families: Mapping[str, Iterable[str]] = DEFAULT_FAMILIE
     fam = CONTROL if result.get("control") else family(result.get("uses", ()), families)
     return {"mechanism": result["mechanism"], "family": fam, "layers": result["layers"],
             "seed": result.get("seed", 0), "parameters": result["parameters"], "steps": result.get("steps"),
-            "test_ppl": result["test_ppl"], "test_acc": result.get("test_acc"), "seconds_per_epoch": result["seconds_per_epoch"],
-            "seconds_per_epoch_std": result["seconds_per_epoch_std"],
-            "peak_memory_bytes": result["peak_memory_bytes"], "peak_memory_std": result["peak_memory_std"],
+            "test_ppl": result["test_ppl"], "test_acc": result.get("test_acc"),
+            # a run trained but not yet timed has no timings (yet)
+            **{c: result.get(c) for c in ("seconds_per_epoch", "seconds_per_epoch_std", "peak_memory_bytes",
+                                          "peak_memory_std")},
             "timing_repeats": len(result.get("seconds_per_epoch_samples", ())) or None,
             "device": result.get("device")}
 

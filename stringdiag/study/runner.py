@@ -456,9 +456,11 @@ class Study:
 
     # -- results --------------------------------------------------------------------
     def results(self) -> list[dict]:
-        """The rows of every finished run in ``out`` (this session's or earlier ones')."""
+        """The rows of every trained run in ``out`` (this session's or earlier ones'): a run trained
+        and tested but not yet timed (its share is not done) has its test metric and empty timings."""
         rows = []
-        for path in sorted(self.out.glob(f"*/{RESULT}")):
+        for trained in sorted(self.out.glob(f"*/{TRAINED}")):
+            path = trained.with_name(RESULT) if trained.with_name(RESULT).exists() else trained
             result = R.read_json(path)
             try:
                 rows.append(R.row(result, self.families))
