@@ -62,7 +62,9 @@ def published() -> list[tuple[float, str]]:
     """App. C's table of published PTB perplexities (``published.csv`` beside this module)."""
     import csv
 
-    text = (Path(__file__).with_name("published.csv")).read_text()
+    from importlib.resources import files
+
+    text = files(__package__).joinpath("published.csv").read_text()  # package data, in a wheel too
     rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
     return [(float(r["test_ppl"]), f"{r['model']} ({r['source']})") for r in rows]
 
