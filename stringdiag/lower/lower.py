@@ -228,8 +228,17 @@ class Lowering:
                 # seq lengths, and the dimension parameters of a generic diagram, come from the inputs
                 if n and n not in self.seq and n not in self.dims and (decl is None or decl.kind == "seq"):
                     self.seq[n] = g.create_node("call_method", "size", (t, axis + 1), name=_ident(n))
-        self.ref = self.env[d.inputs[0]]
+        reals = [w for w in d.inputs if d.id_range(w) is None]
+        self.ref = self.env[reals[0]] if reals else self.dtype_ref()
         return batch, n_batch
+
+    def dtype_ref(self) -> fx.Node:
+        """Where every input is token ids (integers), the dtype and device of the real values
+        made from nothing: a buffer of no elements that ``module.to(...)`` converts with the
+        weights (not in the state dict)."""
+        if not hasattr(self.root, "dtype_ref"):
+            self.root.register_buffer("dtype_ref", torch.zeros(()), persistent=False)
+        return self.g.get_attr("dtype_ref")
 
     def module(self) -> fx.GraphModule:
         d, g = self.d, self.g
