@@ -49,11 +49,23 @@ def compile(diagram: Diagram, dims: Mapping[str, int] | None = None, approximato
     With ``fast`` and ``native``, the rules of ``rules/fastpath.rules`` first replace softmax
     and causal linear attention by fused processes (``F.scaled_dot_product_attention``, say).
     """
-    gm = Lowering(diagram, dict(dims or {}), factory(approximator), nn.Module(), {}, fast, native).module()
+    gm = Lowering(diagram, _with_defaults(diagram, dims), factory(approximator), nn.Module(), {}, fast,
+                  native).module()
     return gm.to(dtype) if dtype is not None else gm
 
 
 _ident = N.ident
+
+
+def _with_defaults(diagram: Diagram, dims: Mapping[str, int] | None) -> dict[str, int]:
+    """The sizes given, then the defaults the diagram's file declares (``dim L : fixed = 2``)
+    for the rest: they hold in every body compiled with it, an imported one's too."""
+    out = dict(dims or {})
+    prog = diagram.program
+    for name, decl in (prog.dims.items() if prog is not None else ()):
+        if decl.kind == "fixed" and decl.default is not None:
+            out.setdefault(name, decl.default)
+    return out
 
 
 class Call:
