@@ -9,7 +9,7 @@ from . import options
 from .options import positive
 
 HELP = "continue a prompt with a language model trained by 'stringdiag train' (a run or a save_pretrained folder)"
-EXAMPLES = """stringdiag train gallery/lm.diag -d GPT --time-budget 60 -o runs/gpt
+EXAMPLES = """stringdiag sample runs/gpt --prompt "the king" --tokens 20
 stringdiag sample runs/gpt --prompt "the king" --tokens 20 --temperature 0.8 --top-k 40 --seed 1"""
 
 
