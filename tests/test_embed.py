@@ -93,6 +93,8 @@ def test_the_signature_shows_token_ids():
      4, 10, "input 1 of '*' takes real numbers ([]) but is given token ids ([s] of v); turn ids into vectors"),
     ("diagram B(t: [s] of v) -> [s] of v {\n  return t\n}",
      3, 31, "token ids ('of') are inputs only, never the output of a diagram"),
+    ("diagram B(t: [s] of v) -> [s] {\n  return t\n}",
+     4, 10, "output 1 of 'B' is token ids ([s] of v); a diagram returns real numbers"),
     ("learn W : [d] of v -> [d]\n", 3, 15, "token ids ('of') are an input of a fixed box only, not of a learn box"),
     ("diagram B(t: [s] of k) -> [s, d] {\n  learn E : -> [v, d]\n  return embed(t, E())\n}",
      5, 19, "input 2 of 'embed' must have type [k, d] but has type [v, d]"),

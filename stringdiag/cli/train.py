@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     prog = load_reporting(args.file)
     (head,) = pick(prog, args.diagram)
-    if head.id_range(head.inputs[0]) is not None if head.inputs else False:  # token ids in: a whole model
+    if any(head.id_range(w) is not None for w in head.inputs):  # token ids in: a whole language model
         from ..train.lm import vocab_dim
         from .train_lm import run_lm
 

@@ -110,6 +110,9 @@ class Elaborator(Expressions, Calls):
             if v.view and any(lab is not None for lab in v.view):  # pragma: no cover - no free indices here
                 raise self.err("a returned value cannot depend on an index", e.pos)
             got = self.type_of(v)
+            if self.d.id_range(v.wire) is not None:
+                raise self.err(f"output {k + 1} of '{self.d.name}' is token ids ({show_type(got, self.d.id_range(v.wire))}); "
+                               "a diagram returns real numbers (embed the ids to return vectors)", e.pos)
             if got != want:
                 raise self.err(f"output {k + 1} of '{self.d.name}' has type {show_type(got)} "
                                f"but the diagram declares {show_type(want)}", e.pos)
