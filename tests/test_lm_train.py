@@ -110,7 +110,7 @@ def test_sampling_is_reproducible_and_greedy_at_temperature_zero(run_dir, capsys
     assert capsys.readouterr().out == f"w01 w02 w03 | {run.tokenizer.decode(ids[3:])}\n"
 
 
-def test_save_pretrained_round_trips_in_the_hugging_face_layout(run_dir, tmp_path):
+def test_save_pretrained_round_trips_in_the_hugging_face_layout(run_dir, tmp_path, capsys):
     run = load_run(run_dir)
     model = run.model.to(torch.float64)
     folder = save_pretrained(model, tmp_path / "hf", run.tokenizer)
@@ -123,6 +123,9 @@ def test_save_pretrained_round_trips_in_the_hugging_face_layout(run_dir, tmp_pat
     t = torch.randint(0, 26, (3, 8), generator=torch.Generator().manual_seed(0))
     assert next(again.parameters()).dtype == torch.float64 and tok == run.tokenizer
     assert torch.equal(again(t), model(t))
+    assert main(["sample", str(folder), "--prompt", "w05", "--tokens", "3", "--seed", "2"]) == 0
+    prompt = tok.encode("w05")
+    assert capsys.readouterr().out == f"w05 | {tok.decode(generate(again, prompt, 3, seed=2))}\n"
     data = bytearray((folder / "model.safetensors").read_bytes())
     data[-3] ^= 0xFF  # one flipped bit in the last tensor
     (folder / "model.safetensors").write_bytes(bytes(data))
