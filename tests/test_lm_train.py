@@ -4,6 +4,7 @@ from the run: sizes never guessed, ``load_run``, ``sample``, ``save_pretrained``
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import stringdiag
 import stringdiag.train.run
 from stringdiag import DiagError
 from stringdiag.cli.main import main
+from stringdiag.data import load_corpus
 from stringdiag.train.lm import Spec, WholeModel, sizes, sources
 from stringdiag.train.run import Tokenizer, from_pretrained, generate, load_run, save_pretrained
 
@@ -88,6 +90,9 @@ def test_a_run_reads_back_as_the_model_it_checkpointed(run_dir):
     assert run.context == 8 and run.tokenizer.words[:2] == ("<eos>", "<unk>") and len(run.tokenizer.words) == 26
     result = json.loads((run_dir / "result.json").read_text())
     assert result["kind"] == "lm" and result["steps"] == 12 and result["test_tokens"] == 200
+    corpus = load_corpus("synthetic")  # the baseline on the same 200 targets, counted here
+    p = (torch.bincount(corpus.train, minlength=26).double() + 1) / (corpus.train.numel() + 26)
+    assert result["unigram_scored_ppl"] == pytest.approx(math.exp(-p[corpus.test[1:201]].log().mean().item()))
     state = load_file(str(run_dir / "checkpoint.safetensors"))
     saved = {k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")}
     assert saved.keys() == run.model.state_dict().keys()

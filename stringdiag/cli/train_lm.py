@@ -69,7 +69,7 @@ def run_lm(args: argparse.Namespace, diagram, started: float) -> int:
     result = {"diagram": diagram.name, "kind": "lm", "parameters": n, "sizes": size.dims, "unigram_ppl": baseline,
               "valid_ppl": last["valid_ppl"], "steps": last["step"]}
     if int(os.environ.get("RANK", "0")) == 0:
-        verdict = None if args.no_test else _test(make, corpus, out, args, result, deadline)
+        verdict = None if args.no_test else _verdict(_test, make, corpus, out, args, result, deadline)
         from ..syntax.source import write_atomic
 
         write_atomic(out / "result.json", json.dumps(result, indent=2) + "\n")
@@ -80,3 +80,16 @@ def run_lm(args: argparse.Namespace, diagram, started: float) -> int:
     return 0
 
 
+
+
+def _verdict(test, make, corpus, out: Path, args: argparse.Namespace, result: dict, deadline) -> str:
+    """The stride-1 test (the head mode's), its perplexity set against the unigram baseline's on the
+    same targets: the whole test split, or the first ones scored when the budget or --test-tokens
+    cut it short (``unigram_scored_ppl`` in result.json)."""
+    test(make, corpus, out, args, result, deadline)
+    got, scored, total = result["test_ppl"], result["test_tokens"], corpus.test.numel() - 1
+    unigram = corpus.unigram_perplexity("test", targets=scored) if scored < total else result["unigram_test_ppl"]
+    result["unigram_scored_ppl"] = unigram
+    part = "" if scored >= total else f" over the first {scored:,} of {total:,} targets"
+    than = "better than" if got < unigram else "no better than"
+    return f"test perplexity {got:.1f}{part}: {than} unigram on the same targets ({unigram:.1f})"
