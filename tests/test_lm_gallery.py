@@ -42,10 +42,11 @@ def token_ids() -> torch.Tensor:
 
 GPT_MAP = {
     "transformer.wte.weight": "wte.weight", "transformer.wpe.weight": "wpe.weight",
-    "transformer.h.*.ln_1.*": "y.*.layernorm_1.*", "transformer.h.*.ln_2.*": "y.*.layernorm_2.*",
-    "transformer.h.*.attn.c_attn.*": ["y.*.GPT2Attn_1.WQ.*", "y.*.GPT2Attn_1.WK.*", "y.*.GPT2Attn_1.WV.*"],
-    "transformer.h.*.attn.c_proj.*": "y.*.GPT2Attn_1.WO.*",
-    "transformer.h.*.mlp.c_*.*": "y.*.GPT2MLP_1.*.*",
+    # the map of one GPT2Block (tests/test_porting.py), with the layer number in front
+    "transformer.h.{layer}.ln_*.*": "y.{layer}.ln*.*",
+    "transformer.h.{layer}.attn.c_attn.*": ["y.{layer}.attn.WQ.*", "y.{layer}.attn.WK.*", "y.{layer}.attn.WV.*"],
+    "transformer.h.{layer}.attn.c_proj.*": "y.{layer}.attn.WO.*",
+    "transformer.h.{layer}.mlp.c_*.*": "y.{layer}.mlp.*.*",
     "transformer.ln_f.*": "z.*",
     "transformer.h.*.attn.bias": None, "transformer.h.*.attn.masked_bias": None,  # masks (older versions)
     "lm_head.weight": None,  # the same tensor as wte: tied
@@ -71,7 +72,7 @@ def test_hugging_face_gpt2_lm_head_model_ports_into_gpt_tied_head_and_all():
     (y_ref * w).sum().backward()
     mine = dict(ours.named_parameters())
     assert relative_error(mine["wte.weight"].grad, ref.transformer.wte.weight.grad) < 1e-10
-    assert relative_error(mine["y.1.GPT2Attn_1.WQ.weight"].grad,
+    assert relative_error(mine["y.1.attn.WQ.weight"].grad,
                           ref.transformer.h[1].attn.c_attn.weight.grad[:, :12].t()) < 1e-10
 
 
@@ -79,8 +80,8 @@ LLAMA_MAP = {
     "model.embed_tokens.weight": "embed_tokens.weight", "lm_head.weight": "lm_head.weight",
     **{f"model.layers.*.self_attn.{p}_proj.weight": f"y.*.LlamaAttn_1.W{p.upper()}.weight" for p in "qkvo"},
     "model.layers.*.mlp.*_proj.weight": "y.*.LlamaMLP_1.*.weight",
-    "model.layers.*.input_layernorm.weight": "y.*.rmsnorm_1.gain.weight",
-    "model.layers.*.post_attention_layernorm.weight": "y.*.rmsnorm_2.gain.weight",
+    "model.layers.*.input_layernorm.weight": "y.*.n1.gain.weight",
+    "model.layers.*.post_attention_layernorm.weight": "y.*.n2.gain.weight",
     "model.norm.weight": "rmsnorm_1.gain.weight",
 }
 
