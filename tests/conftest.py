@@ -24,8 +24,13 @@ def system_programs():
     import os
     import shutil
 
-    def need(packages: str, *programs: str) -> None:
+    def need(packages: str, *programs: str, tex: tuple[str, ...] = ()) -> None:
+        """``tex``: files LaTeX must find (``kpsewhich``), e.g. tikz.sty."""
+        import subprocess
+
         missing = [p for p in programs if shutil.which(p) is None]
+        if shutil.which("kpsewhich"):
+            missing += [f for f in tex if subprocess.run(["kpsewhich", f], capture_output=True).returncode]
         if not missing:
             return
         why = (f"{', '.join(missing)} not installed: `make test` installs it as root "
