@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 IMG = ROOT / "docs" / "img"
-GALLERY = ROOT / "gallery"
+GALLERY = Path("gallery")  # relative: the pages name their files as a user would
 
 
 def stringdiag(*argv: str) -> None:
@@ -44,8 +44,8 @@ def main() -> int:
     stringdiag("render", str(GALLERY / "transformer.diag"), "-d", "TransformerEncoder", "-o", str(pages["diagram"]))
     stringdiag("derive", str(GALLERY / "linearize.deriv"), "-o", str(pages["derivation"]))
     stringdiag("taxonomy", str(GALLERY / "taxonomy.tax"), "-o", str(pages["taxonomy"]))
-    stringdiag("enumerate", str(GALLERY / "anatomy.diag"), "--generators", "AttPrep,AttApply,LinAttPrep,LinAttApply",
-               "--max", "4", "--require", "AttApply,LinAttApply", "--quiet", "--grid", str(pages["grid"]))
+    stringdiag("enumerate", str(GALLERY / "anatomy.diag"), "--generators", "AttPrep,AttApply,ConcatFF", "--max", "3",
+               "--symmetric", "ConcatFF", "--grid", str(pages["grid"]))
     driver = browser()
     css = driver.find_element
     wrote = []

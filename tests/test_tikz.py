@@ -89,3 +89,13 @@ def test_a_paper_restyles_and_inputs_the_pictures(latex, tmp_path, capsys):
     # standalone: a document of its own, one page
     assert main(["render", str(gallery / "attention.diag"), "-d", "SelfAttention", "-o", str(tmp_path / "one.tex")]) == 0
     assert compile_tex(tmp_path / "one.tex") == 1
+
+
+def test_labels_become_latex():
+    """Graphviz's HTML-like labels (draw.type_label) and plain ones, as LaTeX, written out by hand."""
+    wire = 'q <font point-size=\'10\'>&#91;<font color="#c0392b">s</font>, <font color="#1f5f9e">k</font>&#93;</font>'
+    assert tikz.label(wire) == "q {\\scriptsize [\\textcolor{sdseq}{s}, \\textcolor{sdfixed}{k}]}"
+    assert tikz.label("softmax<s>") == "softmax$<$s$>$"
+    assert tikz.label("Σ<font point-size='9'>j</font>") == "$\\Sigma${\\scriptsize j}"
+    assert tikz.latex("a_1 & 50% #x {y} ~ α ⇒ ★") == \
+        "a\\_1 \\& 50\\% \\#x \\{y\\} \\textasciitilde{} $\\alpha$ $\\Rightarrow$ \\sdchar{U+2605}"

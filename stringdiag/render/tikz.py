@@ -44,14 +44,12 @@ STYLES = r"""
   sd text/.style={sd node},
   sd dot/.style={circle, fill=black, inner sep=0pt},
   sd marked/.style={very thick, dashed},
-  sd simd/.style={draw=sdother, dashed, rounded corners=2pt},
+  sd simd/.style={draw=sdother, dashed},
   sd scan/.style={sd simd, very thick},
   sd opened/.style={draw=black!55, rounded corners=6pt},
   sd member/.style={draw=black!25, rounded corners=6pt},
-  sd frame label/.style={font=\sffamily\scriptsize, inner sep=1pt},
   sd wire/.style={draw=black, thin},
   sd arrow/.style={-stealth},
-  sd wire label/.style={font=\sffamily\scriptsize, inner sep=1pt},
   sd derives/.style={draw=black!40, very thick},
   sd title/.style={font=\sffamily\small},
   sd caption/.style={font=\sffamily\bfseries, anchor=south west},
@@ -60,10 +58,20 @@ STYLES = r"""
 """
 
 
+# Labels of wires and frames are the most numerous texts: placed by \pgftext, not as TikZ nodes
+# (a node costs pdflatex several times more); their fonts are macros a paper may redefine.
+LABELS = r"""\providecommand\sdchar[1]{\texttt{[#1]}}% a character LaTeX has no glyph for
+\providecommand\sdwirelabelfont{\sffamily\scriptsize}
+\providecommand\sdframelabelfont{\sffamily\scriptsize}
+\providecommand\sdwirelabel[3]{\pgftext[at=\pgfpointxy{#1}{#2}]{\sdwirelabelfont #3}}
+\providecommand\sdframelabel[3]{\pgftext[at=\pgfpointxy{#1}{#2}]{\sdframelabelfont #3}}
+"""
+
+
 def styles() -> str:
-    """The colours and styles every picture names (what a paper restyles)."""
+    """The colours, styles and label macros every picture names (what a paper restyles)."""
     colours = "".join(f"\\definecolor{{{n}}}{{HTML}}{{{h.lstrip('#').upper()}}}\n" for n, h in COLOURS.items())
-    return colours + r"\providecommand\sdchar[1]{\texttt{[#1]}}% a character LaTeX has no glyph for" + "\n" + STYLES
+    return colours + LABELS + STYLES
 
 
 def package() -> str:
@@ -213,7 +221,7 @@ def _cluster(o: dict, dy: float) -> list[str]:
     out = [f"\\draw[{kind}] {_pt(x0, y0, dy)} rectangle {_pt(x1, y1, dy)};"]
     if o.get("label") and o.get("lp"):
         lx, ly = (float(v) for v in o["lp"].split(","))
-        out.append(f"\\node[sd frame label] at {_pt(lx, ly, dy)} {{{label(o['label'])}}};")
+        out.append(f"\\sdframelabel{{{_num(lx)}}}{{{_num(ly + dy)}}}{{{label(o['label'])}}}")
     return out
 
 
@@ -237,7 +245,7 @@ def _edge(e: dict, dy: float) -> list[str]:
     out = [f"\\draw[{', '.join(style)}] {path};"]
     if e.get("label") and e.get("lp"):
         lx, ly = (float(v) for v in e["lp"].split(","))
-        out.append(f"\\node[sd wire label] at {_pt(lx, ly, dy)} {{{label(e['label'])}}};")
+        out.append(f"\\sdwirelabel{{{_num(lx)}}}{{{_num(ly + dy)}}}{{{label(e['label'])}}}")
     return out
 
 
