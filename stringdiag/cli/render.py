@@ -22,7 +22,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE")
     p.add_argument("-d", "--diagram", metavar="NAME", help="the diagram to draw (default: all of them)")
     p.add_argument("-o", "--output", metavar="OUT", type=picture_or_directory,
-                   help="output file (.svg, .png, .pdf, .dot, .html, .tex), or a directory for FILE_STEM.NAME.svg: one that "
+                   help="output file (.svg, .png, .pdf, .dot, .html, .tex), or a directory for "
+                        "FILE_STEM.NAME.svg: one that "
                         "exists, ends with '/' or has no extension (default: beside FILE)")
     p.add_argument("--expand", action="store_true", help="open every definition used as a box (a repeat of known count into its copies)")
     p.add_argument("--format", choices=sorted({*FORMATS.values(), *DOCUMENTS.values()}), default="svg",

@@ -105,10 +105,10 @@ def body(pictures: list[str]) -> str:
 
 # -- text ------------------------------------------------------------------------------------
 
-SYMBOLS = {"Σ": r"$\Sigma$", "⤨": r"$\leftrightarrow$", "×": r"$\times$", "→": r"$\to$", "≡": r"$\equiv$",
-           "⇒": r"$\Rightarrow$", "⇔": r"$\Leftrightarrow$", "≠": r"$\neq$", "∘": r"$\circ$", "·": r"$\cdot$", "√": r"$\surd$",
-           "✓": r"$\surd$", "−": "-", "–": "--", "—": "---", "…": r"\dots{}", "′": "'", "≈": r"$\approx$",
-           "≤": r"$\leq$", "≥": r"$\geq$", "⊙": r"$\odot$", "⊗": r"$\otimes$", "∑": r"$\Sigma$"}
+SYMBOLS = {"Σ": r"$\Sigma$", "∑": r"$\Sigma$", "⤨": r"$\leftrightarrow$", "×": r"$\times$", "→": r"$\to$",
+           "≡": r"$\equiv$", "⇒": r"$\Rightarrow$", "⇔": r"$\Leftrightarrow$", "≠": r"$\neq$", "∘": r"$\circ$",
+           "·": r"$\cdot$", "√": r"$\surd$", "✓": r"$\surd$", "−": "-", "–": "--", "—": "---", "…": r"\dots{}",
+           "′": "'", "≈": r"$\approx$", "≤": r"$\leq$", "≥": r"$\geq$", "⊙": r"$\odot$", "⊗": r"$\otimes$"}
 ESCAPES = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "_": r"\_", "^": r"\^{}", "&": r"\&", "%": r"\%",
            "$": r"\$", "#": r"\#", "~": r"\textasciitilde{}", "<": r"$<$", ">": r"$>$", "|": r"$|$"}
 
