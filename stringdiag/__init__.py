@@ -29,7 +29,8 @@ _LAZY = {"Diagram": ".graph.diagram", "Program": ".graph.program", "load": ".gra
 def __getattr__(name: str):
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import_module(".graph.diagram", __name__).Diagram._repr_svg_ = _repr_svg_  # the notebook pictures
+    diagram = import_module(".graph.diagram", __name__).Diagram
+    diagram._repr_svg_, diagram._repr_html_ = _repr_svg_, _repr_html_  # the notebook pictures
     import_module(".graph.program", __name__).Program._repr_html_ = _program_html
     value = getattr(import_module(_LAZY[name], __name__), name)
     globals()[name] = value
@@ -146,6 +147,14 @@ def _repr_svg_(diagram: "Diagram") -> str:
     from .render.draw import to_svg
 
     return to_svg(diagram)
+
+
+def _repr_html_(diagram: "Diagram") -> str:
+    """A diagram in a notebook: the interactive view (``render/html.py``: pan, zoom, its
+    definitions opened by a click), which a notebook prefers to the plain picture."""
+    from .render.html import diagram_view
+
+    return diagram_view(diagram)
 
 
 def _program_html(prog: "Program") -> str:
