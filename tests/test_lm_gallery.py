@@ -40,30 +40,16 @@ def token_ids() -> torch.Tensor:
     return torch.randint(0, V, (2, S), generator=torch.Generator().manual_seed(5))
 
 
-# A stack's copy k is named as one block alone, prefixed by k (y.0.ln1, y.0.attn.WQ: issue 22's
-# "names that port"); before that rule, by the definitions' uses (y.0.layernorm_1, y.0.GPT2Attn_1.WQ).
-# The maps below hold under either: the one whose names the module has is used.
-BLOCK_NAMES = {"new": {"ln": "ln", "attn": "attn", "mlp": "mlp", "n": "n", "Attn": "LlamaAttn_1", "MLP": "LlamaMLP_1"},
-               "old": {"ln": "layernorm_", "attn": "GPT2Attn_1", "mlp": "GPT2MLP_1", "n": "rmsnorm_",
-                       "Attn": "LlamaAttn_1", "MLP": "LlamaMLP_1"}}
-
-
-def block_names(module: torch.nn.Module) -> dict:
-    keys = module.state_dict()
-    return BLOCK_NAMES["new" if any(k.startswith(("y.0.ln1.", "y.0.n1.")) for k in keys) else "old"]
-
-
-def gpt_map(b: dict) -> dict:
-    return {
-        "transformer.wte.weight": "wte.weight", "transformer.wpe.weight": "wpe.weight",
-        "transformer.h.*.ln_1.*": f"y.*.{b['ln']}1.*", "transformer.h.*.ln_2.*": f"y.*.{b['ln']}2.*",
-        "transformer.h.*.attn.c_attn.*": [f"y.*.{b['attn']}.W{p}.*" for p in "QKV"],
-        "transformer.h.*.attn.c_proj.*": f"y.*.{b['attn']}.WO.*",
-        "transformer.h.*.mlp.c_*.*": f"y.*.{b['mlp']}.*.*",
-        "transformer.ln_f.*": "z.*",
-        "transformer.h.*.attn.bias": None, "transformer.h.*.attn.masked_bias": None,  # masks (older versions)
-        "lm_head.weight": None,  # the same tensor as wte: tied
-    }
+GPT_MAP = {
+    "transformer.wte.weight": "wte.weight", "transformer.wpe.weight": "wpe.weight",
+    "transformer.h.*.ln_1.*": "y.*.layernorm_1.*", "transformer.h.*.ln_2.*": "y.*.layernorm_2.*",
+    "transformer.h.*.attn.c_attn.*": ["y.*.GPT2Attn_1.WQ.*", "y.*.GPT2Attn_1.WK.*", "y.*.GPT2Attn_1.WV.*"],
+    "transformer.h.*.attn.c_proj.*": "y.*.GPT2Attn_1.WO.*",
+    "transformer.h.*.mlp.c_*.*": "y.*.GPT2MLP_1.*.*",
+    "transformer.ln_f.*": "z.*",
+    "transformer.h.*.attn.bias": None, "transformer.h.*.attn.masked_bias": None,  # masks (older versions)
+    "lm_head.weight": None,  # the same tensor as wte: tied
+}
 
 
 def test_hugging_face_gpt2_lm_head_model_ports_into_gpt_tied_head_and_all():
@@ -76,8 +62,7 @@ def test_hugging_face_gpt2_lm_head_model_ports_into_gpt_tied_head_and_all():
     ref = transformers.GPT2LMHeadModel(config).to(torch.float64).eval()
     randomise(ref, 1)
     ours = compiled("GPT", dict(v=V, d=12, h=3, k=4, f=48, L=2))
-    b = block_names(ours)
-    stringdiag.load_weights(ours, ref.state_dict(), gpt_map(b), transpose=["transformer.h.*.*.c_*.weight"])
+    stringdiag.load_weights(ours, ref.state_dict(), GPT_MAP, transpose=["transformer.h.*.*.c_*.weight"])
     t = token_ids()
     y, y_ref = ours(t), ref(t).logits
     assert relative_error(y, y_ref) < 1e-10
@@ -86,19 +71,18 @@ def test_hugging_face_gpt2_lm_head_model_ports_into_gpt_tied_head_and_all():
     (y_ref * w).sum().backward()
     mine = dict(ours.named_parameters())
     assert relative_error(mine["wte.weight"].grad, ref.transformer.wte.weight.grad) < 1e-10
-    assert relative_error(mine[f"y.1.{b['attn']}.WQ.weight"].grad,
+    assert relative_error(mine["y.1.GPT2Attn_1.WQ.weight"].grad,
                           ref.transformer.h[1].attn.c_attn.weight.grad[:, :12].t()) < 1e-10
 
 
-def llama_map(b: dict) -> dict:
-    return {
-        "model.embed_tokens.weight": "embed_tokens.weight", "lm_head.weight": "lm_head.weight",
-        **{f"model.layers.*.self_attn.{p}_proj.weight": f"y.*.{b['Attn']}.W{p.upper()}.weight" for p in "qkvo"},
-        "model.layers.*.mlp.*_proj.weight": f"y.*.{b['MLP']}.*.weight",
-        "model.layers.*.input_layernorm.weight": f"y.*.{b['n']}1.gain.weight",
-        "model.layers.*.post_attention_layernorm.weight": f"y.*.{b['n']}2.gain.weight",
-        "model.norm.weight": "rmsnorm_1.gain.weight",
-    }
+LLAMA_MAP = {
+    "model.embed_tokens.weight": "embed_tokens.weight", "lm_head.weight": "lm_head.weight",
+    **{f"model.layers.*.self_attn.{p}_proj.weight": f"y.*.LlamaAttn_1.W{p.upper()}.weight" for p in "qkvo"},
+    "model.layers.*.mlp.*_proj.weight": "y.*.LlamaMLP_1.*.weight",
+    "model.layers.*.input_layernorm.weight": "y.*.rmsnorm_1.gain.weight",
+    "model.layers.*.post_attention_layernorm.weight": "y.*.rmsnorm_2.gain.weight",
+    "model.norm.weight": "rmsnorm_1.gain.weight",
+}
 
 
 @pytest.mark.parametrize("theta", [10000, 500000])
@@ -111,7 +95,7 @@ def test_hugging_face_llama_for_causal_lm_ports_into_llama(theta):
     ref = transformers.LlamaForCausalLM(config).to(torch.float64).eval()
     randomise(ref, 2)
     ours = compiled("Llama", dict(v=V, d=16, g=2, n=2, r=2, f=24, L=2, theta=theta))
-    stringdiag.load_weights(ours, ref.state_dict(), llama_map(block_names(ours)))
+    stringdiag.load_weights(ours, ref.state_dict(), LLAMA_MAP)
     t = token_ids()
     err = relative_error(ours(t), ref(t).logits)
     print(f"Llama theta={theta}: relative error {err:.2e}")
