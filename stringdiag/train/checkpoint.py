@@ -90,6 +90,9 @@ def _validate(path: Path, meta: dict, tensors: dict[str, torch.Tensor], model: t
         raise _bad(path, "it has no checksum (it was not written by this version of stringdiag)")
     if checksum(tensors) != saved:
         raise DiagError(f"{path} is damaged: its tensors do not match the checksum saved with them")
+    upgrade = getattr(model, "upgrade_checkpoint", None)  # an older layout of the same model
+    if upgrade is not None:
+        tensors, meta = upgrade(tensors, meta)
     step = meta.get("step")
     if not _whole(step) or step < 0:
         raise _bad(path, f"its step is {json.dumps(step)}, not a whole number of steps")
