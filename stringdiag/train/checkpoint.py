@@ -26,6 +26,9 @@ from ..errors import DiagError
 from ..lower.tensorfile import checksum, write_atomic
 
 RNG = "rng.torch"
+# settings an optimizer group has gained since older checkpoints were written (the learning-rate
+# scheduler's base rate): such a checkpoint still loads, the setting taken from the optimizer
+ADDED_SETTINGS = ("initial_lr",)
 
 
 def save(path: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, meta: dict[str, Any]) -> None:
@@ -178,11 +181,14 @@ def _validate_optimizer(path: Path, meta: dict, tensors: dict[str, torch.Tensor]
         for key, value in cur.items():
             if key == "params":
                 continue
-            if key not in saved:
+            if key not in saved and key not in ADDED_SETTINGS:
                 raise _bad(path, f"optimizer group {i} has no setting '{key}'")
+            if key not in saved:
+                continue
             if not _same_kind(saved[key], value):
                 raise _bad(path, f"optimizer group {i} has {key} = {json.dumps(saved[key])}")
-        fixed.append({**saved, **{k: tuple(saved[k]) for k, v in cur.items() if isinstance(v, tuple)}})
+        fixed.append({**{k: cur[k] for k in ADDED_SETTINGS if k in cur}, **saved,
+                      **{k: tuple(saved[k]) for k, v in cur.items() if isinstance(v, tuple)}})
 
     per: dict[int, dict[str, torch.Tensor]] = {}
     for k, v in tensors.items():
