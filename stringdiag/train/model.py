@@ -22,6 +22,8 @@ from __future__ import annotations
 import copy
 import math
 import warnings
+from dataclasses import dataclass
+from enum import Enum
 from typing import Iterable
 
 import torch
@@ -33,6 +35,7 @@ from ..lower.approximators import Policy
 from ..lower.primitives import posenc
 from ..errors import DiagError
 from ..graph.diagram import Diagram
+from ..graph.dimuse import fixed_dims_used
 from ..graph.program import prelude
 
 # vmap runs CPU flash attention head by head (torch has no batching rule for it): no slower than
@@ -43,9 +46,28 @@ warnings.filterwarnings("ignore", message="There is a performance drop because w
 STABILISED = ("AttApply", "LinAttApply")  # the default of norm_after: the paper's (Lin)AttApply (App. C)
 
 
-def head_dims(head: Diagram, d_head: int, overrides: dict[str, int] | None = None) -> dict[str, int]:
-    """Sizes for the head's fixed dimensions: its feature dimension is the slice width,
-    every other fixed dimension defaults to it too (App. C: 128 everywhere in a head)."""
+class Source(Enum):
+    """Where the size of one of a head's fixed dimensions comes from (the sizes line says it)."""
+
+    FEATURE = "feature width"        # the head's own feature dimension: --d-model / --heads
+    GIVEN = "--dims"
+    DECLARED = "declared default"    # dim k : fixed = 32
+    HEAD_WIDTH = "head width"        # App. C: every width inside a head is the head's (128 in the paper)
+
+
+@dataclass(frozen=True)
+class Size:
+    name: str
+    value: int
+    source: Source
+
+
+def head_sizes(head: Diagram, d_head: int, overrides: dict[str, int] | None = None) -> list[Size]:
+    """The size of every fixed dimension the head uses, and where it comes from: its feature
+    dimension is the slice width; any other is sized by ``overrides`` (``--dims``), else by its
+    declaration's default, else, when it is a width (some wire's axis), by the head width as in
+    App. C. A dimension used only as a count (a window, a number of global tokens) has no such
+    default: unsized, it is an error naming it."""
     if len(head.inputs) != 1 or len(head.outputs) != 1:
         raise DiagError(f"'{head.name}' cannot serve as an attention head: it needs one input and one output "
                         f"of type [s, d], not {head.signature()}")
@@ -55,9 +77,30 @@ def head_dims(head: Diagram, d_head: int, overrides: dict[str, int] | None = Non
     if len(t_in) != 2 or t_in != t_out or kinds != ["seq", "fixed"]:
         raise DiagError(f"'{head.name}' cannot serve as an attention head: its type must be [s, d] -> [s, d] "
                         f"with s seq and d fixed, not {head.signature()}")
-    dims = {n: d_head for n, decl in prog.dims.items() if decl.kind == "fixed"}
-    dims.update(overrides or {})
-    return dims
+    given, feature, use = overrides or {}, t_in[-1].name, fixed_dims_used(head)
+    sizes, missing = [], []
+    for name in use.widths + use.counts:
+        default = prog.lookup_dim(name).default
+        if name == feature:
+            sizes.append(Size(name, d_head, Source.FEATURE))
+        elif name in given:
+            sizes.append(Size(name, given[name], Source.GIVEN))
+        elif default is not None:
+            sizes.append(Size(name, default, Source.DECLARED))
+        elif name in use.widths:
+            sizes.append(Size(name, d_head, Source.HEAD_WIDTH))
+        else:
+            missing.append(name)
+    if missing:
+        raise DiagError(f"'{head.name}' uses {', '.join(repr(n) for n in missing)} only as a count, not as a "
+                        f"width, and nothing sizes it: give --dims {missing[0]}=N, or declare a default "
+                        f"(dim {missing[0]} : fixed = N)")
+    return sizes
+
+
+def head_dims(head: Diagram, d_head: int, overrides: dict[str, int] | None = None) -> dict[str, int]:
+    """Sizes for the head's fixed dimensions (:func:`head_sizes`), with ``overrides`` kept."""
+    return {**(overrides or {}), **{s.name: s.value for s in head_sizes(head, d_head, overrides)}}
 
 
 def _is_fixed(dim, prog) -> bool:
