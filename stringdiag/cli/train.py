@@ -29,8 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layers", type=options.integer(1, MAX_LAYERS), default=2)
     add_recipe(p, "stop after this many steps")
     p.add_argument("--time-budget", type=options.number(what="a positive number of seconds"), default=None,
-                   metavar="SECONDS", help="the whole run ends within this long: training takes 80 %% of it "
-                   "when a test evaluation follows, which stops at the budget and says how much it scored")
+                   metavar="SECONDS", help="training stops within this long: 80 %% of it when a test evaluation "
+                   "follows (which then scores a fixed number of targets, see --test-tokens)")
     p.add_argument("-o", "--output", dest="out", default=None, metavar="DIR",
                    help="checkpoints and log (default: runs/NAME)")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in -o/--output")

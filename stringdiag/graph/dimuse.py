@@ -1,12 +1,14 @@
 """Which fixed dimensions a diagram uses, and how: as an axis of some wire (a width, which a
 recipe may size by a rule of its own, as App. C sizes every width in a head by the head's),
-or only as a count (a generic argument such as a window, a number of global tokens, a repeat
-count), which no width rule may size."""
+or only as a count (a generic argument such as a window or a number of global tokens, a repeat
+count, a size inside a constant), which no width rule may size. The same uses as the
+lowering's check that every fixed dimension has a size (lower.lower.Lowering._check_dims)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..errors import DiagError
+from . import constants
 from .diagram import Diagram
 from .hypergraph import repeated
 
@@ -34,6 +36,9 @@ def fixed_dims_used(diagram: Diagram) -> DimUse:
         node = d.box(b)
         for _, dim in node.get("generics", ()):
             others |= dim.names()
+        if node["box"] == "const":  # a size inside a constant: r / n
+            for dim in constants.dims_in(node["value"]):
+                others |= dim.names()
         if repeated(node):
             others |= node["repeat"].names()
     if prog is None:

@@ -226,7 +226,8 @@ class Layer(nn.Module):
 
     @property
     def batched(self) -> bool:
-        return isinstance(self.heads, BatchedHeads)
+        """Whether one module runs all heads (else a list of modules, one per head, run in turn)."""
+        return not isinstance(self.heads, nn.ModuleList)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.batched:
@@ -268,32 +269,16 @@ class LanguageModel(nn.Module):
     def upgrade_checkpoint(self, tensors: dict[str, torch.Tensor], meta: dict) -> tuple[dict, dict]:
         """A checkpoint written with one module per head (before heads were batched), in this
         model's layout: each weight of a layer's heads stacked, and so its Adam moments; the
-        optimizer's parameter numbers renumbered. Anything else is returned as it is."""
-        order = _per_head_order(self)
-        if order is None or not any(_stacked_key(k, self) for k in tensors):
+        optimizer's parameter numbers renumbered. Anything else (another model's checkpoint, a
+        damaged one) is returned as it is, for validation to say what is wrong with it."""
+        layers = list(_batched_layers(self))
+        old = [k for k in tensors if any(_per_head_key(k, prefix) for prefix, _, _ in layers)]
+        if not old:
             return tensors, meta
-        out = {k: v for k, v in tensors.items() if not _stacked_key(k, self) and not k.startswith("optim.")}
-        for prefix, names, n in _batched_layers(self):
-            for name in names:
-                out[f"model.{prefix}head.{name}"] = torch.stack([tensors[f"model.{prefix}{i}.{name}"] for i in range(n)])
-        moments: dict[tuple[int, str], list[tuple[int, torch.Tensor]]] = {}
-        for k, v in tensors.items():
-            if k.startswith("optim."):
-                _, pid, what = k.split(".", 2)
-                if not pid.isdigit() or int(pid) >= len(order):
-                    return tensors, meta  # not ours to mend: validation says what is wrong
-                new, i = order[int(pid)]
-                moments.setdefault((new, what), []).append((i, v))
-        for (new, what), parts in moments.items():
-            parts.sort(key=lambda p: p[0])
-            out[f"optim.{new}.{what}"] = parts[0][1] if what == "step" or parts[0][0] < 0 else \
-                torch.stack([v for _, v in parts])
-        groups = meta.get("param_groups")
-        if isinstance(groups, list) and len(groups) == 1 and isinstance(groups[0], dict) and \
-                groups[0].get("params") == list(range(len(order))):
-            n_new = sum(1 for _ in self.parameters())
-            meta = {**meta, "param_groups": [{**groups[0], "params": list(range(n_new))}]}
-        return out, meta
+        try:
+            return _stack_heads(self, tensors, meta, layers, set(old))
+        except (KeyError, ValueError, RuntimeError, IndexError):
+            return tensors, meta
 
     def hidden(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens ``[batch, s]`` -> the last layer's states ``[batch, s, d_model]``."""
@@ -315,16 +300,37 @@ def _batched_layers(model: nn.Module):
             yield f"{name}.", list(mod.head.state_dict()), mod.n_heads
 
 
-def _stacked_key(key: str, model: nn.Module) -> bool:
-    """Whether ``key`` names one head's weight in the per-head layout (``model.layers.0.heads.3.Q``)."""
-    for prefix, _, _ in _batched_layers(model):
-        rest = key.removeprefix(f"model.{prefix}")
-        if rest != key and rest.split(".", 1)[0].isdigit():
-            return True
-    return False
+def _per_head_key(key: str, prefix: str) -> bool:
+    """Whether ``key`` names one head's weight in the per-head layout (``model.layers.0.heads.3.W``)."""
+    rest = key.removeprefix(f"model.{prefix}")
+    return rest != key and rest.split(".", 1)[0].isdigit()
 
 
-def _per_head_order(model: nn.Module) -> list[tuple[int, int]] | None:
+def _stack_heads(model: nn.Module, tensors: dict, meta: dict, layers: list, old: set[str]) -> tuple[dict, dict]:
+    """:meth:`LanguageModel.upgrade_checkpoint`'s work (any key or shape that does not fit raises)."""
+    order = _per_head_order(model)
+    out = {k: v for k, v in tensors.items() if k not in old and not k.startswith("optim.")}
+    for prefix, names, n in layers:
+        for name in names:
+            out[f"model.{prefix}head.{name}"] = torch.stack([tensors[f"model.{prefix}{i}.{name}"] for i in range(n)])
+    moments: dict[tuple[int, str], list[tuple[int, torch.Tensor]]] = {}
+    for k, v in tensors.items():
+        if k.startswith("optim."):
+            _, pid, what = k.split(".", 2)
+            new, i = order[int(pid)]
+            moments.setdefault((new, what), []).append((i, v))
+    for (new, what), parts in moments.items():
+        parts.sort(key=lambda p: p[0])
+        one = what == "step" or parts[0][0] < 0  # a step count is the same for every head
+        out[f"optim.{new}.{what}"] = parts[0][1] if one else torch.stack([v for _, v in parts])
+    groups = meta.get("param_groups")
+    if isinstance(groups, list) and len(groups) == 1 and isinstance(groups[0], dict) and \
+            groups[0].get("params") == list(range(len(order))):
+        meta = {**meta, "param_groups": [{**groups[0], "params": list(range(sum(1 for _ in model.parameters())))}]}
+    return out, meta
+
+
+def _per_head_order(model: nn.Module) -> list[tuple[int, int]]:
     """For each parameter number of the per-head layout: (its number here, its head, or -1 for a
     parameter outside the heads). The per-head layout lists head 0's weights, then head 1's, ...,
     where this one lists each stacked weight once."""
@@ -332,8 +338,6 @@ def _per_head_order(model: nn.Module) -> list[tuple[int, int]] | None:
     heads = {prefix: (n, [prefix + w for w, _ in mod_params]) for prefix, n, mod_params in
              ((f"{name}.head.", mod.n_heads, list(mod.head.named_parameters()))
               for name, mod in model.named_modules() if isinstance(mod, BatchedHeads))}
-    if not heads:
-        return None
     order: list[tuple[int, int]] = []
     for name in number:
         prefix = next((p for p in heads if name.startswith(p)), None)
