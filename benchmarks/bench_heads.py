@@ -16,7 +16,8 @@ Adam) and, for the compiled model, the wall time of its first training step (``t
 traces and generates code then). Rounds alternate between the models (``torch._dynamo.reset()``
 before each compile) and the medians are reported; one torch thread.
 
-    .venv/bin/python benchmarks/bench_heads.py [--steps 10] [--rounds 3] [--compile-rounds 3] [--no-compile] [--vocab 10000]
+    .venv/bin/python benchmarks/bench_heads.py [--steps 10] [--rounds 3] [--compile-rounds 3]
+        [--no-compile] [--vocab 10000]
 """
 from __future__ import annotations
 

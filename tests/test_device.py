@@ -220,3 +220,11 @@ def test_the_sizes_line_lists_every_default(tmp_path, capsys):
                  "-o", str(tmp_path / "run2")]) == 0
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("sizes:")]
     assert ", k 4;" in line
+
+
+def test_every_unsized_count_is_named():
+    big = stringdiag.load(ROOT / "gallery" / "taxonomy_sparse.diag")["BigBird"]  # r: inside a constant, r / n
+    with pytest.raises(DiagError, match=r"'BigBird' uses 'w', 'g' and 'r' only as counts, not as widths, and "
+                                        r"nothing sizes them: give --dims w=N"):
+        head_sizes(big, 8, {})
+    assert [s.name for s in head_sizes(big, 8, {"w": 2, "g": 1, "r": 1})] == ["d", "k", "w", "g", "r"]

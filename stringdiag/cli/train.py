@@ -113,7 +113,7 @@ def norm_after(text: str | None, prog) -> tuple[str, ...]:
 
 TRAINING_SHARE = 0.8  # of --time-budget, when a test evaluation follows
 # the test targets scored under --time-budget (unless --test-tokens): a fixed number, so that the last
-# line does not depend on the machine's load; about 10 s for the demo's model on a busy 2-core machine
+# line does not depend on the machine's load (what the study scores too)
 BUDGET_TEST_TOKENS = 10_000
 
 
@@ -142,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
     if n is None:  # not counted on the meta device: count a real one
         n = _count_parameters(make, args.seed)
     say(f"model: {args.layers} layer(s) x {args.heads} '{head.name}' heads, d_model {args.d_model}: {n:,} parameters")
-    say(_sizes(args, _head_sizes(head, dims, args), len(corpus.vocab)) + (f"; memory about {memory}" if memory else ""))
+    sizes = _sizes(args, _head_sizes(head, dims, args), len(corpus.vocab))
+    say(sizes + (f"; memory about {memory}" if memory else ""))
     say(f"device {device}" + (f", {args.precision}" if args.precision != "fp32" else "")
         + (", compiled" if args.compile else ""))
     out = Path(args.out or Path("runs") / head.name)

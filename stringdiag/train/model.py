@@ -92,9 +92,11 @@ def head_sizes(head: Diagram, d_head: int, overrides: dict[str, int] | None = No
         else:
             missing.append(name)
     if missing:
-        raise DiagError(f"'{head.name}' uses {', '.join(repr(n) for n in missing)} only as a count, not as a "
-                        f"width, and nothing sizes it: give --dims {missing[0]}=N, or declare a default "
-                        f"(dim {missing[0]} : fixed = N)")
+        names = " and ".join(", ".join(repr(n) for n in missing).rsplit(", ", 1))
+        one = len(missing) == 1
+        raise DiagError(f"'{head.name}' uses {names} only as {'a count' if one else 'counts'}, not as "
+                        f"{'a width' if one else 'widths'}, and nothing sizes {'it' if one else 'them'}: give "
+                        f"--dims {missing[0]}=N, or declare a default (dim {missing[0]} : fixed = N)")
     return sizes
 
 
