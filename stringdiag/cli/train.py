@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..errors import DiagError
 from . import options
+from ..syntax.source import write_atomic
 from .common import load_reporting, pick
 from .options import positive
 
@@ -133,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         if vocab_dim(head) is None:
             raise DiagError(f"'{head.name}' reads token ids but is no language model: train takes one of type "
                             f"[s] of v -> [s, v] (not {head.signature().split(' : ', 1)[1]})")
-        return run_lm(args, head, started, Recipe(_config, _test, check_windows, memory_errors))
+        return run_lm(args, head, started, Recipe(_config, _test, check_windows, memory_errors, device))
     dims = options.parse_dims(args.dims, head)
     after = norm_after(args.norm_after, prog)
     feature = head.input_types[0][-1].name if len(head.inputs) == 1 and head.input_types[0] else None
@@ -164,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
               "steps": last["step"]}
     if rank == 0:
         verdict = None if args.no_test else _test(make, corpus, out, args, result, device)
-        (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+        write_atomic(out / "result.json", json.dumps(result, indent=2) + "\n")
         say(f"wrote {out / 'log.csv'}, {out / 'checkpoint.safetensors'}, {out / 'result.json'}")
         if verdict:
             say(verdict)  # the last line: how the model did
@@ -252,7 +253,8 @@ def _sizes(args: argparse.Namespace, sizes, vocab: int) -> str:
 def _test(make, corpus, out: Path, args: argparse.Namespace, result: dict, device) -> str:
     """The trained model's test perplexity at stride 1 (over --test-tokens; under a time budget over
     a fixed number of targets, never cut by the clock) and the unigram baseline's on the same
-    split, added to ``result``; returns the verdict."""
+    targets (``unigram_scored_ppl``; the whole split's is ``unigram_test_ppl``), added to
+    ``result``; returns the verdict."""
     from ..train import checkpoint
     from ..train.loop import score
 
@@ -262,12 +264,14 @@ def _test(make, corpus, out: Path, args: argparse.Namespace, result: dict, devic
     tokens = args.test_tokens or (BUDGET_TEST_TOKENS if args.time_budget else None)
     ids = corpus.test if tokens is None else corpus.test[: tokens + 1]
     got = score(model, ids, args.context, stride=1, progress="test (stride 1)")
-    unigram = corpus.unigram_perplexity("test")
-    result.update(test_ppl=got.perplexity, test_tokens=got.scored, unigram_test_ppl=unigram)
     total = corpus.test.numel() - 1
-    part = f" over the first {got.scored:,} of {total:,} targets" if got.scored < total else ""
+    cut = got.scored < total
+    unigram = corpus.unigram_perplexity("test", targets=got.scored) if cut else corpus.unigram_perplexity("test")
+    result.update(test_ppl=got.perplexity, test_tokens=got.scored, unigram_test_ppl=corpus.unigram_perplexity("test"),
+                  unigram_scored_ppl=unigram)
+    part = f" over the first {got.scored:,} of {total:,} targets" if cut else ""
     than = "better than" if got.perplexity < unigram else "no better than"
-    return f"test perplexity {got.perplexity:.1f}{part}: {than} unigram on test ({unigram:.1f})"
+    return f"test perplexity {got.perplexity:.1f}{part}: {than} unigram on the same targets ({unigram:.1f})"
 
 
 def check_windows(corpus, context: int, batch_size: int) -> None:
