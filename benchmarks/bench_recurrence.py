@@ -20,7 +20,7 @@ Also, for linear attention, ``two-pass``: the compiled module as it was before (
 and the normaliser each its own chunked pass, ``primitives.causal_linear`` twice).
 
 For each s (doubling) and for the forward pass and forward + backward, every way is timed
-interleaved with the others in rounds, median of repeats, torch at one thread, batch 1,
+interleaved with the others in rounds (each way first in turn), median of repeats, torch at one thread, batch 1,
 k = d = 64, float32. Peak memory: one more call of each way (and its backward) under a torch
 dispatch mode that counts the bytes of every storage an op makes until it is freed: the peak
 of what the call's tensors held at once (forward results, what autograd saved, gradients),
@@ -238,9 +238,10 @@ def main() -> None:
                 for go in gos.values():
                     go()  # warm up
                 times: dict[str, list[float]] = {n: [] for n in gos}
-                for _ in range(args.repeat):
-                    for n, go in gos.items():  # interleaved
-                        times[n].append(timed(go))
+                names = list(gos)
+                for r in range(args.repeat):  # interleaved, each way first in turn
+                    for n in names[r % len(names):] + names[:r % len(names)]:
+                        times[n].append(timed(gos[n]))
                 mems = {n: peak_memory(f, xs, backward) for n, f in use.items()}
                 t1, m1 = statistics.median(times["one-pass"]), mems["one-pass"]
                 for n in gos:
