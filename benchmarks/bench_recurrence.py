@@ -20,11 +20,11 @@ Also, for linear attention, ``two-pass``: the compiled module as it was before (
 and the normaliser each its own chunked pass, ``primitives.causal_linear`` twice).
 
 For each s (doubling) and for the forward pass and forward + backward, every way is timed
-interleaved with the others in rounds (each way first in turn), median (and least) of repeats, torch at one thread, batch 1,
-k = d = 64, float32. Peak memory: one more call of each way (and its backward) under a torch
-dispatch mode that counts the bytes of every storage an op makes until it is freed: the peak
-of what the call's tensors held at once (forward results, what autograd saved, gradients),
-the inputs aside. Ratios are against the hand-written one-pass kernel of the same run.
+interleaved with the others in rounds (each way first in turn), median (and least) of repeats,
+torch at one thread, batch 1, k = d = 64, float32. Peak memory: one more call of each way (and
+its backward) under a torch dispatch mode that counts the bytes of every storage an op makes
+until it is freed: the peak of what the call's tensors held at once (forward results, what
+autograd saved, gradients), the inputs aside. Ratios are against the hand-written one-pass kernel of the same run.
 
     .venv/bin/python benchmarks/bench_recurrence.py [--sizes 1024 2048 4096] [--repeat 5]
         [--recurrence-max 1024] [--quick]

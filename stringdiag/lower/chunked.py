@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .primitives import _blocks  # [..., s, f] -> [..., s / C, C, f], zero-padded
+
 CHUNK = 64  # positions per block
 
 
@@ -25,7 +27,7 @@ def segsum(x: Tensor) -> Tensor:
     n = x.shape[-1]
     below = torch.ones(n, n, dtype=torch.bool, device=x.device).tril(-1)
     sums = torch.cumsum(x[..., :, None].expand(*x.shape, n).masked_fill(~below, 0.0), dim=-2)
-    return sums.masked_fill(~below.logical_or(torch.eye(n, dtype=torch.bool, device=x.device)), float("-inf"))
+    return sums.masked_fill_(~below.logical_or(torch.eye(n, dtype=torch.bool, device=x.device)), float("-inf"))
 
 
 def causal_decay_linear(q: Tensor, k: Tensor, v: Tensor, l: Tensor, chunk: int = CHUNK) -> Tensor:
@@ -44,7 +46,8 @@ def causal_decay_linear(q: Tensor, k: Tensor, v: Tensor, l: Tensor, chunk: int =
     total = upto[..., -1]  # [..., n] the log decay over each block
     # the state entering block b: sum over r < b of exp(total_{r+1} + ... + total_{b-1}) state_r
     carry = torch.exp(segsum(F.pad(total, (1, 0))[..., :-1]))  # [..., n, n], row b, column r
-    entering = torch.einsum("...br,...rfe->...bfe", carry[..., :, :], F.pad(state, (0, 0, 0, 0, 1, 0))[..., :-1, :, :])
+    before = F.pad(state, (0, 0, 0, 0, 1, 0))[..., :-1, :, :]  # block b - 1's state at block b
+    entering = torch.einsum("...br,...rfe->...bfe", carry, before)
     out = inside + (qc * torch.exp(upto)[..., None]) @ entering
     return out.flatten(-3, -2)[..., :s, :]
 
@@ -55,10 +58,3 @@ def _common(*xs: Tensor) -> list[Tensor]:
     lead = torch.broadcast_shapes(*(x.shape[: x.dim() - r] for x, r in zip(xs, ranks)))
     return [x.expand(*lead, *x.shape[x.dim() - r:]) for x, r in zip(xs, ranks)]
 
-
-def _blocks(x: Tensor, size: int) -> Tensor:
-    """[..., s, f] -> [..., ceil(s / size), size, f], zero-padded at the end."""
-    pad = -x.shape[-2] % size
-    if pad:
-        x = F.pad(x, (0, 0, 0, pad))
-    return x.unflatten(-2, (-1, size))
