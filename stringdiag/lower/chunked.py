@@ -43,13 +43,16 @@ def causal_decay_linear(q: Tensor, k: Tensor, v: Tensor, l: Tensor, chunk: int =
     suffix = torch.flip(torch.cumsum(torch.flip(lc, (-1,)), dim=-1), (-1,))  # l_j + ... + l_{C-1}
     after = F.pad(suffix[..., 1:], (0, 1))  # from position j (exclusive) to the block's end
     state = (kc * torch.exp(after)[..., None]).transpose(-1, -2) @ vc  # [..., n, f, e] at each block's end
-    total = upto[..., -1]  # [..., n] the log decay over each block
-    # the state entering block b: sum over r < b of exp(total_{r+1} + ... + total_{b-1}) state_r
-    carry = torch.exp(segsum(F.pad(total, (1, 0))[..., :-1]))  # [..., n, n], row b, column r
-    before = F.pad(state, (0, 0, 0, 0, 1, 0))[..., :-1, :, :]  # block b - 1's state at block b
-    entering = torch.einsum("...br,...rfe->...bfe", carry, before)
-    out = inside + (qc * torch.exp(upto)[..., None]) @ entering
+    out = inside + (qc * torch.exp(upto)[..., None]) @ _entering(state, upto[..., -1])
     return out.flatten(-3, -2)[..., :s, :]
+
+
+def _entering(state: Tensor, total: Tensor) -> Tensor:
+    """The state entering each block b, sum over r < b of exp(total_{r+1} + ... + total_{b-1})
+    state_r, from each block's own state at its end and its log decay ``total`` (a function of
+    its own, so that its temporaries are freed before the readout)."""
+    carry = torch.exp(segsum(F.pad(total, (1, 0))[..., :-1]))  # [..., n, n], row b, column r + 1
+    return torch.einsum("...br,...rfe->...bfe", carry, F.pad(state, (0, 0, 0, 0, 1, 0))[..., :-1, :, :])
 
 
 def _common(*xs: Tensor) -> list[Tensor]:
