@@ -28,6 +28,15 @@ def crossings(svg: str) -> set[tuple[str, str]]:
     return found
 
 
+def centres(svg: str) -> dict[str, tuple[float, float]]:
+    """The centre of every node of a picture drawn by Graphviz once (not a stack of rows), by
+    node name: where the boxes of one step of a derivation were, for the next."""
+    drawings = list(_drawings(ET.fromstring(svg)))
+    if len(drawings) != 1:
+        return {}
+    return {name: _centre(box) for name, box in _parts(drawings[0])[1].items()}
+
+
 def _drawings(root: ET.Element):
     """Each Graphviz drawing in the document (a stacked picture holds several)."""
     for e in root.iter(SVG + "svg"):
