@@ -48,7 +48,7 @@ def _drawings(root: ET.Element):
 def _parts(drawing: ET.Element) -> tuple[list[Box], dict[str, Box], list]:
     clusters, nodes, edges = [], {}, []
     for g in drawing.iter(SVG + "g"):
-        cls, title = g.get("class"), g.findtext(SVG + "title") or ""
+        cls, title = (g.get("class") or "").split(" ")[0], g.findtext(SVG + "title") or ""  # "node matched"
         shape = next((e for e in g if e.tag in (SVG + "polygon", SVG + "ellipse", SVG + "path")), None)
         if shape is None:
             continue

@@ -61,7 +61,9 @@ def type_label(t, diagram: Diagram, name: str | None = None) -> str:
 def _box_style(node: dict) -> dict:
     box = node["box"]
     label = node["op"]
-    shown = [str(d) for g, d in node.get("generics", ()) if str(d) != g]  # s := s says nothing
+    generics = node.get("generics", ())
+    # every parameter as written (window<s, w>, not window<s>), none where each is its own name
+    shown = [str(d) for g, d in generics] if any(str(d) != g for g, d in generics) else []
     if shown:
         label += "<" + ", ".join(shown) + ">"
     style = {"label": label, "fontname": FONT, "shape": "box", "style": "rounded", "margin": "0.08,0.04",
@@ -115,7 +117,9 @@ def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str
     if expand:
         d = d.expand(unroll={})  # stacks of known size drawn as their layers
     g = _digraph(cluster or d.name, label=d.signature())
-    frames = _Frames(d, prefix, cuts=cuts)
+    frames = _Frames(d, prefix, cuts=cuts, before=marks.before if marks else None)
+    if marks is not None and marks.before:
+        g.attr(mclimit=MCLIMIT)  # few passes of crossing reduction: the order given (the picture before) mostly stays
     frames.emit(g, ())
     _boundary(g, d, prefix, ranked=not cluster)
     row = rows(d, frames.drawn) or {}
@@ -127,9 +131,9 @@ def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str
 
 
 def _mark(g: graphviz.Digraph, d: Diagram, P: str, marks: Marks) -> None:
-    """Highlight what a derivation step changed, and keep the untouched boxes in the
-    left-to-right order they had in the previous picture: invisible edges of length 0 or
-    more (``minlen=0``) from every box of one column there to every box of the next."""
+    """Highlight what a derivation step changed, and keep the untouched boxes in the order
+    they had in the previous picture: invisible edges of length 0 or more (``minlen=0``) from
+    every box of one column there to every box of the next, and down each column."""
     for b in sorted(marks.matched | marks.added):
         style = _box_style(d.box(b))
         matched = b in marks.matched
@@ -141,13 +145,17 @@ def _mark(g: graphviz.Digraph, d: Diagram, P: str, marks: Marks) -> None:
             look["style"] = ",".join(x for x in (style.get("style", ""), "dashed" if matched else "") if x)
         g.node(f"{P}{b}", **look)
     columns: dict[int, list[int]] = {}
-    for b, (x, _y) in sorted(marks.before.items()):
-        columns.setdefault(round(x), []).append(b)
+    for b, (x, y) in sorted(marks.before.items(), key=lambda item: (item[1][1], item[0])):
+        columns.setdefault(round(x), []).append(b)  # each column top to bottom
     order = [columns[x] for x in sorted(columns)]
+    hidden = {"style": "invis", "minlen": "0", "weight": "0"}
     for left, right in zip(order, order[1:]):
         for a in left:
             for b in right:
-                g.edge(f"{P}{a}", f"{P}{b}", style="invis", minlen="0", weight="0")
+                g.edge(f"{P}{a}", f"{P}{b}", **hidden)
+    for column in order:  # where two stay in one column, dot (left to right) keeps this edge's head above its tail
+        for a, b in zip(column, column[1:]):
+            g.edge(f"{P}{b}", f"{P}{a}", **hidden)
 
 
 def _digraph(name: str, label: str) -> graphviz.Digraph:
@@ -174,7 +182,8 @@ class _Frames:
     connected parts, and opened definitions), each identified by its full path and drawn
     as nested Graphviz clusters with the boxes inside."""
 
-    def __init__(self, d: Diagram, prefix: str, only: set[int] | None = None, cuts: "Cuts | None" = None):
+    def __init__(self, d: Diagram, prefix: str, only: set[int] | None = None, cuts: "Cuts | None" = None,
+                 before: dict[int, tuple[float, float]] | None = None):
         self.d, self.prefix, self.count = d, prefix, 0
         self.stubs: dict[str, list[str]] = {}  # a box's node -> the stubs drawn in its frame
         for a, b in sorted(cuts.edges if cuts else ()):  # sorted: the same picture in every run
@@ -193,6 +202,18 @@ class _Frames:
         for path in self.tree:
             if path:
                 self.children.setdefault(path[:-1], []).append(path)
+        if before:  # top to bottom as in the picture before: dot starts from the order given
+            self._sort(lambda b: before[b][1] if b in before else math.inf)
+
+    def _sort(self, key) -> None:
+        top: dict[tuple, float] = {}
+        for path in sorted(self.tree, key=len, reverse=True):
+            top[path] = min([key(b) for b in self.tree[path]] + [top[c] for c in self.children.get(path, [])],
+                            default=math.inf)
+        for path in self.tree:
+            self.tree[path].sort(key=key)
+        for kids in self.children.values():
+            kids.sort(key=lambda c: top[c])
 
     def emit(self, graph, path: tuple) -> None:
         for b in self.tree[path]:
@@ -284,6 +305,7 @@ class Cuts:
         self.number = {e: start + k + 1 for k, e in enumerate(sorted(self.edges))}
 
 
+MCLIMIT = "0.2"
 HEAVY = "8"  # the weight of an edge that crossed a frame: dot keeps it short and straight
 
 

@@ -1,0 +1,124 @@
+"""Pictures of derivations show what each step changed, and few stubs stand in for wires.
+
+Read off the committed gallery pictures (``tests/test_pictures.py`` fails when one is stale):
+each step's picture highlights the boxes the next step replaces (class ``matched``) and the
+boxes its own step put in (class ``added``), exactly those; untouched boxes keep their
+left-to-right order, and their top-to-bottom order within a column, from one picture to the
+next; the rule's match that a step records is the match the rule finds.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from stringdiag.derive.derivation import load_derivation, standard_library
+from stringdiag.rewrite.match import find_matches
+
+ROOT = Path(__file__).resolve().parent.parent
+GALLERY = ROOT / "gallery"
+SVG = "{http://www.w3.org/2000/svg}"
+EPS = 1.0  # points: one column of Graphviz's layout has one x
+
+
+def derivation_pictures() -> list[tuple[Path, Path]]:
+    """(derivation, its chain picture), as gallery/PICTURES makes them."""
+    out = []
+    for line in (GALLERY / "PICTURES").read_text().splitlines():
+        args = shlex.split(line) if line.strip() and not line.startswith("#") else []
+        if args[:1] == ["derive"] and args[-1].endswith(".svg"):
+            out.append((ROOT / args[1], ROOT / args[-1]))
+    return out
+
+
+def drawings(svg: str) -> list[dict[str, tuple[tuple[float, float], set[str]]]]:
+    """Each step's drawing in the chain: node name -> (centre, classes)."""
+    out = []
+    for e in ET.fromstring(svg).iter(SVG + "svg"):
+        graph = e.find(SVG + "g")
+        if graph is None or graph.get("class") != "graph":
+            continue
+        nodes = {}
+        for g in graph.iter(SVG + "g"):
+            classes = set((g.get("class") or "").split())
+            if "node" not in classes:
+                continue
+            nums = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", " ".join(
+                s.get("points") or s.get("d") or f"{s.get('cx')},{s.get('cy')}" for s in g
+                if s.tag in (SVG + "polygon", SVG + "path", SVG + "ellipse", SVG + "text")
+                and s.tag != SVG + "text"))]
+            if not nums:  # a plaintext node (a constant, a stub): its text's anchor
+                t = g.find(SVG + "text")
+                nums = [float(t.get("x")), float(t.get("y"))]
+            xs, ys = nums[0::2], nums[1::2]
+            nodes[g.findtext(SVG + "title")] = (((min(xs) + max(xs)) / 2, (min(ys) + max(ys)) / 2), classes)
+        out.append(nodes)
+    return out
+
+
+@pytest.fixture(scope="module")
+def chains():
+    return [(deriv.name, load_derivation(str(deriv)).steps, drawings(pic.read_text()))
+            for deriv, pic in derivation_pictures()]
+
+
+def test_every_derivation_of_the_gallery_is_drawn(chains):
+    assert len(chains) >= 20
+    for name, steps, drawn in chains:
+        assert len(drawn) == len(steps), name
+
+
+def test_each_picture_highlights_exactly_the_next_match_and_the_replacement(chains):
+    highlighted = 0
+    for name, steps, drawn in chains:
+        for k, nodes in enumerate(drawn):
+            matched = {n for n, (_, c) in nodes.items() if "matched" in c}
+            added = {n for n, (_, c) in nodes.items() if "added" in c}
+            want_matched = {str(b) for b in steps[k + 1].changes.matched} if k + 1 < len(steps) else set()
+            want_added = {str(b) for b in steps[k].changes.added} if k else set()
+            assert matched == want_matched, f"{name} step {k}: highlighted {matched}, replaced next {want_matched}"
+            assert added == want_added, f"{name} step {k}: highlighted {added}, put in {want_added}"
+            assert all(int(n) in steps[k].diagram.boxes() for n in matched | added)
+            highlighted += len(matched) + len(added)
+    assert highlighted > 100  # the pictures do highlight
+
+
+def test_untouched_boxes_keep_their_order_between_consecutive_pictures(chains):
+    wrong, pairs = [], 0
+    for name, steps, drawn in chains:
+        for k in range(1, len(steps)):
+            kept = {a: b for a, b in steps[k].changes.kept.items()
+                    if str(a) in drawn[k - 1] and str(b) in drawn[k]}
+            for a in kept:
+                for c in kept:
+                    if a >= c:
+                        continue
+                    pairs += 1
+                    (x0, y0), (x1, y1) = drawn[k - 1][str(a)][0], drawn[k - 1][str(c)][0]
+                    (u0, v0), (u1, v1) = drawn[k][str(kept[a])][0], drawn[k][str(kept[c])][0]
+                    if (x1 - x0 > EPS and u0 - u1 > EPS) or (x0 - x1 > EPS and u1 - u0 > EPS):
+                        wrong.append(f"{name} step {k}: boxes {a}, {c} swap left and right")
+                    same_column = abs(x1 - x0) <= EPS and abs(u1 - u0) <= EPS
+                    if same_column and ((y1 - y0 > EPS and v0 - v1 > EPS) or (y0 - y1 > EPS and v1 - v0 > EPS)):
+                        wrong.append(f"{name} step {k}: boxes {a}, {c} swap top and bottom")
+    assert pairs > 1000
+    assert not wrong, "\n".join(wrong[:20])
+
+
+def test_a_rule_steps_recorded_match_is_a_match_the_rule_finds(chains):
+    # an independent reference: the matcher run again on the diagram before the step
+    rules = standard_library()
+    checked = 0
+    for name, steps, _ in chains:
+        for k in range(1, len(steps)):
+            m = re.fullmatch(r"apply (\w+)( reversed)?", steps[k].text)
+            if not m or m.group(1) not in rules:
+                continue
+            found = [set(x.boxes.values()) for x in find_matches(steps[k - 1].diagram, rules[m.group(1)],
+                                                                 bool(m.group(2)), ties=True)]
+            assert set(steps[k].changes.matched) in found, f"{name} step {k}"
+            checked += 1
+    assert checked >= 5
