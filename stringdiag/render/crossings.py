@@ -41,7 +41,7 @@ def _drawings(root: ET.Element):
     """Each Graphviz drawing in the document (a stacked picture holds several)."""
     for e in root.iter(SVG + "svg"):
         g = e.find(SVG + "g")
-        if g is not None and g.get("class") == "graph":
+        if g is not None and "graph" in (g.get("class") or "").split():
             yield g
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import html
 import math
-from dataclasses import dataclass, field
+import re
+import subprocess
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import graphviz
@@ -105,6 +107,7 @@ class Marks:
     matched: frozenset[int] = frozenset()
     added: frozenset[int] = frozenset()
     before: dict[int, tuple[float, float]] = field(default_factory=dict)
+    columns: bool = True  # also an invisible edge down each column (dot's router fails on a few)
 
 
 def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str | None = None,
@@ -119,7 +122,7 @@ def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str
     g = _digraph(cluster or d.name, label=d.signature())
     frames = _Frames(d, prefix, cuts=cuts, before=marks.before if marks else None)
     if marks is not None and marks.before:
-        g.attr(mclimit=MCLIMIT)  # few passes of crossing reduction: the order given (the picture before) mostly stays
+        g.attr(mclimit=MCLIMIT, **{"class": "ordered"})  # few passes of crossing reduction: the order given (the picture before) mostly stays
     frames.emit(g, ())
     _boundary(g, d, prefix, ranked=not cluster)
     row = rows(d, frames.drawn) or {}
@@ -133,7 +136,8 @@ def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str
 def _mark(g: graphviz.Digraph, d: Diagram, P: str, marks: Marks) -> None:
     """Highlight what a derivation step changed, and keep the untouched boxes in the order
     they had in the previous picture: invisible edges of length 0 or more (``minlen=0``) from
-    every box of one column there to every box of the next, and down each column."""
+    every box of one column there to every box of the next (unless a wire of this diagram now
+    runs the other way), and down each column."""
     for b in sorted(marks.matched | marks.added):
         style = _box_style(d.box(b))
         matched = b in marks.matched
@@ -149,11 +153,13 @@ def _mark(g: graphviz.Digraph, d: Diagram, P: str, marks: Marks) -> None:
         columns.setdefault(round(x), []).append(b)  # each column top to bottom
     order = [columns[x] for x in sorted(columns)]
     hidden = {"style": "invis", "minlen": "0", "weight": "0"}
+    after = {b: nx.descendants(d.graph, b) for b in marks.before}  # a wire now from b to a: b goes first
     for left, right in zip(order, order[1:]):
         for a in left:
             for b in right:
-                g.edge(f"{P}{a}", f"{P}{b}", **hidden)
-    for column in order:  # where two stay in one column, dot (left to right) keeps this edge's head above its tail
+                if a not in after[b]:
+                    g.edge(f"{P}{a}", f"{P}{b}", **hidden)
+    for column in order if marks.columns else ():  # where two stay in one column, dot (left to right) keeps this edge's head above its tail
         for a, b in zip(column, column[1:]):
             g.edge(f"{P}{b}", f"{P}{a}", **hidden)
 
@@ -464,7 +470,7 @@ def chain_svg(frames: list[tuple[str, str, Diagram]], changes: list | None = Non
             kept = changes[k].kept if k else {}
             marks = Marks(nxt, changes[k].added if k else frozenset(),
                           {b: where[str(a)] for a, b in kept.items() if str(a) in where})
-        svg = to_svg(d, marks=marks)
+        svg = _marked_svg(d, marks)
         where = centres(svg)
         body, w, h = _embedded(svg)
         if k:
@@ -477,6 +483,33 @@ def chain_svg(frames: list[tuple[str, str, Diagram]], changes: list | None = Non
         y += h
         width = max(width, w)
     return _document(parts, width, y)
+
+
+def stubs(svg: str) -> int:
+    """How many stub pairs a picture has (one ``→ (n)`` tail each)."""
+    return len(STUB.findall(svg))
+
+
+STUB = re.compile(r"→ \(\d+\)")
+
+
+def _marked_svg(d: Diagram, marks: Marks | None) -> str:
+    """``to_svg`` with the marks. The order hints are kept unless they cost the picture stubs
+    (a frame stretched by them lets an edge run through another): then the picture with fewer
+    hints (none down the columns, then none at all) that needs no more stubs than a free
+    layout. A picture drawn with hints says so (its graph has the class ``ordered``); dot's
+    edge router also gives up on a few hinted layouts ("triangulation failed")."""
+    if marks is None or not marks.before:
+        return to_svg(d, marks=marks)
+    free = to_svg(d, marks=replace(marks, before={}))
+    for m in (marks, replace(marks, columns=False)):
+        try:
+            svg = to_svg(d, marks=m)
+        except subprocess.CalledProcessError:
+            continue
+        if stubs(svg) <= stubs(free):
+            return svg
+    return free
 
 
 def grid_svg(frames: list[tuple[str, Diagram]], columns: int = 6, progress=None) -> str:
