@@ -147,3 +147,18 @@ def test_a_rule_steps_recorded_match_is_a_match_the_rule_finds(chains):
             assert set(steps[k].changes.matched) in found, f"{name} step {k}"
             checked += 1
     assert checked >= 5
+
+
+# Stub pairs (`→ (n)` … `(n) →`) over every gallery picture before this work, measured at commit
+# 62229a0 with: for f in gallery/*.svg; do grep -oE '→ \([0-9]+\)' "$f"; done | wc -l
+STUBS_BEFORE = 72
+
+
+def test_stub_pairs_over_the_gallery_are_at_most_half_of_before():
+    # every svg in gallery/ is made by a line of gallery/PICTURES (tests/test_pictures.py: no orphans)
+    pictures = sorted(GALLERY.glob("*.svg"))
+    assert len(pictures) >= 100
+    tails = sum(len(re.findall(r"→ \(\d+\)", p.read_text())) for p in pictures)
+    heads = sum(len(re.findall(r"\(\d+\) →", p.read_text())) for p in pictures)
+    assert heads >= tails  # each pair has its head stub (a tail may feed several)
+    assert tails <= STUBS_BEFORE // 2, tails

@@ -34,7 +34,13 @@ def centres(svg: str) -> dict[str, tuple[float, float]]:
     drawings = list(_drawings(ET.fromstring(svg)))
     if len(drawings) != 1:
         return {}
-    return {name: _centre(box) for name, box in _parts(drawings[0])[1].items()}
+    out = {}
+    for g in drawings[0].iter(SVG + "g"):
+        text = g.find(SVG + "text")
+        if (g.get("class") or "").split(" ")[0] == "node" and text is not None:  # a plain-text node: its text
+            out[g.findtext(SVG + "title") or ""] = (float(text.get("x", 0)), float(text.get("y", 0)))
+    out.update((name, _centre(box)) for name, box in _parts(drawings[0])[1].items())
+    return out
 
 
 def _drawings(root: ET.Element):

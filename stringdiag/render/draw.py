@@ -136,8 +136,8 @@ def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str
 def _mark(g: graphviz.Digraph, d: Diagram, P: str, marks: Marks) -> None:
     """Highlight what a derivation step changed, and keep the untouched boxes in the order
     they had in the previous picture: invisible edges of length 0 or more (``minlen=0``) from
-    every box of one column there to every box of the next (unless a wire of this diagram now
-    runs the other way), and down each column."""
+    every box of one column there to every box of the next, and down each column; a hint that
+    would close a cycle with the wires of this diagram (and the hints before it) is left out."""
     for b in sorted(marks.matched | marks.added):
         style = _box_style(d.box(b))
         matched = b in marks.matched
@@ -153,15 +153,14 @@ def _mark(g: graphviz.Digraph, d: Diagram, P: str, marks: Marks) -> None:
         columns.setdefault(round(x), []).append(b)  # each column top to bottom
     order = [columns[x] for x in sorted(columns)]
     hidden = {"style": "invis", "minlen": "0", "weight": "0"}
-    after = {b: nx.descendants(d.graph, b) for b in marks.before}  # a wire now from b to a: b goes first
-    for left, right in zip(order, order[1:]):
-        for a in left:
-            for b in right:
-                if a not in after[b]:
-                    g.edge(f"{P}{a}", f"{P}{b}", **hidden)
-    for column in order if marks.columns else ():  # where two stay in one column, dot (left to right) keeps this edge's head above its tail
-        for a, b in zip(column, column[1:]):
-            g.edge(f"{P}{b}", f"{P}{a}", **hidden)
+    held = nx.DiGraph(d.graph)  # the wires, and the hints so far: a hint closing a cycle is left out
+    pairs = [(a, b) for left, right in zip(order, order[1:]) for a in left for b in right]
+    if marks.columns:  # where two stay in one column, dot (left to right) keeps this edge's head above its tail
+        pairs += [(b, a) for column in order for a, b in zip(column, column[1:])]
+    for a, b in pairs:
+        if not nx.has_path(held, b, a):
+            held.add_edge(a, b)
+            g.edge(f"{P}{a}", f"{P}{b}", **hidden)
 
 
 def _digraph(name: str, label: str) -> graphviz.Digraph:
