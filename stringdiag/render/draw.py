@@ -500,15 +500,21 @@ def _marked_svg(d: Diagram, marks: Marks | None) -> str:
     edge router also gives up on a few hinted layouts ("triangulation failed")."""
     if marks is None or not marks.before:
         return to_svg(d, marks=marks)
-    free = to_svg(d, marks=replace(marks, before={}))
+    free: list[str] = []  # drawn only when a hinted picture has stubs to compare
+
+    def unhinted() -> str:
+        if not free:
+            free.append(to_svg(d, marks=replace(marks, before={})))
+        return free[0]
+
     for m in (marks, replace(marks, columns=False)):
         try:
             svg = to_svg(d, marks=m)
         except subprocess.CalledProcessError:
             continue
-        if stubs(svg) <= stubs(free):
+        if stubs(svg) == 0 or stubs(svg) <= stubs(unhinted()):
             return svg
-    return free
+    return unhinted()
 
 
 def grid_svg(frames: list[tuple[str, Diagram]], columns: int = 6, progress=None) -> str:
