@@ -287,7 +287,7 @@ def _fan(g: graphviz.Digraph, P: str, w: int, src: str, readers: list[str], labe
     attrs = attrs or {}
     if not readers:
         g.node(f"{P}del{w}", label="", shape="point", width="0.08", color="#333333")
-        g.edge(src, f"{P}del{w}", label=label, arrowhead="none")
+        _edge(g, src, f"{P}del{w}", cuts, label=label, arrowhead="none")
     elif len(readers) == 1:
         _edge(g, src, readers[0], cuts, label=label, **attrs.get(readers[0], {}))
     else:
