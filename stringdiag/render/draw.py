@@ -121,8 +121,8 @@ def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str
         d = d.expand(unroll={})  # stacks of known size drawn as their layers
     g = _digraph(cluster or d.name, label=d.signature())
     frames = _Frames(d, prefix, cuts=cuts, before=marks.before if marks else None)
-    if marks is not None and marks.before:
-        g.attr(mclimit=MCLIMIT, **{"class": "ordered"})  # few passes of crossing reduction: the order given (the picture before) mostly stays
+    if marks is not None and marks.before:  # few passes of crossing reduction: the order given mostly stays
+        g.attr(mclimit=MCLIMIT, **{"class": "ordered"})
     frames.emit(g, ())
     _boundary(g, d, prefix, ranked=not cluster)
     row = rows(d, frames.drawn) or {}
