@@ -48,6 +48,39 @@ class Outcome:
     relation: str                  # ≡, ⇒ or ≠
     note: str = ""                 # what the step did to weights, when it matters
     correspond: dict[WeightKey, WeightKey] = field(default_factory=dict)  # result's set -> before's
+    kept: dict[int, int] | None = None  # untouched box before -> the same box after; None: same ids
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What a step did to the boxes (for its picture): the boxes of the diagram before that it
+    replaced (a rule's match, an opened or specialised box), the boxes of the result that are
+    new, and each untouched box of the diagram before with its id in the result."""
+
+    matched: frozenset[int] = frozenset()
+    added: frozenset[int] = frozenset()
+    kept: dict[int, int] = field(default_factory=dict)
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a["box"] == b["box"] and a["op"] == b["op"]
+
+
+def changes(before: Diagram, after: Diagram, kept: dict[int, int] | None = None) -> Changes:
+    """The step from ``before`` to ``after``: with ``kept`` None the step edited a copy (ids
+    of untouched boxes are kept: a rewrite, a copy, a prune), and a box is untouched when its
+    id is still there with its kind and name."""
+    if kept is None:
+        ids = set(after.boxes())
+        kept = {b: b for b in before.boxes() if b in ids and _same(before.box(b), after.box(b))}
+    return Changes(frozenset(set(before.boxes()) - kept.keys()), frozenset(set(after.boxes()) - set(kept.values())),
+                   dict(kept))
+
+
+def _traced(before: Diagram, after: Diagram, trace: dict[int, list[int]]) -> dict[int, int]:
+    """Untouched boxes of an expansion: those copied as one box of the same kind and name."""
+    return {b: made[0] for b, made in trace.items()
+            if len(made) == 1 and _same(before.box(b), after.box(made[0]))}
 
 
 def apply_rule(cur: Diagram, rule: Rule, match: Match) -> Outcome:
@@ -74,7 +107,9 @@ def unfold(cur: Diagram, name: str, definitions: frozenset[str]) -> Outcome:
         raise DiagError(f"'{name}' is iterated by scan: a sequential loop cannot be opened into SIMD boxes")
     if all(cur.box(b).get("scan") or repeated(cur.box(b)) for b in uses):
         raise DiagError(f"'{name}' is used by repeat here: its copies are one box, not unfolded by a step")
-    return Outcome(expand(cur, keep=definitions - {name}), EQ)
+    trace: dict[int, list[int]] = {}
+    out = expand(cur, keep=definitions - {name}, trace=trace)
+    return Outcome(out, EQ, kept=_traced(cur, out, trace))
 
 
 def copy_box(d: Diagram, box: int, readers: list[tuple[int, int]]) -> Diagram:
@@ -212,7 +247,9 @@ def specialise(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[st
         node["box"], node["op"], node["ref"] = "diagram", op, defn
         node.pop("local", None)
         node.pop("param", None)
-    return Outcome(expand(out, keep=definitions - {op}), RED, note)
+    trace: dict[int, list[int]] = {}
+    res = expand(out, keep=definitions - {op}, trace=trace)
+    return Outcome(res, RED, note, kept=_traced(cur, res, trace))
 
 
 def uses_of(d: Diagram, name: str) -> list[dict]:
@@ -354,5 +391,5 @@ def _common_prefix(pairs: dict[WeightKey, WeightKey]) -> str | None:
     return prefix
 
 
-__all__ = ["Outcome", "EQ", "RED", "REWIRE", "ABSORB", "apply_rule", "apply_everywhere", "unfold", "copy", "copy_box",
+__all__ = ["Outcome", "Changes", "changes", "EQ", "RED", "REWIRE", "ABSORB", "apply_rule", "apply_everywhere", "unfold", "copy", "copy_box",
            "specialise", "fold", "wire_name"]
