@@ -1,0 +1,129 @@
+"""Capturing one module: its forward as a torch.fx graph whose submodule calls stay calls,
+and every node's value in each run of the module.
+
+The module's own ``forward`` is traced, not its ``__call__`` (Hugging Face's decorators and
+``**kwargs`` would defeat torch.fx's argument patching): a wrapper takes the tensors of the
+call as plain arguments and rebuilds the call around them. Every submodule is a leaf, so
+that each becomes a definition of its own (or one of the boxes that ``modules.py`` knows);
+its arguments in each run are recorded for tracing it in turn."""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import fx, nn
+from torch.utils import _pytree as pytree
+
+from ..errors import DiagError
+
+SLOTS = 16  # tensors one call may take
+
+
+@dataclass
+class Call:
+    """One call of a module: positional and keyword arguments."""
+
+    args: tuple
+    kwargs: dict
+
+    def leaves(self) -> tuple[list, Any]:
+        return pytree.tree_flatten((self.args, self.kwargs))
+
+
+@dataclass
+class Capture:
+    """A module's graph, what each node held in each run, and the calls of its submodules."""
+
+    module: nn.Module
+    graph: fx.Graph
+    inputs: list[str]  # the name of each placeholder, from the argument it stands for
+    values: list[dict[fx.Node, Any]]  # per run
+    calls: dict[fx.Node, list[Call]] = field(default_factory=dict)  # per call_module node, per run
+
+    def submodule(self, node: fx.Node) -> nn.Module:
+        return self.module.get_submodule(node.target.removeprefix("inner").lstrip("."))
+
+
+class _Wrapper(nn.Module):
+    """``forward(t0, ..., t15)`` that rebuilds the recorded call with these tensors."""
+
+    def __init__(self, inner: nn.Module, call: Call):
+        super().__init__()
+        self.inner = inner
+        leaves, self._spec = call.leaves()
+        self._leaves = [None if isinstance(v, torch.Tensor) else v for v in leaves]
+        if sum(isinstance(v, torch.Tensor) for v in leaves) > SLOTS:
+            raise DiagError(f"{type(inner).__name__} is called with more than {SLOTS} tensors; cannot trace it")
+
+    def forward(self, t0=None, t1=None, t2=None, t3=None, t4=None, t5=None, t6=None, t7=None, t8=None, t9=None,
+                t10=None, t11=None, t12=None, t13=None, t14=None, t15=None):
+        given = iter((t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15))
+        leaves = [next(given) if v is None else v for v in self._leaves]
+        args, kwargs = pytree.tree_unflatten(leaves, self._spec)
+        return self.inner.forward(*args, **kwargs)
+
+
+class _Tracer(fx.Tracer):
+    def __init__(self, inner: nn.Module):
+        super().__init__()
+        self.inner = inner
+        self.record_stack_traces = True
+
+    def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
+        return m is not self.inner
+
+
+def _names(module: nn.Module, call: Call) -> list[str]:
+    """The argument each tensor of the call stands for (``hidden_states``, ``position_embeddings_0``)."""
+    try:
+        bound = inspect.signature(module.forward).bind(*call.args, **call.kwargs).arguments
+    except TypeError:
+        bound = {**{f"x{k}": a for k, a in enumerate(call.args)}, **call.kwargs}
+    names = []
+    for key, value in bound.items():
+        leaves, _ = pytree.tree_flatten(value)
+        tensors = [v for v in leaves if isinstance(v, torch.Tensor)]
+        names += [key] if len(tensors) == 1 and isinstance(value, torch.Tensor) else [
+            f"{key}_{k}" for k in range(len(tensors))]
+    return names
+
+
+class _Recorder(fx.Interpreter):
+    """Runs the graph, keeping every node's value and the arguments of every submodule call."""
+
+    def __init__(self, gm: fx.GraphModule):
+        super().__init__(gm)
+        self.values: dict[fx.Node, Any] = {}
+        self.calls: dict[fx.Node, Call] = {}
+
+    def run_node(self, n: fx.Node) -> Any:
+        if n.op == "call_module":
+            args, kwargs = self.fetch_args_kwargs_from_env(n)
+            self.calls[n] = Call(tuple(args), dict(kwargs))
+        out = super().run_node(n)
+        self.values[n] = out
+        return out
+
+
+def capture(module: nn.Module, calls: list[Call]) -> Capture:
+    """Trace ``module`` as it is called in ``calls`` (one per run) and record each run."""
+    wrapper = _Wrapper(module, calls[0])
+    n_tensors = sum(isinstance(v, torch.Tensor) for v in calls[0].leaves()[0])
+    concrete = {f"t{k}": None for k in range(n_tensors, SLOTS)}
+    try:
+        graph = _Tracer(module).trace(wrapper, concrete_args=concrete)
+    except Exception as e:  # torch.fx says why in its own words: data-dependent control flow, say
+        raise DiagError(f"torch.fx cannot trace {type(module).__name__}: {e}") from None
+    gm = fx.GraphModule(wrapper, graph)
+    cap = Capture(module, graph, _names(module, calls[0]), [])
+    for call in calls:
+        rec = _Recorder(gm)
+        tensors = [v for v in call.leaves()[0] if isinstance(v, torch.Tensor)]
+        with torch.no_grad():
+            rec.run(*tensors, *([None] * (SLOTS - len(tensors))))
+        cap.values.append(rec.values)
+        for node, c in rec.calls.items():
+            cap.calls.setdefault(node, []).append(c)
+    return cap

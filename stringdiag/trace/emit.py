@@ -1,0 +1,136 @@
+"""Writing a captured module as ``.diag`` text: one definition per submodule, one statement
+(or none, for what only moves axes) per operation.
+
+Two passes over the same captures: the first learns how sizes are cut (``dims.Sizes``), the
+second writes with those cuts frozen, so that a size is written the same way everywhere."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch import fx, nn
+from torch.utils import _pytree as pytree
+
+from ..errors import DiagError
+from .body import Body, Use, ident
+from .capture import Call, Capture, capture
+from .dims import Sizes, classify
+from .values import Val
+
+
+@dataclass
+class Opaque:
+    """An operation the language cannot say, kept as a ``fixed`` box run by torch when compiled."""
+
+    name: str
+    fn: Callable
+    args: tuple  # with ('val', k) where the k-th input goes
+    kwargs: dict
+    ins: list  # each input's torch axes
+    out: tuple  # the output's torch axes
+
+
+@dataclass
+class Definition:
+    name: str
+    inputs: list[int]  # which tensors of the call it takes
+    weights: list
+
+
+def where_(node: fx.Node) -> str:
+    """``FILE:LINE`` of the source line that made a node (from torch.fx's stack trace)."""
+    found = [f for f in re.findall(r'File "([^"]+)", line (\d+)', node.stack_trace or "")
+             if not re.search(r"[/\\]torch[/\\](fx|nn)[/\\]", f[0])]
+    return f"{found[-1][0]}:{found[-1][1]}" if found else f"<{node.name}>"
+
+
+@dataclass
+class Emitter:
+    sizes: Sizes = field(default_factory=Sizes)
+    captures: dict = field(default_factory=dict)  # id(module) -> Capture
+    texts: dict = field(default_factory=dict)  # definition name -> text
+    fixed: dict = field(default_factory=dict)  # opaque box name -> Opaque
+    warnings: list = field(default_factory=list)
+    reserved: set = field(default_factory=set)
+
+    def reset(self) -> None:
+        self.texts, self.fixed, self.warnings = {}, {}, []
+        self.reserved = set()
+
+    def capture(self, module: nn.Module, calls: list[Call]) -> Capture:
+        key = id(module)
+        if key not in self.captures:
+            self.captures[key] = capture(module, calls)
+        return self.captures[key]
+
+    def warn(self, node: fx.Node, message: str) -> None:
+        self.warnings.append(f"{where_(node)}: warning: {message}")
+
+    def define(self, module: nn.Module, calls: list[Call]) -> Definition:
+        """The definition of ``module`` as called in ``calls`` (one per run), written once per text."""
+        from .nodes import emit_node
+
+        cap = self.capture(module, calls)
+        body = Body(self)
+        body.attrs |= {ident(n.target.removeprefix("inner.")) for n in cap.graph.nodes if n.op == "call_module"}
+        env: dict[fx.Node, Any] = {}
+        inputs, ins = [], []
+        k = 0
+        for node in cap.graph.nodes:
+            if node.op == "placeholder":
+                value = cap.values[0][node]
+                if isinstance(value, torch.Tensor):
+                    axes = classify([run[node].shape for run in cap.values], node.name)
+                    name = body.fresh(cap.inputs[k] if k < len(cap.inputs) else node.name)
+                    env[node] = Val.whole(name, axes)
+                    if node.users:
+                        inputs.append(k)
+                        ins.append(f"{name}: {body.type_of(axes)}")
+                    k += 1
+                else:
+                    env[node] = value
+            elif node.op == "output":
+                outs = [v for v in pytree.tree_leaves(_lookup(env, node.args[0])) if isinstance(v, Val)]
+                body.say("return " + ", ".join(body.whole(v, "out") for v in outs))
+                sig = ", ".join(body.type_of(v.axes) for v in outs)
+            else:
+                env[node] = emit_node(self, body, cap, node, env)
+        return self._write(type(module).__name__, ins, sig, body, inputs)
+
+    def _write(self, cls: str, ins: list[str], sig: str, body: Body, inputs: list[int]) -> Definition:
+        from .repeat import stack
+
+        lines = stack(body)
+        inner = "\n".join("  " + s for s in body.decls + [x.text() if isinstance(x, Use) else x for x in lines])
+        text = f"({', '.join(ins)}) -> {sig} {{\n{inner}\n}}"
+        name, k = ident(cls), 1
+        while name in self.texts and self.texts[name] != text:
+            k += 1
+            name = f"{ident(cls)}_{k}"
+        self.texts[name] = text
+        self.reserved.add(name)
+        weights = body.weights + [(f"{u.outs[0]}.{o}", f"{u.attr}.{t}", tr) for u in lines if isinstance(u, Use)
+                                  for o, t, tr in u.weights]
+        return Definition(name, inputs, weights)
+
+    def source(self) -> str:
+        """The whole file: dimensions, opaque boxes, definitions (each after those it uses)."""
+        head = ["dim s : seq"] if "s" in self.sizes.used_kinds else []
+        head += [f"dim d{n} : fixed = {n}" for n in self.sizes.atoms()]
+        for name, op in self.fixed.items():
+            sig_in = ", ".join("[" + ", ".join(self.sizes.axis(a) for a in axes if a.kept) + "]" for axes in op.ins)
+            sig_out = "[" + ", ".join(self.sizes.axis(a) for a in op.out if a.kept) + "]"
+            head.append(f"fixed {name} : {sig_in} -> {sig_out}   # NOT EXPRESSIBLE: run by torch when compiled")
+        defs = [f"diagram {name}{text}" for name, text in self.texts.items()]
+        return "\n".join(head) + "\n\n" + "\n\n".join(defs) + "\n"
+
+
+def _lookup(env: dict, arg: Any) -> Any:
+    """An fx argument with its nodes replaced by what they stand for."""
+    return fx.node.map_aggregate(arg, lambda a: env[a] if isinstance(a, fx.Node) else a)
+
+
+def lookup(env: dict, arg: Any) -> Any:
+    return _lookup(env, arg)

@@ -1,0 +1,67 @@
+"""One node of a captured graph: its statement, or its place in another value, or (for
+sizes, dtypes and flags) the Python value it held."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import fx
+from torch.utils import _pytree as pytree
+
+from ..errors import DiagError
+from .body import Body, ident
+from .capture import Capture
+from .dims import classify
+from .values import Val
+
+
+def out_axes(cap: Capture, node: fx.Node):
+    return tuple(classify([run[node].shape for run in cap.values], f"'{node.name}'"))
+
+
+def op_name(node: fx.Node) -> str:
+    t = node.target
+    return t if isinstance(t, str) else getattr(t, "__name__", str(t))
+
+
+def is_tensorish(value: Any) -> bool:
+    return any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(value))
+
+
+def emit_node(em, body: Body, cap: Capture, node: fx.Node, env: dict) -> Any:
+    from .emit import lookup
+    from .modules import emit_module
+    from .ops import OPS, opaque
+
+    value = cap.values[0][node]
+    if node.op == "call_module":
+        return emit_module(em, body, cap, node, env)
+    if node.op == "get_attr":
+        return _attribute(em, body, cap, node)
+    if not is_tensorish(value):
+        return value  # a size, a dtype, a flag: known in every run
+    args, kwargs = lookup(env, node.args), lookup(env, dict(node.kwargs))
+    if not any(isinstance(v, Val) for v in pytree.tree_leaves((args, kwargs))) and node.op != "call_module":
+        return opaque(em, body, cap, node, args, kwargs, "it makes a tensor from nothing")
+    handler = OPS.get(op_name(node))
+    if handler is None:
+        return opaque(em, body, cap, node, args, kwargs, "the language has no box for it")
+    try:
+        result = handler(em, body, cap, node, args, kwargs)
+    except DiagError as e:
+        return opaque(em, body, cap, node, args, kwargs, e.message)
+    return result
+
+
+def _attribute(em, body: Body, cap: Capture, node: fx.Node) -> Any:
+    """A parameter read in the forward: a learnable tensor of this definition."""
+    path = node.target.removeprefix("inner").lstrip(".")
+    value = cap.values[0][node]
+    if not isinstance(value, torch.nn.Parameter):
+        if isinstance(value, torch.Tensor):
+            raise DiagError(f"{type(cap.module).__name__}.{path} is a buffer, not a parameter: constant tensors are "
+                            "not in the language yet")
+        return value
+    axes = out_axes(cap, node)
+    box = body.learn(ident(path), f"-> {body.type_of(axes)}", [("weight", path, False)])
+    return Val.whole(f"{box}()", axes)

@@ -1,0 +1,373 @@
+"""What each torch operation is in the language: elementwise arithmetic as scalar
+expressions under index names, matrix products and einsum as contractions, softmax and
+reductions along one axis, reshapes as ``flatten``/``unflatten``, cuts as slices and ``cat``,
+``F.scaled_dot_product_attention`` as the prelude's ``sdpa``. Anything else is an opaque box."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import fx
+
+from torch.utils import _pytree as pytree
+
+from ..errors import DiagError
+from .body import Body, ident
+from .capture import Capture
+from .dims import classify
+from .nodes import op_name, out_axes
+from .values import Slot, Val, aligned, number
+
+SCALAR = {  # name -> template over the operands
+    "add": "{0} + {1}", "iadd": "{0} + {1}", "radd": "{1} + {0}", "sub": "{0} - {1}", "isub": "{0} - {1}",
+    "rsub": "{1} - {0}", "mul": "{0} * {1}", "imul": "{0} * {1}", "rmul": "{1} * {0}", "truediv": "{0} / {1}",
+    "div": "{0} / {1}", "itruediv": "{0} / {1}", "rtruediv": "{1} / {0}", "neg": "-{0}", "pow": "pow({0}, {1})",
+    "rsqrt": "1 / sqrt({0})", "sqrt": "sqrt({0})", "exp": "exp({0})", "log": "log({0})", "tanh": "tanh({0})",
+    "sigmoid": "sigmoid({0})", "relu": "relu({0})", "erf": "erf({0})", "sin": "sin({0})", "cos": "cos({0})",
+    "silu": "{0} * sigmoid({0})", "reciprocal": "1 / {0}", "square": "{0} * {0}", "maximum": "max({0}, {1})",
+    "minimum": "min({0}, {1})", "softplus": "softplus({0})", "elu": "elu({0})",
+}
+RELABEL = {"contiguous", "clone", "detach", "unsqueeze", "squeeze", "expand", "expand_as", "flatten", "view",
+           "reshape", "view_as", "reshape_as", "unflatten"}
+
+
+def operand(v: Any, out_letters: dict[int, str], out_ndim: int) -> str:
+    if isinstance(v, Val):
+        return v.index(aligned(len(v.axes), out_letters, out_ndim))
+    return number(v)
+
+
+def scalar(template: str):
+    def handler(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+        if set(kwargs) - {"approximate", "inplace", "out"} or kwargs.get("out") is not None:
+            raise DiagError(f"'{node.target}' with {sorted(kwargs)}")
+        axes = out_axes(cap, node)
+        return body.assign(node.name, axes,
+                           lambda L: template.format(*[operand(a, L, len(axes)) for a in args]))
+    return handler
+
+
+def gelu(em, body, cap, node, args, kwargs) -> Val:
+    tanh = kwargs.get("approximate", args[1] if len(args) > 1 else "none") == "tanh"
+    return scalar("gelu_tanh({0})" if tanh else "gelu({0})")(em, body, cap, node, args[:1], {})
+
+
+def matmul(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+    a, b = args[0], args[1]
+    if not (isinstance(a, Val) and isinstance(b, Val)) or len(a.axes) < 2 or len(b.axes) < 2:
+        raise DiagError("a product of vectors")
+    axes = out_axes(cap, node)
+    n = len(axes)
+
+    def expr(L):
+        la = aligned(len(a.axes) - 2, L, n - 2)
+        lb = aligned(len(b.axes) - 2, L, n - 2)
+        na, nb = len(a.axes), len(b.axes)
+        la.update({na - 2: L.get(n - 2), na - 1: "z"})
+        lb.update({nb - 2: "z", nb - 1: L.get(n - 1)})
+        prod = f"{a.index(la)} * {b.index(lb)}"
+        return f"sum_z {prod}" if a.axes[-1].kept else prod
+    return body.assign(node.name, axes, expr)
+
+
+def einsum(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+    eq, ops = args[0], args[1:]
+    ops = ops[0] if len(ops) == 1 and isinstance(ops[0], (list, tuple)) else ops
+    if "..." in eq:
+        raise DiagError("einsum with '...'")
+    lhs, out = eq.replace(" ", "").split("->")
+    terms = lhs.split(",")
+    axes = out_axes(cap, node)
+    summed = sorted({c for t in terms for c in t} - set(out))
+
+    def expr(L):
+        names = {c: L.get(k) for k, c in enumerate(out)}
+        names.update({c: f"z{c}" for c in summed})
+        reads = [v.index({k: names[c] for k, c in enumerate(t) if v.axes[k].kept}) for t, v in zip(terms, ops)]
+        kept = [f"z{c}" for c in summed if any(v.axes[t.index(c)].kept for t, v in zip(terms, ops) if c in t)]
+        head = ("sum_" + kept[0] if len(kept) == 1 else "sum_{" + ", ".join(kept) + "}") + " " if kept else ""
+        return head + " * ".join(reads)
+    return body.assign(node.name, axes, expr)
+
+
+def _dim(v: Val, d: int) -> int:
+    d = d % len(v.axes)
+    if not v.axes[d].kept:
+        raise DiagError("an operation along an axis of size one")
+    return d
+
+
+def softmax(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+    x, d = args[0], kwargs.get("dim", args[1] if len(args) > 1 else -1)
+    if kwargs.get("dtype") is not None and kwargs["dtype"] != cap.values[0][node.args[0]].dtype:
+        raise DiagError("a softmax that casts (dtype=)")
+    d = _dim(x, d)
+    letters = {t: c for t, c in _letters(x).items() if t != d}
+    wire = body.fresh(node.name)
+    lhs = ", ".join(letters[t] for t in sorted(letters))
+    body.say(f"{wire}{f'[{lhs}]' if lhs else ''} = softmax({x.index(letters)})")
+    order = sorted(letters) + [d]
+    return Val(wire, x.axes, tuple(order.index(t) if x.axes[t].kept else None for t in range(len(x.axes))))
+
+
+def _letters(v: Val) -> dict[int, str]:
+    from .values import letters_for
+
+    return letters_for(v.axes)
+
+
+def reduce(kind: str):
+    def handler(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+        x = args[0]
+        dims = kwargs.get("dim", args[1] if len(args) > 1 else None)
+        dims = range(len(x.axes)) if dims is None else [dims] if isinstance(dims, int) else dims
+        dims = sorted({d % len(x.axes) for d in dims if x.axes[d % len(x.axes)].kept})
+        axes = out_axes(cap, node)
+        L = _letters(x)
+        red = {t: f"z{k}" for k, t in enumerate(dims)}
+        keep = [t for t in sorted(L) if t not in red]
+        src = x.index({**{t: L[t] for t in keep}, **red})
+        total = ("sum_" + red[dims[0]] if len(dims) == 1 else "sum_{" + ", ".join(red.values()) + "}") + f" {src}"
+        if kind == "mean":
+            total = f"({total}) / " + " / ".join(body.em.sizes.axis(x.axes[t]) for t in dims)
+        wire = body.fresh(node.name)
+        lhs = ", ".join(L[t] for t in keep)
+        body.say(f"{wire}{f'[{lhs}]' if lhs else ''} = {total}")
+        return Val.whole(wire, axes)
+    return handler
+
+
+def relabel(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+    """A reshape: pure relabelling when it only adds or drops axes of size one; otherwise
+    ``flatten``/``unflatten`` of one group of axes."""
+    x, axes = args[0], out_axes(cap, node)
+    a_in = [x.axes[t] for t in x.kept]
+    a_out = [a for a in axes if a.kept]
+    if [a.size for a in a_in] == [a.size for a in a_out]:
+        return x.relabel(axes)
+    return reshape(body, node, x, axes)
+
+
+def reshape(body: Body, node: fx.Node, x: Val, axes) -> Val:
+    sin = [x.axes[t].size for t in x.kept]
+    sout = [a.size for a in axes if a.kept]
+    lead = 0
+    while lead < min(len(sin), len(sout)) and sin[lead] == sout[lead]:
+        lead += 1
+    tail = 0
+    while tail < min(len(sin), len(sout)) - lead and sin[-1 - tail] == sout[-1 - tail]:
+        tail += 1
+    gin, gout = sin[lead:len(sin) - tail], sout[lead:len(sout) - tail]
+    if tail or not ((len(gin) == 1 and len(gout) == 2) or (len(gin) == 2 and len(gout) == 1)):
+        raise DiagError(f"a reshape of {sin} into {sout} (one axis into two, or two into one, at the end, only)")
+    sizes = body.em.sizes
+    x = body.ordered(x)
+    L = _letters(x)
+    keep = {t: L[t] for t in x.kept[:lead]}
+    if len(gin) == 1:
+        sizes.product(gin[0], gout)
+        fn = f"unflatten<{sizes.expr(gout[0])}, {sizes.expr(gout[1])}>"
+    else:
+        sizes.product(gout[0], gin)
+        fn = "flatten"
+    return _assign_lead(body, node.name, axes, keep, f"{fn}({x.index(keep)})")
+
+
+def _assign_lead(body: Body, base: str, axes, keep: dict, rhs: str) -> Val:
+    """``wire[keep] = rhs``, where ``rhs`` leaves the axes not in ``keep`` free (at the end, in order)."""
+    wire = body.fresh(base)
+    lhs = ", ".join(keep[t] for t in sorted(keep))
+    body.say(f"{wire}{f'[{lhs}]' if lhs else ''} = {rhs}")
+    return Val.whole(wire, axes)
+
+
+def transpose(em, body, cap, node, args, kwargs) -> Val:
+    x = args[0]
+    n = len(x.axes)
+    op = op_label(node)
+    if op == "permute":
+        dims = args[1:] if not isinstance(args[1], (list, tuple)) else args[1]
+    elif op == "t":
+        dims = [1, 0]
+    else:
+        a, b = args[1] % n, args[2] % n
+        dims = list(range(n))
+        dims[a], dims[b] = b, a
+    return Val(x.wire, tuple(x.axes[d % n] for d in dims), tuple(x.pos[d % n] for d in dims))
+
+
+def cast(em, body, cap, node, args, kwargs) -> Any:
+    before = cap.values[0][node.args[0]]
+    after = cap.values[0][node]
+    if before.dtype == after.dtype:
+        return args[0].relabel(out_axes(cap, node))
+    raise DiagError(f"a cast from {before.dtype} to {after.dtype}")
+
+
+def dropout(em, body, cap, node, args, kwargs) -> Val:
+    p = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
+    training = kwargs.get("training", args[2] if len(args) > 2 else True)
+    if p == 0 or not training:
+        return args[0]
+    return body.assign(node.name, out_axes(cap, node), lambda L: f"dropout({args[0].index(L)}, {number(p)})")
+
+
+def getitem(em, body, cap, node, args, kwargs) -> Any:
+    x, key = args
+    if not isinstance(x, Val):
+        return x[key]
+    return cut(body, node, x, key if isinstance(key, tuple) else (key,), out_axes(cap, node))
+
+
+def cut(body: Body, node: fx.Node, x: Val, key: tuple, axes) -> Val:
+    """``x[..., p:q]``: a slice of the last axis (and ``None`` for new axes of size one)."""
+    n, t, spans = len(x.axes), 0, []
+    for k, item in enumerate(key):
+        if item is Ellipsis:
+            t = n - sum(1 for i in key[k + 1:] if i is not None)
+        elif item is None:
+            continue
+        elif isinstance(item, slice):
+            if item != slice(None):
+                spans.append((t, item))
+            t += 1
+        else:
+            raise DiagError("an integer index")
+    if not spans:
+        return x.relabel(axes)
+    if len(spans) > 1 or spans[0][0] != n - 1 or spans[0][1].step not in (None, 1):
+        raise DiagError("a slice other than of the last axis")
+    size = x.axes[-1].size
+    start, stop, _ = spans[0][1].indices(size)
+    return _slice(body, node.name, x, start, stop - start, axes)
+
+
+def _slice(body: Body, base: str, x: Val, start: int, length: int, axes) -> Val:
+    sizes = body.em.sizes
+    size = x.axes[-1].size
+    sizes.total(size, [start, length, size - start - length])
+    x = body.ordered(x)
+    L = _letters(x)
+    keep = {t: L[t] for t in x.kept[:-1]}
+    lo = sizes.expr(start) if start else "0"
+    hi = f"{lo} + {sizes.expr(length)}" if start else sizes.expr(length)
+    rhs = f"{x.index(keep)[:-1]}, {lo}:{hi}]" if keep else f"{x.wire}[{lo}:{hi}]"
+    return _assign_lead(body, base, axes, keep, rhs)
+
+
+def split(em, body, cap, node, args, kwargs) -> tuple:
+    x, size = args[0], kwargs.get("split_size_or_sections", kwargs.get("split_size", args[1]))
+    d = kwargs.get("dim", args[2] if len(args) > 2 else 0) % len(x.axes)
+    if d != len(x.axes) - 1:
+        raise DiagError("a split other than of the last axis")
+    parts = [t.shape[d] for t in cap.values[0][node]]
+    value = cap.values[0][node]
+    out, start = [], 0
+    for k, n in enumerate(parts):
+        axes = tuple(classify([run[node][k].shape for run in cap.values], node.name))
+        out.append(_slice(body, f"{node.name}_{k}", x, start, n, axes))
+        start += n
+    body.em.sizes.total(x.axes[-1].size, parts)
+    return tuple(out) if isinstance(value, tuple) else out
+
+
+def cat(em, body, cap, node, args, kwargs) -> Val:
+    xs, d = args[0], kwargs.get("dim", args[1] if len(args) > 1 else 0)
+    axes = out_axes(cap, node)
+    d %= len(axes)
+    if d != len(axes) - 1 or len(xs) != 2:
+        raise DiagError("a cat of other than two tensors along the last axis")
+    body.em.sizes.total(axes[-1].size, [v.axes[-1].size for v in xs])
+    L = {t: c for t, c in _letters(Val.whole("", axes)).items() if t != d}
+    parts = [v.index(aligned(len(v.axes), L, len(axes))) for v in xs]
+    return _assign_lead(body, node.name, axes, L, f"cat({parts[0]}, {parts[1]})")
+
+
+def sdpa(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+    names = ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
+    a = {**dict(zip(names, args)), **kwargs}
+    q, k, v = (body.ordered(a[n]) for n in names[:3])
+    mask, causal, scale = a.get("attn_mask"), a.get("is_causal", False), a.get("scale")
+    axes = out_axes(cap, node)
+    n = len(axes)
+    L = {t: c for t, c in _letters(Val.whole("", axes)).items() if t < n - 2}
+    S = body.em.sizes.axis
+    if mask is None and scale is None:
+        e, m = S(q.axes[-1]), S(v.axes[-1])
+        fn = (f"causal_sdpa<{S(q.axes[-2])}, {e}, {m}, {e}>" if causal
+              else f"sdpa<{S(q.axes[-2])}, {S(k.axes[-2])}, {e}, {m}, {e}>")
+        reads = [t.index(aligned(len(t.axes) - 2, L, n - 2)) for t in (q, k, v)]
+        return _assign_lead(body, node.name, axes, L, f"{fn}({', '.join(reads)})")
+    raise DiagError("scaled_dot_product_attention with a mask or a scale")
+
+
+def opaque(em, body: Body, cap: Capture, node: fx.Node, args, kwargs, why: str) -> Any:
+    """A ``fixed`` box named after the operation, run by torch itself when compiled; warned at its line."""
+    from .emit import Opaque
+
+    value = cap.values[0][node]
+    if isinstance(value, (tuple, list)) and all(isinstance(v, torch.Tensor) for v in value):
+        used = {u.args[1] for u in node.users if u.op == "call_function" and op_name(u) == "getitem"}
+        return tuple(_opaque_one(em, body, cap, node, args, kwargs, why, k) if k in used else None
+                     for k in range(len(value)))
+    if not isinstance(value, torch.Tensor):
+        raise DiagError(f"{where(node)}: '{node.target}' ({why}) returns {type(value).__name__}; cannot trace it")
+    return _opaque_one(em, body, cap, node, args, kwargs, why, None)
+
+
+def _opaque_one(em, body: Body, cap: Capture, node: fx.Node, args, kwargs, why: str, k: int | None) -> Val:
+    """One output (the k-th of a tuple, or the only one) of an opaque operation."""
+    from .emit import Opaque
+
+    shapes = [run[node] if k is None else run[node][k] for run in cap.values]
+    axes = tuple(classify([t.shape for t in shapes], node.name))
+    ins = [v for v in pytree.tree_leaves((args, kwargs)) if isinstance(v, Val)]
+    slots = iter(range(len(ins)))
+    marked = pytree.tree_map(lambda a: Slot(next(slots)) if isinstance(a, Val) else a, (args, kwargs))
+    name = _fixed_name(em, op_label(node))
+    target = node.target if node.op == "call_function" else _method(node.target)
+    em.fixed[name] = Opaque(name, target if k is None else _pick(target, k), marked[0], marked[1],
+                            [v.axes for v in ins], axes)
+    em.warn(node, f"'{op_label(node)}' is not expressible in the language ({why}); kept as the fixed box "
+                  f"'{name}', which compile runs with torch")
+    wire = body.fresh(node.name if k is None else f"{node.name}_{k}")
+    body.say(f"{wire} = {name}({', '.join(body.whole(v) for v in ins)})")
+    return Val.whole(wire, axes)
+
+
+def where(node) -> str:
+    from .emit import where_
+
+    return where_(node)
+
+
+def _pick(fn, k: int):
+    return lambda *a, **kw: fn(*a, **kw)[k]
+
+
+def _method(name: str):
+    return lambda self, *a, **k: getattr(self, name)(*a, **k)
+
+
+def op_label(node: fx.Node) -> str:
+    t = node.target
+    return ident(t if isinstance(t, str) else getattr(t, "__name__", str(t)))
+
+
+def _fixed_name(em, label: str) -> str:
+    name, k = f"op_{label}", 1
+    while name in em.fixed:
+        k += 1
+        name = f"op_{label}_{k}"
+    return name
+
+
+OPS = {name: scalar(t) for name, t in SCALAR.items()}
+OPS.update({name: relabel for name in RELABEL})
+OPS.update({
+    "gelu": gelu, "matmul": matmul, "bmm": matmul, "einsum": einsum, "softmax": softmax,
+    "mean": reduce("mean"), "sum": reduce("sum"), "transpose": transpose, "permute": transpose, "t": transpose,
+    "to": cast, "type": cast, "float": cast, "double": cast, "half": cast, "bfloat16": cast,
+    "dropout": dropout, "getitem": getitem, "split": split, "chunk": split, "cat": cat, "concat": cat,
+    "scaled_dot_product_attention": sdpa,
+})
