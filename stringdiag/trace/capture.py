@@ -14,11 +14,13 @@ from typing import Any
 
 import torch
 from torch import fx, nn
+from torch.fx._symbolic_trace import _maybe_revert_all_patches
 from torch.utils import _pytree as pytree
 
 from ..errors import DiagError
 
 SLOTS = 16  # tensors one call may take
+_SLOT = object()  # where a tensor of the call goes
 
 
 @dataclass
@@ -53,26 +55,88 @@ class _Wrapper(nn.Module):
         super().__init__()
         self.inner = inner
         leaves, self._spec = call.leaves()
-        self._leaves = [None if isinstance(v, torch.Tensor) else v for v in leaves]
+        self._leaves = [_SLOT if isinstance(v, torch.Tensor) else v for v in leaves]
         if sum(isinstance(v, torch.Tensor) for v in leaves) > SLOTS:
             raise DiagError(f"{type(inner).__name__} is called with more than {SLOTS} tensors; cannot trace it")
 
     def forward(self, t0=None, t1=None, t2=None, t3=None, t4=None, t5=None, t6=None, t7=None, t8=None, t9=None,
                 t10=None, t11=None, t12=None, t13=None, t14=None, t15=None):
         given = iter((t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15))
-        leaves = [next(given) if v is None else v for v in self._leaves]
+        leaves = [next(given) if v is _SLOT else v for v in self._leaves]
         args, kwargs = pytree.tree_unflatten(leaves, self._spec)
         return self.inner.forward(*args, **kwargs)
 
 
+class _Proxy(fx.Proxy):
+    """A proxy that knows the value it stands for in the first run: a shape can be unpacked
+    (``(*x.shape[:-1], -1, k)``) and a condition on sizes decided, as they were for the examples."""
+
+    def _known(self):
+        return self.node.meta.get("val")
+
+    def __iter__(self):
+        v = self._known()
+        if isinstance(v, (tuple, list)):
+            return iter([self[i] for i in range(len(v))])
+        return super().__iter__()
+
+    def __bool__(self):
+        v = self._known()
+        if v is not None and not isinstance(v, torch.Tensor):
+            return bool(v)
+        return super().__bool__()
+
+    def __len__(self):
+        v = self._known()
+        if isinstance(v, (tuple, list, torch.Tensor)):
+            return len(v)
+        return super().__len__()
+
+
 class _Tracer(fx.Tracer):
-    def __init__(self, inner: nn.Module):
+    """Every submodule a leaf; each node's value in the first run computed as it is traced."""
+
+    def __init__(self, inner: nn.Module, inputs: list):
         super().__init__()
-        self.inner = inner
+        self.inner, self.inputs = inner, inputs
         self.record_stack_traces = True
 
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         return m is not self.inner
+
+    def proxy(self, node: fx.Node) -> fx.Proxy:
+        return _Proxy(node, self)
+
+    def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None, *rest, **more):
+        p = super().create_proxy(kind, target, args, kwargs, name, type_expr, *rest, **more)
+        try:
+            p.node.meta["val"] = self._value(p.node)
+        except Exception:  # a value it cannot compute stays unknown (the proxy then acts as torch.fx's)
+            p.node.meta["val"] = None
+        return p
+
+    def _value(self, node: fx.Node) -> Any:
+        args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
+        with torch.no_grad(), _maybe_revert_all_patches():
+            if node.op == "placeholder":
+                k = int(node.target.lstrip("t").split("_")[0])
+                return self.inputs[k] if k < len(self.inputs) else None
+            if node.op == "get_attr":
+                return _fetch(self.root, node.target)
+            if node.op == "call_function":
+                return node.target(*args, **kwargs)
+            if node.op == "call_method":
+                return getattr(args[0], node.target)(*args[1:], **kwargs)
+            if node.op == "call_module":
+                return self.root.get_submodule(node.target)(*args, **kwargs)
+        return None
+
+
+def _fetch(root: nn.Module, target: str) -> Any:
+    at: Any = root
+    for part in target.split("."):
+        at = getattr(at, part)
+    return at
 
 
 def _names(module: nn.Module, call: Call) -> list[str]:
@@ -113,7 +177,8 @@ def capture(module: nn.Module, calls: list[Call]) -> Capture:
     n_tensors = sum(isinstance(v, torch.Tensor) for v in calls[0].leaves()[0])
     concrete = {f"t{k}": None for k in range(n_tensors, SLOTS)}
     try:
-        graph = _Tracer(module).trace(wrapper, concrete_args=concrete)
+        tensors = [v for v in calls[0].leaves()[0] if isinstance(v, torch.Tensor)]
+        graph = _Tracer(module, tensors).trace(wrapper, concrete_args=concrete)
     except Exception as e:  # torch.fx says why in its own words: data-dependent control flow, say
         raise DiagError(f"torch.fx cannot trace {type(module).__name__}: {e}") from None
     gm = fx.GraphModule(wrapper, graph)

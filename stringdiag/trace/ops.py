@@ -242,14 +242,15 @@ def cut(body: Body, node: fx.Node, x: Val, key: tuple, axes) -> Val:
     return _slice(body, node.name, x, start, stop - start, axes)
 
 
-def _slice(body: Body, base: str, x: Val, start: int, length: int, axes) -> Val:
+def _slice(body: Body, base: str, x: Val, start: int, length: int, axes, lo: str | None = None) -> Val:
+    """``x[..., start:start + length]``; ``lo`` writes the start where the cut has several parts."""
     sizes = body.em.sizes
     size = x.axes[-1].size
     sizes.total(size, [start, length, size - start - length])
     x = body.ordered(x)
     L = _letters(x)
     keep = {t: L[t] for t in x.kept[:-1]}
-    lo = sizes.expr(start) if start else "0"
+    lo = lo or (sizes.expr(start) if start else "0")
     hi = f"{lo} + {sizes.expr(length)}" if start else sizes.expr(length)
     rhs = f"{x.index(keep)[:-1]}, {lo}:{hi}]" if keep else f"{x.wire}[{lo}:{hi}]"
     return _assign_lead(body, base, axes, keep, rhs)
@@ -262,12 +263,13 @@ def split(em, body, cap, node, args, kwargs) -> tuple:
         raise DiagError("a split other than of the last axis")
     parts = [t.shape[d] for t in cap.values[0][node]]
     value = cap.values[0][node]
+    body.em.sizes.total(x.axes[-1].size, parts)
     out, start = [], 0
     for k, n in enumerate(parts):
         axes = tuple(classify([run[node][k].shape for run in cap.values], node.name))
-        out.append(_slice(body, f"{node.name}_{k}", x, start, n, axes))
+        lo = " + ".join(body.em.sizes.expr(p) for p in parts[:k]) or "0"
+        out.append(_slice(body, f"{node.name}_{k}", x, start, n, axes, lo))
         start += n
-    body.em.sizes.total(x.axes[-1].size, parts)
     return tuple(out) if isinstance(value, tuple) else out
 
 
