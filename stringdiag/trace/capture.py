@@ -140,17 +140,19 @@ def _fetch(root: nn.Module, target: str) -> Any:
 
 
 def _names(module: nn.Module, call: Call) -> list[str]:
-    """The argument each tensor of the call stands for (``hidden_states``, ``position_embeddings_0``)."""
+    """The argument each tensor of the call stands for (``hidden_states``, ``position_embeddings_0``),
+    in the order of the call's tensors."""
     try:
-        bound = inspect.signature(module.forward).bind(*call.args, **call.kwargs).arguments
-    except TypeError:
-        bound = {**{f"x{k}": a for k, a in enumerate(call.args)}, **call.kwargs}
+        params = list(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):
+        params = []
     names = []
-    for key, value in bound.items():
-        leaves, _ = pytree.tree_flatten(value)
-        tensors = [v for v in leaves if isinstance(v, torch.Tensor)]
-        names += [key] if len(tensors) == 1 and isinstance(value, torch.Tensor) else [
-            f"{key}_{k}" for k in range(len(tensors))]
+    for path, leaf in pytree.tree_flatten_with_path((call.args, call.kwargs))[0]:
+        if not isinstance(leaf, torch.Tensor):
+            continue
+        keys = [getattr(k, "idx", getattr(k, "key", None)) for k in path]
+        head = (params[keys[1]] if keys[1] < len(params) else f"x{keys[1]}") if keys[0] == 0 else str(keys[1])
+        names.append("_".join([head] + [str(k) for k in keys[2:]]))
     return names
 
 

@@ -42,7 +42,7 @@ class Definition:
 def where_(node: fx.Node) -> str:
     """``FILE:LINE`` of the source line that made a node (from torch.fx's stack trace)."""
     found = [f for f in re.findall(r'File "([^"]+)", line (\d+)', node.stack_trace or "")
-             if not re.search(r"[/\\]torch[/\\](fx|nn)[/\\]", f[0])]
+             if not re.search(r"[/\\](torch[/\\](fx|nn)|stringdiag[/\\]trace)[/\\]", f[0])]
     return f"{found[-1][0]}:{found[-1][1]}" if found else f"<{node.name}>"
 
 

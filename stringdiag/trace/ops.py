@@ -100,7 +100,7 @@ def _dim(v: Val, d: int) -> int:
 def softmax(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
     x, d = args[0], kwargs.get("dim", args[1] if len(args) > 1 else -1)
     if kwargs.get("dtype") is not None and kwargs["dtype"] != cap.values[0][node.args[0]].dtype:
-        raise DiagError("a softmax that casts (dtype=)")
+        _dropped_cast(em, node, cap.values[0][node.args[0]].dtype, kwargs["dtype"])
     d = _dim(x, d)
     letters = {t: c for t, c in _letters(x).items() if t != d}
     wire = body.fresh(node.name)
@@ -129,7 +129,7 @@ def reduce(kind: str):
         src = x.index({**{t: L[t] for t in keep}, **red})
         total = ("sum_" + red[dims[0]] if len(dims) == 1 else "sum_{" + ", ".join(red.values()) + "}") + f" {src}"
         if kind == "mean":
-            total = f"({total}) / " + " / ".join(body.em.sizes.axis(x.axes[t]) for t in dims)
+            total = f"({total}) / " + " / ".join(f"({body.em.sizes.axis(x.axes[t])})" for t in dims)
         wire = body.fresh(node.name)
         lhs = ", ".join(L[t] for t in keep)
         body.say(f"{wire}{f'[{lhs}]' if lhs else ''} = {total}")
@@ -199,9 +199,14 @@ def transpose(em, body, cap, node, args, kwargs) -> Val:
 def cast(em, body, cap, node, args, kwargs) -> Any:
     before = cap.values[0][node.args[0]]
     after = cap.values[0][node]
-    if before.dtype == after.dtype:
-        return args[0].relabel(out_axes(cap, node))
-    raise DiagError(f"a cast from {before.dtype} to {after.dtype}")
+    if before.dtype != after.dtype:
+        _dropped_cast(em, node, before.dtype, after.dtype)
+    return args[0].relabel(out_axes(cap, node))
+
+
+def _dropped_cast(em, node: fx.Node, before: torch.dtype, after: torch.dtype) -> None:
+    em.warn(node, f"a cast from {before} to {after} is dropped: the diagram computes in the one dtype it is "
+                  "compiled with")
 
 
 def dropout(em, body, cap, node, args, kwargs) -> Val:
