@@ -25,6 +25,7 @@ class Opaque:
     """An operation the language cannot say, kept as a ``fixed`` box run by torch when compiled."""
 
     name: str
+    label: str  # the torch operation
     fn: Callable
     args: tuple  # with ('val', k) where the k-th input goes
     kwargs: dict
@@ -122,7 +123,8 @@ class Emitter:
         for name, op in self.fixed.items():
             sig_in = ", ".join("[" + ", ".join(self.sizes.axis(a) for a in axes if a.kept) + "]" for axes in op.ins)
             sig_out = "[" + ", ".join(self.sizes.axis(a) for a in op.out if a.kept) + "]"
-            head.append(f"fixed {name} : {sig_in} -> {sig_out}   # NOT EXPRESSIBLE: run by torch when compiled")
+            head.append(f"abstract {name} : {sig_in} -> {sig_out}   # NOT EXPRESSIBLE in the language: torch's "
+                        f"{op.label}, run by torch when the trace compiles it")
         defs = [f"diagram {name}{text}" for name, text in self.texts.items()]
         return "\n".join(head) + "\n\n" + "\n\n".join(defs) + "\n"
 

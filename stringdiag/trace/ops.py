@@ -314,7 +314,7 @@ def opaque(em, body: Body, cap: Capture, node: fx.Node, args, kwargs, why: str) 
 
     value = cap.values[0][node]
     if isinstance(value, (tuple, list)) and all(isinstance(v, torch.Tensor) for v in value):
-        used = {u.args[1] for u in node.users if u.op == "call_function" and op_name(u) == "getitem"}
+        used = {_field(value, u.args[1]) for u in node.users if op_name(u) in ("getitem", "getattr")}
         return tuple(_opaque_one(em, body, cap, node, args, kwargs, why, k) if k in used else None
                      for k in range(len(value)))
     if not isinstance(value, torch.Tensor):
@@ -333,7 +333,7 @@ def _opaque_one(em, body: Body, cap: Capture, node: fx.Node, args, kwargs, why: 
     marked = pytree.tree_map(lambda a: Slot(next(slots)) if isinstance(a, Val) else a, (args, kwargs))
     name = _fixed_name(em, op_label(node))
     target = node.target if node.op == "call_function" else _method(node.target)
-    em.fixed[name] = Opaque(name, target if k is None else _pick(target, k), marked[0], marked[1],
+    em.fixed[name] = Opaque(name, op_label(node), target if k is None else _pick(target, k), marked[0], marked[1],
                             [v.axes for v in ins], axes)
     em.warn(node, f"'{op_label(node)}' is not expressible in the language ({why}); kept as the fixed box "
                   f"'{name}', which compile runs with torch")
@@ -346,6 +346,20 @@ def where(node) -> str:
     from .emit import where_
 
     return where_(node)
+
+
+def _field(value, key) -> int:
+    """The position of ``key`` (an index, or a field of a named tuple: ``cummax(x).values``)."""
+    if not isinstance(key, str):
+        return key
+    return next(k for k in range(len(value)) if value[k] is getattr(value, key))
+
+
+def getattr_(em, body, cap, node, args, kwargs) -> Any:
+    obj, key = args[0], args[1]
+    if isinstance(obj, tuple):
+        return obj[_field(cap.values[0][node.args[0]], key)]
+    raise DiagError(f"the attribute '{key}' of a tensor")
 
 
 def _pick(fn, k: int):
@@ -376,5 +390,5 @@ OPS.update({
     "mean": reduce("mean"), "sum": reduce("sum"), "transpose": transpose, "permute": transpose, "t": transpose,
     "to": cast, "type": cast, "float": cast, "double": cast, "half": cast, "bfloat16": cast,
     "dropout": dropout, "getitem": getitem, "split": split, "chunk": split, "cat": cat, "concat": cat,
-    "scaled_dot_product_attention": sdpa,
+    "scaled_dot_product_attention": sdpa, "getattr": getattr_,
 })
