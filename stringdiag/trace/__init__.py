@@ -107,7 +107,7 @@ def trace(module: nn.Module, example_inputs, other_inputs=None, file: str | None
 
     weights = WeightMap()
     for ours, theirs, transposed in top.weights:
-        weights.mapping[theirs] = ".".join(ident(p) for p in ours.split("."))
+        weights.mapping[theirs] = ".".join(p if p.isdigit() else ident(p) for p in ours.split("."))
         if transposed:
             weights.transpose.append(theirs)
     return Traced(program, weights, text, top.name, em.warnings, em.fixed)

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
 from .dims import Axis
 from .values import Val, letters_for
-
-if TYPE_CHECKING:
-    from .emit import Emitter
 
 RESERVED = {"dim", "fixed", "seq", "learn", "abstract", "random", "diagram", "return", "scan", "repeat", "shared",
             "import", "as", "via", "where", "seed", "sqrt", "s"}
@@ -38,7 +33,7 @@ class Use:
 
 @dataclass
 class Body:
-    em: "Emitter"
+    em: "Emitter"  # noqa: F821 (emit.Emitter, which imports this module)
     taken: set = field(default_factory=set)
     attrs: set = field(default_factory=set)  # the submodules' names: kept for their boxes and uses
     decls: list = field(default_factory=list)

@@ -17,20 +17,9 @@ from ..errors import DiagError
 from .body import Body, Use, ident
 from .capture import Call, Capture, capture
 from .dims import Sizes, classify
-from .values import Val
-
-
-@dataclass
-class Opaque:
-    """An operation the language cannot say, kept as a ``fixed`` box run by torch when compiled."""
-
-    name: str
-    label: str  # the torch operation
-    fn: Callable
-    args: tuple  # with ('val', k) where the k-th input goes
-    kwargs: dict
-    ins: list  # each input's torch axes
-    out: tuple  # the output's torch axes
+from .nodes import emit_node
+from .repeat import stack
+from .values import Opaque, Val, lookup as _lookup, where_
 
 
 @dataclass
@@ -38,13 +27,6 @@ class Definition:
     name: str
     inputs: list[int]  # which tensors of the call it takes
     weights: list
-
-
-def where_(node: fx.Node) -> str:
-    """``FILE:LINE`` of the source line that made a node (from torch.fx's stack trace)."""
-    found = [f for f in re.findall(r'File "([^"]+)", line (\d+)', node.stack_trace or "")
-             if not re.search(r"[/\\](torch[/\\](fx|nn)|stringdiag[/\\]trace)[/\\]", f[0])]
-    return f"{found[-1][0]}:{found[-1][1]}" if found else f"<{node.name}>"
 
 
 @dataclass
@@ -71,8 +53,6 @@ class Emitter:
 
     def define(self, module: nn.Module, calls: list[Call]) -> Definition:
         """The definition of ``module`` as called in ``calls`` (one per run), written once per text."""
-        from .nodes import emit_node
-
         cap = self.capture(module, calls)
         body = Body(self)
         body.attrs |= {ident(n.target.removeprefix("inner.")) for n in cap.graph.nodes if n.op == "call_module"}
@@ -101,8 +81,6 @@ class Emitter:
         return self._write(type(module).__name__, ins, sig, body, inputs)
 
     def _write(self, cls: str, ins: list[str], sig: str, body: Body, inputs: list[int]) -> Definition:
-        from .repeat import stack
-
         lines = stack(body)
         inner = "\n".join("  " + s for s in body.decls + [x.text() if isinstance(x, Use) else x for x in lines])
         text = f"({', '.join(ins)}) -> {sig} {{\n{inner}\n}}"
@@ -129,10 +107,3 @@ class Emitter:
         return "\n".join(head) + "\n\n" + "\n\n".join(defs) + "\n"
 
 
-def _lookup(env: dict, arg: Any) -> Any:
-    """An fx argument with its nodes replaced by what they stand for."""
-    return fx.node.map_aggregate(arg, lambda a: env[a] if isinstance(a, fx.Node) else a)
-
-
-def lookup(env: dict, arg: Any) -> Any:
-    return _lookup(env, arg)

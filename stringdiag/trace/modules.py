@@ -11,9 +11,8 @@ from torch.utils import _pytree as pytree
 from .body import Body, Use, ident
 from .capture import Call, Capture
 from .dims import classify
-from .nodes import out_axes
 from .ops import SCALAR, scalar
-from .values import Val, number
+from .values import Val, lookup, number, out_axes
 
 ACTIVATIONS = {  # class name -> the scalar template
     "ReLU": "relu({0})", "Tanh": "tanh({0})", "Sigmoid": "sigmoid({0})", "SiLU": "{0} * sigmoid({0})",
@@ -33,8 +32,6 @@ def _linear(body: Body, attr: str, x: Val, n_in: int, n_out: int, bias: bool, tr
 
 
 def emit_module(em, body: Body, cap: Capture, node: fx.Node, env: dict) -> Any:
-    from .emit import lookup
-
     attr = node.target.removeprefix("inner").lstrip(".")
     m = cap.submodule(node)
     cls = type(m).__name__

@@ -11,17 +11,9 @@ from torch.utils import _pytree as pytree
 from ..errors import DiagError
 from .body import Body, ident
 from .capture import Capture
-from .dims import classify
-from .values import Val
-
-
-def out_axes(cap: Capture, node: fx.Node):
-    return tuple(classify([run[node].shape for run in cap.values], f"'{node.name}'"))
-
-
-def op_name(node: fx.Node) -> str:
-    t = node.target
-    return t if isinstance(t, str) else getattr(t, "__name__", str(t))
+from .modules import emit_module
+from .ops import OPS, opaque
+from .values import Val, lookup, op_name, out_axes
 
 
 def is_tensorish(value: Any) -> bool:
@@ -29,10 +21,6 @@ def is_tensorish(value: Any) -> bool:
 
 
 def emit_node(em, body: Body, cap: Capture, node: fx.Node, env: dict) -> Any:
-    from .emit import lookup
-    from .modules import emit_module
-    from .ops import OPS, opaque
-
     value = cap.values[0][node]
     if node.op == "call_module":
         return emit_module(em, body, cap, node, env)

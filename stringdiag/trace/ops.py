@@ -15,8 +15,7 @@ from ..errors import DiagError
 from .body import Body, ident
 from .capture import Capture
 from .dims import classify
-from .nodes import op_name, out_axes
-from .values import Slot, Val, aligned, number
+from .values import Opaque, Slot, Val, aligned, number, op_name, out_axes, where_
 
 SCALAR = {  # name -> template over the operands
     "add": "{0} + {1}", "iadd": "{0} + {1}", "radd": "{1} + {0}", "sub": "{0} - {1}", "isub": "{0} - {1}",
@@ -310,22 +309,18 @@ def sdpa(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
 
 def opaque(em, body: Body, cap: Capture, node: fx.Node, args, kwargs, why: str) -> Any:
     """A ``fixed`` box named after the operation, run by torch itself when compiled; warned at its line."""
-    from .emit import Opaque
-
     value = cap.values[0][node]
     if isinstance(value, (tuple, list)) and all(isinstance(v, torch.Tensor) for v in value):
         used = {_field(value, u.args[1]) for u in node.users if op_name(u) in ("getitem", "getattr")}
         return tuple(_opaque_one(em, body, cap, node, args, kwargs, why, k) if k in used else None
                      for k in range(len(value)))
     if not isinstance(value, torch.Tensor):
-        raise DiagError(f"{where(node)}: '{node.target}' ({why}) returns {type(value).__name__}; cannot trace it")
+        raise DiagError(f"{where_(node)}: '{node.target}' ({why}) returns {type(value).__name__}; cannot trace it")
     return _opaque_one(em, body, cap, node, args, kwargs, why, None)
 
 
 def _opaque_one(em, body: Body, cap: Capture, node: fx.Node, args, kwargs, why: str, k: int | None) -> Val:
     """One output (the k-th of a tuple, or the only one) of an opaque operation."""
-    from .emit import Opaque
-
     shapes = [run[node] if k is None else run[node][k] for run in cap.values]
     axes = tuple(classify([t.shape for t in shapes], node.name))
     ins = [v for v in pytree.tree_leaves((args, kwargs)) if isinstance(v, Val)]
@@ -340,12 +335,6 @@ def _opaque_one(em, body: Body, cap: Capture, node: fx.Node, args, kwargs, why: 
     wire = body.fresh(node.name if k is None else f"{node.name}_{k}")
     body.say(f"{wire} = {name}({', '.join(body.whole(v) for v in ins)})")
     return Val.whole(wire, axes)
-
-
-def where(node) -> str:
-    from .emit import where_
-
-    return where_(node)
 
 
 def _field(value, key) -> int:

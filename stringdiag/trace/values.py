@@ -5,11 +5,15 @@ permute only moves the places (it is folded into the index names of whatever rea
 value), so it costs no statement."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Any, Callable
+
+from torch import fx
 
 import numpy as np
 
-from .dims import Axis, Kind
+from .dims import Axis, Kind, classify
 
 SEQ_LETTERS, FIXED_LETTERS = "ijl", "abcefgmnpqrtuvw"
 
@@ -84,3 +88,38 @@ def number(v) -> str:
         raise ValueError(f"{v} is not a finite number")
     text = np.format_float_positional(abs(float(v)), unique=True, trim="0")
     return text if v >= 0 else f"(0 - {text})"
+
+
+@dataclass
+class Opaque:
+    """An operation the language cannot say, kept as a ``fixed`` box run by torch when compiled."""
+
+    name: str
+    label: str  # the torch operation
+    fn: Callable
+    args: tuple  # with ('val', k) where the k-th input goes
+    kwargs: dict
+    ins: list  # each input's torch axes
+    out: tuple  # the output's torch axes
+
+
+
+def where_(node: fx.Node) -> str:
+    """``FILE:LINE`` of the source line that made a node (from torch.fx's stack trace)."""
+    found = [f for f in re.findall(r'File "([^"]+)", line (\d+)', node.stack_trace or "")
+             if not re.search(r"[/\\](torch[/\\](fx|nn)|stringdiag[/\\]trace)[/\\]", f[0])]
+    return f"{found[-1][0]}:{found[-1][1]}" if found else f"<{node.name}>"
+
+
+def lookup(env: dict, arg: Any) -> Any:
+    """An fx argument with its nodes replaced by what they stand for."""
+    return fx.node.map_aggregate(arg, lambda a: env[a] if isinstance(a, fx.Node) else a)
+
+
+def out_axes(cap, node: fx.Node):
+    return tuple(classify([run[node].shape for run in cap.values], f"'{node.name}'"))
+
+
+def op_name(node: fx.Node) -> str:
+    t = node.target
+    return t if isinstance(t, str) else getattr(t, "__name__", str(t))

@@ -1,0 +1,183 @@
+"""``stringdiag.trace``: a PyTorch module traced into a .diag that checks, draws, is costed by
+``info``, and compiles back (loaded with the module's weights by the trace's weight map) to a
+module equal to the original in float64 on two sequence lengths. The references are the
+modules themselves (Hugging Face's GPT2Block and LlamaDecoderLayer, random small configs)."""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from stringdiag.analysis.complexity import analyse
+from stringdiag.trace import trace
+
+TOL = 1e-10
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def randomise(module: nn.Module, seed: int = 0) -> nn.Module:
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.5)
+    return module
+
+
+def causal_mask(b: int, s: int) -> torch.Tensor:
+    keep = torch.ones(s, s, dtype=torch.bool).tril()
+    return torch.zeros(s, s, dtype=torch.float64).masked_fill(~keep, float("-inf")).expand(b, 1, s, s)
+
+
+def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a - b).abs().max() / b.abs().max()).item()
+
+
+def round_trip(module: nn.Module, example, tensors, run_ours=None, tol: float = TOL):
+    """Trace on lengths 5 and 7; the trace checks, has a cost, compiles and loads; outputs agree."""
+    t = trace(module, example(5), example(7))
+    d = t.program[t.name]
+    assert analyse(d).time  # info's cost
+    ours = t.compile(dtype=torch.float64)
+    t.weights.load(ours, module.state_dict())
+    for s in (5, 6):
+        ex = example(s)
+        y = ours(*tensors(ex))
+        ref = module(**ex) if isinstance(ex, dict) else module(ex)
+        assert relative_error(y, ref) < tol, (s, relative_error(y, ref))
+    return t
+
+
+class Unsupported(nn.Module):
+    def __init__(self, width: int = 6):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.up = nn.Linear(width, 2 * width)
+        self.down = nn.Linear(2 * width, width, bias=False)
+
+    def forward(self, x):
+        h = self.down(torch.relu(self.up(self.norm(x))))
+        return x + torch.cummax(h, dim=1).values  # no box for cummax in the language
+
+
+def test_an_unsupported_operation_is_a_marked_box_warned_at_its_line():
+    m = randomise(Unsupported().double())
+    t = round_trip(m, lambda s: torch.randn(2, s, 6, dtype=torch.float64), lambda x: (x,))
+    assert "abstract op_cummax : [s, d6] -> [s, d6]   # NOT EXPRESSIBLE" in t.text
+    line = next(k for k, text in enumerate(Path(__file__).read_text().splitlines(), 1) if "torch.cummax(h" in text)
+    assert t.warnings == [f"{__file__}:{line}: warning: 'cummax' is not expressible in the language (the language "
+                          "has no box for it); kept as the fixed box 'op_cummax', which compile runs with torch"]
+    assert "learn up : [d6] -> [d12] via linear(bias = true)" in t.text
+    assert "learn down : [d12] -> [d6] via linear(bias = false)" in t.text
+
+
+class Layer(nn.Module):
+    def __init__(self, width: int = 6):
+        super().__init__()
+        self.ff = nn.Linear(width, width)
+
+    def forward(self, x):
+        return x + torch.tanh(self.ff(x))
+
+
+class Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([Layer(), Layer(), Layer()])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x * 2
+
+
+def test_module_list_layers_in_sequence_are_one_repeat_with_weights_per_layer():
+    m = randomise(Stack().double())
+    t = round_trip(m, lambda s: torch.randn(2, s, 6, dtype=torch.float64), lambda x: (x,))
+    assert "layers_2 = repeat 3 Layer(x_)" in t.text
+    assert t.weights.mapping["layers.1.ff.weight"] == "layers_2.1.ff.weight"
+
+
+@pytest.fixture(scope="module")
+def hf():
+    pytest.importorskip("transformers")
+    from transformers import GPT2Config, LlamaConfig
+    from transformers.models.gpt2.modeling_gpt2 import GPT2Block
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+    return GPT2Config, GPT2Block, LlamaConfig, LlamaDecoderLayer, LlamaRotaryEmbedding
+
+
+def test_hugging_face_gpt2_block_round_trips(hf):
+    config_class, block_class = hf[0], hf[1]
+    config = config_class(n_embd=12, n_head=3, n_layer=1, resid_pdrop=0.0, attn_pdrop=0.0, embd_pdrop=0.0,
+                          activation_function="gelu_new")
+    config._attn_implementation = "eager"
+    m = randomise(block_class(config, layer_idx=0).double(), 3)
+
+    def example(s):
+        return {"hidden_states": torch.randn(2, s, 12, dtype=torch.float64), "attention_mask": causal_mask(2, s)}
+    t = round_trip(m, example, lambda e: (e["hidden_states"], e["attention_mask"][:, 0]))
+    assert "learn c_attn : [d3 * d4] -> [d3 * d4 + d3 * d4 + d3 * d4] via linear(bias = true)" in t.text
+    assert "ln_1 = layernorm_eps(hidden_states, 0.00001)" in t.text
+    assert t.weights.transpose == ["attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"]
+
+
+@contextlib.contextmanager
+def casts_off():
+    """Llama computes its norms and softmax in float32 whatever the input's dtype; the trace drops
+    those casts (with a warning). With them off, the reference is all float64."""
+    to, softmax = torch.Tensor.to, torch.nn.functional.softmax
+
+    def to_(self, *a, **k):
+        return self if (a and a[0] is torch.float32) or k.get("dtype") is torch.float32 else to(self, *a, **k)
+    torch.Tensor.to = to_
+    torch.nn.functional.softmax = lambda x, dim=None, dtype=None, **k: softmax(x, dim=dim, **k)
+    try:
+        yield
+    finally:
+        torch.Tensor.to, torch.nn.functional.softmax = to, softmax
+
+
+def test_llama_decoder_layer_round_trips(hf):
+    config_class, layer_class, rotary = hf[2], hf[3], hf[4]
+    config = config_class(hidden_size=12, num_attention_heads=3, num_key_value_heads=3, intermediate_size=20,
+                          head_dim=4, num_hidden_layers=1)
+    config._attn_implementation = "eager"
+    m = randomise(layer_class(config, 0).double(), 5)
+    rot = rotary(config)
+    gen = torch.Generator().manual_seed(1)
+
+    def example(s):
+        x = torch.randn(2, s, 12, generator=gen, dtype=torch.float64)
+        cos, sin = rot(x, torch.arange(s)[None].expand(2, s))
+        return {"hidden_states": x, "attention_mask": causal_mask(2, s), "position_embeddings": (cos, sin)}
+
+    def tensors(e):
+        return e["hidden_states"], e["attention_mask"][:, 0], *e["position_embeddings"]
+    with casts_off():
+        t = round_trip(m, example, tensors)
+    with_casts = round_trip(m, example, tensors, tol=1e-5)  # with Llama's float32 casts: float32's rounding
+    assert any("a cast from torch.float64 to torch.float32 is dropped" in w for w in with_casts.warnings)
+    assert "learn weight : -> [d3 * (d2 + d2)]" in t.text  # RMSNorm's gain
+    assert "cat(neg[a, i], getitem_4[a, i])" in t.text  # rotate_half: halves by slices, then cat
+
+
+def test_the_command_writes_a_file_that_checks_and_renders(tmp_path, capsys):
+    from stringdiag.cli.main import main
+
+    src = tmp_path / "mymodel.py"
+    src.write_text("import torch\nfrom torch import nn\n\n\nclass Block(nn.Module):\n"
+                   "    def __init__(self, width=8):\n        super().__init__()\n        self.up = nn.Linear(width, width)\n"
+                   "    def forward(self, x):\n        return x + torch.cummax(self.up(x), dim=1).values\n")
+    out = tmp_path / "block.diag"
+    assert main(["trace", f"{src}:Block", "--config", '{"width": 4}', "--example", "2x5x4", "--example", "2x7x4",
+                 "-o", str(out), "--weights", str(tmp_path / "w.safetensors")]) == 0
+    assert f"{src}:10: warning: 'cummax' is not expressible" in capsys.readouterr().err
+    assert main(["check", str(out)]) == 0
+    assert main(["render", str(out), "-o", str(tmp_path / "b.svg")]) == 0
+    assert (tmp_path / "b.svg").read_text().startswith("<?xml")
+    assert main(["trace", f"{src}:Nope", "--example", "2x5x4", "-o", str(out)]) == 2
+    assert "has no 'Nope'" in capsys.readouterr().err
