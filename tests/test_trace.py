@@ -68,7 +68,7 @@ def test_an_unsupported_operation_is_a_marked_box_warned_at_its_line():
     assert "abstract op_cummax : [s, d6] -> [s, d6]   # NOT EXPRESSIBLE" in t.text
     line = next(k for k, text in enumerate(Path(__file__).read_text().splitlines(), 1) if "torch.cummax(h" in text)
     assert t.warnings == [f"{__file__}:{line}: warning: 'cummax' is not expressible in the language (the language "
-                          "has no box for it); kept as the fixed box 'op_cummax', which compile runs with torch"]
+                          "has no box for it); kept as the marked box 'op_cummax' (abstract in the file; Traced.compile runs it with torch)"]
     assert "learn up : [d6] -> [d12] via linear(bias = true)" in t.text
     assert "learn down : [d12] -> [d6] via linear(bias = false)" in t.text
 
@@ -98,6 +98,33 @@ def test_module_list_layers_in_sequence_are_one_repeat_with_weights_per_layer():
     t = round_trip(m, lambda s: torch.randn(2, s, 6, dtype=torch.float64), lambda x: (x,))
     assert "layers_2 = repeat 3 Layer(x_)" in t.text
     assert t.weights.mapping["layers.1.ff.weight"] == "layers_2.1.ff.weight"
+
+
+@pytest.mark.parametrize("norm_first, activation", [(True, "relu"), (False, "gelu")])
+def test_torch_transformer_encoder_layer_round_trips(norm_first, activation):
+    m = randomise(nn.TransformerEncoderLayer(12, 3, 20, dropout=0.0, activation=activation, batch_first=True,
+                                             norm_first=norm_first, dtype=torch.float64), 1)
+    t = round_trip(m, lambda s: torch.randn(2, s, 12, dtype=torch.float64), lambda x: (x,))
+    x = "norm1" if norm_first else "src"
+    assert f"self_attn = MultiheadAttention({x}, {x}, {x})" in t.text
+    assert "oh[a] = sdpa<s, s, d4, d4, d4>(qh[a], kh[a], vh[a])" in t.text  # the prelude's attention, per head
+    first = "norm1 = layernorm_eps(src, 0.00001)" in t.text
+    assert first == norm_first
+    assert t.weights.mapping["self_attn.in_proj_weight"] == ["self_attn.WQ.weight", "self_attn.WK.weight",
+                                                              "self_attn.WV.weight"]
+
+
+def test_multihead_attention_round_trips_with_its_averaged_weights():
+    m = randomise(nn.MultiheadAttention(12, 3, batch_first=True, dtype=torch.float64), 2)
+    gen = torch.Generator().manual_seed(3)
+    xs = {s: tuple(torch.randn(2, s, 12, generator=gen, dtype=torch.float64) for _ in range(3)) for s in (5, 6, 7)}
+    t = trace(m, xs[5], xs[7])
+    ours = t.compile(dtype=torch.float64)
+    t.weights.load(ours, m.state_dict())
+    for s in (5, 6):
+        for y, ref in zip(ours(*xs[s]), m(*xs[s])):
+            assert relative_error(y, ref) < TOL
+    assert "w[i, j] = (sum_a att[a, i, j]) / d3" in t.text
 
 
 @pytest.fixture(scope="module")

@@ -69,6 +69,13 @@ class Traced:
             return lower(runnable[self.name], approximator="linear", dtype=dtype, **kwargs)
 
 
+def _compiled_name(ours, ident):
+    """The name the compiler gives a weight (each part an identifier, a layer's number kept)."""
+    if not isinstance(ours, str):
+        return [_compiled_name(o, ident) for o in ours]
+    return ".".join(p if p.isdigit() else ident(p) for p in ours.split("."))
+
+
 def _calls(module: nn.Module, example_inputs, more) -> list[Call]:
     """The runs: the examples, the examples with one more row of batch, and the other examples."""
     def call(x) -> Call:
@@ -107,7 +114,7 @@ def trace(module: nn.Module, example_inputs, other_inputs=None, file: str | None
 
     weights = WeightMap()
     for ours, theirs, transposed in top.weights:
-        weights.mapping[theirs] = ".".join(p if p.isdigit() else ident(p) for p in ours.split("."))
+        weights.mapping[theirs] = _compiled_name(ours, ident)
         if transposed:
             weights.transpose.append(theirs)
     return Traced(program, weights, text, top.name, em.warnings, em.fixed)

@@ -17,6 +17,18 @@ def ident(text: str) -> str:
     return s + "_" if len(s) == 1 or s in RESERVED or s.startswith("sum_") else s
 
 
+def prefixed(prefix: str, ours):
+    """A weight's name (or names, for a tensor cut into several) under a use's name."""
+    return f"{prefix}.{ours}" if isinstance(ours, str) else tuple(f"{prefix}.{o}" for o in ours)
+
+
+@dataclass
+class Definition:
+    name: str
+    inputs: list[int]  # which tensors of the call it takes
+    weights: list
+
+
 @dataclass
 class Use:
     """A use of a definition, kept structured so that uses in sequence can become a ``repeat``."""

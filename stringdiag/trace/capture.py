@@ -67,9 +67,10 @@ class _Wrapper(nn.Module):
         return self.inner.forward(*args, **kwargs)
 
 
-class _Proxy(fx.Proxy):
+class _Known:
     """A proxy that knows the value it stands for in the first run: a shape can be unpacked
-    (``(*x.shape[:-1], -1, k)``) and a condition on sizes decided, as they were for the examples."""
+    (``(*x.shape[:-1], -1, k)``) and a condition on sizes or flags decided, as they were for the
+    examples."""
 
     def _known(self):
         return self.node.meta.get("val")
@@ -91,6 +92,15 @@ class _Proxy(fx.Proxy):
         if isinstance(v, (tuple, list, torch.Tensor)):
             return len(v)
         return super().__len__()
+
+
+class _Proxy(_Known, fx.Proxy):
+    def __getattr__(self, k: str):
+        return _Attribute(self, k)
+
+
+class _Attribute(_Known, fx.proxy.Attribute):
+    pass
 
 
 class _Tracer(fx.Tracer):

@@ -14,19 +14,13 @@ from torch import fx, nn
 from torch.utils import _pytree as pytree
 
 from ..errors import DiagError
-from .body import Body, Use, ident
+from .attention import multihead
+from .body import Body, Definition, Use, ident, prefixed
 from .capture import Call, Capture, capture
 from .dims import Sizes, classify
 from .nodes import emit_node
 from .repeat import stack
 from .values import Opaque, Val, lookup as _lookup, where_
-
-
-@dataclass
-class Definition:
-    name: str
-    inputs: list[int]  # which tensors of the call it takes
-    weights: list
 
 
 @dataclass
@@ -53,6 +47,8 @@ class Emitter:
 
     def define(self, module: nn.Module, calls: list[Call]) -> Definition:
         """The definition of ``module`` as called in ``calls`` (one per run), written once per text."""
+        if isinstance(module, nn.MultiheadAttention):
+            return multihead(self, module, calls)
         cap = self.capture(module, calls)
         body = Body(self)
         body.attrs |= {ident(n.target.removeprefix("inner.")) for n in cap.graph.nodes if n.op == "call_module"}
@@ -78,9 +74,9 @@ class Emitter:
                 sig = ", ".join(body.type_of(v.axes) for v in outs)
             else:
                 env[node] = emit_node(self, body, cap, node, env)
-        return self._write(type(module).__name__, ins, sig, body, inputs)
+        return self.write(type(module).__name__, ins, sig, body, inputs)
 
-    def _write(self, cls: str, ins: list[str], sig: str, body: Body, inputs: list[int]) -> Definition:
+    def write(self, cls: str, ins: list[str], sig: str, body: Body, inputs: list[int]) -> Definition:
         lines = stack(body)
         inner = "\n".join("  " + s for s in body.decls + [x.text() if isinstance(x, Use) else x for x in lines])
         text = f"({', '.join(ins)}) -> {sig} {{\n{inner}\n}}"
@@ -90,7 +86,7 @@ class Emitter:
             name = f"{ident(cls)}_{k}"
         self.texts[name] = text
         self.reserved.add(name)
-        weights = body.weights + [(f"{u.outs[0]}.{o}", f"{u.attr}.{t}", tr) for u in lines if isinstance(u, Use)
+        weights = body.weights + [(prefixed(u.outs[0], o), f"{u.attr}.{t}", tr) for u in lines if isinstance(u, Use)
                                   for o, t, tr in u.weights]
         return Definition(name, inputs, weights)
 

@@ -45,6 +45,8 @@ def _attribute(em, body: Body, cap: Capture, node: fx.Node) -> Any:
     """A parameter read in the forward: a learnable tensor of this definition."""
     path = node.target.removeprefix("inner").lstrip(".")
     value = cap.values[0][node]
+    if not node.users:
+        return value  # read only by Python (``self.bias is None``), never computed with
     if not isinstance(value, torch.nn.Parameter):
         if isinstance(value, torch.Tensor):
             raise DiagError(f"{type(cap.module).__name__}.{path} is a buffer, not a parameter: constant tensors are "

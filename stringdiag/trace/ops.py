@@ -330,8 +330,8 @@ def _opaque_one(em, body: Body, cap: Capture, node: fx.Node, args, kwargs, why: 
     target = node.target if node.op == "call_function" else _method(node.target)
     em.fixed[name] = Opaque(name, op_label(node), target if k is None else _pick(target, k), marked[0], marked[1],
                             [v.axes for v in ins], axes)
-    em.warn(node, f"'{op_label(node)}' is not expressible in the language ({why}); kept as the fixed box "
-                  f"'{name}', which compile runs with torch")
+    em.warn(node, f"'{op_label(node)}' is not expressible in the language ({why}); kept as the marked box "
+                  f"'{name}' (abstract in the file; Traced.compile runs it with torch)")
     wire = body.fresh(node.name if k is None else f"{node.name}_{k}")
     body.say(f"{wire} = {name}({', '.join(body.whole(v) for v in ins)})")
     return Val.whole(wire, axes)
