@@ -37,6 +37,18 @@ def _shapes(text: str) -> list[tuple[int, ...]]:
         raise UsageError(f"--example '{text}': expected shapes such as 2x5x64 (several: 2x5x64,2x5x5)") from None
 
 
+def _user(what: str, fn, *args, **kwargs):
+    """Run the user's own code (importing their file, building their module): what it raises is
+    reported as one error naming it, never as a traceback of ours."""
+    try:
+        return fn(*args, **kwargs)
+    except (DiagError, KeyboardInterrupt):
+        raise
+    except BaseException as e:  # their code may raise anything, SystemExit included
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise DiagError(f"{what} raised {type(e).__name__}: {first}") from None
+
+
 def _callable(target: str):
     where, sep, name = target.rpartition(":")
     if not sep or not where or not name:
@@ -48,9 +60,9 @@ def _callable(target: str):
         spec = importlib.util.spec_from_file_location(path.stem, path)
         mod = importlib.util.module_from_spec(spec)
         sys.path.insert(0, str(path.parent.resolve()))
-        spec.loader.exec_module(mod)
+        _user(f"importing {where}", spec.loader.exec_module, mod)
     else:
-        mod = importlib.import_module(where)
+        mod = _user(f"importing {where}", importlib.import_module, where)
     if not hasattr(mod, name):
         raise UsageError(f"'{where}' has no '{name}'")
     return getattr(mod, name)
@@ -70,12 +82,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--config: expected a JSON object of keyword arguments")
     if len(args.example) > 2:
         raise UsageError("--example: give it once, or twice (two sequence lengths)")
-    module = _callable(args.target)(**config)
+    module = _user(f"{args.target}(**config)", _callable(args.target), **config)
     if not isinstance(module, torch.nn.Module):
         raise DiagError(f"'{args.target}' made a {type(module).__name__}, not a torch.nn.Module")
     gen = torch.Generator().manual_seed(0)
     examples = [tuple(torch.randn(s, generator=gen) for s in _shapes(e)) for e in args.example]
-    t = trace(module, examples[0], examples[1] if len(examples) > 1 else None, file=args.output)
+    t = _user(f"tracing {args.target} on the examples", trace, module, examples[0],
+              examples[1] if len(examples) > 1 else None, file=args.output)
     for w in t.warnings:
         print(w, file=sys.stderr)
     Path(args.output).write_text(t.text)

@@ -58,13 +58,13 @@ class Traced:
 
     def compile(self, dtype: torch.dtype | None = None, **kwargs) -> nn.Module:
         """The module as the compiler makes it from the trace (opaque boxes run by torch)."""
+        from ..graph.program import loads
         from ..lower import compile as lower
         from .compiled import opaque_boxes
 
-        from ..graph.program import loads
-
         # the file marks opaque boxes abstract (nothing in it says how to run them); here torch runs them
-        runnable = loads(re.sub(r"(?m)^abstract (op_)", r"fixed \1", self.text), "<trace>") if self.opaque else self.program
+        runnable = (loads(re.sub(r"(?m)^abstract (op_)", r"fixed \1", self.text), "<trace>") if self.opaque
+                    else self.program)
         with opaque_boxes(self.opaque):
             return lower(runnable[self.name], approximator="linear", dtype=dtype, **kwargs)
 

@@ -9,6 +9,8 @@ its arguments in each run are recorded for tracing it in turn."""
 from __future__ import annotations
 
 import inspect
+import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,7 +111,6 @@ class _Tracer(fx.Tracer):
     def __init__(self, inner: nn.Module, inputs: list):
         super().__init__()
         self.inner, self.inputs = inner, inputs
-        self.record_stack_traces = True
 
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         return m is not self.inner
@@ -119,6 +120,7 @@ class _Tracer(fx.Tracer):
 
     def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None, *rest, **more):
         p = super().create_proxy(kind, target, args, kwargs, name, type_expr, *rest, **more)
+        p.node.meta["where"] = _caller()
         try:
             p.node.meta["val"] = self._value(p.node)
         except Exception:  # a value it cannot compute stays unknown (the proxy then acts as torch.fx's)
@@ -140,6 +142,18 @@ class _Tracer(fx.Tracer):
             if node.op == "call_module":
                 return self.root.get_submodule(node.target)(*args, **kwargs)
         return None
+
+
+_INTERNAL = re.compile(r"[/\\](torch|stringdiag[/\\]trace)[/\\]")
+
+
+def _caller() -> str:
+    """``FILE:LINE`` of the innermost frame outside torch and this package: the source line
+    that made a node (torch.fx's own stack traces cost seconds to symbolise on first use)."""
+    frame = sys._getframe(1)
+    while frame is not None and _INTERNAL.search(frame.f_code.co_filename):
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "<unknown>"
 
 
 def _fetch(root: nn.Module, target: str) -> Any:

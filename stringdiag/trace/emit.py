@@ -5,22 +5,20 @@ Two passes over the same captures: the first learns how sizes are cut (``dims.Si
 second writes with those cuts frozen, so that a size is written the same way everywhere."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import fx, nn
 from torch.utils import _pytree as pytree
 
-from ..errors import DiagError
 from .attention import multihead
 from .body import Body, Definition, Use, ident, prefixed
 from .capture import Call, Capture, capture
 from .dims import Sizes, classify
 from .nodes import emit_node
 from .repeat import stack
-from .values import Opaque, Val, lookup as _lookup, where_
+from .values import Val, lookup as _lookup, where_
 
 
 @dataclass

@@ -9,7 +9,7 @@ from torch import fx, nn
 from torch.utils import _pytree as pytree
 
 from .body import Body, Use, ident
-from .capture import Call, Capture
+from .capture import Capture
 from .dims import classify
 from .ops import SCALAR, scalar
 from .values import Val, lookup, number, out_axes

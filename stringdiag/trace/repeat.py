@@ -40,6 +40,7 @@ def stack(body: Body) -> list:
             continue
         wire = run[-1].outs[0]
         head = f"{wire} = repeat {len(run)} {run[0].name}({', '.join(run[0].ins)})"
-        body.weights += [(prefixed(f"{wire}.{k}", o), f"{u.attr}.{t}", tr) for k, u in enumerate(run) for o, t, tr in u.weights]
+        body.weights += [(prefixed(f"{wire}.{k}", o), f"{u.attr}.{t}", tr)
+                         for k, u in enumerate(run) for o, t, tr in u.weights]
         out.append(head)
     return out

@@ -5,7 +5,6 @@ permute only moves the places (it is folded into the index names of whatever rea
 value), so it costs no statement."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -105,10 +104,8 @@ class Opaque:
 
 
 def where_(node: fx.Node) -> str:
-    """``FILE:LINE`` of the source line that made a node (from torch.fx's stack trace)."""
-    found = [f for f in re.findall(r'File "([^"]+)", line (\d+)', node.stack_trace or "")
-             if not re.search(r"[/\\](torch[/\\](fx|nn)|stringdiag[/\\]trace)[/\\]", f[0])]
-    return f"{found[-1][0]}:{found[-1][1]}" if found else f"<{node.name}>"
+    """``FILE:LINE`` of the source line that made a node (recorded as it was traced)."""
+    return node.meta.get("where", f"<{node.name}>")
 
 
 def lookup(env: dict, arg: Any) -> Any:
