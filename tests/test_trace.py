@@ -152,6 +152,41 @@ def test_hugging_face_gpt2_block_round_trips(hf):
     assert t.weights.transpose == ["attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"]
 
 
+def test_gpt2_block_with_scaled_dot_product_attention_is_the_preludes_causal_attention(hf):
+    config_class, block_class = hf[0], hf[1]
+    config = config_class(n_embd=12, n_head=3, n_layer=1, resid_pdrop=0.0, attn_pdrop=0.0, activation_function="gelu_new")
+    config._attn_implementation = "sdpa"  # no mask given: Hugging Face asks torch for is_causal=True
+    m = randomise(block_class(config, layer_idx=0).double(), 4)
+    t = round_trip(m, lambda s: torch.randn(2, s, 12, dtype=torch.float64), lambda x: (x,))
+    assert "= causal_sdpa<s, d4, d4, d4>(view_2[:, a], view[:, a], view_1[:, a])" in t.text
+    assert not t.warnings
+
+
+class MaskedAttention(nn.Module):
+    """F.scaled_dot_product_attention with a boolean mask and a scale of its own: written out."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+
+    def forward(self, x, keep):
+        q, k, v = self.qkv(x).unflatten(-1, (3, 2, 4)).permute(2, 0, 3, 1, 4)
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=0.3)
+        return o.transpose(1, 2).flatten(2)
+
+
+def test_attention_with_a_mask_and_a_scale_is_written_out():
+    m = randomise(MaskedAttention().double(), 6)
+    gen = torch.Generator().manual_seed(8)
+
+    def example(s):
+        keep = torch.rand(2, 1, s, s, generator=gen) < 0.7
+        keep |= torch.eye(s, dtype=torch.bool)  # every query sees one key at least
+        return {"x": torch.randn(2, s, 8, generator=gen, dtype=torch.float64), "keep": keep}
+    t = round_trip(m, example, lambda e: (e["x"], e["keep"][:, 0].double()))
+    assert "softmax(where(scaled_dot_product_attention_scores[a, i] * 0.3, keep[i]))" in t.text
+
+
 @contextlib.contextmanager
 def casts_off():
     """Llama computes its norms and softmax in float32 whatever the input's dtype; the trace drops

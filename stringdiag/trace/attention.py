@@ -5,13 +5,16 @@ concatenated heads."""
 from __future__ import annotations
 
 import inspect
+import math
 
-from torch import nn
+import torch
+from torch import fx, nn
 
 from ..errors import DiagError
 from .body import Body
 from .capture import Call
-from .dims import classify
+from .dims import Kind, classify
+from .values import Val, aligned, letters_for, number, out_axes
 
 
 def _options(m: nn.MultiheadAttention, call: Call) -> dict:
@@ -65,3 +68,70 @@ def multihead(em, m: nn.MultiheadAttention, calls: list[Call]):
     else:
         body.lines += ["return y"]
     return em.write("MultiheadAttention", ins, sig, body, [0, 1, 2])
+
+
+SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+
+
+def _heads_in_order(body: Body, v: Val) -> Val:
+    """``v`` with its last two axes in torch's order on the wire, as ``sdpa``'s ports want them."""
+    p = [v.pos[t] for t in (len(v.axes) - 2, len(v.axes) - 1)]
+    return v if None not in p and p[0] < p[1] else body.ordered(v)
+
+
+def sdpa(em, body: Body, cap, node, args, kwargs) -> Val:
+    """``F.scaled_dot_product_attention``: the prelude's ``sdpa``/``causal_sdpa`` per head when it
+    scales by 1/sqrt(E) and has no mask; otherwise written out (scores, mask, softmax, sum)."""
+    a = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None,
+         **dict(zip(SDPA_ARGS, args)), **kwargs}
+    q, k, v = a["query"], a["key"], a["value"]
+    axes = out_axes(cap, node)
+    n = len(axes)
+    if a.get("enable_gqa"):
+        raise DiagError("scaled_dot_product_attention with enable_gqa")
+    lead = {t: c for t, c in letters_for(axes).items() if t < n - 2}
+    if any(axes[t].kind is Kind.SEQ for t in lead) or a["dropout_p"]:
+        raise DiagError("scaled_dot_product_attention over a sequence of heads, or with dropout")
+    S = em.sizes.axis
+    E = S(q.axes[-1])
+    default = a["scale"] is None or math.isclose(a["scale"], 1 / math.sqrt(q.axes[-1].size), rel_tol=1e-12)
+    if a["attn_mask"] is None and default:
+        q, k, v = (_heads_in_order(body, t) for t in (q, k, v))
+        fn = (f"causal_sdpa<{S(q.axes[-2])}, {E}, {S(v.axes[-1])}, {E}>" if a["is_causal"]
+              else f"sdpa<{S(q.axes[-2])}, {S(k.axes[-2])}, {E}, {S(v.axes[-1])}, {E}>")
+        reads = [t.index(aligned(len(t.axes) - 2, lead, n - 2)) for t in (q, k, v)]
+        return body.assign_lead(node.name, axes, lead, f"{fn}({', '.join(reads)})")
+    m_node = node.kwargs.get("attn_mask", node.args[3] if len(node.args) > 3 else None)
+    a["bool_mask"] = isinstance(m_node, fx.Node) and cap.values[0][m_node].dtype == torch.bool
+    return _written_out(body, node, axes, lead, a, E if default else None)
+
+
+def _written_out(body: Body, node, axes, lead: dict, a: dict, root: str | None) -> Val:
+    """Scores, scale, mask, softmax over the keys, and the weighted sum of the values."""
+    q, k, v, mask = a["query"], a["key"], a["value"], a["attn_mask"]
+    n = len(axes)
+    L = ", ".join(lead[t] for t in sorted(lead))
+    head = L + ", " if L else ""
+
+    def read(t: Val, last2: tuple) -> str:
+        r = len(t.axes)
+        return t.index({**aligned(r - 2, lead, n - 2), r - 2: last2[0], r - 1: last2[1]})
+    e = body.fresh(f"{node.name}_scores")
+    body.say(f"{e}[{head}i, j] = sum_z {read(q, ('i', 'z'))} * {read(k, ('j', 'z'))}")
+    x = f"{e}[{head}i] / sqrt({root})" if root else f"{e}[{head}i] * {number(a['scale'])}"
+    if a["is_causal"]:
+        mk = body.fresh("causal_mask")
+        body.say(f"{mk} = causal<{body.em.sizes.axis(q.axes[-2])}>()")
+        x = f"where({x}, {mk}[i])"
+    if isinstance(mask, Val):
+        m = mask.index({**aligned(len(mask.axes) - 2, lead, n - 2), len(mask.axes) - 2: "i"})
+        x = f"where({x}, {m})" if a["bool_mask"] else f"{x} + {m}"
+    att = body.fresh(f"{node.name}_weights")
+    body.say(f"{att}[{head}i] = softmax({x})")
+    return _weighted(body, node, axes, head, att, read(v, ("j", "f")))
+
+
+def _weighted(body: Body, node, axes, head: str, att: str, value: str) -> Val:
+    wire = body.fresh(node.name)
+    body.say(f"{wire}[{head}i, f] = sum_j {att}[{head}i, j] * {value}")
+    return Val.whole(wire, axes)

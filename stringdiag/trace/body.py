@@ -72,6 +72,13 @@ class Body:
         self.say(f"{lhs} = {expr_of(letters)}")
         return Val.whole(wire, axes)
 
+    def assign_lead(self, base: str, axes, keep: dict, rhs: str) -> Val:
+        """``wire[keep] = rhs``, where ``rhs`` leaves the axes not in ``keep`` free (at the end, in order)."""
+        wire = self.fresh(base)
+        lhs = ", ".join(keep[t] for t in sorted(keep))
+        self.say(f"{wire}{f'[{lhs}]' if lhs else ''} = {rhs}")
+        return Val.whole(wire, axes)
+
     def whole(self, v: Val, base: str = "t") -> str:
         """The wire of ``v`` holding its axes in torch's order (a transposing statement if they are not)."""
         if v.in_order:

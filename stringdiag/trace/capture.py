@@ -79,7 +79,7 @@ class _Known:
 
     def __iter__(self):
         v = self._known()
-        if isinstance(v, (tuple, list)):
+        if isinstance(v, (tuple, list, torch.Tensor)):  # a tensor unpacks along its first axis
             return iter([self[i] for i in range(len(v))])
         return super().__iter__()
 

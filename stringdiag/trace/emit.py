@@ -90,13 +90,14 @@ class Emitter:
 
     def source(self) -> str:
         """The whole file: dimensions, opaque boxes, definitions (each after those it uses)."""
-        head = ["dim s : seq"] if "s" in self.sizes.used_kinds else []
-        head += [f"dim d{n} : fixed = {n}" for n in self.sizes.atoms()]
+        boxes = []
         for name, op in self.fixed.items():
             sig_in = ", ".join("[" + ", ".join(self.sizes.axis(a) for a in axes if a.kept) + "]" for axes in op.ins)
             sig_out = "[" + ", ".join(self.sizes.axis(a) for a in op.out if a.kept) + "]"
-            head.append(f"abstract {name} : {sig_in} -> {sig_out}   # NOT EXPRESSIBLE in the language: torch's "
+            boxes.append(f"abstract {name} : {sig_in} -> {sig_out}   # NOT EXPRESSIBLE in the language: torch's "
                         f"{op.label}, run by torch when the trace compiles it")
+        head = ["dim s : seq"] if "s" in self.sizes.used_kinds else []
+        head += [f"dim d{n} : fixed = {n}" for n in self.sizes.atoms()] + boxes
         defs = [f"diagram {name}{text}" for name, text in self.texts.items()]
         return "\n".join(head) + "\n\n" + "\n\n".join(defs) + "\n"
 

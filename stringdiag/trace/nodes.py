@@ -9,11 +9,15 @@ from torch import fx
 from torch.utils import _pytree as pytree
 
 from ..errors import DiagError
+from .attention import sdpa
 from .body import Body, ident
 from .capture import Capture
 from .modules import emit_module
 from .ops import OPS, opaque
 from .values import Val, lookup, op_name, out_axes
+
+
+HANDLERS = {**OPS, "scaled_dot_product_attention": sdpa}
 
 
 def is_tensorish(value: Any) -> bool:
@@ -31,7 +35,7 @@ def emit_node(em, body: Body, cap: Capture, node: fx.Node, env: dict) -> Any:
     args, kwargs = lookup(env, node.args), lookup(env, dict(node.kwargs))
     if not any(isinstance(v, Val) for v in pytree.tree_leaves((args, kwargs))) and node.op != "call_module":
         return opaque(em, body, cap, node, args, kwargs, "it makes a tensor from nothing")
-    handler = OPS.get(op_name(node))
+    handler = HANDLERS.get(op_name(node))
     if handler is None:
         return opaque(em, body, cap, node, args, kwargs, "the language has no box for it")
     try:

@@ -4,6 +4,7 @@ reductions along one axis, reshapes as ``flatten``/``unflatten``, cuts as slices
 ``F.scaled_dot_product_attention`` as the prelude's ``sdpa``. Anything else is an opaque box."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -14,8 +15,8 @@ from torch.utils import _pytree as pytree
 from ..errors import DiagError
 from .body import Body, ident
 from .capture import Capture
-from .dims import classify
-from .values import Opaque, Slot, Val, aligned, number, op_name, out_axes, where_
+from .dims import Axis, Kind, classify
+from .values import Opaque, Slot, Val, aligned, letters_for, number, op_name, out_axes, where_
 
 SCALAR = {  # name -> template over the operands
     "add": "{0} + {1}", "iadd": "{0} + {1}", "radd": "{1} + {0}", "sub": "{0} - {1}", "isub": "{0} - {1}",
@@ -110,8 +111,6 @@ def softmax(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
 
 
 def _letters(v: Val) -> dict[int, str]:
-    from .values import letters_for
-
     return letters_for(v.axes)
 
 
@@ -148,36 +147,41 @@ def relabel(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
 
 
 def reshape(body: Body, node: fx.Node, x: Val, axes) -> Val:
+    """One group of trailing axes merged into one (``flatten``, two at a time from the right) or
+    one split into several (``unflatten``, one part at a time from the left)."""
     sin = [x.axes[t].size for t in x.kept]
     sout = [a.size for a in axes if a.kept]
     lead = 0
     while lead < min(len(sin), len(sout)) and sin[lead] == sout[lead]:
         lead += 1
-    tail = 0
-    while tail < min(len(sin), len(sout)) - lead and sin[-1 - tail] == sout[-1 - tail]:
-        tail += 1
-    gin, gout = sin[lead:len(sin) - tail], sout[lead:len(sout) - tail]
-    if tail or not ((len(gin) == 1 and len(gout) == 2) or (len(gin) == 2 and len(gout) == 1)):
-        raise DiagError(f"a reshape of {sin} into {sout} (one axis into two, or two into one, at the end, only)")
+    gin, gout = sin[lead:], sout[lead:]
+    if not ((len(gin) == 1 and len(gout) > 1) or (len(gin) > 1 and len(gout) == 1)):
+        raise DiagError(f"a reshape of {sin} into {sout} (one trailing axis into several, or several into one, "
+                        "only)")
     sizes = body.em.sizes
-    x = body.ordered(x)
-    L = _letters(x)
-    keep = {t: L[t] for t in x.kept[:lead]}
-    if len(gin) == 1:
-        sizes.product(gin[0], gout)
-        fn = f"unflatten<{sizes.expr(gout[0])}, {sizes.expr(gout[1])}>"
-    else:
-        sizes.product(gout[0], gin)
-        fn = "flatten"
-    return _assign_lead(body, node.name, axes, keep, f"{fn}({x.index(keep)})")
+    sizes.product(gin[0], gout) if len(gin) == 1 else sizes.product(gout[0], gin)
+    keep = [x.axes[t] for t in x.kept[:lead]]
+    v = body.ordered(x)
+    steps = len(gout) - 1 if len(gin) == 1 else len(gin) - 1
+    for k in range(steps):
+        last = k == steps - 1
+        if len(gin) == 1:  # [.., prod(gout[k:])] -> [.., gout[k], prod(gout[k + 1:])]
+            rest = " * ".join(_factor(sizes.expr(p)) for p in gout[k + 1:])
+            shape = keep + [Axis(Kind.FIXED, p) for p in gout[:k + 1]] + [Axis(Kind.FIXED, math.prod(gout[k + 1:]))]
+            call = f"unflatten<{sizes.expr(gout[k])}, {rest}>"
+            held = len(keep) + k
+        else:  # [.., gin[0], .., gin[-k - 2], gin[-k - 1] * ...] -> [.., gin[-k - 2] * ...]
+            shape = keep + [Axis(Kind.FIXED, p) for p in gin[:-k - 2]] + [Axis(Kind.FIXED, math.prod(gin[-k - 2:]))]
+            call = "flatten"
+            held = len(shape) - 1
+        held_letters = {t: c for t, c in letters_for(v.axes).items() if v.kept.index(t) < held}
+        v = body.assign_lead(node.name if last else f"{node.name}_part", axes if last else tuple(shape),
+                             held_letters, f"{call}({v.index(held_letters)})")
+    return v
 
 
-def _assign_lead(body: Body, base: str, axes, keep: dict, rhs: str) -> Val:
-    """``wire[keep] = rhs``, where ``rhs`` leaves the axes not in ``keep`` free (at the end, in order)."""
-    wire = body.fresh(base)
-    lhs = ", ".join(keep[t] for t in sorted(keep))
-    body.say(f"{wire}{f'[{lhs}]' if lhs else ''} = {rhs}")
-    return Val.whole(wire, axes)
+def _factor(e: str) -> str:
+    return f"({e})" if "+" in e else e
 
 
 def transpose(em, body, cap, node, args, kwargs) -> Val:
@@ -224,8 +228,9 @@ def getitem(em, body, cap, node, args, kwargs) -> Any:
 
 
 def cut(body: Body, node: fx.Node, x: Val, key: tuple, axes) -> Val:
-    """``x[..., p:q]``: a slice of the last axis (and ``None`` for new axes of size one)."""
-    n, t, spans = len(x.axes), 0, []
+    """``x[..., p:q]`` (a slice of the last axis) or ``x[:, 1]`` (integer indices), with ``None``
+    for new axes of size one."""
+    n, t, spans, picks = len(x.axes), 0, [], {}
     for k, item in enumerate(key):
         if item is Ellipsis:
             t = n - sum(1 for i in key[k + 1:] if i is not None)
@@ -235,15 +240,33 @@ def cut(body: Body, node: fx.Node, x: Val, key: tuple, axes) -> Val:
             if item != slice(None):
                 spans.append((t, item))
             t += 1
+        elif isinstance(item, int):
+            picks[t] = item % x.axes[t].size
+            t += 1
         else:
-            raise DiagError("an integer index")
+            raise DiagError("an index by a tensor")
+    if picks:
+        return _index(body, node, x, picks, spans, axes)
     if not spans:
         return x.relabel(axes)
     if len(spans) > 1 or spans[0][0] != n - 1 or spans[0][1].step not in (None, 1):
         raise DiagError("a slice other than of the last axis")
-    size = x.axes[-1].size
-    start, stop, _ = spans[0][1].indices(size)
+    start, stop, _ = spans[0][1].indices(x.axes[-1].size)
     return _slice(body, node.name, x, start, stop - start, axes)
+
+
+def _index(body: Body, node: fx.Node, x: Val, picks: dict, spans: list, axes) -> Val:
+    """Integer indices: ``y[i, b] = x[i, 1, b]`` (the picked axes disappear)."""
+    if spans:
+        raise DiagError("integer indices and a slice together")
+    rest = [t for t in x.kept if t not in picks]
+    out = [t for t, a in enumerate(axes) if a.kept]
+
+    def expr(L):
+        letters = {t: L[o] for t, o in zip(rest, out)}
+        letters.update({t: str(p) for t, p in picks.items() if x.axes[t].kept})
+        return x.index(letters)
+    return body.assign(node.name, axes, expr)
 
 
 def _slice(body: Body, base: str, x: Val, start: int, length: int, axes, lo: str | None = None) -> Val:
@@ -257,7 +280,7 @@ def _slice(body: Body, base: str, x: Val, start: int, length: int, axes, lo: str
     lo = lo or (sizes.expr(start) if start else "0")
     hi = f"{lo} + {sizes.expr(length)}" if start else sizes.expr(length)
     rhs = f"{x.index(keep)[:-1]}, {lo}:{hi}]" if keep else f"{x.wire}[{lo}:{hi}]"
-    return _assign_lead(body, base, axes, keep, rhs)
+    return body.assign_lead(base, axes, keep, rhs)
 
 
 def split(em, body, cap, node, args, kwargs) -> tuple:
@@ -286,25 +309,7 @@ def cat(em, body, cap, node, args, kwargs) -> Val:
     body.em.sizes.total(axes[-1].size, [v.axes[-1].size for v in xs])
     L = {t: c for t, c in _letters(Val.whole("", axes)).items() if t != d}
     parts = [v.index(aligned(len(v.axes), L, len(axes))) for v in xs]
-    return _assign_lead(body, node.name, axes, L, f"cat({parts[0]}, {parts[1]})")
-
-
-def sdpa(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
-    names = ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
-    a = {**dict(zip(names, args)), **kwargs}
-    q, k, v = (body.ordered(a[n]) for n in names[:3])
-    mask, causal, scale = a.get("attn_mask"), a.get("is_causal", False), a.get("scale")
-    axes = out_axes(cap, node)
-    n = len(axes)
-    L = {t: c for t, c in _letters(Val.whole("", axes)).items() if t < n - 2}
-    S = body.em.sizes.axis
-    if mask is None and scale is None:
-        e, m = S(q.axes[-1]), S(v.axes[-1])
-        fn = (f"causal_sdpa<{S(q.axes[-2])}, {e}, {m}, {e}>" if causal
-              else f"sdpa<{S(q.axes[-2])}, {S(k.axes[-2])}, {e}, {m}, {e}>")
-        reads = [t.index(aligned(len(t.axes) - 2, L, n - 2)) for t in (q, k, v)]
-        return _assign_lead(body, node.name, axes, L, f"{fn}({', '.join(reads)})")
-    raise DiagError("scaled_dot_product_attention with a mask or a scale")
+    return body.assign_lead(node.name, axes, L, f"cat({parts[0]}, {parts[1]})")
 
 
 def opaque(em, body: Body, cap: Capture, node: fx.Node, args, kwargs, why: str) -> Any:
@@ -379,5 +384,5 @@ OPS.update({
     "mean": reduce("mean"), "sum": reduce("sum"), "transpose": transpose, "permute": transpose, "t": transpose,
     "to": cast, "type": cast, "float": cast, "double": cast, "half": cast, "bfloat16": cast,
     "dropout": dropout, "getitem": getitem, "split": split, "chunk": split, "cat": cat, "concat": cat,
-    "scaled_dot_product_attention": sdpa, "getattr": getattr_,
+    "getattr": getattr_,
 })
