@@ -203,28 +203,33 @@ def casts_off():
         torch.Tensor.to, torch.nn.functional.softmax = to, softmax
 
 
-def test_llama_decoder_layer_round_trips(hf):
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+def test_llama_decoder_layer_round_trips(hf, implementation):
+    """Eager: the mask an input, added to the scores; sdpa (no mask): the prelude's causal_sdpa."""
     config_class, layer_class, rotary = hf[2], hf[3], hf[4]
     config = config_class(hidden_size=12, num_attention_heads=3, num_key_value_heads=3, intermediate_size=20,
                           head_dim=4, num_hidden_layers=1)
-    config._attn_implementation = "eager"
+    config._attn_implementation = implementation
     m = randomise(layer_class(config, 0).double(), 5)
     rot = rotary(config)
     gen = torch.Generator().manual_seed(1)
+    eager = implementation == "eager"
 
     def example(s):
         x = torch.randn(2, s, 12, generator=gen, dtype=torch.float64)
         cos, sin = rot(x, torch.arange(s)[None].expand(2, s))
-        return {"hidden_states": x, "attention_mask": causal_mask(2, s), "position_embeddings": (cos, sin)}
+        mask = {"attention_mask": causal_mask(2, s)} if eager else {}
+        return {"hidden_states": x, **mask, "position_embeddings": (cos, sin)}  # the diagram's inputs, in order
 
     def tensors(e):
-        return e["hidden_states"], e["attention_mask"][:, 0], *e["position_embeddings"]
+        return (e["hidden_states"], *((e["attention_mask"][:, 0],) if eager else ()), *e["position_embeddings"])
     with casts_off():
         t = round_trip(m, example, tensors)
     with_casts = round_trip(m, example, tensors, tol=1e-5)  # with Llama's float32 casts: float32's rounding
     assert any("a cast from torch.float64 to torch.float32 is dropped" in w for w in with_casts.warnings)
     assert "learn weight : -> [d3 * (d2 + d2)]" in t.text  # RMSNorm's gain
     assert "cat(neg[a, i], getitem_4[a, i])" in t.text  # rotate_half: halves by slices, then cat
+    assert ("causal_sdpa<s, d2 + d2, d2 + d2, d2 + d2>" in t.text) != eager
 
 
 def test_the_command_writes_a_file_that_checks_and_renders(tmp_path, capsys):

@@ -274,7 +274,8 @@ def _slice(body: Body, base: str, x: Val, start: int, length: int, axes, lo: str
     sizes = body.em.sizes
     size = x.axes[-1].size
     sizes.total(size, [start, length, size - start - length])
-    x = body.ordered(x)
+    if x.pos[-1] != len(x.kept) - 1:  # the slice is written on the wire's last axis
+        x = body.ordered(x)
     L = _letters(x)
     keep = {t: L[t] for t in x.kept[:-1]}
     lo = lo or (sizes.expr(start) if start else "0")
