@@ -248,3 +248,7 @@ def test_the_command_writes_a_file_that_checks_and_renders(tmp_path, capsys):
     assert (tmp_path / "b.svg").read_text().startswith("<?xml")
     assert main(["trace", f"{src}:Nope", "--example", "2x5x4", "-o", str(out)]) == 2
     assert "has no 'Nope'" in capsys.readouterr().err
+    assert main(["trace", f"{src}:Block", "--example", "2x5x3", "-o", str(out)]) == 1  # Linear(8, 8) on width 3
+    assert capsys.readouterr().err.startswith(f"error: tracing {src}:Block on the examples raised RuntimeError")
+    assert main(["trace", f"{src}:Block", "--example", "2x5x8", "-o", "/proc/no/such/dir/x.diag"]) == 1
+    assert capsys.readouterr().err.startswith("error: cannot write /proc/no/such/dir/x.diag")

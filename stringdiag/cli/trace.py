@@ -91,7 +91,10 @@ def run(args: argparse.Namespace) -> int:
               examples[1] if len(examples) > 1 else None, file=args.output)
     for w in t.warnings:
         print(w, file=sys.stderr)
-    Path(args.output).write_text(t.text)
+    try:
+        Path(args.output).write_text(t.text)
+    except OSError as e:
+        raise DiagError(f"cannot write {args.output}: {e.strerror or e}") from None
     print(f"wrote {args.output}: diagram {t.name} ({len(t.warnings)} warnings)")
     if args.weights:
         write_atomic(args.weights, t.weights.tensors(module.state_dict()), {"diagram": t.name}, args.weights)
