@@ -80,6 +80,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--config: not JSON ({e})") from None
     if not isinstance(config, dict):
         raise UsageError("--config: expected a JSON object of keyword arguments")
+    for out in filter(None, (args.output, args.weights)):  # before the work, not after it
+        if not Path(out).parent.is_dir():
+            raise DiagError(f"cannot write {out}: no such directory {Path(out).parent}")
     if len(args.example) > 2:
         raise UsageError("--example: give it once, or twice (two sequence lengths)")
     module = _user(f"{args.target}(**config)", _callable(args.target), **config)
