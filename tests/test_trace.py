@@ -187,6 +187,27 @@ def test_attention_with_a_mask_and_a_scale_is_written_out():
     assert "softmax(where(scaled_dot_product_attention_scores[a, i] * 0.3, keep[i]))" in t.text
 
 
+class EagerAttention(nn.Module):
+    """Attention as model code writes it by hand: softmax(q kᵀ / sqrt(d)) v, heads by view and transpose."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v = nn.Linear(12, 12), nn.Linear(12, 12), nn.Linear(12, 12)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q, k, v = (f(x).view(b, s, 3, 4).transpose(1, 2) for f in (self.q, self.k, self.v))
+        a = torch.softmax(q @ k.transpose(-2, -1) / 4 ** 0.5, dim=-1)
+        return (a @ v).transpose(1, 2).reshape(b, s, 12)
+
+
+def test_the_eager_softmax_attention_pattern_is_the_preludes_attention():
+    m = randomise(EagerAttention().double(), 7)
+    t = round_trip(m, lambda s: torch.randn(2, s, 12, dtype=torch.float64), lambda x: (x,))
+    assert "matmul_1[a] = sdpa<s, s, d4, d4, d4>(view[:, a], view_1[:, a], view_2[:, a])" in t.text
+    assert "softmax" not in t.text
+
+
 @contextlib.contextmanager
 def casts_off():
     """Llama computes its norms and softmax in float32 whatever the input's dtype; the trace drops

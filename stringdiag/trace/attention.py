@@ -84,6 +84,13 @@ def sdpa(em, body: Body, cap, node, args, kwargs) -> Val:
     scales by 1/sqrt(E) and has no mask; otherwise written out (scores, mask, softmax, sum)."""
     a = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None,
          **dict(zip(SDPA_ARGS, args)), **kwargs}
+    m_node = node.kwargs.get("attn_mask", node.args[3] if len(node.args) > 3 else None)
+    a["bool_mask"] = isinstance(m_node, fx.Node) and cap.values[0][m_node].dtype == torch.bool
+    return attend(em, body, cap, node, a)
+
+
+def attend(em, body: Body, cap, node, a: dict) -> Val:
+    """Attention with the arguments of ``F.scaled_dot_product_attention`` (and ``bool_mask``)."""
     q, k, v = a["query"], a["key"], a["value"]
     axes = out_axes(cap, node)
     n = len(axes)
@@ -101,8 +108,6 @@ def sdpa(em, body: Body, cap, node, args, kwargs) -> Val:
               else f"sdpa<{S(q.axes[-2])}, {S(k.axes[-2])}, {E}, {S(v.axes[-1])}, {E}>")
         reads = [t.index(aligned(len(t.axes) - 2, lead, n - 2)) for t in (q, k, v)]
         return body.assign_lead(node.name, axes, lead, f"{fn}({', '.join(reads)})")
-    m_node = node.kwargs.get("attn_mask", node.args[3] if len(node.args) > 3 else None)
-    a["bool_mask"] = isinstance(m_node, fx.Node) and cap.values[0][m_node].dtype == torch.bool
     return _written_out(body, node, axes, lead, a, E if default else None)
 
 
@@ -135,3 +140,12 @@ def _weighted(body: Body, node, axes, head: str, att: str, value: str) -> Val:
     wire = body.fresh(node.name)
     body.say(f"{wire}[{head}i, f] = sum_j {att}[{head}i, j] * {value}")
     return Val.whole(wire, axes)
+
+
+def attention_of(em, body: Body, cap, node, found: dict, env: dict) -> Val:
+    """The eager attention ``pattern.py`` found, ending at ``node`` (its product with the values)."""
+    a = {name: (env[n] if isinstance(n, fx.Node) else n) for name, n in found.items()}
+    m = found["attn_mask"]
+    a.update(dropout_p=0.0, is_causal=False,
+             bool_mask=isinstance(m, fx.Node) and cap.values[0][m].dtype == torch.bool)
+    return attend(em, body, cap, node, a)

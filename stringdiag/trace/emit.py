@@ -12,11 +12,12 @@ import torch
 from torch import fx, nn
 from torch.utils import _pytree as pytree
 
-from .attention import multihead
+from .attention import attention_of, multihead
 from .body import Body, Definition, Use, ident, prefixed
 from .capture import Call, Capture, capture
 from .dims import Sizes, classify
 from .nodes import emit_node
+from .pattern import plan
 from .repeat import stack
 from .values import Val, lookup as _lookup, where_
 
@@ -53,8 +54,13 @@ class Emitter:
         env: dict[fx.Node, Any] = {}
         inputs, ins = [], []
         k = 0
+        eager = plan(cap.graph, cap.values[0])
         for node in cap.graph.nodes:
-            if node.op == "placeholder":
+            if node in eager.inner:
+                env[node] = None  # part of an attention, written at its last product
+            elif node in eager.attentions:
+                env[node] = attention_of(self, body, cap, node, eager.attentions[node], env)
+            elif node.op == "placeholder":
                 value = cap.values[0][node]
                 if isinstance(value, torch.Tensor):
                     axes = classify([run[node].shape for run in cap.values], node.name)
