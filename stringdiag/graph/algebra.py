@@ -60,12 +60,13 @@ def tensor(f: Hypergraph, g: Hypergraph) -> Hypergraph:
     return out
 
 
-def fresh(d: Hypergraph) -> Hypergraph:
+def fresh(d: Hypergraph, globals_too: bool = False) -> Hypergraph:
     """The same diagram with every weight set of its own renamed to a fresh identity: the
     instances of its definition boxes and the params of its local learnables (boxes that
     shared a set still share the new one; global learnables keep theirs). In an expanded
     diagram the instance a path starts with is renamed (``H#1/F`` becomes ``H@7/F``), so
-    that ``fresh`` and ``expand`` commute up to names.
+    that ``fresh`` and ``expand`` commute up to names. ``globals_too`` renames the global
+    learnables' sets as well (the second of two layers asked to have weights of its own).
 
     >>> from stringdiag import loads
     >>> h = loads('''dim d : fixed
@@ -82,7 +83,7 @@ def fresh(d: Hypergraph) -> Hypergraph:
     out.input_names = list(d.input_names)
     new: dict[str, str] = {}
     for _, a in out.graph.nodes(data=True):
-        _refresh(a, new)
+        _refresh(a, new, globals_too)
     return out
 
 
@@ -100,7 +101,7 @@ def _fresh_path(new: dict[str, str], path: str) -> str:
     return new[head] + sep + rest
 
 
-def _refresh(a: dict, new: dict[str, str]) -> None:
+def _refresh(a: dict, new: dict[str, str], globals_too: bool = False) -> None:
     """Rename a node's weight identities, and the instance paths that name them (``weights.py``)."""
     if a["kind"] == "wire":
         if a.get("scope"):
@@ -108,7 +109,7 @@ def _refresh(a: dict, new: dict[str, str]) -> None:
         return
     if a["box"] == "diagram":  # a box without an instance is its own (as expand numbers it)
         a["instance"] = _fresh_path(new, a["instance"]) if a.get("instance") else fresh_id(a["op"])
-    elif a["box"] == "learn" and a.get("local"):
+    elif a["box"] == "learn" and (globals_too or a.get("local")):
         a["param"] = _fresh_path(new, a.get("param", a["op"]))
     if "clusters" in a:
         a["clusters"] = tuple((c[0], _fresh_path(new, c[1]), *c[2:]) if c[0] == "def" else c for c in a["clusters"])
