@@ -253,6 +253,36 @@ def test_llama_decoder_layer_round_trips(hf, implementation):
     assert ("causal_sdpa<s, d2 + d2, d2 + d2, d2 + d2>" in t.text) != eager
 
 
+def test_a_whole_two_layer_llama_for_causal_lm_round_trips(hf):
+    """Token ids in, logits out: embed, RoPE from the module's inv_freq (a marked constant box),
+    Hugging Face's causal mask (None: the layers' attention is causal by itself), two layers as one
+    repeat, the final norm, the head."""
+    from transformers import LlamaForCausalLM
+
+    config = hf[2](vocab_size=50, hidden_size=12, num_attention_heads=3, num_key_value_heads=3, intermediate_size=20,
+                   head_dim=4, num_hidden_layers=2, tie_word_embeddings=False)
+    config._attn_implementation = "sdpa"
+    m = randomise(LlamaForCausalLM(config).double(), 9)
+    gen = torch.Generator().manual_seed(2)
+
+    def example(s):
+        return {"input_ids": torch.randint(0, 50, (2, s), generator=gen), "use_cache": False, "return_dict": False}
+
+    class Logits(nn.Module):  # the reference's logits alone (it returns a tuple)
+        def __init__(self):
+            super().__init__()
+            self.m = m
+
+        def forward(self, **e):
+            return self.m(**e)[0]
+    with casts_off():
+        t = round_trip(Logits(), example, lambda e: (e["input_ids"],))
+    assert "diagram LlamaForCausalLM(input_ids: [s] of d50) -> [s, d50]" in t.text
+    assert "layers_1 = repeat 2 LlamaDecoderLayer(embed_tokens_2, rotary_emb, rotary_emb_1)" in t.text
+    assert "causal_sdpa<s, d2 + d2, d2 + d2, d2 + d2>" in t.text
+    assert "abstract op_inv_freq :  -> [d2]" in t.text
+
+
 def test_the_command_writes_a_file_that_checks_and_renders(tmp_path, capsys):
     from stringdiag.cli.main import main
 

@@ -260,6 +260,8 @@ class Lowering:
         outs = [g.call_function(P.unflatten_batch, (self.env[w], batch, n_batch)) for w in d.outputs]
         g.output(outs[0] if len(outs) == 1 else tuple(outs))
         gm = fx.GraphModule(self.root, g, class_name=_ident(self.src.name))
+        if "dtype_ref" in gm._buffers:  # copied as a persistent buffer: keep it out of the state dict, as made
+            gm._non_persistent_buffers_set.add("dtype_ref")
         gm.graph.eliminate_dead_code()  # what fused paths made unnecessary (a mask nothing reads, say)
         gm.recompile()
         gm.weight_sets = dict(self.attrs)  # weight set -> attribute: what an oracle matches weights by

@@ -99,6 +99,7 @@ def trace(module: nn.Module, example_inputs, other_inputs=None, file: str | None
     module = module.eval()
     calls = _calls(module, example_inputs, other_inputs)
     em = Emitter()
+    em.vocabulary = next((m.num_embeddings for m in module.modules() if isinstance(m, nn.Embedding)), None)
     with torch.no_grad():
         em.define(module, calls)  # the first pass learns how sizes are cut
         em.reset()

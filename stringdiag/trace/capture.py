@@ -8,6 +8,7 @@ that each becomes a definition of its own (or one of the boxes that ``modules.py
 its arguments in each run are recorded for tracing it in turn."""
 from __future__ import annotations
 
+import contextlib
 import inspect
 import re
 import sys
@@ -23,6 +24,7 @@ from ..errors import DiagError
 
 SLOTS = 16  # tensors one call may take
 _SLOT = object()  # where a tensor of the call goes
+WRAPPED = ("create_causal_mask",)  # Hugging Face's mask builder: recognised whole (ops.causal_mask)
 
 
 @dataclass
@@ -156,6 +158,42 @@ def _caller() -> str:
     return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "<unknown>"
 
 
+def _one_call(fn):
+    """``fn`` as one node of the graph when given proxies (so that ``ops.py`` sees it whole)."""
+    def wrapped(*args, **kwargs):
+        proxies = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, fx.Proxy)]
+        if not proxies:
+            return fn(*args, **kwargs)
+        simple = (fx.Proxy, int, float, bool, str, type(None))
+        kept = {k: v for k, v in kwargs.items() if isinstance(v, simple)}
+        bound = {k: v for k, v in kwargs.items() if k not in kept}  # a config object, say: not a graph argument
+
+        def call(*a, **kw):
+            return fn(*a, **kw, **bound)
+        call.__name__ = fn.__name__
+        return proxies[0].tracer.create_proxy("call_function", call, args, kept)
+    wrapped.__name__ = fn.__name__
+    return wrapped
+
+
+@contextlib.contextmanager
+def _whole(names=WRAPPED):
+    """While tracing, the functions ``names`` of the libraries loaded are single calls."""
+    patched = []
+    for mod in list(sys.modules.values()):
+        if getattr(mod, "__name__", "").startswith("transformers."):
+            for name in names:
+                fn = getattr(mod, name, None)
+                if inspect.isfunction(fn):
+                    patched.append((mod, name, fn))
+                    setattr(mod, name, _one_call(fn))
+    try:
+        yield
+    finally:
+        for mod, name, fn in patched:
+            setattr(mod, name, fn)
+
+
 def _fetch(root: nn.Module, target: str) -> Any:
     at: Any = root
     for part in target.split("."):
@@ -204,7 +242,8 @@ def capture(module: nn.Module, calls: list[Call]) -> Capture:
     concrete = {f"t{k}": None for k in range(n_tensors, SLOTS)}
     try:
         tensors = [v for v in calls[0].leaves()[0] if isinstance(v, torch.Tensor)]
-        graph = _Tracer(module, tensors).trace(wrapper, concrete_args=concrete)
+        with _whole():
+            graph = _Tracer(module, tensors).trace(wrapper, concrete_args=concrete)
     except Exception as e:  # torch.fx says why in its own words: data-dependent control flow, say
         raise DiagError(f"torch.fx cannot trace {type(module).__name__}: {e}") from None
     gm = fx.GraphModule(wrapper, graph)

@@ -39,8 +39,8 @@ def from_torch(y: torch.Tensor, axes, lead: torch.Size) -> torch.Tensor:
     """Back from torch's layout to the compiled one, ``lead`` the leading axes the inputs had."""
     y = y.reshape([s for t, s in enumerate(y.shape) if axes[t].kind is not Kind.ONE])
     b = _batch(axes)
-    if b is None:
-        return y.expand(*lead, *y.shape)
+    if b is None:  # the same for every row of the batch: one row, which broadcasts
+        return y.reshape(*[1] * max(len(lead), 1), *y.shape)
     b -= sum(1 for a in axes[:b] if a.kind is Kind.ONE)
     y = y.movedim(b, 0)
     return y.reshape(*lead, *y.shape[1:])

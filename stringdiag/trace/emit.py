@@ -5,6 +5,7 @@ Two passes over the same captures: the first learns how sizes are cut (``dims.Si
 second writes with those cuts frozen, so that a size is written the same way everywhere."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +13,7 @@ import torch
 from torch import fx, nn
 from torch.utils import _pytree as pytree
 
+from ..errors import DiagError
 from .attention import attention_of, multihead
 from .body import Body, Definition, Use, ident, prefixed
 from .capture import Call, Capture, capture
@@ -30,6 +32,16 @@ class Emitter:
     fixed: dict = field(default_factory=dict)  # opaque box name -> Opaque
     warnings: list = field(default_factory=list)
     reserved: set = field(default_factory=set)
+
+    vocabulary: int | None = None  # the rows of the module's embedding table: what token ids range over
+
+    def ids(self, value: torch.Tensor) -> str:
+        """`` of V`` for a tensor of token ids (integers), read by an ``nn.Embedding`` of V rows."""
+        if value.dtype.is_floating_point or value.dtype == torch.bool:
+            return ""
+        if self.vocabulary is None:
+            raise DiagError("an integer input, but the module has no nn.Embedding to say what it ranges over")
+        return f" of {self.sizes.expr(self.vocabulary)}"
 
     def reset(self) -> None:
         self.texts, self.fixed, self.warnings = {}, {}, []
@@ -68,7 +80,8 @@ class Emitter:
                     env[node] = Val.whole(name, axes)
                     if node.users:
                         inputs.append(k)
-                        ins.append(f"{name}: {body.type_of(axes)}")
+                        ids = self.ids(value) if any(_takes_ids(cap, u) for u in node.users) else ""
+                        ins.append((name, f"{name}: {body.type_of(axes)}{ids}"))
                     k += 1
                 else:
                     env[node] = value
@@ -78,7 +91,9 @@ class Emitter:
                 sig = ", ".join(body.type_of(v.axes) for v in outs)
             else:
                 env[node] = emit_node(self, body, cap, node, env)
-        return self.write(type(module).__name__, ins, sig, body, inputs)
+        read = [n for n, _ in ins if _reads(body, n)]  # passed on to a use that takes it not: no input
+        return self.write(type(module).__name__, [d for n, d in ins if n in read],
+                          sig, body, [k for k, (n, _) in zip(inputs, ins) if n in read])
 
     def write(self, cls: str, ins: list[str], sig: str, body: Body, inputs: list[int]) -> Definition:
         lines = stack(body)
@@ -108,3 +123,20 @@ class Emitter:
         return "\n".join(head) + "\n\n" + "\n\n".join(defs) + "\n"
 
 
+
+
+def _takes_ids(cap: Capture, user: fx.Node) -> bool:
+    """Whether an integer input is token ids: read by an nn.Embedding, or handed to a submodule
+    (whose own definition says); positions computed with are real numbers."""
+    return user.op == "call_module" and (isinstance(cap.submodule(user), nn.Embedding)
+                                         or not _is_leaf_box(cap.submodule(user)))
+
+
+def _is_leaf_box(m: nn.Module) -> bool:
+    return isinstance(m, (nn.Linear, nn.LayerNorm, nn.Dropout, nn.Identity))
+
+
+def _reads(body: Body, wire: str) -> bool:
+    """Whether a statement of the body reads ``wire``."""
+    pattern = re.compile(rf"(?<![\w.]){re.escape(wire)}(?!\w)")
+    return any(pattern.search(x.text() if isinstance(x, Use) else x.split("=", 1)[-1]) for x in body.lines)

@@ -12,7 +12,7 @@ from .body import Body, Use, ident
 from .capture import Capture
 from .dims import classify
 from .ops import SCALAR, scalar
-from .values import Val, lookup, number, out_axes
+from .values import Val, aligned, letters_for, lookup, number, out_axes
 
 ACTIVATIONS = {  # class name -> the scalar template
     "ReLU": "relu({0})", "Tanh": "tanh({0})", "Sigmoid": "sigmoid({0})", "SiLU": "{0} * sigmoid({0})",
@@ -46,6 +46,14 @@ def emit_module(em, body: Body, cap: Capture, node: fx.Node, env: dict) -> Any:
         body.weights += [(f"{wire}.weight", f"{attr}.weight", False), (f"{wire}.bias", f"{attr}.bias", False)]
         body.say(f"{wire} = layernorm_eps({body.whole(x)}, {number(m.eps)})")
         return Val.whole(wire, out_axes(cap, node))
+    if isinstance(m, nn.Embedding) and m.padding_idx is None and m.max_norm is None:
+        S = body.em.sizes.expr
+        box = body.learn(ident(attr), f"-> [{S(m.num_embeddings)}, {S(m.embedding_dim)}]", [("weight", f"{attr}.weight",
+                                                                                             False)])
+        axes = out_axes(cap, node)
+        rows = {t: c for t, c in letters_for(axes).items() if t < len(axes) - 1}  # the ids' axes; a row each
+        return body.assign_lead(attr, axes, rows, f"embed({x.index(aligned(len(x.axes), rows, len(axes) - 1))}, "
+                                                  f"{box}())")
     if cls in ACTIVATIONS or isinstance(m, nn.GELU):
         t = ACTIVATIONS.get(cls) or ("gelu_tanh({0})" if m.approximate == "tanh" else "gelu({0})")
         return scalar(t)(em, body, cap, node, (x,), {})

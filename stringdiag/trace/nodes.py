@@ -13,11 +13,12 @@ from .attention import sdpa
 from .body import Body, ident
 from .capture import Capture
 from .modules import emit_module
-from .ops import OPS, opaque
+from .ops import OPS, constant, opaque
 from .values import Val, lookup, op_name, out_axes
 
 
 HANDLERS = {**OPS, "scaled_dot_product_attention": sdpa}
+MADE = {"arange", "create_causal_mask"}  # what makes a tensor from sizes alone and still has a box
 
 
 def is_tensorish(value: Any) -> bool:
@@ -33,9 +34,9 @@ def emit_node(em, body: Body, cap: Capture, node: fx.Node, env: dict) -> Any:
     if not is_tensorish(value):
         return value  # a size, a dtype, a flag: known in every run
     args, kwargs = lookup(env, node.args), lookup(env, dict(node.kwargs))
-    if not any(isinstance(v, Val) for v in pytree.tree_leaves((args, kwargs))) and node.op != "call_module":
-        return opaque(em, body, cap, node, args, kwargs, "it makes a tensor from nothing")
     handler = HANDLERS.get(op_name(node))
+    if not any(isinstance(v, Val) for v in pytree.tree_leaves((args, kwargs))) and op_name(node) not in MADE:
+        return opaque(em, body, cap, node, args, kwargs, "it makes a tensor from nothing")
     if handler is None:
         return opaque(em, body, cap, node, args, kwargs, "the language has no box for it")
     try:
@@ -52,10 +53,7 @@ def _attribute(em, body: Body, cap: Capture, node: fx.Node) -> Any:
     if not node.users:
         return value  # read only by Python (``self.bias is None``), never computed with
     if not isinstance(value, torch.nn.Parameter):
-        if isinstance(value, torch.Tensor):
-            raise DiagError(f"{type(cap.module).__name__}.{path} is a buffer, not a parameter: constant tensors are "
-                            "not in the language yet")
-        return value
+        return constant(em, body, cap, node, value, path) if isinstance(value, torch.Tensor) else value
     axes = out_axes(cap, node)
     box = body.learn(ident(path), f"-> {body.type_of(axes)}", [("weight", path, False)])
     return Val.whole(f"{box}()", axes)

@@ -42,6 +42,8 @@ def scalar(template: str):
         if set(kwargs) - {"approximate", "inplace", "out"} or kwargs.get("out") is not None:
             raise DiagError(f"'{node.target}' with {sorted(kwargs)}")
         axes = out_axes(cap, node)
+        if template == SCALAR["mul"] and 1 in args[1:] and isinstance(args[0], Val):  # x * 1.0: x itself
+            return args[0].relabel(axes)
         return body.assign(node.name, axes,
                            lambda L: template.format(*[operand(a, L, len(axes)) for a in args]))
     return handler
@@ -247,7 +249,8 @@ def cut(body: Body, node: fx.Node, x: Val, key: tuple, axes) -> Val:
             raise DiagError("an index by a tensor")
     if picks:
         return _index(body, node, x, picks, spans, axes)
-    if not spans:
+    spans = [(t, sl) for t, sl in spans if sl.indices(x.axes[t].size)[:2] != (0, x.axes[t].size)]
+    if not spans:  # every slice the whole axis (``x[:, 0:]``)
         return x.relabel(axes)
     if len(spans) > 1 or spans[0][0] != n - 1 or spans[0][1].step not in (None, 1):
         raise DiagError("a slice other than of the last axis")
@@ -343,6 +346,44 @@ def _opaque_one(em, body: Body, cap: Capture, node: fx.Node, args, kwargs, why: 
     return Val.whole(wire, axes)
 
 
+def constant(em, body: Body, cap: Capture, node: fx.Node, value: torch.Tensor, path: str) -> Val:
+    """A buffer (RoPE's ``inv_freq``, say): a marked box with no inputs that gives its values."""
+    axes = out_axes(cap, node)
+    name = _fixed_name(em, ident(path))
+    em.fixed[name] = Opaque(name, f"buffer {path}", _const(value.detach().clone()), (), {}, [], axes)
+    em.warn(node, f"the buffer '{path}' is a constant tensor, which the language has not: kept as the marked box "
+                  f"'{name}' (abstract in the file; Traced.compile gives its values)")
+    wire = body.fresh(path)
+    body.say(f"{wire} = {name}()")
+    return Val.whole(wire, axes)
+
+
+def _const(t: torch.Tensor):
+    return lambda: t
+
+
+def arange(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+    """``torch.arange(n)`` for n the sequence's length or a fixed size: the prelude's ``positions``."""
+    if len(args) != 1 or set(kwargs) - {"device", "dtype"}:
+        raise DiagError("an arange other than torch.arange(n)")
+    axes = out_axes(cap, node)
+    return body.assign_lead(node.name, axes, {}, f"positions<{body.em.sizes.axis(axes[0])}>()")
+
+
+def causal_mask(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Any:
+    """Hugging Face's ``create_causal_mask`` with no padding and no cache: None (the attention is
+    then causal by itself) or the prelude's ``causal`` mask, as the examples show it is."""
+    value = cap.values[0][node]
+    if value is None:
+        return None
+    if kwargs.get("attention_mask") is not None or kwargs.get("cache") is not None or value.dtype != torch.bool:
+        raise DiagError("create_causal_mask with padding or a cache")
+    axes = out_axes(cap, node)
+    if not all(torch.equal(run[node], torch.ones_like(run[node]).tril()) for run in cap.values):
+        raise DiagError("create_causal_mask that is not the causal mask")
+    return body.assign_lead(node.name, axes, {}, f"causal<{body.em.sizes.axis(axes[-1])}>()")
+
+
 def _field(value, key) -> int:
     """The position of ``key`` (an index, or a field of a named tuple: ``cummax(x).values``)."""
     if not isinstance(key, str):
@@ -354,6 +395,8 @@ def getattr_(em, body, cap, node, args, kwargs) -> Any:
     obj, key = args[0], args[1]
     if isinstance(obj, tuple):
         return obj[_field(cap.values[0][node.args[0]], key)]
+    if not isinstance(obj, Val):  # a model output: a record of values
+        return getattr(obj, key)
     raise DiagError(f"the attribute '{key}' of a tensor")
 
 
@@ -385,5 +428,5 @@ OPS.update({
     "mean": reduce("mean"), "sum": reduce("sum"), "transpose": transpose, "permute": transpose, "t": transpose,
     "to": cast, "type": cast, "float": cast, "double": cast, "half": cast, "bfloat16": cast,
     "dropout": dropout, "getitem": getitem, "split": split, "chunk": split, "cat": cat, "concat": cat,
-    "getattr": getattr_,
+    "getattr": getattr_, "arange": arange, "create_causal_mask": causal_mask,
 })
