@@ -187,6 +187,7 @@ def _factor(e: str) -> str:
 
 
 def transpose(em, body, cap, node, args, kwargs) -> Val:
+    """``transpose``/``permute``/``t``: no statement, only the places of the axes on the wire move."""
     x = args[0]
     n = len(x.axes)
     op = op_label(node)
