@@ -70,7 +70,7 @@ def _expand(d: Hypergraph, keep: Keep = frozenset(), path: str = "",
     sub = sub or {}
     for w in d.inputs:
         t = substitute_type(d.wire_type(w), sub)
-        nw = out.add_wire(t, name=d.graph.nodes[w]["name"], pos=d.graph.nodes[w]["pos"])
+        nw = out.add_wire(t, name=d.graph.nodes[w]["name"], pos=d.graph.nodes[w]["pos"], of=d.id_range(w))
         out.inputs.append(nw)
         env[w] = (nw, tuple(range(len(t))))
     _inline(out, d, env, context=(), sub=dict(sub or {}), path=path, keep=keep, unroll=unroll, trace=trace)
