@@ -303,3 +303,22 @@ def test_the_command_writes_a_file_that_checks_and_renders(tmp_path, capsys):
     assert capsys.readouterr().err.startswith(f"error: tracing {src}:Block on the examples raised RuntimeError")
     assert main(["trace", f"{src}:Block", "--example", "2x5x8", "-o", "/proc/no/such/dir/x.diag"]) == 1
     assert capsys.readouterr().err.startswith("error: cannot write /proc/no/such/dir/x.diag")
+
+
+class Functional(nn.Module):
+    """A module's own tensors used through torch.nn.functional, not through submodules."""
+
+    def __init__(self):
+        super().__init__()
+        self.w, self.b = nn.Parameter(torch.randn(4, 6)), nn.Parameter(torch.randn(4))
+        self.v = nn.Parameter(torch.randn(4, 6))
+
+    def forward(self, x):
+        return torch.nn.functional.linear(x, self.w, self.b) + torch.nn.functional.linear(x, self.v)
+
+
+def test_functional_linear_is_a_contraction_with_the_modules_tensors():
+    m = randomise(Functional().double())
+    t = round_trip(m, lambda s: torch.randn(2, s, 6, dtype=torch.float64), lambda x: (x,))
+    assert not t.warnings and "op_" not in t.text
+    assert "sum_z x_[i, z] * w_()[a, z] + b_()[a]" in t.text and "sum_z x_[i, z] * v_()[a, z]" in t.text

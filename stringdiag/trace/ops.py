@@ -72,6 +72,25 @@ def matmul(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
     return body.assign(node.name, axes, expr)
 
 
+def linear(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+    """``F.linear(x, W, b)`` with W, b tensors of the module (learnable tensors):
+    ``y[..., a] = sum_z x[..., z] * W[a, z] + b[a]``."""
+    x, w = args[0], args[1] if len(args) > 1 else kwargs.get("weight")
+    b = args[2] if len(args) > 2 else kwargs.get("bias")
+    if not (isinstance(x, Val) and isinstance(w, Val)) or len(w.axes) != 2 or not all(a.kept for a in w.axes) \
+            or not x.axes[-1].kept or not (b is None or isinstance(b, Val) and len(b.axes) == 1):
+        raise DiagError("linear of these operands")
+    axes = out_axes(cap, node)
+    n = len(axes)
+
+    def expr(L):
+        lx = aligned(len(x.axes) - 1, L, n - 1)
+        lx[len(x.axes) - 1] = "z"
+        prod = f"sum_z {x.index(lx)} * {w.index({0: L.get(n - 1), 1: 'z'})}"
+        return prod if b is None else f"{prod} + {b.index({0: L.get(n - 1)})}"
+    return body.assign(node.name, axes, expr)
+
+
 def einsum(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
     eq, ops = args[0], args[1:]
     ops = ops[0] if len(ops) == 1 and isinstance(ops[0], (list, tuple)) else ops
@@ -425,7 +444,7 @@ def _fixed_name(em, label: str) -> str:
 OPS = {name: scalar(t) for name, t in SCALAR.items()}
 OPS.update({name: relabel for name in RELABEL})
 OPS.update({
-    "gelu": gelu, "matmul": matmul, "bmm": matmul, "einsum": einsum, "softmax": softmax,
+    "gelu": gelu, "matmul": matmul, "bmm": matmul, "einsum": einsum, "softmax": softmax, "linear": linear,
     "mean": reduce("mean"), "sum": reduce("sum"), "transpose": transpose, "permute": transpose, "t": transpose,
     "to": cast, "type": cast, "float": cast, "double": cast, "half": cast, "bfloat16": cast,
     "dropout": dropout, "getitem": getitem, "split": split, "chunk": split, "cat": cat, "concat": cat,
