@@ -51,6 +51,7 @@ NOT_RUN = {
     ("reproductions.md", "a minute of enumeration, every reading varied"),
     ("reproductions.md", "a study of many hours on this CPU"),
     ("benchmarks.md", "a minute of timing, run here with its figures below"),
+    ("pictures.md", "LaTeX, for a paper that inputs the picture"),
 }
 
 FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
