@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
@@ -40,7 +39,7 @@ from typing import Any, Callable, Iterable, Mapping
 from ..graph.constants import dims_in
 from ..graph.decls import Approximator
 from ..graph.diagram import Diagram
-from ..graph.hypergraph import count_value, repeated
+from ..graph.hypergraph import count_value, per_graph_cache, repeated
 from ..graph.types import Dim, show_type, substitute_type
 from ..errors import DiagError
 from .monomials import Monomial, monomials, multiply, prune
@@ -54,24 +53,11 @@ Ints = tuple
 
 # -- a definition's body, in the order expand() inlines it ------------------------------
 
-_bodies: "weakref.WeakKeyDictionary[object, tuple]" = weakref.WeakKeyDictionary()
-
-
-def _version(d: Diagram) -> tuple:
-    # node ids only grow, so (last id, node count, edge count) changes with any edit (as in expand.py)
-    return d.version()
-
-
-def _body(d: Diagram) -> tuple[tuple, list[tuple[int, dict, list, list]]]:
+@per_graph_cache
+def _body(d: Diagram) -> tuple[int, list[tuple[int, dict, list, list]]]:
     """The graph's version, and (box, node, inputs (wire, axes), output wires) in topological
-    order: cached per graph (counting a networkx multigraph's edges takes a pass over them,
-    so a query asks once per definition)."""
-    v = _version(d)
-    hit = _bodies.get(d.graph)
-    if hit is None or hit[0] != v:
-        hit = (v, [(b, d.box(b), d.box_inputs(b), d.box_outputs(b)) for b in d.topological_boxes()])
-        _bodies[d.graph] = hit
-    return hit
+    order: cached per graph."""
+    return d.version(), [(b, d.box(b), d.box_inputs(b), d.box_outputs(b)) for b in d.topological_boxes()]
 
 
 def _inlined(node: Mapping) -> bool:
@@ -196,22 +182,22 @@ class Shape:
 
 
 _serials = itertools.count()
-_shapes: "weakref.WeakKeyDictionary[object, tuple]" = weakref.WeakKeyDictionary()
 
 
 def shape(d: Diagram) -> Shape:
     """The summary of ``d`` as a definition, each reachable definition computed once
     (cached per definition while neither it nor anything it uses changes)."""
     done: dict[int, Shape] = {}
-    for x, version, body in _post_order(d, _opened):
+    for x, _version, body in _post_order(d, _opened):
         callees = tuple(done[id(node["ref"].graph)].serial for _b, node, _i, _o in body if _opened(node))
-        key = (version, callees)
-        hit = _shapes.get(x.graph)
-        if hit is None or hit[0] != key:
-            hit = (key, _shape(x, body, done))
-            _shapes[x.graph] = hit
-        done[id(x.graph)] = hit[1]
+        done[id(x.graph)] = _cached_shape(x, callees, body, done)
     return done[id(d.graph)]
+
+
+@per_graph_cache(key=lambda x, callees, body, done: callees)
+def _cached_shape(x: Diagram, callees: tuple, body: list, done: dict) -> Shape:
+    """:func:`_shape`, kept while the definition and the summaries of its callees stay."""
+    return _shape(x, body, done)
 
 
 def _local(d: Diagram, w: int, axes: tuple) -> list[Dim]:

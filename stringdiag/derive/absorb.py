@@ -37,7 +37,7 @@ def absorb(cur: Diagram, wire: str, into: str, learner: BoxDecl | str) -> Outcom
     for r in readers:
         (_replace_matrix if matrix else _reread)(out, r, w, u, decl)
     if matrix:
-        out.graph.remove_nodes_from([matrix, *out.box_outputs(matrix)])
+        out.remove_box(matrix)
     drop_dead(out, region)  # the map goes once nothing reads what it makes
     what = ", ".join(sorted({cur.box(b)["op"] for b in region if cur.box(b)["box"] in ("learn", "diagram")}))
     return Outcome(out, ABSORB, f"given the map making {wire} ({what}) invertible: {into} ∘ it is {decl.name}")
@@ -156,26 +156,20 @@ def _learner_node(decl: BoxDecl, simd, old: dict) -> dict:
 
 def _reread(out: Diagram, r: int, w: int, u: int, decl: BoxDecl) -> None:
     """The learner ``r`` reads ``u`` where it read ``w``, as the new learner."""
-    g = out.graph
-    node = g.nodes[r]
     for port, (x, axes) in enumerate(out.box_inputs(r)):
         if x == w:
-            g.remove_edge(w, r, key=port)
-            g.add_edge(u, r, key=port, axes=(axes[0], *range(len(out.wire_type(u)) - 1)))
-    node.update(_learner_node(decl, node["simd"], node))
+            out.rewire(r, port, u, (axes[0], *range(len(out.wire_type(u)) - 1)))
+    node = out.box(r)
+    out.replace(r, **_learner_node(decl, node["simd"], node))
 
 
 def _replace_matrix(out: Diagram, c: int, w: int, u: int, decl: BoxDecl) -> None:
     """The contraction applying the matrix to ``w`` becomes the learner, applied to ``u``."""
-    g = out.graph
-    node = g.nodes[c]
+    node = out.box(c)
     label, n = node["simd"][0]
     (y,) = out.box_outputs(c)
-    g.remove_node(c)
-    b = out.new_id()
-    g.add_node(b, kind="box", **_learner_node(decl, ((label, n),), node))
-    g.add_edge(u, b, key=0, axes=(label, *range(len(out.wire_type(u)) - 1)))
-    g.add_edge(b, y, key=0)
+    out.remove_box(c, outputs=False)
+    out.place(_learner_node(decl, ((label, n),), node), [(u, (label, *range(len(out.wire_type(u)) - 1)))], [y])
 
 
 __all__ = ["absorb"]

@@ -76,23 +76,20 @@ def _cone(d: Diagram, w: int) -> set[int]:
 def _lift(d: Diagram, x: int, w: int, cone: set[int], n: Dim) -> None:
     """Every box downstream of ``w`` once per position; ``w`` read from ``x``'s rows (where
     ``w`` is an output of the diagram, the output is ``x``: the state, once per position)."""
-    g = d.graph
     d.outputs[:] = [x if o == w else o for o in d.outputs]
     for b in [b for b in d.topological_boxes() if b in cone]:
-        node = g.nodes[b]
+        node = d.box(b)
         label = _broadcast(d, b, cone, n)
         if label is None:
             taken = {lab for lab, _ in node["simd"]} | {lab for lab, _ in node.get("summed", ())}
             label = next(c for c in ("i", "i'", "i''", "p", "q") if c not in taken)
-            node["simd"] = ((label, n), *node["simd"])
-            node["display"] = {**node.get("display", {}), label: label}
-            node["clusters"] = (("simd", ("plug", 0), label, n, False), *node.get("clusters", ()))
+            d.replace(b, simd=((label, n), *node["simd"]), display={**node.get("display", {}), label: label},
+                      clusters=(("simd", ("plug", 0), label, n, False), *node.get("clusters", ())))
             for o in d.box_outputs(b):
-                g.nodes[o]["type"] = (n, *d.wire_type(o))
+                d.replace(o, type=(n, *d.wire_type(o)))
         for port, (v, axes) in enumerate(d.box_inputs(b)):
             if v in cone:
-                g.remove_edge(v, b, key=port)
-                g.add_edge(x if v == w else v, b, key=port, axes=(label, *axes))
+                d.rewire(b, port, x if v == w else v, (label, *axes))
 
 
 def _broadcast(d: Diagram, b: int, cone: set[int], n: Dim) -> str | None:
@@ -108,30 +105,25 @@ def _broadcast(d: Diagram, b: int, cone: set[int], n: Dim) -> str | None:
 
 def _splice_identities(d: Diagram, cone: set[int]) -> None:
     """A reindex that now hands its input on unchanged is no box at all."""
-    g = d.graph
     for b in [b for b in list(d.boxes()) if b in cone and d.box(b)["box"] == "reindex"]:
         (v, axes), = d.box_inputs(b)
         (o,) = d.box_outputs(b)
         if tuple(axes) != tuple(lab for lab, _ in d.box(b)["simd"]) or d.wire_type(v) != d.wire_type(o):
             continue
-        for r, port in d.consumers(o):
-            a = g.edges[o, r, port]
-            g.add_edge(v, r, key=port, **a)
-        d.outputs[:] = [v if y == o else y for y in d.outputs]
-        g.remove_nodes_from([b, o])
+        d.replace_uses(o, v)
+        d.remove_box(b)
 
 
 def _drop_unread(d: Diagram) -> list[str]:
     """Boxes nothing reads, then inputs nothing reads: they leave the diagram."""
-    g = d.graph
     drop_dead(d)
     dropped = []
     for k in reversed(range(len(d.inputs))):
         w = d.inputs[k]
-        if not g.out_degree(w) and w not in d.outputs:
+        if not d.consumers(w) and w not in d.outputs:
             dropped.append(d.input_names[k])
             del d.inputs[k], d.input_names[k]
-            g.remove_node(w)
+            d.remove_wire(w)
     return dropped[::-1]
 
 

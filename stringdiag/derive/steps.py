@@ -82,34 +82,19 @@ def copy_box(d: Diagram, box: int, readers: list[tuple[int, int]]) -> Diagram:
     the box per reader. Returns a new diagram where ``readers`` ((box, port) pairs of one
     output) read a fresh copy of ``box``; everything else still reads the original."""
     out = d.copy()
-    g = out.graph
-    node = dict(g.nodes[box])
-    ins = out.box_inputs(box)
     outs = out.box_outputs(box)
     if not readers:
         raise DiagError("name the readers that get the copy")
     wanted = {}
     for r, port in readers:
-        hits = [k for k, w in enumerate(outs) if g.has_edge(w, r, key=port)]
+        hits = [k for k, w in enumerate(outs) if (r, port) in out.consumers(w)]
         if not hits:
             raise DiagError(f"box {r} does not read box {box} at port {port}")
         wanted[(r, port)] = hits[0]
-    b = out.new_id()
-    attrs = {k: v for k, v in node.items() if k != "kind"}
-    g.add_node(b, kind="box", **attrs)
-    for port, (w, axes) in enumerate(ins):
-        g.add_edge(w, b, key=port, axes=axes)
-    fresh = []
-    names = WireNames(out)
-    for port, w in enumerate(outs):
-        name = g.nodes[w].get("name")  # the copy's wire is a' beside a, so that steps can name either
-        nw = out.add_wire(out.wire_type(w), name=names.fresh_name(name), pos=g.nodes[w].get("pos"))
-        g.add_edge(b, nw, key=port)
-        fresh.append(nw)
+    names = WireNames(out)  # the copy's wire is a' beside a, so that steps can name either
+    _, fresh = out.clone_box(box, [names.fresh_name(out.wire_label(w)) for w in outs])
     for (r, port), k in wanted.items():
-        a = g.edges[outs[k], r, port]
-        g.remove_edge(outs[k], r, key=port)
-        g.add_edge(fresh[k], r, key=port, **a)
+        out.rewire(r, port, fresh[k])
     return out
 
 
@@ -151,14 +136,7 @@ def prune(cur: Diagram) -> Outcome:
 def drop_dead(d: Diagram, among: set[int] | None = None) -> int:
     """Delete, in place, the boxes (of ``among``, or any) none of whose outputs is read or
     an output of the diagram, until none is left; how many went."""
-    g = d.graph
-    removed = 0
-    while dead := [b for b in d.boxes() if (among is None or b in among)
-                   and not any(g.out_degree(w) or w in d.outputs for w in d.box_outputs(b))]:
-        for b in dead:
-            g.remove_nodes_from([b, *d.box_outputs(b)])
-        removed += len(dead)
-    return removed
+    return d.drop_dead(among)
 
 
 def wire_named(d: Diagram, name: str) -> int:

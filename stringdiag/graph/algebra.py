@@ -137,6 +137,7 @@ def _paste(out: Hypergraph, d: Hypergraph, glue: dict[int, int]) -> dict[int, in
             out.graph.add_node(new[n], **_node_attrs(a, names, frames))
     for u, v, k, a in d.graph.edges(keys=True, data=True):
         out.graph.add_edge(new[u], new[v], key=k, **a)
+    out.edited()
     return new
 
 

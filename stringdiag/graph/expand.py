@@ -14,12 +14,11 @@ at ``B#1/`` when shared (one set). One pass, linear in the size of the result.
 """
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from typing import Callable, Mapping, Union
 
 from ..errors import DiagError
-from .hypergraph import Hypergraph, count_value, repeated
+from .hypergraph import Hypergraph, count_value, per_graph_cache, repeated
 from .gcpause import gc_paused
 from .constants import show as show_const, substitute as substitute_const
 from .types import Dim, substitute_type
@@ -224,24 +223,14 @@ def _attrs(node: dict, rename: dict, scope: _Scope, instance: str | None) -> dic
     return attrs
 
 
-_plans: "weakref.WeakKeyDictionary[object, tuple[int, list]]" = weakref.WeakKeyDictionary()
-
-
+@per_graph_cache
 def _plan(src: Hypergraph) -> list:
     """The boxes of a definition in order with their ports, computed once per definition."""
-    key = src.graph
-    # node ids only grow, so (last id, node count, edge count) changes with any edit
-    size = src.version()
-    cached = _plans.get(key)
-    if cached is None or cached[0] != size:
-        plan = []
-        for b in src.topological_boxes():
-            outs = src.box_outputs(b)
-            plan.append((b, src.box(b), src.box_inputs(b), outs,
-                         [src.local_out_type(b, p) for p in range(len(outs))]))
-        cached = (size, plan)
-        _plans[key] = cached
-    return cached[1]
+    plan = []
+    for b in src.topological_boxes():
+        outs = src.box_outputs(b)
+        plan.append((b, src.box(b), src.box_inputs(b), outs, [src.local_out_type(b, p) for p in range(len(outs))]))
+    return plan
 
 
 def simd_index(label: str, simd: tuple) -> int:

@@ -47,12 +47,11 @@ kept as the reference for tests.
 from __future__ import annotations
 
 import hashlib
-import weakref
 from operator import attrgetter, itemgetter
 
 import networkx as nx
 
-from .hypergraph import Hypergraph, loop_tag
+from .hypergraph import Hypergraph, loop_tag, per_graph_cache
 from .gcpause import gc_paused
 from .weights import weight_key
 
@@ -617,18 +616,15 @@ def canonical_hash(d: Hypergraph) -> str:
         return h.hexdigest()
 
 
-_definitions: "weakref.WeakKeyDictionary[object, tuple]" = weakref.WeakKeyDictionary()
-
-
 def definition_key(defn: Hypergraph) -> tuple[str, str]:
     """What a definition computes, for telling two definitions apart: its name and the hash of
     its body (two files may each define a ``dot`` and mean different things). Cached."""
-    version = defn.version()
-    hit = _definitions.get(defn.graph)
-    if hit is None or hit[0] != version:
-        hit = (version, (defn.name, canonical_hash(defn)))
-        _definitions[defn.graph] = hit
-    return hit[1]
+    return defn.name, _body_hash(defn)
+
+
+@per_graph_cache
+def _body_hash(defn: Hypergraph) -> str:
+    return canonical_hash(defn)
 
 
 def _confirm(ca: _Colouring, cb: _Colouring) -> bool:

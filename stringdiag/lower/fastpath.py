@@ -36,10 +36,7 @@ def commuted(rule: Rule) -> list[Rule]:
     for order in orders:
         side = lhs.copy()
         for b, perm in zip(products, order):
-            edges = list(side.graph.in_edges(b, keys=True, data=True))
-            side.graph.remove_edges_from([(w, b, k) for w, _, k, _ in edges])
-            for w, _, k, attrs in edges:
-                side.graph.add_edge(w, b, key=perm[k], **attrs)
+            side.permute_inputs(b, perm)
         out.append(dataclasses.replace(rule, lhs=side))
     return out
 
@@ -108,5 +105,5 @@ def fused(d: Diagram, memo: dict | None = None) -> Diagram:
         if key not in memo:
             memo[key] = fused(node["ref"], memo)
             fuse(memo[key])
-        node["ref"] = memo[key]
+        out.replace(b, ref=memo[key])
     return out

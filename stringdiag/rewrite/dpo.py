@@ -17,11 +17,11 @@ axis iterated (``y[i, c] = sum_j ...``), the form matching reads them in.
 """
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 from ..errors import DiagError
 from ..graph.diagram import Diagram
+from ..graph.hypergraph import per_graph_cache
 from ..graph.constants import show as show_const, substitute as substitute_const
 from ..graph.types import Dim, show_type
 from ..graph.weights import fresh_instance, instances, tie
@@ -46,9 +46,8 @@ def rewrite(target: Diagram, match: Match, replacement: Diagram | None = None, *
             in_place: bool = False) -> Diagram:
     """The target with the match replaced by the other side of its rule (or ``replacement``).
 
-    Returns a new diagram unless ``in_place`` (then ``index``, if given, is kept current).
-    Rewrite in place only a diagram that nothing has expanded yet: ``expand`` caches its
-    plan of a graph by the graph's size, which a rewrite may leave unchanged.
+    Returns a new diagram unless ``in_place`` (then ``index``, if given, is kept current;
+    every edit goes through the graph's editing methods, so what is cached about it goes stale).
     """
     if replacement is None:
         if match.rule is None:
@@ -65,20 +64,12 @@ class _Plan:
     """A replacement side read once: its boxes in order, their views and local types."""
 
     def __init__(self, rep: Diagram):
-        self.size = (rep.graph.number_of_nodes(), rep.graph.number_of_edges())
         self.boxes = rep.topological_boxes()
         self.views = {b: view(rep, b) for b in self.boxes}
         self.locals = {b: [rep.local_out_type(b, k) for k in range(len(self.views[b].outs))] for b in self.boxes}
 
 
-_plans: "weakref.WeakKeyDictionary[object, _Plan]" = weakref.WeakKeyDictionary()
-
-
-def _plan(rep: Diagram) -> _Plan:
-    plan = _plans.get(rep.graph)
-    if plan is None or plan.size != (rep.graph.number_of_nodes(), rep.graph.number_of_edges()):
-        plan = _plans[rep.graph] = _Plan(rep)
-    return plan
+_plan = per_graph_cache(_Plan)
 
 
 class _Labels:
@@ -180,9 +171,9 @@ class _Splice:
         for tb in matched:
             if self.ix is not None:
                 self.ix.forget(tb)
-            self.g.remove_node(tb)
+            self.d.remove_box(tb, outputs=False)
         for w in interior:
-            self.g.remove_node(w)
+            self.d.remove_wire(w)
 
     def layout(self, b: tuple[int, tuple, tuple]) -> tuple[int, tuple]:
         w, perm, ctx = b
@@ -306,12 +297,9 @@ class _Splice:
     def add_box(self, rn: dict, attrs: dict, inputs: list, simd: list, out_locals: list, direct: dict,
                 claimed: set, scan: bool, names: list) -> int:
         """Add the box; outputs laid out as a replaced wire is go straight into that wire."""
-        d, g = self.d, self.g
+        d = self.d
         box, op = attrs.pop("box"), attrs.pop("op")
-        b = d.new_id()
-        g.add_node(b, kind="box", box=box, op=op, simd=tuple(simd), pos=rn.get("pos"), **attrs)
-        for port, (w, axes) in enumerate(inputs):
-            g.add_edge(w, b, key=port, axes=tuple(axes))
+        b = d.place(dict(box=box, op=op, simd=tuple(simd), pos=rn.get("pos"), **attrs), inputs)
         dims = tuple(x for _, x in simd)
         for port, loc in enumerate(out_locals):
             t = (dims[:-1] if scan and port == 0 else dims) + tuple(loc)
@@ -324,7 +312,7 @@ class _Splice:
                 claimed.add(w)
             else:
                 w = d.add_wire(t, name=self.fresh_name(names[port]), pos=rn.get("pos"))
-            g.add_edge(b, w, key=port)
+            d.write(b, port, w)
         if self.ix is not None:
             self.ix.add(b)
         return b
@@ -345,15 +333,12 @@ class _Splice:
             raise self.fail("an output of the matched side is one of its inputs, which the other side "
                             "would overwrite")
         if lay == glay and tuple(d.wire_type(tw)) == tuple(d.wire_type(w)):
-            for _, c, k, a in list(g.out_edges(w, keys=True, data=True)):
-                g.remove_edge(w, c, key=k)
-                g.add_edge(tw, c, key=k, **a)
+            for c in d.replace_uses(w, tw):
                 if self.ix is not None:
                     self.ix.forget(c)
-            d.outputs = [tw if o == w else o for o in d.outputs]
-            if not g.nodes[tw].get("name"):
-                g.nodes[tw]["name"] = g.nodes[w].get("name")
-            g.remove_node(w)
+            if not d.wire_label(tw):
+                d.replace(tw, name=d.wire_label(w))
+            d.remove_wire(w)
             return []
         have = {e for e in lay}
         for e in have:
@@ -363,11 +348,8 @@ class _Splice:
         labels = [_unique(self.m.slots[e[1]][0] if e[0] == "s" else f"a{e[1]}", taken) for e in glay]
         simd = tuple((lab, x) for lab, x in zip(labels, d.wire_type(w)))
         axes = tuple(labels[glay.index(e)] for e in lay)
-        b = d.new_id()
-        g.add_node(b, kind="box", box="reindex", op="reindex", simd=simd, pos=self.rep.pos,
-                   display={lab: lab for lab in labels}, clusters=())
-        g.add_edge(tw, b, key=0, axes=axes)
-        g.add_edge(b, w, key=0)
+        b = d.place(dict(box="reindex", op="reindex", simd=simd, pos=self.rep.pos,
+                         display={lab: lab for lab in labels}, clusters=()), [(tw, axes)], [w])
         if self.ix is not None:
             self.ix.add(b)
         return [b]

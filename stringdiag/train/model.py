@@ -78,10 +78,8 @@ def stabilised(head: Diagram, after: Iterable[str] = STABILISED) -> Diagram:
             _, (w2,) = out.add_box("diagram", "layernorm", [(w, tuple(lab for lab, _ in simd) + (0,))], [t[-1:]],
                                    simd=simd, generics=(("n", t[-1]),), ref=norm,
                                    clusters=tuple(node.get("clusters", ())))
-            for r, port in readers:
-                axes = out.graph.edges[w, r, port]["axes"]
-                out.graph.remove_edge(w, r, key=port)
-                out.graph.add_edge(w2, r, key=port, axes=axes)
+            for r, port in readers:  # (read before the norm was added: it reads w)
+                out.rewire(r, port, w2)
             out.outputs = [w2 if o == w else o for o in out.outputs]
     return out
 

@@ -1,0 +1,210 @@
+"""What a box is, typed: its :class:`Kind`, and :class:`Box`, the record a box node reads as.
+
+A diagram stores each box as the attributes of a networkx node (``hypergraph.py``); this
+module is the one place that knows those attributes' names. :meth:`Box.of` reads them into a
+frozen record (kind, name, SIMD, summed and generic dimensions, definition, loop, weights,
+value), and :meth:`Box.identity` says which function a box computes: the one definition that
+isomorphism, rule loading, reduction checking and the matcher's conditions compare.
+
+Loops and weights are small records rather than flags: a box runs its body once, as a
+:class:`Scan` or as a :class:`Repeat`; it computes with :class:`Global` weights (one set per
+name, everywhere), :class:`Local` ones (fresh in each instance of its definition) or, for a
+use of a definition, the weights of its :class:`Instance`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Mapping
+
+
+class Kind(str, Enum):
+    """The class of a box. A ``str`` enum, so a kind is stored and printed as its name."""
+
+    LEARN = "learn"        # a universal approximator (a typed hole, filled by training)
+    ABSTRACT = "abstract"  # a family to instantiate (``sim``)
+    FIXED = "fixed"        # a primitive process of the prelude or a user declaration
+    DIAGRAM = "diagram"    # a definition used as a box
+    CONTRACT = "contract"  # sum over summed indices of the product of the inputs
+    REINDEX = "reindex"    # transpose, broadcast
+    CONST = "const"        # a symbolic number
+    RANDOM = "random"      # a tensor drawn from N(0, 1) by its seed, never trained
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def is_process(self) -> bool:
+        """A process (a function of its ports): what a rule's box variable may stand for."""
+        return self in _PROCESSES
+
+    @property
+    def is_hole(self) -> bool:
+        """A box a reduction may specialise: a learnable box or an abstract family."""
+        return self in _HOLES
+
+
+_PROCESSES = frozenset({Kind.LEARN, Kind.ABSTRACT, Kind.FIXED, Kind.DIAGRAM})
+_HOLES = frozenset({Kind.LEARN, Kind.ABSTRACT})
+KINDS = tuple(Kind)  # in the order boxes are listed (summaries)
+
+
+# -- loops ------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """The innermost SIMD index iterated in sequence, a state carried on port 0."""
+
+    def tag(self) -> str:
+        return "scan"
+
+
+@dataclass(frozen=True, slots=True)
+class Repeat:
+    """The definition applied ``count`` times in sequence (one weight set if ``shared``)."""
+
+    count: Any  # a Dim
+    shared: bool = False
+
+    def tag(self) -> str:
+        return f"repeat {self.count}{' shared' if self.shared else ''}"
+
+
+Loop = Scan | Repeat
+
+
+# -- weights ----------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Global:
+    """A learnable's weights, one set per name wherever the name appears."""
+
+    param: str
+
+
+@dataclass(frozen=True, slots=True)
+class Local:
+    """A learnable's weights, fresh in each instance of the definition declaring it."""
+
+    param: str
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """A use of a definition: the weights of that instance (``""``: its loop's own)."""
+
+    path: str
+
+
+Weights = Global | Local | Instance
+
+
+@dataclass(frozen=True, slots=True)
+class Picture:
+    """What only pictures read: display names of labels, and the frames drawn around boxes."""
+
+    display: Mapping | None = None
+    clusters: tuple = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Which function a box computes, up to the names of its labels: its kind; its name (a
+    global learnable's weight set, a random tensor's seed); the dimensions it iterates, sums
+    and is instantiated at; its loop; its constant."""
+
+    kind: Kind
+    name: str
+    simd: tuple
+    summed: tuple
+    generics: tuple  # (generic, Dim)
+    loop: str
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Box:
+    """A box node read as a record (see the module docstring)."""
+
+    kind: Kind
+    op: str
+    simd: tuple = ()
+    summed: tuple = ()
+    generics: tuple = ()
+    ref: Any = None  # the Diagram of a ``diagram`` box, the declaration of a ``fixed`` one
+    pos: Any = None
+    loop: Loop | None = None
+    weights: Weights | None = None
+    value: Any = None  # a ``const`` box's value (None: not a constant)
+    seed: int | None = None
+    picture: Picture = Picture()
+    var: bool = False   # pattern side: a rule's box variable (``given f``)
+    cell: bool = False  # pattern side: a rule's cell pattern (``where diagram``)
+
+    @staticmethod
+    def of(a: Mapping) -> "Box":
+        """The record of a box node's attributes."""
+        return Box(Kind(a["box"]), a["op"], a["simd"], a.get("summed", ()), a.get("generics", ()), a.get("ref"),
+                   a.get("pos"), loop_of(a), weights_of(a), a.get("value"), a.get("seed"),
+                   Picture(a.get("display"), a.get("clusters", ())), bool(a.get("var")), bool(a.get("cell")))
+
+    @property
+    def scan(self) -> bool:
+        return isinstance(self.loop, Scan)
+
+    @property
+    def repeat(self) -> Repeat | None:
+        return self.loop if isinstance(self.loop, Repeat) else None
+
+    @property
+    def local(self) -> bool:
+        """A learnable whose weights are fresh in each instance."""
+        return isinstance(self.weights, Local)
+
+    @property
+    def name(self) -> str:
+        """The name that tells this box's function apart from others of its kind: a global
+        learnable's weight set, a random tensor's seed, else its op."""
+        if isinstance(self.weights, Global):
+            return self.weights.param
+        if self.kind is Kind.RANDOM:
+            return f"{self.op}@{self.seed}"  # the seed is part of which tensor it is
+        return self.op
+
+    def identity(self) -> Identity:
+        """Which function this box computes (see :class:`Identity`)."""
+        return Identity(self.kind, self.name, tuple(d for _, d in self.simd), tuple(d for _, d in self.summed),
+                        tuple(self.generics), loop_tag(self), self.value)
+
+
+def loop_of(a: Mapping) -> Loop | None:
+    if a.get("scan"):
+        return Scan()
+    if a.get("repeat") is not None:
+        return Repeat(a["repeat"], bool(a.get("shared")))
+    return None
+
+
+def weights_of(a: Mapping) -> Weights | None:
+    if a["box"] == Kind.LEARN:
+        param = a.get("param", a["op"])
+        return Local(param) if a.get("local") else Global(param)
+    if a["box"] == Kind.DIAGRAM and "instance" in a:
+        return Instance(a["instance"])
+    return None
+
+
+def loop_tag(box: "Box | Mapping") -> str:
+    """How a box runs its body beyond SIMD, as part of which function it is: ``''``,
+    ``'scan'``, or ``'repeat t'`` (``'repeat t shared'``)."""
+    loop = box.loop if isinstance(box, Box) else loop_of(box)
+    return "" if loop is None else loop.tag()
+
+
+def weight_attrs(w: Weights) -> dict:
+    """The node attributes that give a box the weights ``w`` (of its own kind)."""
+    if isinstance(w, Instance):
+        return {"instance": w.path}
+    return {"local": isinstance(w, Local), "param": w.param}
+
+
+__all__ = ["Kind", "KINDS", "Box", "Identity", "Scan", "Repeat", "Loop", "Global", "Local", "Instance", "Weights",
+           "Picture", "loop_of", "weights_of", "loop_tag", "weight_attrs"]
