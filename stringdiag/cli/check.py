@@ -28,6 +28,7 @@ import argparse
 
 from ..errors import DiagError
 from .common import Report, diagnostic, load_reporting, print_json, to_stderr
+from ..graph.box import Kind as BoxKind
 from .kinds import Kind, kind_of
 
 HELP = "type-check .diag and .rules files (errors as FILE:LINE:COL); --verify evaluates rules' equations"
@@ -79,7 +80,7 @@ def report_obstacles(prog, report: Report = to_stderr) -> int:
     from ..analysis.compilable import obstacles
     from ..graph.program import prelude
 
-    implemented = frozenset(n for n, b in prelude().boxes.items() if b.box == "fixed")
+    implemented = frozenset(n for n, b in prelude().boxes.items() if b.box == BoxKind.FIXED)
     seen, defects = set(), 0
     for name in prog.own:
         for o in obstacles(prog[name], implemented):

@@ -122,7 +122,7 @@ def fixed_dims(diagram) -> list[str]:
         for dim in d.wire_type(w):
             names |= dim.names()
     for b in d.boxes():
-        for _, dim in d.box(b).get("generics", ()):
+        for _, dim in d.record(b).generics:
             names |= dim.names()
     if prog is None:
         return []

@@ -20,6 +20,7 @@ from collections.abc import Callable
 import networkx as nx
 
 from ..errors import DiagError
+from ..graph.box import Kind
 from ..graph.diagram import Diagram
 from ..graph.resize import resized
 from ..graph.types import Dim, show_type
@@ -59,8 +60,8 @@ def _input(d: Diagram, name: str) -> int:
 
 def _state(d: Diagram, name: str) -> int:
     """The wire named ``name``, or the one output of the one box named ``name``."""
-    wires = [w for w in d.wires() if d.graph.nodes[w].get("name") == name]
-    boxes = [b for b in d.boxes() if d.box(b)["op"] == name]
+    wires = [w for w in d.wires() if d.wire_label(w) == name]
+    boxes = [b for b in d.boxes() if d.record(b).op == name]
     if len(wires) == 1:
         return wires[0]
     if len(boxes) == 1 and len(d.box_outputs(boxes[0])) == 1:
@@ -78,13 +79,13 @@ def _lift(d: Diagram, x: int, w: int, cone: set[int], n: Dim) -> None:
     ``w`` is an output of the diagram, the output is ``x``: the state, once per position)."""
     d.outputs[:] = [x if o == w else o for o in d.outputs]
     for b in [b for b in d.topological_boxes() if b in cone]:
-        node = d.box(b)
+        node = d.record(b)
         label = _broadcast(d, b, cone, n)
         if label is None:
-            taken = {lab for lab, _ in node["simd"]} | {lab for lab, _ in node.get("summed", ())}
+            taken = {lab for lab, _ in node.simd} | {lab for lab, _ in node.summed}
             label = next(c for c in ("i", "i'", "i''", "p", "q") if c not in taken)
-            d.replace(b, simd=((label, n), *node["simd"]), display={**node.get("display", {}), label: label},
-                      clusters=(("simd", ("plug", 0), label, n, False), *node.get("clusters", ())))
+            d.replace(b, simd=((label, n), *node.simd), display={**(node.display or {}), label: label},
+                      clusters=(("simd", ("plug", 0), label, n, False), *node.clusters))
             for o in d.box_outputs(b):
                 d.replace(o, type=(n, *d.wire_type(o)))
         for port, (v, axes) in enumerate(d.box_inputs(b)):
@@ -95,20 +96,20 @@ def _lift(d: Diagram, x: int, w: int, cone: set[int], n: Dim) -> None:
 def _broadcast(d: Diagram, b: int, cone: set[int], n: Dim) -> str | None:
     """The index of a broadcast over the positions (a reindex copying one state to every
     step): there, the step reads its own position instead."""
-    node = d.box(b)
-    if node["box"] != "reindex":
+    node = d.record(b)
+    if node.kind is not Kind.REINDEX:
         return None
     used = {a for _, axes in d.box_inputs(b) for a in axes}
-    free = [lab for lab, dim in node["simd"] if dim == n and lab not in used]
+    free = [lab for lab, dim in node.simd if dim == n and lab not in used]
     return free[0] if free else None
 
 
 def _splice_identities(d: Diagram, cone: set[int]) -> None:
     """A reindex that now hands its input on unchanged is no box at all."""
-    for b in [b for b in list(d.boxes()) if b in cone and d.box(b)["box"] == "reindex"]:
+    for b in [b for b in list(d.boxes()) if b in cone and d.record(b).kind is Kind.REINDEX]:
         (v, axes), = d.box_inputs(b)
         (o,) = d.box_outputs(b)
-        if tuple(axes) != tuple(lab for lab, _ in d.box(b)["simd"]) or d.wire_type(v) != d.wire_type(o):
+        if tuple(axes) != tuple(lab for lab, _ in d.record(b).simd) or d.wire_type(v) != d.wire_type(o):
             continue
         d.replace_uses(o, v)
         d.remove_box(b)

@@ -26,14 +26,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import DiagError
+from ..graph.box import Global, Instance, Kind, Local, weight_attrs
 from ..graph.diagram import Diagram
 from ..graph.expand import expand
 from ..graph.hypergraph import repeated
 from ..graph.resize import resized
 from ..graph.types import Dim
-from ..graph.weights import WeightKey, boxes_by_weights, fresh_instance, instances, weight_key
+from ..graph.weights import WeightKey, boxes_by_weights, fresh_instance, instances, rename_key, weight_key
 from ..rewrite.dpo import rewrite
-from ..rewrite.match import PROCESSES, Match, wire_name
+from ..rewrite.match import Match, wire_name
 from ..rewrite.names import WireNames
 from ..rewrite.rule import EQUATION, Rule
 from ..rewrite.strategy import rewrite_all
@@ -67,12 +68,12 @@ def apply_everywhere(cur: Diagram, rule: Rule, reverse: bool = False) -> tuple[O
 
 def unfold(cur: Diagram, name: str, definitions: frozenset[str]) -> Outcome:
     """Open every use of the definition ``name``; ``definitions`` are all the names to keep."""
-    uses = [b for b in cur.boxes() if cur.box(b)["op"] == name and cur.box(b)["box"] == "diagram"]
+    uses = [b for b in cur.boxes() if cur.record(b).op == name and cur.record(b).kind is Kind.DIAGRAM]
     if not uses:
         raise DiagError(f"'{name}' is not used as a box here; nothing to unfold")
-    if all(cur.box(b).get("scan") for b in uses):
+    if all(cur.record(b).scan for b in uses):
         raise DiagError(f"'{name}' is iterated by scan: a sequential loop cannot be opened into SIMD boxes")
-    if all(cur.box(b).get("scan") or repeated(cur.box(b)) for b in uses):
+    if all(cur.record(b).scan or repeated(cur.record(b)) for b in uses):
         raise DiagError(f"'{name}' is used by repeat here: its copies are one box, not unfolded by a step")
     return Outcome(expand(cur, keep=definitions - {name}), EQ)
 
@@ -118,7 +119,7 @@ def identify(cur: Diagram, name: str, to: str, kinds: dict[str, str | None]) -> 
 def _mentions(d: Diagram, name: str) -> bool:
     wires = (d.wire_type(w) for w in d.wires())
     return any(name in dim.names() for t in wires for dim in t) or \
-        any(name in dim.names() for b in d.boxes() for _, dim in d.box(b)["simd"])
+        any(name in dim.names() for b in d.boxes() for _, dim in d.record(b).simd)
 
 
 def prune(cur: Diagram) -> Outcome:
@@ -141,7 +142,7 @@ def drop_dead(d: Diagram, among: set[int] | None = None) -> int:
 
 def wire_named(d: Diagram, name: str) -> int:
     """The one wire called ``name``."""
-    wires = [w for w in d.wires() if d.graph.nodes[w].get("name") == name]
+    wires = [w for w in d.wires() if d.wire_label(w) == name]
     if len(wires) != 1:
         raise DiagError(f"{'no' if not wires else len(wires)} wire{'s' if len(wires) != 1 else ''} named '{name}'")
     return wires[0]
@@ -157,7 +158,7 @@ def copy(cur: Diagram, wire: str) -> Outcome:
     out = cur
     for reader in readers[1:]:
         out = copy_box(out, box, [reader])
-    key = weight_key(cur.box(box))
+    key = weight_key(cur.record(box))
     return Outcome(out, EQ, f"the copies share the weights of {key[-1]}" if key else "")
 
 
@@ -169,7 +170,7 @@ def specialise(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[st
     abstract family is one function wherever it is used. With ``at`` (a wire's name), only
     the uses that share the weight set of the box making that wire are specialised: the
     other sets of ``name`` (other instances of its definition) stay universal approximators."""
-    uses = [b for b in cur.boxes() if cur.box(b)["op"] == name and cur.box(b)["box"] in ("learn", "abstract")]
+    uses = [b for b in cur.boxes() if cur.record(b).op == name and cur.record(b).kind in (Kind.LEARN, Kind.ABSTRACT)]
     if not uses and at is None and uses_of(cur, name):
         return _specialise_in_cells(cur, name, defn, definitions)
     if not uses:
@@ -177,19 +178,17 @@ def specialise(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[st
     note = ""
     if at is not None:
         key = _weights_at(cur, name, uses, at)
-        uses = [b for b in uses if weight_key(cur.box(b)) == key]
-        others = sorted({str(k[-1]) for b in cur.boxes() if cur.box(b)["op"] == name
-                         and (k := weight_key(cur.box(b))) is not None and k != key})
+        uses = [b for b in uses if weight_key(cur.record(b)) == key]
+        others = sorted({str(k[-1]) for b in cur.boxes() if cur.record(b).op == name
+                         and (k := weight_key(cur.record(b))) is not None and k != key})
         note = f"only the weights {key[-1]}" + (f" (not {', '.join(others)})" if others else "")
     out = cur.copy()
     op = f"{name} :=" if defn.name.startswith("__") else defn.name  # how the opened box is labelled
     for b in uses:
-        node = out.box(b)
-        key = weight_key(node)
-        node["instance"] = name if key is None else ("~" if key[1] else "") + str(key[2])
-        node["box"], node["op"], node["ref"] = "diagram", op, defn
-        node.pop("local", None)
-        node.pop("param", None)
+        node = out.record(b)
+        w = node.weights  # the composite's instance: one per weight set
+        path = name if w is None else ("~" if isinstance(w, Local) else "") + str(w.param)
+        out.reset(b, node._replace(kind=Kind.DIAGRAM, op=op, ref=defn, weights=Instance(path)))
     return Outcome(expand(out, keep=definitions - {op}), RED, note)
 
 
@@ -198,11 +197,11 @@ def uses_of(d: Diagram, name: str) -> list[dict]:
     (a box inside a scanned cell is still a box of the diagram: it runs once per step)."""
     found = []
     for b in d.boxes():
-        node = d.box(b)
-        if node["op"] == name and node["box"] in ("learn", "abstract"):
+        node = d.record(b)
+        if node.op == name and node.kind in (Kind.LEARN, Kind.ABSTRACT):
             found.append(node)
-        elif node.get("scan") and node["box"] == "diagram":
-            found += uses_of(node["ref"], name)
+        elif node.scan and node.kind is Kind.DIAGRAM:
+            found += uses_of(node.ref, name)
     return found
 
 
@@ -212,18 +211,18 @@ def _specialise_in_cells(cur: Diagram, name: str, defn: Diagram, definitions: fr
     loop's instance). The loop stays a loop: rewriting inside a scan."""
     out = cur.copy()
     for b in list(out.boxes()):
-        node = out.box(b)
-        if not (node.get("scan") and node["box"] == "diagram" and uses_of(node["ref"], name)):
+        node = out.record(b)
+        if not (node.scan and node.kind is Kind.DIAGRAM and uses_of(node.ref, name)):
             continue
-        body = specialise(node["ref"], name, defn, definitions).diagram
-        body.name = node["ref"].name + "'"
-        node["ref"], node["op"] = body, node["op"] + "'"
+        body = specialise(node.ref, name, defn, definitions).diagram
+        body.name = node.ref.name + "'"
+        out.replace(b, ref=body, op=node.op + "'")
     return Outcome(out, RED, f"inside the loop's cell ({', '.join(sorted(_cells_using(cur, name)))})")
 
 
 def _cells_using(d: Diagram, name: str) -> set[str]:
-    return {d.box(b)["op"] for b in d.boxes() if d.box(b).get("scan") and d.box(b)["box"] == "diagram"
-            and uses_of(d.box(b)["ref"], name)}
+    return {d.record(b).op for b in d.boxes() if d.record(b).scan and d.record(b).kind is Kind.DIAGRAM
+            and uses_of(d.record(b).ref, name)}
 
 
 def _weights_at(cur: Diagram, name: str, uses: list[int], at: str) -> WeightKey:
@@ -232,7 +231,7 @@ def _weights_at(cur: Diagram, name: str, uses: list[int], at: str) -> WeightKey:
     at = at.strip()
     full = {w: wire_name(cur, w) for w in cur.wires()}
     wires = [w for w, n in full.items() if n == at] or \
-            [w for w, n in full.items() if cur.graph.nodes[w].get("name") == at]
+            [w for w, n in full.items() if cur.wire_label(w) == at]
     if not wires:
         near = sorted({full[w] for b in uses for w in cur.box_outputs(b)})
         raise DiagError(f"no wire named '{at}' (the boxes '{name}' make: {', '.join(near)})")
@@ -240,13 +239,13 @@ def _weights_at(cur: Diagram, name: str, uses: list[int], at: str) -> WeightKey:
     if not made:
         pr = cur.producer(wires[0])
         what = "an input of the diagram, not made" if pr is None else \
-            f"made by '{cur.box(pr)['op']}' (a {cur.box(pr)['box']} box), not"
+            f"made by '{cur.record(pr).op}' (a {cur.record(pr).kind} box), not"
         near = sorted({full[w] for b in uses for w in cur.box_outputs(b)})
         raise DiagError(f"wire '{at}' is {what} by a box '{name}' (the boxes '{name}' make: {', '.join(near)})")
-    if any(cur.box(b)["box"] == "abstract" for b in uses):
+    if any(cur.record(b).kind is Kind.ABSTRACT for b in uses):
         raise DiagError(f"'{name}' is an abstract family, one function wherever it is used: specialise every use "
                         f"(without 'at')")
-    keys = {weight_key(cur.box(cur.producer(w))) for w in made}
+    keys = {weight_key(cur.record(cur.producer(w))) for w in made}
     if len(keys) > 1:
         raise DiagError(f"'{at}' names wires made by {len(keys)} different weight sets of '{name}' "
                         f"({', '.join(sorted(full[w] for w in made))}); name one in full")
@@ -267,18 +266,17 @@ def fold(cur: Diagram, body: Diagram, call: Diagram, matches: list[Match]) -> Ou
     _refuse_splits(cur, body.name, match, pairs)
     before = set(cur.boxes())
     out = rewrite(cur, match, call)
-    (new,) = [b for b in out.boxes() if b not in before and out.box(b)["box"] == "diagram"]
-    node = out.box(new)
+    (new,) = [b for b in out.boxes() if b not in before and out.record(b).kind is Kind.DIAGRAM]
+    node = out.record(new)
     prefix = _common_prefix(pairs)
-    taken = instances(out) - {node["instance"]}
+    taken = instances(out) - {node.instance}
     if prefix is not None and prefix and prefix[:-1] not in taken:
-        node["instance"] = prefix[:-1]
+        out.replace(new, **weight_attrs(Instance(prefix[:-1])))
         return Outcome(out, EQ)
-    node["instance"] = fresh_instance(body.name, taken)
-    here = node["instance"] + "/"
-    correspond = {(kp[0], kp[1], here + kp[-1]) if kp[0] == "learn" else (kp[0], here + kp[-1]): kt
-                  for kp, kt in pairs.items()}
-    return Outcome(out, EQ, f"the folded weights are now those of {node['instance']}", correspond)
+    instance = fresh_instance(body.name, taken)
+    out.replace(new, **weight_attrs(Instance(instance)))
+    correspond = {rename_key(kp, instance + "/" + str(kp[-1])): kt for kp, kt in pairs.items()}
+    return Outcome(out, EQ, f"the folded weights are now those of {instance}", correspond)
 
 
 def _weight_pairs(cur: Diagram, match: Match) -> dict[WeightKey, WeightKey]:
@@ -286,16 +284,16 @@ def _weight_pairs(cur: Diagram, match: Match) -> dict[WeightKey, WeightKey]:
     learnable of the body must be the same global one in the target."""
     pairs: dict[WeightKey, WeightKey] = {}
     for pb, tb in match.boxes.items():
-        pn, tn = match.pattern.box(pb), cur.box(tb)
-        if pn["box"] not in PROCESSES:
+        pn, tn = match.pattern.record(pb), cur.record(tb)
+        if not pn.kind.is_process:
             continue
         kp, kt = weight_key(pn), weight_key(tn)
-        if kp is None or (kp[0] == "learn" and not kp[1]):
+        if kp is None or isinstance(pn.weights, Global):
             if kp != kt:
-                raise DiagError(f"'{pn['op']}' of '{match.pattern.name}' is not the box it matched here")
+                raise DiagError(f"'{pn.op}' of '{match.pattern.name}' is not the box it matched here")
             continue
         if pairs.get(kp, kt) != kt:
-            raise DiagError(f"'{pn['op']}' of '{match.pattern.name}' is one set of weights but matched two here")
+            raise DiagError(f"'{pn.op}' of '{match.pattern.name}' is one set of weights but matched two here")
         pairs[kp] = kt
     return pairs
 
@@ -314,7 +312,7 @@ def _refuse_splits(cur: Diagram, name: str, match: Match, pairs: dict[WeightKey,
     for kt in seen:
         outside = [b for b in owners.get(kt, ()) if b not in inside]
         if outside:
-            raise DiagError(f"the weights '{kt[-1]}' are also used outside the fold (by '{cur.box(outside[0])['op']}'): "
+            raise DiagError(f"the weights '{kt[-1]}' are also used outside the fold (by '{cur.record(outside[0]).op}'): "
                             "folding would split one set of weights into two")
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 
 class Kind(str, Enum):
@@ -47,6 +47,7 @@ class Kind(str, Enum):
 _PROCESSES = frozenset({Kind.LEARN, Kind.ABSTRACT, Kind.FIXED, Kind.DIAGRAM})
 _HOLES = frozenset({Kind.LEARN, Kind.ABSTRACT})
 KINDS = tuple(Kind)  # in the order boxes are listed (summaries)
+_KIND_OF = {k.value: k for k in Kind}  # faster than Kind(name), for reading many boxes
 
 
 # -- loops ------------------------------------------------------------------------------------
@@ -97,32 +98,30 @@ class Instance:
 Weights = Global | Local | Instance
 
 
-@dataclass(frozen=True, slots=True)
-class Picture:
-    """What only pictures read: display names of labels, and the frames drawn around boxes."""
-
-    display: Mapping | None = None
-    clusters: tuple = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Identity:
-    """Which function a box computes, up to the names of its labels: its kind; its name (a
-    global learnable's weight set, a random tensor's seed); the dimensions it iterates, sums
-    and is instantiated at; its loop; its constant."""
+class Identity(NamedTuple):
+    """Which function a box computes, up to the names of its labels. Each reader compares the
+    parts its notion of sameness needs: isomorphism the ``name`` (local weight sets are
+    joined by edges, not named), reductions the ``weights``, the matcher the ``op``."""
 
     kind: Kind
-    name: str
-    simd: tuple
-    summed: tuple
+    op: str
+    name: str  # op; a global learnable's weight set; a random tensor's op@seed
+    weights: "Weights | None"
+    ref: Any  # the definition a diagram box uses (compare with ``is``), else None
+    simd: tuple  # (label, Dim): the labels are names, the dims structure
+    summed: tuple  # (label, Dim)
     generics: tuple  # (generic, Dim)
-    loop: str
-    value: Any
+    loop: str  # loop_tag
+    value: Any  # a constant's value (None: not a constant)
+
+    def dims(self, pairs: tuple, drop: "frozenset | set" = frozenset()) -> tuple:
+        """The dimensions of ``simd`` or ``summed`` pairs, leaving out the labels in ``drop``."""
+        return tuple(d for lab, d in pairs if lab not in drop)
 
 
-@dataclass(frozen=True, slots=True)
-class Box:
-    """A box node read as a record (see the module docstring)."""
+class Box(NamedTuple):
+    """A box node read as a record (see the module docstring). A named tuple: frozen, slotted,
+    and quick to make, since boxes are read many times over."""
 
     kind: Kind
     op: str
@@ -135,16 +134,18 @@ class Box:
     weights: Weights | None = None
     value: Any = None  # a ``const`` box's value (None: not a constant)
     seed: int | None = None
-    picture: Picture = Picture()
+    display: Mapping | None = None  # pictures only: display names of labels
+    clusters: tuple = ()            # pictures only: the frames drawn around the box
     var: bool = False   # pattern side: a rule's box variable (``given f``)
     cell: bool = False  # pattern side: a rule's cell pattern (``where diagram``)
 
     @staticmethod
     def of(a: Mapping) -> "Box":
         """The record of a box node's attributes."""
-        return Box(Kind(a["box"]), a["op"], a["simd"], a.get("summed", ()), a.get("generics", ()), a.get("ref"),
-                   a.get("pos"), loop_of(a), weights_of(a), a.get("value"), a.get("seed"),
-                   Picture(a.get("display"), a.get("clusters", ())), bool(a.get("var")), bool(a.get("cell")))
+        get = a.get
+        return Box(_KIND_OF[a["box"]], a["op"], a["simd"], get("summed", ()), get("generics", ()), get("ref"),
+                   get("pos"), loop_of(a), weights_of(a), get("value"), get("seed"), get("display"),
+                   get("clusters", ()), bool(get("var")), bool(get("cell")))
 
     @property
     def scan(self) -> bool:
@@ -160,6 +161,16 @@ class Box:
         return isinstance(self.weights, Local)
 
     @property
+    def param(self) -> str | None:
+        """A learnable's weight set (its name, or a path to it), else None."""
+        return self.weights.param if isinstance(self.weights, (Global, Local)) else None
+
+    @property
+    def instance(self) -> str | None:
+        """The instance a use of a definition computes with, else None."""
+        return self.weights.path if isinstance(self.weights, Instance) else None
+
+    @property
     def name(self) -> str:
         """The name that tells this box's function apart from others of its kind: a global
         learnable's weight set, a random tensor's seed, else its op."""
@@ -169,10 +180,24 @@ class Box:
             return f"{self.op}@{self.seed}"  # the seed is part of which tensor it is
         return self.op
 
+    def attrs(self) -> dict:
+        """The node attributes of this record (:meth:`of` reads them back): what the graph
+        stores. Only the attributes that say something are written."""
+        a = {"box": self.kind.value, "op": self.op, "simd": self.simd, "pos": self.pos, "clusters": self.clusters}
+        extra = {"summed": self.summed, "generics": self.generics, "ref": self.ref, "value": self.value,
+                 "seed": self.seed, "display": self.display, "var": self.var, "cell": self.cell}
+        a.update({k: v for k, v in extra.items() if v is not None and v is not False and v != ()})
+        if self.loop is not None:
+            a.update({"scan": True} if isinstance(self.loop, Scan) else {"repeat": self.loop.count, "shared": self.loop.shared})
+        if self.weights is not None:
+            a.update(weight_attrs(self.weights))
+        return a
+
     def identity(self) -> Identity:
-        """Which function this box computes (see :class:`Identity`)."""
-        return Identity(self.kind, self.name, tuple(d for _, d in self.simd), tuple(d for _, d in self.summed),
-                        tuple(self.generics), loop_tag(self), self.value)
+        """Which function this box computes (see :class:`Identity`): the one definition of
+        what a box is, for isomorphism, rules, reductions and the matcher."""
+        return Identity(self.kind, self.op, self.name, self.weights, self.ref if self.kind is Kind.DIAGRAM else None,
+                        tuple(self.simd), tuple(self.summed), tuple(self.generics), loop_tag(self), self.value)
 
 
 def loop_of(a: Mapping) -> Loop | None:
@@ -207,4 +232,4 @@ def weight_attrs(w: Weights) -> dict:
 
 
 __all__ = ["Kind", "KINDS", "Box", "Identity", "Scan", "Repeat", "Loop", "Global", "Local", "Instance", "Weights",
-           "Picture", "loop_of", "weights_of", "loop_tag", "weight_attrs"]
+           "loop_of", "weights_of", "loop_tag", "weight_attrs"]

@@ -11,6 +11,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from .box import Kind
 from ..errors import DiagError, DiagWarning, Pos
 from ..syntax import ast as A
 from .diagram import Diagram
@@ -127,7 +128,7 @@ class Program:
         return names
 
     def learnables(self) -> list[BoxDecl]:
-        return [b for b in self.boxes.values() if b.box == "learn"]
+        return [b for b in self.boxes.values() if b.box == Kind.LEARN]
 
     def __repr__(self) -> str:  # not the dataclass's: that prints every declaration and the source
         return f"<Program {self.path}: {', '.join(self.own) or 'no diagrams'}>"
@@ -215,11 +216,11 @@ def generic_names(g: A.Generics | None, prog: Program) -> tuple[str, ...]:
 
 def box_decls(item: A.BoxDecl, prog: Program, local: bool, outer_generics=()) -> list[BoxDecl]:
     box = item.kind.text
-    if local and box not in ("learn", "random"):
+    if local and box not in (Kind.LEARN, Kind.RANDOM):
         raise DiagError(f"only learnable and random boxes can be declared inside a diagram, not '{box}'",
                         item.kind.pos, prog.source)
     via = approximator(item.via, prog) if item.via is not None else None
-    if (via is not None or item.bounds) and box != "learn":
+    if (via is not None or item.bounds) and box != Kind.LEARN:
         at = item.via.pos if item.via is not None else item.bounds[0].pos
         raise DiagError(f"only a learnable box has an approximator or a largest length, not '{box}'", at, prog.source)
     seed = random_seed(item, prog)

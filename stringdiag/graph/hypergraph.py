@@ -41,12 +41,13 @@ from .types import Dim, TensorType, show_type
 Axes = tuple[Any, ...]  # str: a SIMD (or summed) label; int: a local axis
 BOX_CLASSES = KINDS
 _EDITS = "edits"  # the graph attribute counting edits (see Hypergraph.version)
+_RECORDS = "records"  # the graph attribute memoising Hypergraph.record
 _NONE = object()
 
 
-def repeated(node: Mapping) -> bool:
+def repeated(node: "Mapping | Box") -> bool:
     """A ``repeat`` box: one box for t copies of its definition in sequence."""
-    return node.get("repeat") is not None
+    return (node.repeat if isinstance(node, Box) else node.get("repeat")) is not None
 
 
 def count_value(dim: Dim, program: Any, sizes: Mapping[str, int | None]) -> int | None:
@@ -159,6 +160,14 @@ class Hypergraph:
             self.write(b, port, outs[-1])
         return b, outs
 
+    def emit(self, box: Box, inputs: list[tuple[int, Axes]], out_types: list[TensorType],
+             out_names: list[str | None] | None = None) -> tuple[int, list[int]]:
+        """:meth:`add_box` for a record: the box ``box``, with new output wires of the local
+        types ``out_types``."""
+        attrs = box.attrs()
+        kind, op, simd, pos = attrs.pop("box"), attrs.pop("op"), attrs.pop("simd"), attrs.pop("pos")
+        return self.add_box(kind, op, inputs, out_types, simd=simd, pos=pos, out_names=out_names, **attrs)
+
     # -- editing: every change to the graph goes through these ----------------------------
     def place(self, attrs: Mapping, inputs: Iterable[tuple[int, Axes]], outputs: Iterable[int] = (),
               b: int | None = None) -> int:
@@ -174,6 +183,10 @@ class Hypergraph:
         self.edited()
         return b
 
+    def add(self, box: Box, inputs: Iterable[tuple[int, Axes]], outputs: Iterable[int] = ()) -> int:
+        """Add the box ``box`` reading ``inputs`` and writing the existing wires ``outputs``."""
+        return self.place(box.attrs(), inputs, outputs)
+
     def write(self, b: int, port: int, w: int) -> None:
         """Box ``b`` writes wire ``w`` at output ``port``."""
         self.graph.add_edge(b, w, key=port)
@@ -182,6 +195,15 @@ class Hypergraph:
     def replace(self, b: int, **attrs: Any) -> None:
         """Change some attributes of box (or wire) ``b``."""
         self.graph.nodes[b].update(attrs)
+        self._forget(b)
+        self.edited()
+
+    def reset(self, b: int, box: Box) -> None:
+        """Box ``b`` becomes ``box`` (its ports unchanged)."""
+        a = self.graph.nodes[b]
+        a.clear()
+        a.update(kind="box", **box.attrs())
+        self._forget(b)
         self.edited()
 
     def clone_box(self, b: int, out_names: list[str | None] | None = None) -> tuple[int, list[int]]:
@@ -222,6 +244,7 @@ class Hypergraph:
     def remove_box(self, b: int, outputs: bool = True) -> None:
         """Remove box ``b`` (and, unless told not to, the wires it writes)."""
         self.graph.remove_nodes_from([b, *self.box_outputs(b)] if outputs else [b])
+        self._forget(b)
         self.edited()
 
     def remove_wire(self, w: int) -> None:
@@ -242,6 +265,10 @@ class Hypergraph:
         return removed
 
     # -- reading --------------------------------------------------------------------
+    def is_box(self, n: int) -> bool:
+        """Whether ``n`` is a box of this graph (not a wire, not gone)."""
+        return n in self.graph and self.graph.nodes[n]["kind"] == "box"
+
     def boxes(self) -> Iterator[int]:
         return (n for n, a in self.graph.nodes(data=True) if a["kind"] == "box")
 
@@ -252,8 +279,20 @@ class Hypergraph:
         return self.graph.nodes[b]
 
     def record(self, b: int) -> Box:
-        """Box ``b`` as a typed record."""
-        return Box.of(self.graph.nodes[b])
+        """Box ``b`` as a typed record (memoised: every change to a box goes through
+        :meth:`replace`, which forgets it)."""
+        memo = self.graph.graph.get(_RECORDS)
+        if memo is None:
+            memo = self.graph.graph[_RECORDS] = {}
+        box = memo.get(b)
+        if box is None:
+            box = memo[b] = Box.of(self.graph.nodes[b])
+        return box
+
+    def _forget(self, n: int) -> None:
+        memo = self.graph.graph.get(_RECORDS)
+        if memo is not None:
+            memo.pop(n, None)
 
     def wire_type(self, w: int) -> TensorType:
         return self.graph.nodes[w]["type"]
@@ -316,6 +355,7 @@ class Hypergraph:
                          outputs=list(self.outputs), input_names=list(self.input_names),
                          generics=self.generics, pos=self.pos, source=self.source, program=self.program)
         out._next = self._next
+        out.graph.graph.pop(_RECORDS, None)  # networkx copies graph attributes: the memo is the original's
         return out
 
     def __repr__(self) -> str:

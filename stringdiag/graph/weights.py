@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Hashable, Iterable, Mapping
 
-from .box import Box, Global, Instance, Kind, Local, weight_attrs, weights_of
+from .box import Box, Global, Instance, Kind, Local, weight_attrs
 from .hypergraph import per_graph_cache
 
 WeightKey = tuple  # ("learn", local, param) or ("diagram", instance)
@@ -62,16 +62,21 @@ def weight_key(node: Mapping | Box) -> WeightKey | None:
 
 def weight_sets(d) -> set[WeightKey]:
     """Every weight set a diagram's boxes use."""
-    return {k for b in d.boxes() if (k := weight_key(d.box(b))) is not None}
+    return {k for b in d.boxes() if (k := weight_key(d.record(b))) is not None}
 
 
 def boxes_by_weights(d) -> dict[WeightKey, list[int]]:
     out: dict[WeightKey, list[int]] = {}
     for b in d.boxes():
-        k = weight_key(d.box(b))
+        k = weight_key(d.record(b))
         if k is not None:
             out.setdefault(k, []).append(b)
     return out
+
+
+def rename_key(key: WeightKey, name: str) -> WeightKey:
+    """The weight key of the same kind as ``key``, naming the set ``name``."""
+    return (*key[:-1], name)
 
 
 def weights_of_key(key: WeightKey):
@@ -111,5 +116,5 @@ def instances(d) -> set[str]:
     return {w.path for b in d.boxes() if isinstance(w := d.record(b).weights, Instance)}
 
 
-__all__ = ["weight_key", "weight_sets", "boxes_by_weights", "has_local_weights", "weights_of_key", "tie",
+__all__ = ["weight_key", "weight_sets", "boxes_by_weights", "has_local_weights", "weights_of_key", "rename_key", "tie",
            "fresh_instance", "instances", "WeightKey"]

@@ -19,6 +19,7 @@ from typing import Iterable
 import torch
 from torch import nn
 
+from ..graph.box import Kind
 from ..lower import compile
 from ..lower.approximators import Policy
 from ..lower.primitives import posenc
@@ -41,7 +42,7 @@ def head_dims(head: Diagram, d_head: int, overrides: dict[str, int] | None = Non
     if len(t_in) != 2 or t_in != t_out or kinds != ["seq", "fixed"]:
         raise DiagError(f"'{head.name}' cannot serve as an attention head: its type must be [s, d] -> [s, d] "
                         f"with s seq and d fixed, not {head.signature()}")
-    dims = {n: d_head for n, decl in prog.dims.items() if decl.kind == "fixed"}
+    dims = {n: d_head for n, decl in prog.dims.items() if decl.kind is Kind.FIXED}
     dims.update(overrides or {})
     return dims
 
@@ -51,7 +52,7 @@ def _is_fixed(dim, prog) -> bool:
     if prog is None:
         return True
     decls = [prog.lookup_dim(n) for n in dim.names()]
-    return all(decl is None or decl.kind == "fixed" for decl in decls)
+    return all(decl is None or decl.kind is Kind.FIXED for decl in decls)
 
 
 def stabilised(head: Diagram, after: Iterable[str] = STABILISED) -> Diagram:
@@ -65,19 +66,19 @@ def stabilised(head: Diagram, after: Iterable[str] = STABILISED) -> Diagram:
     out = head.copy()
     norm = prelude()["layernorm"]
     for b in list(out.boxes()):
-        node = out.box(b)
-        if node["op"] not in names or node["box"] != "diagram":
+        node = out.record(b)
+        if node.op not in names or node.kind is not Kind.DIAGRAM:
             continue
         for w in list(out.box_outputs(b)):
             t = out.wire_type(w)
             if not t or not _is_fixed(t[-1], head.program):
-                raise DiagError(f"--norm-after: '{node['op']}' outputs {_show_type(t)}; a layer norm needs a last "
+                raise DiagError(f"--norm-after: '{node.op}' outputs {_show_type(t)}; a layer norm needs a last "
                                 "axis of a fixed dimension")
             readers = out.consumers(w)
             simd = tuple((f"n{k}", dim) for k, dim in enumerate(t[:-1]))
-            _, (w2,) = out.add_box("diagram", "layernorm", [(w, tuple(lab for lab, _ in simd) + (0,))], [t[-1:]],
+            _, (w2,) = out.add_box(Kind.DIAGRAM, "layernorm", [(w, tuple(lab for lab, _ in simd) + (0,))], [t[-1:]],
                                    simd=simd, generics=(("n", t[-1]),), ref=norm,
-                                   clusters=tuple(node.get("clusters", ())))
+                                   clusters=tuple(node.clusters))
             for r, port in readers:  # (read before the norm was added: it reads w)
                 out.rewire(r, port, w2)
             out.outputs = [w2 if o == w else o for o in out.outputs]
@@ -91,8 +92,8 @@ def _show_type(t) -> str:
 def normed_ops(head: Diagram, after: Iterable[str] = STABILISED) -> list[str]:
     """The definitions named in ``after`` that the head uses as its own boxes, sorted."""
     names = frozenset(after)
-    return sorted({head.box(b)["op"] for b in head.boxes()
-                   if head.box(b)["op"] in names and head.box(b)["box"] == "diagram"})
+    return sorted({head.record(b).op for b in head.boxes()
+                   if head.record(b).op in names and head.record(b).kind is Kind.DIAGRAM})
 
 
 class Layer(nn.Module):
