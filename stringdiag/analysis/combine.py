@@ -492,7 +492,7 @@ def weights(d: Diagram, through: Callable[[Mapping], bool] = _inlined) -> tuple[
                 inst = (segs[b], id(node.ref.graph))
                 if inst not in instances:
                     instances.add(inst)
-                    sets = 1 if (node.repeat is not None and node.repeat.shared) else t
+                    sets = 1 if node.shared else t
                     w.loc_sets.update({k: n * sets for k, n in c.loc_sets.items()})
         w.keys = frozenset(keys)
         done[id(x.graph)] = w
@@ -580,8 +580,8 @@ def _layer_segments(node: Box, seg: str) -> list[str]:
     count whose size is not given."""
     t = _copies(node)
     if t is None:
-        return [seg if (node.repeat is not None and node.repeat.shared) else f"{seg}/k<{node.repeat.count}"]
-    return [seg] * t if (node.repeat is not None and node.repeat.shared) else [f"{seg}/{k}" for k in range(t)] if repeated(node) else [seg]
+        return [seg if node.shared else f"{seg}/k<{node.repeat.count}"]
+    return [seg] * t if node.shared else [f"{seg}/{k}" for k in range(t)] if repeated(node) else [seg]
 
 
 # -- parameters --------------------------------------------------------------------------------
@@ -662,7 +662,7 @@ def parameter_count(d: Diagram, dims: Mapping[str, int], approximator: Any = "ml
                 inst = (segs[b], id(node.ref.graph))
                 if inst not in instances:
                     instances.add(inst)
-                    sets = 1 if (node.repeat is not None and node.repeat.shared) or not repeated(node) else _evaluate(node.repeat.count, env)
+                    sets = 1 if node.shared or not repeated(node) else _evaluate(node.repeat.count, env)
                     total += sets * local(node.ref, *_bind(node, env, top))
         memo[key] = total
         return total

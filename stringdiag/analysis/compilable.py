@@ -102,7 +102,8 @@ def _unsized(d: Hypergraph, e: Hypergraph) -> Iterator[Obstacle]:
     has no size at run time."""
     carried = {dim.name for w in d.inputs for dim in d.wire_type(w) if dim.name}
     used = set().union(*(_seq_names(d, e.wire_type(w)) for w in e.wires()),
-                       *(_seq_names(d, dims_in(e.record(b).value)) for b in e.boxes() if e.record(b).kind is Kind.CONST))
+                       *(_seq_names(d, dims_in(e.record(b).value)) for b in e.boxes()
+                         if e.record(b).kind is Kind.CONST))
     for n in sorted(used - carried):
         yield Obstacle(f"the length of '{n}' is unknown when '{d.name}' runs: it is a sequence dimension "
                        "that no input has as an axis of its own", d.pos, False)

@@ -312,7 +312,8 @@ def _refuse_splits(cur: Diagram, name: str, match: Match, pairs: dict[WeightKey,
     for kt in seen:
         outside = [b for b in owners.get(kt, ()) if b not in inside]
         if outside:
-            raise DiagError(f"the weights '{kt[-1]}' are also used outside the fold (by '{cur.record(outside[0]).op}'): "
+            by = cur.record(outside[0]).op
+            raise DiagError(f"the weights '{kt[-1]}' are also used outside the fold (by '{by}'): "
                             "folding would split one set of weights into two")
 
 

@@ -17,7 +17,8 @@ from ..rewrite.rule import load_rules
 
 def _uses(rules) -> set[str]:
     """The defined diagrams the rules' sides use."""
-    return {d.record(b).op for r in rules for d in (r.lhs, r.rhs) for b in d.boxes() if d.record(b).kind is Kind.DIAGRAM}
+    return {d.record(b).op for r in rules for d in (r.lhs, r.rhs) for b in d.boxes()
+            if d.record(b).kind is Kind.DIAGRAM}
 
 
 def load_for(paths: list[str], generators: list[str]) -> dict[str, list]:

@@ -185,7 +185,8 @@ def _owners(d: Hypergraph, keys: set | None = None) -> dict[tuple, Any]:
         node = d.record(b)
         key = weight_key(node)
         if key is not None and (keys is None or key in keys):
-            out[key] = definition_key(node.ref) if node.kind is Kind.DIAGRAM else node.ref if node.ref is not None else node.op
+            owner = node.ref if node.ref is not None else node.op
+            out[key] = definition_key(node.ref) if node.kind is Kind.DIAGRAM else owner
     return out
 
 

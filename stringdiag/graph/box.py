@@ -156,6 +156,11 @@ class Box(NamedTuple):
         return self.loop if isinstance(self.loop, Repeat) else None
 
     @property
+    def shared(self) -> bool:
+        """A repeat whose copies share one set of weights."""
+        return isinstance(self.loop, Repeat) and self.loop.shared
+
+    @property
     def local(self) -> bool:
         """A learnable whose weights are fresh in each instance."""
         return isinstance(self.weights, Local)
@@ -187,8 +192,10 @@ class Box(NamedTuple):
         extra = {"summed": self.summed, "generics": self.generics, "ref": self.ref, "value": self.value,
                  "seed": self.seed, "display": self.display, "var": self.var, "cell": self.cell}
         a.update({k: v for k, v in extra.items() if v is not None and v is not False and v != ()})
-        if self.loop is not None:
-            a.update({"scan": True} if isinstance(self.loop, Scan) else {"repeat": self.loop.count, "shared": self.loop.shared})
+        if isinstance(self.loop, Scan):
+            a["scan"] = True
+        elif isinstance(self.loop, Repeat):
+            a.update(repeat=self.loop.count, shared=self.loop.shared)
         if self.weights is not None:
             a.update(weight_attrs(self.weights))
         return a

@@ -155,7 +155,7 @@ def _unroll(out: Hypergraph, scope: _Scope, node: Box, rename: dict, inputs: lis
     n_local = len(scope.src.wire_type(ow)) - len(node.simd)
     carried = tuple(lab for lab, _ in node.simd) + tuple(range(n_local))
     for k in range(t):
-        copy = instance if (node.repeat is not None and node.repeat.shared) else f"{instance}/{k}"
+        copy = instance if node.shared else f"{instance}/{k}"
         _open(out, scope, node, rename, inputs, box_outs, copy, named=k == t - 1)
         inputs = [_place_input(scope.env[ow], carried, rename)] + inputs[1:]
 

@@ -88,7 +88,8 @@ def fuse(d: Diagram) -> int:
 
 
 def _processes(rule: Rule) -> frozenset[str]:
-    return frozenset(rule.lhs.record(b).op for b in rule.lhs.boxes() if rule.lhs.record(b).kind in (Kind.FIXED, Kind.DIAGRAM))
+    return frozenset(rule.lhs.record(b).op for b in rule.lhs.boxes()
+                     if rule.lhs.record(b).kind in (Kind.FIXED, Kind.DIAGRAM))
 
 
 def fused(d: Diagram, memo: dict | None = None) -> Diagram:

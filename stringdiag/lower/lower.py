@@ -152,7 +152,8 @@ class Lowering:
                 names |= dim.names()
         for b in self.d.boxes():
             node = self.d.record(b)
-            for dim in [d for _, d in node.generics] + (constants.dims_in(node.value) if node.kind is Kind.CONST else []):
+            consts = constants.dims_in(node.value) if node.kind is Kind.CONST else []
+            for dim in [d for _, d in node.generics] + consts:
                 names |= dim.names()
             if node.repeat is not None:
                 names |= node.repeat.count.names()
@@ -161,7 +162,7 @@ class Lowering:
             decl = prog.lookup_dim(n) if prog is not None else None
             if decl is None or decl.kind == "generic":
                 continue
-            if decl.kind is Kind.FIXED and n not in self.dims:
+            if decl.kind == "fixed" and n not in self.dims:
                 if decl.default is not None:
                     self.dims[n] = decl.default
                 else:

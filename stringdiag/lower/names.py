@@ -30,7 +30,8 @@ def sites(d: Diagram, ipath: str = "", out: dict[str, str] | None = None) -> dic
     """Instance path (``EncoderLayer#2``, ``EncoderLayer#2/layernorm#1``) -> the name of that
     use in its body (``x3``, ``n1``), for every use of a definition at any depth."""
     out = {} if out is None else out
-    uses = [(b, d.record(b)) for b in d.boxes() if d.record(b).kind is Kind.DIAGRAM and d.record(b).instance is not None]
+    uses = [(b, d.record(b)) for b in d.boxes() if d.record(b).kind is Kind.DIAGRAM
+            and d.record(b).instance is not None]
     named: dict[int, str] = {}
     for b, node in uses:
         outs = d.box_outputs(b)

@@ -70,7 +70,7 @@ def _box_style(node: Box) -> dict:
     elif box is Kind.ABSTRACT:
         style.update(style="rounded,filled,bold", fillcolor=ABSTRACT_FILL, color="#b7791f")
     elif box is Kind.DIAGRAM and repeated(node):  # t copies drawn as one box: "Block ×6"
-        shared = " shared" if (node.repeat is not None and node.repeat.shared) else ""
+        shared = " shared" if node.shared else ""
         style.update(peripheries="3", style="rounded,bold", label=f"{label} ×{node.repeat.count}{shared}")
     elif box is Kind.RANDOM:
         style.update(style="rounded,filled,dashed", fillcolor=RANDOM_FILL, color="#566573",

@@ -42,7 +42,7 @@ def head_dims(head: Diagram, d_head: int, overrides: dict[str, int] | None = Non
     if len(t_in) != 2 or t_in != t_out or kinds != ["seq", "fixed"]:
         raise DiagError(f"'{head.name}' cannot serve as an attention head: its type must be [s, d] -> [s, d] "
                         f"with s seq and d fixed, not {head.signature()}")
-    dims = {n: d_head for n, decl in prog.dims.items() if decl.kind is Kind.FIXED}
+    dims = {n: d_head for n, decl in prog.dims.items() if decl.kind == "fixed"}
     dims.update(overrides or {})
     return dims
 
@@ -52,7 +52,7 @@ def _is_fixed(dim, prog) -> bool:
     if prog is None:
         return True
     decls = [prog.lookup_dim(n) for n in dim.names()]
-    return all(decl is None or decl.kind is Kind.FIXED for decl in decls)
+    return all(decl is None or decl.kind == "fixed" for decl in decls)
 
 
 def stabilised(head: Diagram, after: Iterable[str] = STABILISED) -> Diagram:
