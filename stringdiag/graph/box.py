@@ -189,9 +189,10 @@ class Box(NamedTuple):
         """The node attributes of this record (:meth:`of` reads them back): what the graph
         stores. Only the attributes that say something are written."""
         a = {"box": self.kind.value, "op": self.op, "simd": self.simd, "pos": self.pos, "clusters": self.clusters}
-        extra = {"summed": self.summed, "generics": self.generics, "ref": self.ref, "value": self.value,
-                 "seed": self.seed, "display": self.display, "var": self.var, "cell": self.cell}
-        a.update({k: v for k, v in extra.items() if v is not None and v is not False and v != ()})
+        for k, v in zip(_EXTRA, (self.summed, self.generics, self.ref, self.value, self.seed, self.display, self.var,
+                                 self.cell)):
+            if v is not None and v is not False and v != ():
+                a[k] = v
         if isinstance(self.loop, Scan):
             a["scan"] = True
         elif isinstance(self.loop, Repeat):
@@ -205,6 +206,9 @@ class Box(NamedTuple):
         what a box is, for isomorphism, rules, reductions and the matcher."""
         return Identity(self.kind, self.op, self.name, self.weights, self.ref if self.kind is Kind.DIAGRAM else None,
                         tuple(self.simd), tuple(self.summed), tuple(self.generics), loop_tag(self), self.value)
+
+
+_EXTRA = ("summed", "generics", "ref", "value", "seed", "display", "var", "cell")  # written when they say something
 
 
 def loop_of(a: Mapping) -> Loop | None:

@@ -187,12 +187,11 @@ def _open(out: Hypergraph, scope: _Scope, node: Box, rename: dict, inputs: list,
 def _copy(out: Hypergraph, scope: _Scope, node: Box, rename: dict, inputs: list, box_outs: list,
           out_locals: list, instance: str | None) -> None:
     """Copy one box as it is, tightened to the context SIMD boxes its inputs depend on."""
-    box = _placed(node, rename, scope, instance)
     own = tuple((rename[lab], dim.substitute(scope.sub)) for lab, dim in node.simd)
     used = {a for _, axes in inputs for a in axes if isinstance(a, str)}
     ctx = tuple((lab, dim) for lab, dim in scope.context if lab in used)
     display = {rename.get(k, k): v for k, v in (node.display or {}).items()}
-    box = box._replace(simd=ctx + own, display={**{lab: lab for lab, _ in ctx}, **display})
+    box = _placed(node, rename, scope, instance, simd=ctx + own, display={**{lab: lab for lab, _ in ctx}, **display})
     _, wires = out.emit(box, inputs, [substitute_type(t, scope.sub) for t in out_locals],
                         [scope.src.wire_label(w) for w in box_outs])
     for ow, nw in zip(box_outs, wires):
@@ -200,22 +199,24 @@ def _copy(out: Hypergraph, scope: _Scope, node: Box, rename: dict, inputs: list,
         scope.env[ow] = (nw, tuple(lab for lab, _ in ctx) + tuple(range(r)))
 
 
-def _placed(node: Box, rename: dict, scope: _Scope, instance: str | None) -> Box:
-    """A copied box, with generics substituted and weights placed at the path."""
+def _placed(node: Box, rename: dict, scope: _Scope, instance: str | None, **new) -> Box:
+    """A copied box (with the fields ``new``), generics substituted and weights placed at the path."""
     sub, path = scope.sub, scope.path
-    box = node._replace(clusters=scope.outer + _subst_clusters(node.clusters, sub),
-                        summed=tuple((rename[lab], dim.substitute(sub)) for lab, dim in node.summed),
-                        generics=tuple((g, dim.substitute(sub)) for g, dim in node.generics))
+    new["clusters"] = scope.outer + _subst_clusters(node.clusters, sub)
+    if node.summed:
+        new["summed"] = tuple((rename[lab], dim.substitute(sub)) for lab, dim in node.summed)
+    if node.generics:
+        new["generics"] = tuple((g, dim.substitute(sub)) for g, dim in node.generics)
     if node.value is not None:
-        value = substitute_const(node.value, sub)
-        box = box._replace(value=value, op=show_const(value))
+        new["value"] = substitute_const(node.value, sub)
+        new["op"] = show_const(new["value"])
     if node.kind is Kind.DIAGRAM:
-        box = box._replace(weights=Instance(f"{path}{instance}"))
+        new["weights"] = Instance(f"{path}{instance}")
+    elif isinstance(node.weights, Local):
+        new["weights"] = Local(f"{path}{node.weights.param}")
     if node.repeat is not None:
-        box = box._replace(loop=Repeat(node.repeat.count.substitute(sub), node.repeat.shared))
-    if isinstance(node.weights, Local):
-        box = box._replace(weights=Local(f"{path}{node.weights.param}"))
-    return box
+        new["loop"] = Repeat(node.repeat.count.substitute(sub), node.repeat.shared)
+    return node._replace(**new)
 
 
 @per_graph_cache

@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import networkx as nx
 
 from ..errors import Pos
-from .box import KINDS, Box, Kind, loop_tag
+from .box import _KIND_OF, KINDS, Box, Instance, Kind, loop_tag
 from .types import Dim, TensorType, show_type
 
 Axes = tuple[Any, ...]  # str: a SIMD (or summed) label; int: a local axis
@@ -164,16 +164,24 @@ class Hypergraph:
              out_names: list[str | None] | None = None) -> tuple[int, list[int]]:
         """:meth:`add_box` for a record: the box ``box``, with new output wires of the local
         types ``out_types``."""
-        attrs = box.attrs()
-        kind, op, simd, pos = attrs.pop("box"), attrs.pop("op"), attrs.pop("simd"), attrs.pop("pos")
-        return self.add_box(kind, op, inputs, out_types, simd=simd, pos=pos, out_names=out_names, **attrs)
+        b = self.new_id()
+        if box.kind is Kind.DIAGRAM and box.weights is None:  # a use of its own (as add_box gives it)
+            box = box._replace(weights=Instance(f"{box.op}#b{b}"))
+        self.add(box, inputs, (), b)
+        scan, dims = box.scan, tuple(d for _, d in box.simd)
+        outs = []
+        for port, t in enumerate(out_types):
+            lead = dims[:-1] if (scan and port == 0) else dims
+            outs.append(self.add_wire(lead + tuple(t), name=out_names[port] if out_names else None, pos=box.pos))
+            self.write(b, port, outs[-1])
+        return b, outs
 
     # -- editing: every change to the graph goes through these ----------------------------
     def place(self, attrs: Mapping, inputs: Iterable[tuple[int, Axes]], outputs: Iterable[int] = (),
               b: int | None = None) -> int:
         """Add a box with the node attributes ``attrs`` (``box``, ``op``, ``simd``, ...),
         reading ``inputs`` (wire, axes) and writing the existing wires ``outputs``."""
-        Kind(attrs["box"])  # a box of a known kind
+        assert attrs["box"] in _KIND_OF, attrs["box"]  # a box of a known kind
         b = self.new_id() if b is None else b
         self.graph.add_node(b, kind="box", **attrs)
         for port, (w, axes) in enumerate(inputs):
@@ -183,9 +191,12 @@ class Hypergraph:
         self.edited()
         return b
 
-    def add(self, box: Box, inputs: Iterable[tuple[int, Axes]], outputs: Iterable[int] = ()) -> int:
+    def add(self, box: Box, inputs: Iterable[tuple[int, Axes]], outputs: Iterable[int] = (),
+            b: int | None = None) -> int:
         """Add the box ``box`` reading ``inputs`` and writing the existing wires ``outputs``."""
-        return self.place(box.attrs(), inputs, outputs)
+        b = self.place(box.attrs(), inputs, outputs, b)
+        self._memo()[b] = box  # what record(b) would read back
+        return b
 
     def write(self, b: int, port: int, w: int) -> None:
         """Box ``b`` writes wire ``w`` at output ``port``."""
@@ -203,7 +214,7 @@ class Hypergraph:
         a = self.graph.nodes[b]
         a.clear()
         a.update(kind="box", **box.attrs())
-        self._forget(b)
+        self._memo()[b] = box
         self.edited()
 
     def clone_box(self, b: int, out_names: list[str | None] | None = None) -> tuple[int, list[int]]:
@@ -281,13 +292,17 @@ class Hypergraph:
     def record(self, b: int) -> Box:
         """Box ``b`` as a typed record (memoised: every change to a box goes through
         :meth:`replace`, which forgets it)."""
-        memo = self.graph.graph.get(_RECORDS)
-        if memo is None:
-            memo = self.graph.graph[_RECORDS] = {}
+        memo = self._memo()
         box = memo.get(b)
         if box is None:
             box = memo[b] = Box.of(self.graph.nodes[b])
         return box
+
+    def _memo(self) -> dict:
+        memo = self.graph.graph.get(_RECORDS)
+        if memo is None:
+            memo = self.graph.graph[_RECORDS] = {}
+        return memo
 
     def _forget(self, n: int) -> None:
         memo = self.graph.graph.get(_RECORDS)

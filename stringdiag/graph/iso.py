@@ -221,6 +221,7 @@ class _Builder:
 
     def __init__(self, d: Hypergraph):
         g = d.graph
+        self.record = d.record
         self.attr = dict(g.nodes(data=True))
         self.succ = dict(g.adjacency())  # u -> {v: {key: data}}
         self.keys = list(self.attr)
@@ -261,7 +262,7 @@ class _Builder:
         return local
 
     def box(self, ix: int, x, a: dict) -> int:
-        box = self.attr[x] = Box.of(a)  # the box as a record, from here on
+        box = self.attr[x] = self.record(x)  # the box as a record, from here on
         local = self.local(x, box)
         ctx = (box.kind is Kind.CONTRACT, tuple(map(_first, box.simd)), tuple(map(_first, box.summed)), len(local))
         self.contexts[ix] = self.context_ids.setdefault(ctx, len(self.context_ids))
