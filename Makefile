@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install dot bench clean pictures docs
+.PHONY: demo test install dot browser-latex bench clean pictures docs
 
 install: $(STAMP)
 
@@ -27,6 +27,24 @@ dot:
 	  exit 1; \
 	fi
 
+# The suite drives a headless browser (tests/test_html.py) and compiles TikZ (tests/test_tikz.py):
+# Debian's chromium, chromium-driver, texlive-latex-base and texlive-pictures, installed when we
+# can; else say how (the tests then skip, saying why, unless CI is set: there they fail).
+BROWSER_LATEX := chromium:chromium chromedriver:chromium-driver pdflatex:texlive-latex-base \
+                 tikz.sty:texlive-pictures
+browser-latex:
+	@missing=""; for pair in $(BROWSER_LATEX); do tool=$${pair%%:*}; pkg=$${pair#*:}; \
+	  if [ $$tool = tikz.sty ]; then kpsewhich tikz.sty >/dev/null 2>&1 || missing="$$missing $$pkg"; \
+	  else command -v $$tool >/dev/null 2>&1 || missing="$$missing $$pkg"; fi; done; \
+	if [ -z "$$missing" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing$$missing (apt-get install -y$$missing)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	else \
+	  echo "warning: missing$$missing; the browser and TikZ tests will skip (CI=true: fail)." >&2; \
+	  echo "         Install with: sudo apt-get install -y$$missing" >&2; \
+	fi
+
 demo: install dot
 	$(BIN)/stringdiag check gallery/*.diag
 	@for f in gallery/*.diag; do [ $$f = gallery/mechanisms.diag ] || $(BIN)/stringdiag render $$f -o gallery/ || exit 1; done
@@ -40,7 +58,7 @@ demo: install dot
 pictures: install dot
 	@grep -v '^#' gallery/PICTURES | while read -r line; do $(BIN)/stringdiag $$line || exit 1; done
 
-test: install dot
+test: install dot browser-latex
 	@echo "running the whole suite: about 8 minutes on 2 idle cores (two workers, one thread each)"
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q -n $${TEST_WORKERS:-2}  # small tensors: one thread is faster, and steady
 

@@ -17,7 +17,8 @@ from . import derive as _derive  # noqa: F401  (loaded first, so that stringdiag
 from .errors import DiagError, Pos
 
 __all__ = ["DiagError", "Pos", "Diagram", "Program", "load", "loads", "compile", "load_weights", "derive",
-           "load_derivation", "load_taxonomy", "info", "export", "__version__"]
+           "load_derivation", "load_taxonomy", "info", "export", "load_run", "generate", "save_pretrained",
+           "from_pretrained", "__version__"]
 
 # read on first use (PEP 562), so that `stringdiag --version`, `--help` or a bad command line
 # never wait for networkx and lark, which the graph layer imports
@@ -28,7 +29,8 @@ _LAZY = {"Diagram": ".graph.diagram", "Program": ".graph.program", "load": ".gra
 def __getattr__(name: str):
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import_module(".graph.diagram", __name__).Diagram._repr_svg_ = _repr_svg_  # the notebook pictures
+    diagram = import_module(".graph.diagram", __name__).Diagram
+    diagram._repr_svg_, diagram._repr_html_ = _repr_svg_, _repr_html_  # the notebook pictures
     import_module(".graph.program", __name__).Program._repr_html_ = _program_html
     value = getattr(import_module(_LAZY[name], __name__), name)
     globals()[name] = value
@@ -66,6 +68,40 @@ def export(module, folder, diagram: "Diagram", dims: dict | None = None, approxi
     from .lower.export import export as write
 
     return write(module, folder, diagram, dims, approximator)
+
+
+def load_run(folder):
+    """A whole language model's training run read back (``stringdiag train FILE -d NAME -o DIR`` for a
+    NAME of type ``[s] of v -> [s, v]``): ``.model`` (rebuilt from the sources its checkpoint carries,
+    the weights checked and loaded), ``.tokenizer``, ``.context``, ``.result``; see
+    :mod:`stringdiag.train.run`."""
+    from .train.run import load_run as read
+
+    return read(folder)
+
+
+def generate(model, prompt, tokens: int, temperature: float = 1.0, top_k=None, seed: int = 0, context=None):
+    """``tokens`` token ids sampled after the ids ``prompt`` (temperature 0: the likeliest each
+    time; ``top_k``: among the k likeliest), reproducibly from ``seed``."""
+    from .train.run import generate as sample
+
+    return sample(model, prompt, tokens, temperature, top_k, seed, context)
+
+
+def save_pretrained(model, folder, tokenizer=None):
+    """A trained whole language model in Hugging Face's layout: ``model.safetensors`` and
+    ``config.json`` (which carries the ``.diag`` sources), and ``tokenizer.json`` when given."""
+    from .train.run import save_pretrained as save
+
+    return save(model, folder, tokenizer)
+
+
+def from_pretrained(folder):
+    """``(model, tokenizer)`` from a folder :func:`save_pretrained` wrote, the weights checked
+    against their checksum."""
+    from .train.run import from_pretrained as read
+
+    return read(folder)
 
 
 def derive(text: str, file: str = "<string>", verify: bool = False):
@@ -111,6 +147,14 @@ def _repr_svg_(diagram: "Diagram") -> str:
     from .render.draw import to_svg
 
     return to_svg(diagram)
+
+
+def _repr_html_(diagram: "Diagram") -> str:
+    """A diagram in a notebook: the interactive view (``render/html.py``: pan, zoom, its
+    definitions opened by a click), which a notebook prefers to the plain picture."""
+    from .render.html import diagram_view
+
+    return diagram_view(diagram)
 
 
 def _program_html(prog: "Program") -> str:

@@ -117,7 +117,7 @@ def test_render_to_an_unknown_format_creates_nothing(capsys, tmp_path, no_work):
     out = tmp_path / "out.jpg"
     rc, _, err = run(capsys, ["render", ATTENTION, "-d", "SelfAttention", "-o", out])
     assert rc == 2 and err.startswith(f"error: argument -o/--output: cannot write {out}: .jpg is not a picture "
-                                      "format (.dot, .gv, .pdf, .png, .svg), nor a directory")
+                                      "format (.dot, .gv, .html, .pdf, .png, .svg, .tex), nor a directory")
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 

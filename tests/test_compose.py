@@ -161,6 +161,40 @@ def test_the_methods_on_diagram_delegate():
     assert f.isomorphic(h) and weight_sets(f) != weight_sets(h)
 
 
+BLOCK = """dim s : seq
+dim d : fixed
+learn G : [d] -> [d]
+diagram B(x: [s, d]) -> [s, d] {
+  learn F : [d] -> [d]
+  return x + F(x)
+}
+diagram Glob(x: [s, d]) -> [s, d] {
+  return G(x)
+}
+"""
+
+
+@pytest.mark.parametrize("op", ["then", "tensor"])
+def test_composing_a_block_with_itself_says_whether_weights_are_shared(op):
+    """``blk.then(blk)`` is refused until ``shared`` says one function or two; the compiled
+    modules hold one block's parameters or two (counted by torch, not by the engine)."""
+    prog = stringdiag.loads(BLOCK)
+    blk = prog["B"]
+    with pytest.raises(DiagError, match="both sides hold the weights of F.*shared=True"):
+        getattr(blk, op)(blk)
+    one = sum(p.numel() for p in stringdiag.compile(prog["B"], dims=dict(d=3), approximator="linear").parameters())
+    for shared, copies in ((True, 1), (False, 2)):
+        m = stringdiag.compile(getattr(blk, op)(blk, shared=shared), dims=dict(d=3), approximator="linear")
+        assert sum(p.numel() for p in m.parameters()) == copies * one
+    assert getattr(blk, op)(blk.fresh()) is not None  # two blocks with weights of their own need no word
+    g = prog["Glob"]  # a global learnable is asked about too: shared=False gives the second its own
+    with pytest.raises(DiagError, match="both sides hold the weights of G"):
+        getattr(g, op)(g)
+    for shared, copies in ((True, 1), (False, 2)):
+        m = stringdiag.compile(getattr(g, op)(g, shared=shared), dims=dict(d=3), approximator="linear")
+        assert sum(p.numel() for p in m.parameters()) == copies * (3 * 3 + 3)
+
+
 # -- types -----------------------------------------------------------------------------
 def test_then_refuses_types_that_differ_naming_both():
     with pytest.raises(DiagError, match=r"outputs of H have types \[s, d\] but the inputs of J have types "

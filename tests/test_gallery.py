@@ -33,6 +33,7 @@ SIGNATURES = {
     },
     "bahdanau.diag": {"Bahdanau": "[s, d], [t, e] -> [t, o]"},
     "gpt2.diag": {"GPT2Block": "[s, d] -> [s, d]"},
+    "lm.diag": {n: "[s] of v -> [s, v]" for n in ("GPT", "GPTUntied", "Llama")},
     "splines.diag": {
         "ReluAttention": "[s, d] -> [s, m]",
         "MaskedReluAttention": "[s, d] -> [s, m]",
@@ -155,7 +156,8 @@ def test_diagram_compiles_and_runs_on_random_input(path, name):
     def shape(t):
         return tuple(dim.evaluate(sizes) for dim in t)
 
-    xs = [torch.randn(2, *shape(t), dtype=torch.float64) for t in d.input_types]
+    xs = [torch.randn(2, *shape(t), dtype=torch.float64) if d.id_range(w) is None  # token ids: integers
+          else torch.randint(0, d.id_range(w).evaluate(sizes), (2, *shape(t))) for w, t in zip(d.inputs, d.input_types)]
     out = m(*xs)
     outs = out if isinstance(out, tuple) else (out,)
     batch = (2,) if xs else ()  # a diagram without inputs makes one value

@@ -137,3 +137,57 @@ def test_hugging_face_gpt2_block_ports_into_the_gallery_gpt2_block(gpt2):
 
     x = torch.randn(2, s, h * k, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
     compare(ours, ref, run_ref, x, GPT2_MAP, GPT2_TRANSPOSED)
+
+
+# -- a stack ports with the map of one layer ----------------------------------------------------------
+STACK = """import "stringdiag:gallery/gpt2.diag"
+diagram Stack(x: [s, d]) -> [s, d] {
+  y = repeat 2 GPT2Block(x)
+  return y
+}
+"""
+LAYER_MAP = {"ln_*.*": "ln*.*", "attn.c_attn.*": ["attn.WQ.*", "attn.WK.*", "attn.WV.*"],
+             "attn.c_proj.*": "attn.WO.*", "mlp.c_*.*": "mlp.*.*"}  # the one-layer map of the test above
+
+
+def test_a_stack_names_each_copy_as_one_layer_alone_prefixed_by_its_number():
+    dims = dict(h=2, k=3, d=6, f=12)
+    one = set(compiled("gpt2.diag", "GPT2Block", dims).state_dict())
+    stack = stringdiag.compile(stringdiag.loads(STACK)["Stack"], dims=dims, approximator="linear")
+    assert set(stack.state_dict()) == {f"y.{n}.{name}" for n in (0, 1) for name in one}
+
+
+def test_a_two_layer_hugging_face_stack_ports_with_the_map_of_one_layer(gpt2):
+    block_class, config_class = gpt2
+    h, k = 2, 3
+    config = config_class(n_embd=h * k, n_head=h, n_layer=2, resid_pdrop=0.0, attn_pdrop=0.0, embd_pdrop=0.0,
+                          activation_function="gelu_new")
+    config._attn_implementation = "eager"
+    ref = nn.ModuleDict({"h": nn.ModuleList([block_class(config, layer_idx=i) for i in range(2)])}).to(torch.float64)
+    randomise(ref, 5)
+    ours = stringdiag.compile(stringdiag.loads(STACK)["Stack"], dims=dict(h=h, k=k, d=h * k, f=4 * h * k),
+                              approximator="linear", dtype=torch.float64)
+    stack_map = {"h.{layer}." + src: ([f"y.{{layer}}.{t}" for t in to] if isinstance(to, list) else f"y.{{layer}}.{to}")
+                 for src, to in LAYER_MAP.items()}
+    stringdiag.load_weights(ours, ref.state_dict(), stack_map, transpose=["h.*.*.c_*.weight"])
+    s = 5
+    mask = torch.zeros(s, s, dtype=torch.float64).masked_fill(~torch.ones(s, s, dtype=torch.bool).tril(),
+                                                              float("-inf"))
+
+    def run_ref(x):
+        for block in ref["h"]:
+            x = block(x, attention_mask=mask[None, None])
+            x = x[0] if isinstance(x, tuple) else x
+        return x
+
+    x = torch.randn(2, s, h * k, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    y, want = ours(x), run_ref(x)
+    assert relative_error(y, want) < TOL, f"relative error {relative_error(y, want):.3g}"
+
+
+def test_a_placeholder_must_match_the_same_part_twice_and_be_named_by_its_source():
+    from stringdiag.lower.porting import _target
+    assert _target("a.3.b.3.w", {"a.{n}.b.{n}.*": "x.{n}.*"}) == "x.3.w"
+    assert _target("a.3.b.4.w", {"a.{n}.b.{n}.*": "x.{n}.*"}) == "a.3.b.4.w"  # not matched: its own name
+    with pytest.raises(stringdiag.DiagError, match="which its source does not"):
+        _target("a.3.w", {"a.{n}.w": "x.{m}.w"})

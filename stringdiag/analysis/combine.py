@@ -207,8 +207,8 @@ def _local(d: Diagram, w: int, axes: tuple) -> list[Dim]:
 
 
 # primitives that read only the entries they return (a pick or a range of an axis; the compiler
-# takes them as views): they cost their output, not their input
-READ_WHAT_THEY_GIVE = frozenset({"pick", "narrow"})
+# takes them as views; embed one row of its table per id): they cost their output, not their input
+READ_WHAT_THEY_GIVE = frozenset({"pick", "narrow", "embed"})
 # primitives whose every output entry reads every entry of their last input (a kernel): the
 # output times the kernel
 WINDOWED = frozenset({"causal_conv"})

@@ -89,7 +89,8 @@ def report(diagram, gm, dims: dict[str, int], approximator: str, exported) -> di
     return {
         "diagram": diagram.name,
         "signature": diagram.signature(),
-        "inputs": [{"name": n, "type": show_type(t)} for n, t in zip(diagram.input_names, diagram.input_types)],
+        "inputs": [{"name": n, "type": show_type(diagram.wire_type(w), diagram.id_range(w))}
+                   for n, w in zip(diagram.input_names, diagram.inputs)],
         "outputs": [show_type(t) for t in diagram.output_types],
         "dims": dims,
         "approximator": approximator,

@@ -4,12 +4,14 @@ from __future__ import annotations
 import argparse
 
 from .common import print_json
-from .outputs import need_directory, picture_or_directory
+from .outputs import add_tikz_body, need_directory, picture_or_directory
 
 HELP = "check a derivation step by step; print its table, draw its chain of pictures"
 EXAMPLES = """\
 stringdiag derive gallery/linearize.deriv
 stringdiag derive gallery/linearize.deriv --verify -o linearize.svg
+stringdiag derive gallery/linearize.deriv -o linearize.html
+stringdiag derive gallery/linearize.deriv -o linearize.tex
 stringdiag derive gallery/tax_*.deriv -o chains/
 stringdiag derive gallery/linearize.deriv --json"""
 
@@ -17,8 +19,9 @@ stringdiag derive gallery/linearize.deriv --json"""
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", metavar="FILE.deriv")
     p.add_argument("-o", "--output", metavar="OUT", type=picture_or_directory,
-                   help="the chain of pictures (.svg, .png, .pdf, .dot), or a directory for FILE_STEM.svg; "
-                        "with several files, a directory")
+                   help="the chain of pictures (.svg, .png, .pdf, .dot; .html: the steps on a slider beside "
+                        "the table; .tex: TikZ), or a directory for FILE_STEM.svg; with several files, a directory")
+    add_tikz_body(p)
     p.add_argument("--verify", action="store_true",
                    help="also evaluate both sides of every equality on random inputs (float64)")
     p.add_argument("--json", action="store_true",
@@ -39,9 +42,9 @@ def run(args: argparse.Namespace) -> int:
         else:
             describe(path, deriv, args.verify)
         if args.output:
-            wrote = draw(deriv, path, args.output)
-            if not args.json:
-                print(f"wrote {wrote}")
+            for wrote in draw(deriv, path, args.output, args.tikz_body):
+                if not args.json:
+                    print(f"wrote {wrote}")
         if not args.json:
             print()
     if args.json:
@@ -61,13 +64,12 @@ def describe(path: str, deriv, verify: bool) -> None:
               f"(largest relative error {max(checked):.1e})")
 
 
-def draw(deriv, path: str, output: str):
+def draw(deriv, path: str, output: str, tikz_body: bool = False) -> list:
     """The chain into ``output`` (a picture, or FILE_STEM.svg in a directory)."""
     from pathlib import Path
 
-    from ..render.draw import strip, write, write_text  # Graphviz only to draw
+    from ..render.output import save_chain  # Graphviz only to draw
     from .outputs import names_directory
 
     out = Path(output) / (Path(path).stem + ".svg") if names_directory(output) else Path(output)
-    # an SVG chain reads top to bottom; other formats are one Graphviz strip, left to right
-    return write_text(deriv.chain_svg(), out) if out.suffix.lower() == ".svg" else write(strip(deriv.frames()), out)
+    return save_chain(deriv.heading(), deriv.frames(), deriv.text_rows(), out, tikz_body)

@@ -62,8 +62,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retype", metavar="FILE:G=H,...",
                    help="for --sensitivity: another typing of some generators (FILE defines H for G)")
     p.add_argument("-o", "--output", metavar="OUT.diag", type=diag_file, help="write the survivors as a .diag file")
-    p.add_argument("--grid", metavar="OUT.svg", type=outputs.picture,
-                   help="draw the survivors in a grid, each with its name")
+    p.add_argument("--grid", metavar="OUT.svg", type=outputs.grid,
+                   help="draw the survivors in a grid, each with its name (.svg), or on a page opening them "
+                        "one at a time (.html)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -223,11 +224,11 @@ def _draw(named: list, path: str, quiet: bool) -> None:
     """The survivors in a grid, each captioned; progress on stderr (drawing many takes a while)."""
     from tqdm import tqdm
 
-    from ..render.draw import grid_svg, write_text
+    from ..render.output import save_grid
 
     frames = [(f"{m.name}  ({m.family}, {m.generators})", m.diagram) for m in named]
     bar = lambda xs: tqdm(xs, desc="drawing", unit="diagram", file=sys.stderr, leave=False, disable=quiet)  # noqa: E731
-    write_text(grid_svg(frames, progress=bar), path)
+    save_grid(f"{len(frames)} mechanisms", frames, path, progress=bar)
     print(f"wrote {path}", file=sys.stderr)
 
 

@@ -6,17 +6,19 @@ Each function here is an argparse ``type``, so a bad ``-o`` is a usage error (st
 naming the option, e.g. ``-o out.jpg`` on ``render``::
 
     error: argument -o/--output: cannot write out.jpg: .jpg is not a picture format (.dot, .gv,
-    .pdf, .png, .svg), nor a directory (end it with '/' to make one) (see 'stringdiag render --help')
+    .html, .pdf, .png, .svg, .tex), nor a directory (end it with '/' to make one) (see 'stringdiag
+    render --help')
 """
 from __future__ import annotations
 
 import argparse
 import os
 
-from ..render.formats import FORMATS
+from ..render.formats import DOCUMENTS, FORMATS
 from .options import UsageError, short
 
-PICTURES = ", ".join(sorted(FORMATS))
+OUTPUTS = {**FORMATS, **DOCUMENTS}
+PICTURES = ", ".join(sorted(OUTPUTS))
 
 
 def names_directory(text: str) -> bool:
@@ -34,7 +36,7 @@ def picture(text: str) -> str:
     if os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"cannot write {short(text)}: it is a directory (give a picture file: "
                                          f"{PICTURES})")
-    if _suffix(text) not in FORMATS:
+    if _suffix(text) not in OUTPUTS:
         raise argparse.ArgumentTypeError(f"cannot write {short(text)}: the picture format is told by the extension, "
                                          f"one of {PICTURES}")
     return text
@@ -45,7 +47,7 @@ picture.__name__ = "picture"
 
 def picture_or_directory(text: str) -> str:
     """``-o`` for one picture or a directory of them (see :func:`names_directory`)."""
-    if names_directory(text) or _suffix(text) in FORMATS:
+    if names_directory(text) or _suffix(text) in OUTPUTS:
         return text
     raise argparse.ArgumentTypeError(f"cannot write {short(text)}: {_suffix(text)} is not a picture format "
                                      f"({PICTURES}), nor a directory (end it with '/' to make one)")
@@ -54,8 +56,25 @@ def picture_or_directory(text: str) -> str:
 picture_or_directory.__name__ = "picture or directory"
 
 
+def grid(text: str) -> str:
+    """``--grid``: a picture of many diagrams, SVG or an interactive page."""
+    if _suffix(text) not in (".svg", ".html") or os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"cannot write {short(text)}: a grid is drawn as .svg or .html")
+    return text
+
+
+grid.__name__ = "grid"
+
+
 def need_directory(text: str, why: str) -> None:
     """Refuse (a usage error) an output that must be a directory but is named as a file."""
     if not names_directory(text):
         raise UsageError(f"-o {short(text)}: {why}, so -o names a directory; {short(text)} is named as a file "
                          "(end it with '/' to make a directory)")
+
+
+def add_tikz_body(p: argparse.ArgumentParser) -> None:
+    """``--tikz-body``: with ``-o X.tex``, the pictures alone (``\\input`` in a paper)."""
+    p.add_argument("--tikz-body", action="store_true",
+                   help="with -o X.tex: write the TikZ pictures alone, to \\input in a paper that loads "
+                        "stringdiag.sty (written beside them), not a document of its own")

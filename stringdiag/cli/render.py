@@ -5,14 +5,16 @@ import argparse
 from pathlib import Path
 
 from ..errors import DiagError
-from ..render.formats import FORMATS
+from ..render.formats import DOCUMENTS, FORMATS
 from .common import load_reporting, pick
-from .outputs import names_directory, picture_or_directory
+from .outputs import add_tikz_body, names_directory, picture_or_directory
 
-HELP = "draw diagrams as SVG, PNG, PDF or DOT (by the output's extension)"
+HELP = "draw diagrams as SVG, PNG, PDF, DOT, an interactive HTML page or TikZ (by the output's extension)"
 EXAMPLES = """\
 stringdiag render gallery/attention.diag -d SelfAttention -o attention.svg
 stringdiag render gallery/attention.diag -o pictures/ --format png
+stringdiag render gallery/transformer.diag -d TransformerEncoder -o encoder.html
+stringdiag render gallery/attention.diag -d SelfAttention -o attention.tex --tikz-body
 stringdiag render gallery/transformer.diag -d TransformerEncoder --expand -o encoder.pdf"""
 
 
@@ -20,15 +22,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE")
     p.add_argument("-d", "--diagram", metavar="NAME", help="the diagram to draw (default: all of them)")
     p.add_argument("-o", "--output", metavar="OUT", type=picture_or_directory,
-                   help="output file (.svg, .png, .pdf, .dot), or a directory for FILE_STEM.NAME.svg: one that "
+                   help="output file (.svg, .png, .pdf, .dot, .html, .tex), or a directory for "
+                        "FILE_STEM.NAME.svg: one that "
                         "exists, ends with '/' or has no extension (default: beside FILE)")
     p.add_argument("--expand", action="store_true", help="open every definition used as a box (a repeat of known count into its copies)")
-    p.add_argument("--format", choices=sorted({v for v in FORMATS.values()}), default="svg",
+    p.add_argument("--format", choices=sorted({*FORMATS.values(), *DOCUMENTS.values()}), default="svg",
                    help="format when writing into a directory (default: svg)")
+    add_tikz_body(p)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..render.draw import render  # Graphviz only once the file checks
+    from ..render.output import save_diagram  # Graphviz only once the file checks
 
     prog = load_reporting(args.file)
     diagrams = pick(prog, args.diagram)
@@ -40,6 +44,6 @@ def run(args: argparse.Namespace) -> int:
     stem = Path(args.file).stem
     for d in diagrams:
         target = out / f"{stem}.{d.name}{'.expanded' if args.expand else ''}.{args.format}" if into_dir else out
-        render(d, target, expand=args.expand)
-        print(f"wrote {target}")
+        for path in save_diagram(d, target, expand=args.expand, tikz_body=args.tikz_body):
+            print(f"wrote {path}")
     return 0

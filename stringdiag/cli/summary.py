@@ -17,7 +17,8 @@ class Summary(dict):
         lines = [f"{s['signature']}    ({s['position']})"]
         width = max([len(p["name"]) for p in s["inputs"] + s["outputs"]] + [4])
         lines.append("inputs:")
-        lines += [f"  {p['name']:<{width}}  [{', '.join(p['indices'])}]" for p in s["inputs"]]
+        lines += [f"  {p['name']:<{width}}  [{', '.join(p['indices'])}]" + (f" of {p['of']}" if "of" in p else "")
+                  for p in s["inputs"]]
         lines.append("outputs:")
         lines += [f"  {p['name']:<{width}}  [{', '.join(p['indices'])}]" for p in s["outputs"]]
         lines.append("dimensions:")
@@ -91,7 +92,9 @@ def summarize(d: Diagram) -> Summary:
         "name": d.name,
         "signature": d.signature(),
         "position": str(d.pos) if d.pos else "",
-        "inputs": [{"name": n, "indices": [str(x) for x in d.wire_type(w)]} for n, w in zip(names, d.inputs)],
+        "inputs": [{"name": n, "indices": [str(x) for x in d.wire_type(w)],
+                    **({"of": str(d.id_range(w))} if d.id_range(w) is not None else {})}  # token ids: [s] of v
+                   for n, w in zip(names, d.inputs)],
         "outputs": [{"name": n, "indices": [str(x) for x in d.wire_type(w)]} for n, w in zip(outs, d.outputs)],
         "dimensions": dims,
         "boxes": {

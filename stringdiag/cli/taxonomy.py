@@ -4,19 +4,22 @@ from __future__ import annotations
 import argparse
 
 from .common import print_json
-from .outputs import picture
+from .outputs import add_tikz_body, picture
 
 HELP = "check a family tree of architectures, every edge a derivation; draw it in one picture"
 EXAMPLES = """\
 stringdiag taxonomy gallery/taxonomy.tax
 stringdiag taxonomy gallery/taxonomy.tax -o taxonomy.svg --verify
+stringdiag taxonomy gallery/taxonomy.tax -o taxonomy.html
 stringdiag taxonomy gallery/taxonomy.tax --json"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE.tax")
     p.add_argument("-o", "--output", metavar="OUT", type=picture,
-                   help="the tree in one picture (.svg, .png, .pdf, .dot)")
+                   help="the tree in one picture (.svg, .png, .pdf, .dot, .tex), or a page opening its members "
+                        "one at a time (.html)")
+    add_tikz_body(p)
     p.add_argument("--verify", action="store_true",
                    help="also evaluate both sides of every equality of every edge on random inputs (float64)")
     p.add_argument("--json", action="store_true",
@@ -34,9 +37,9 @@ def run(args: argparse.Namespace) -> int:
               f"{len(tax.edges)} edges, each checked{' and verified' if args.verify else ''}")
         print(tax.summary())
     if args.output:
-        wrote = draw(tax, args.output)
-        if not args.json:
-            print(f"wrote {wrote}")
+        for wrote in draw(tax, args.output, args.tikz_body):
+            if not args.json:
+                print(f"wrote {wrote}")
     return 0
 
 
@@ -51,10 +54,7 @@ def as_data(tax) -> dict:
     return {"file": tax.path, "root": tax.root, "members": members, "edges": edges}
 
 
-def draw(tax, output: str):
-    from ..render.draw import write, write_text
-    from ..render.tree import tree, tree_svg
+def draw(tax, output: str, tikz_body: bool = False) -> list:
+    from ..render.output import save_tree
 
-    nodes, edges = tax.tree_parts()
-    svg = str(output).lower().endswith(".svg")  # SVG: wires through frames become stubs
-    return write_text(tree_svg(nodes, edges), output) if svg else write(tree(nodes, edges), output)
+    return save_tree(f"{tax.path}: rooted at {tax.root}", *tax.tree_parts(), output, tikz_body)

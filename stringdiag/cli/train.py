@@ -25,7 +25,8 @@ HELP = "train a decoder-only language model whose heads are the diagram (App. C 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE")
-    p.add_argument("-d", "--diagram", metavar="NAME", required=True, help="the head: a diagram [s, d] -> [s, d]")
+    p.add_argument("-d", "--diagram", metavar="NAME", required=True,
+                   help="the head, a diagram [s, d] -> [s, d]; or a whole language model, [s] of v -> [s, v]")
     p.add_argument("--layers", type=options.integer(1, MAX_LAYERS), default=2)
     add_recipe(p, "stop after this many steps")
     p.add_argument("--time-budget", type=options.number(what="a positive number of seconds"), default=None,
@@ -101,6 +102,14 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     prog = load_reporting(args.file)
     (head,) = pick(prog, args.diagram)
+    if any(head.id_range(w) is not None for w in head.inputs):  # token ids in: a whole language model
+        from ..train.lm import vocab_dim
+        from .train_lm import run_lm
+
+        if vocab_dim(head) is None:
+            raise DiagError(f"'{head.name}' reads token ids but is no language model: train takes one of type "
+                            f"[s] of v -> [s, v] (not {head.signature().split(' : ', 1)[1]})")
+        return run_lm(args, head, started)
     dims = options.parse_dims(args.dims, head)
     after = norm_after(args.norm_after, prog)
     feature = head.input_types[0][-1].name if len(head.inputs) == 1 and head.input_types[0] else None

@@ -52,15 +52,18 @@ class Corpus:
         """Ids back to words (for eyeballing samples)."""
         return " ".join(self.vocab[i] for i in ids.tolist())
 
-    def unigram_perplexity(self, split: str = "valid", alpha: float = 1.0) -> float:
-        """Perplexity of the train unigram distribution on ``split``: the baseline a model must beat.
+    def unigram_perplexity(self, split: str = "valid", alpha: float = 1.0, targets: int | None = None) -> float:
+        """Perplexity of the train unigram distribution on ``split``: the baseline a model must beat;
+        with ``targets``, on the split's first that many targets (tokens 1, ..., targets), those a
+        language model scored when its evaluation stopped early.
 
         ``alpha`` is add-alpha smoothing over the vocabulary, so a word that never occurs in
         train gives a finite number; on a million train tokens it barely moves the result.
         """
         counts = torch.bincount(self.train, minlength=len(self.vocab)).double() + alpha
         logp = counts.log() - counts.sum().log()
-        return math.exp(-logp[self.split(split)].mean().item())
+        ids = self.split(split) if targets is None else self.split(split)[1:targets + 1]
+        return math.exp(-logp[ids].mean().item())
 
     def train_windows(self, context: int, stride: int | None = None) -> torch.Tensor:
         """Training windows over ``train`` at stride ``context // 2`` unless given (App. C)."""

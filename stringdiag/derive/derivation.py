@@ -97,11 +97,10 @@ class Derivation:
         return chain_svg(self.frames())
 
     def _repr_html_(self) -> str:
-        """In a notebook: the step table, then the chain of pictures."""
-        from ..render.notebook import inline, table
+        """In a notebook: the steps on a slider beside the table (``render/html.py``)."""
+        from ..render.html import derivation_view
 
-        header, *rows = self.text_rows()
-        return table(list(header), [list(r) for r in rows], self.heading()) + inline(self.chain_svg()).html
+        return derivation_view(self.heading(), self.frames(), self.text_rows())
 
     def heading(self) -> str:
         """``FILE: N steps, from A to B (isomorphic)``: the line ``derive`` prints first."""

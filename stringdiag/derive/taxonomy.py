@@ -82,6 +82,12 @@ class Taxonomy:
 
         return tree_svg(*self.tree_parts())
 
+    def _repr_html_(self) -> str:
+        """In a notebook: the members opened one at a time (``render/html.py``)."""
+        from ..render.html import members_view, taxonomy_members
+
+        return members_view(f"{self.path}: rooted at {self.root}", taxonomy_members(*self.tree_parts()))
+
     def __repr__(self) -> str:
         return f"<Taxonomy {self.path}: {len(self.members)} members rooted at {self.root}, {len(self.edges)} edges>"
 

@@ -11,7 +11,7 @@ import itertools
 import re
 from typing import Any, Iterable
 
-from .box import Box, Instance, Kind, Local
+from .box import Box, Global, Instance, Kind, Local
 from ..errors import DiagError
 from .hypergraph import Hypergraph
 from .iso import definition_key
@@ -61,12 +61,13 @@ def tensor(f: Hypergraph, g: Hypergraph) -> Hypergraph:
     return out
 
 
-def fresh(d: Hypergraph) -> Hypergraph:
+def fresh(d: Hypergraph, globals_too: bool = False) -> Hypergraph:
     """The same diagram with every weight set of its own renamed to a fresh identity: the
     instances of its definition boxes and the params of its local learnables (boxes that
     shared a set still share the new one; global learnables keep theirs). In an expanded
     diagram the instance a path starts with is renamed (``H#1/F`` becomes ``H@7/F``), so
-    that ``fresh`` and ``expand`` commute up to names.
+    that ``fresh`` and ``expand`` commute up to names. ``globals_too`` renames the global
+    learnables' sets as well (the second of two layers asked to have weights of its own).
 
     >>> from stringdiag import loads
     >>> h = loads('''dim d : fixed
@@ -84,7 +85,7 @@ def fresh(d: Hypergraph) -> Hypergraph:
     new: dict[str, str] = {}
     for n in list(out.graph):
         if out.is_box(n):
-            out.reset(n, _refreshed(out.record(n), new))
+            out.reset(n, _refreshed(out.record(n), new, globals_too))
         elif out.graph.nodes[n].get("scope"):
             out.replace(n, scope=_fresh_path(new, out.graph.nodes[n]["scope"]))
     return out
@@ -104,13 +105,13 @@ def _fresh_path(new: dict[str, str], path: str) -> str:
     return new[head] + sep + rest
 
 
-def _refreshed(box: Box, new: dict[str, str]) -> Box:
+def _refreshed(box: Box, new: dict[str, str], globals_too: bool = False) -> Box:
     """A box with its weight identities renamed, and the instance paths that name them (``weights.py``)."""
     w = box.weights
     if box.kind is Kind.DIAGRAM:  # a box without an instance is its own (as expand numbers it)
         box = box._replace(weights=Instance(_fresh_path(new, w.path) if box.instance else fresh_id(box.op)))
-    elif isinstance(w, Local):
-        box = box._replace(weights=Local(_fresh_path(new, w.param)))
+    elif isinstance(w, Local) or globals_too and isinstance(w, Global):
+        box = box._replace(weights=type(w)(_fresh_path(new, w.param)))
     return box._replace(clusters=tuple((c[0], _fresh_path(new, c[1]), *c[2:]) if c[0] == "def" else c
                                        for c in box.clusters))
 

@@ -64,10 +64,15 @@ class BoxDecl:
         bounds = dict(self.bounds)
         return tuple(bounds.get(dim.name) for dim in self.outs[0]) if bounds else ()
     seed: int | None = None  # a random box's seed
+    ins_of: tuple[Dim | None, ...] = ()  # per input: the range v of a token-id port ([] of v), else None
+
+    def port_ranges(self) -> tuple[Dim | None, ...]:
+        """Per input, the range of its token ids (``[s] of v``) or None (real numbers)."""
+        return self.ins_of or (None,) * len(self.ins)
 
     def signature(self) -> str:
         g = f"<{', '.join(self.generics)}>" if self.generics else ""
-        ins = ", ".join(show_type(t) for t in self.ins)
+        ins = ", ".join(show_type(t, r) for t, r in zip(self.ins, self.port_ranges()))
         outs = ", ".join(show_type(t) for t in self.outs)
         seed = f" seed {self.seed}" if self.seed is not None else ""
         return f"{self.box} {self.name}{g} : {ins} -> {outs}{seed}"
@@ -198,6 +203,20 @@ def tensor_type(t: A.TypeExpr, prog: Program, generics) -> TensorType:
     return tuple(dim_expr(d, prog, generics) for d in t.dims)
 
 
+def id_range(t: A.TypeExpr, prog: Program, generics) -> Dim | None:
+    """The range v of a token-id type ``[s] of v``; None for a tensor of real numbers."""
+    return None if t.of is None else dim_expr(t.of.dim, prog, generics)
+
+
+def no_ids(ts: tuple[A.TypeExpr, ...], where: str, prog: Program) -> None:
+    """Refuse ``of`` where token ids cannot be: they enter a diagram as inputs and are read by
+    a fixed box's input port (embed); nothing computes them."""
+    for t in ts:
+        if t.of is not None:
+            raise DiagError(f"token ids ('of') are {where}; write the inputs of a diagram or of a fixed box "
+                            "as [s] of v and read them with embed(ids, table)", t.of.pos, prog.source)
+
+
 def type_list(ts: tuple[A.TypeExpr, ...], prog: Program, generics) -> tuple[TensorType, ...]:
     return tuple(tensor_type(t, prog, generics) for t in ts)
 
@@ -229,11 +248,15 @@ def box_decls(item: A.BoxDecl, prog: Program, local: bool, outer_generics=()) ->
         generics = generic_names(dn.generics, prog)
         scope = set(generics) | set(outer_generics)
         ins, outs = type_list(item.ins, prog, scope), type_list(item.outs, prog, scope)
+        no_ids(item.outs, "no output of a box", prog)
+        if box != "fixed":
+            no_ids(item.ins, f"an input of a fixed box only, not of a {box} box", prog)
+        ins_of = tuple(id_range(t, prog, scope) for t in item.ins) if box == Kind.FIXED else ()
         if via is not None and not ins:
             raise DiagError(f"'{dn.name.text}' has no inputs: a learnable tensor has no approximator", item.via.pos,
                             prog.source)
         decls.append(BoxDecl(dn.name.text, box, generics, ins, outs, dn.name.pos, local, via,
-                             bounds(item, ins, outs, prog), seed))
+                             bounds(item, ins, outs, prog), seed, ins_of if any(ins_of) else ()))
     return decls
 
 

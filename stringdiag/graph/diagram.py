@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from . import algebra, iso
 from . import expand as expansion
+from ..errors import DiagError
 from .hypergraph import BOX_CLASSES, Axes, Hypergraph
+from .weights import weight_sets
 
 
 class Diagram(Hypergraph):
@@ -32,17 +34,43 @@ class Diagram(Hypergraph):
         return expansion.expand(self, keep, path, unroll)
 
     # -- composition (``algebra.py``) -----------------------------------------------
-    def then(self, other: "Diagram") -> "Diagram":
-        """Sequential composition ``self ; other`` (:func:`~stringdiag.graph.algebra.then`)."""
-        return algebra.then(self, other)
+    def then(self, other: "Diagram", shared: bool | None = None) -> "Diagram":
+        """Sequential composition ``self ; other`` (:func:`~stringdiag.graph.algebra.then`).
 
-    def tensor(self, other: "Diagram") -> "Diagram":
-        """Parallel composition ``self ⊗ other`` (:func:`~stringdiag.graph.algebra.tensor`)."""
-        return algebra.tensor(self, other)
+        Weight sharing is part of the meaning: when both sides hold weights of their own in
+        common (``blk.then(blk)``), say ``shared=True`` (one set used twice: one function) or
+        ``shared=False`` (``other`` with fresh weights: two functions); unsaid, it is an error.
+
+        >>> from stringdiag import loads
+        >>> blk = loads("dim d : fixed\\ndiagram B(x: [d]) -> [d] {\\n  learn F : [d] -> [d]\\n  return F(x)\\n}")["B"]
+        >>> blk.then(blk)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        stringdiag.errors.DiagError: B ; B: both sides hold the weights of F; ...
+        >>> len(weight_sets(blk.then(blk, shared=True))), len(weight_sets(blk.then(blk, shared=False)))
+        (1, 2)
+        """
+        return algebra.then(self, _sharing(self, other, shared, ";"))
+
+    def tensor(self, other: "Diagram", shared: bool | None = None) -> "Diagram":
+        """Parallel composition ``self ⊗ other`` (:func:`~stringdiag.graph.algebra.tensor`);
+        ``shared`` as for :meth:`then`."""
+        return algebra.tensor(self, _sharing(self, other, shared, "@"))
 
     def fresh(self) -> "Diagram":
         """The same diagram with fresh weight sets of its own (:func:`~stringdiag.graph.algebra.fresh`)."""
         return algebra.fresh(self)
+
+
+def _sharing(f: Hypergraph, g: Hypergraph, shared: bool | None, op: str) -> Hypergraph:
+    """``g`` as it is, or with fresh weights, as ``shared`` says; an error when it matters and is unsaid."""
+    if shared is None:
+        common = sorted(str(k[-1]) for k in weight_sets(f) & weight_sets(g))
+        if common:
+            raise DiagError(f"{f.name} {op} {g.name}: both sides hold the weights of {', '.join(common[:4])}; "
+                            f"say shared=True to use one set of weights twice (one function), or shared=False "
+                            f"to give the second its own (two functions)")
+    return g if shared is None or shared else algebra.fresh(g, globals_too=True)
 
 
 __all__ = ["Diagram", "Hypergraph", "BOX_CLASSES", "Axes"]

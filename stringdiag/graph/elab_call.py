@@ -27,6 +27,7 @@ class Use:
     outs: list[TensorType]
     box: str
     attrs: dict
+    ranges: list[Dim | None]  # per input: the range of its token ids ([s] of v), or None
 
     @classmethod
     def of(cls, callee: Definition | BoxDecl, uses: dict[str, int]) -> "Use":
@@ -37,7 +38,8 @@ class Use:
                 attrs.update(weight_attrs(Local(callee.name) if callee.local else Global(callee.name)))
             if callee.box == Kind.RANDOM:
                 attrs.update(seed=callee.seed)
-            return cls(callee.name, callee.generics, list(callee.ins), list(callee.outs), callee.box, attrs)
+            return cls(callee.name, callee.generics, list(callee.ins), list(callee.outs), callee.box, attrs,
+                       list(callee.port_ranges()))
         d = callee.diagram()
         uses[callee.name] = uses.get(callee.name, 0) + 1
         # a sequence length is supplied at run time, so a definition written over s may be
@@ -47,7 +49,8 @@ class Use:
             if n not in callee.generics and (decl := callee.program.lookup_dim(n)) is not None
             and decl.kind == "seq"))
         attrs = {"ref": d, "instance": f"{callee.name}#{uses[callee.name]}"}
-        return cls(callee.name, generics, d.input_types, d.output_types, Kind.DIAGRAM.value, attrs)
+        return cls(callee.name, generics, d.input_types, d.output_types, Kind.DIAGRAM.value, attrs,
+                   [d.id_range(w) for w in d.inputs])
 
 
 class Calls(ElabState):
@@ -114,6 +117,8 @@ class Calls(ElabState):
         vals = self.wired(vals, pos)
         locs = [self.local_type(v) for v in vals]
         sub = dict(zip(use.generics, explicit))
+        for k, v in enumerate(vals):
+            self.check_ids(use, k, v, sub, arg_pos[k])
         extras = [self.unify(use, k, port, lt, sub, pos, arg_pos[k]) for k, (port, lt) in enumerate(zip(use.ins, locs))]
         missing = [g for g in use.generics if g not in sub]
         if missing:
@@ -145,6 +150,26 @@ class Calls(ElabState):
                 raise self.err(f"input {k + 1} of '{use.name}' must have type {want} but has type "
                                f"{show_type(lt)}", arg)
         return len(lt) - r
+
+    def check_ids(self, use: Use, k: int, v: Val, sub: dict[str, Dim], arg: Pos) -> None:
+        """Token ids go only where a port takes them (``[] of v``), and only there; a port's
+        range is bound (inferred) or checked as a dimension is."""
+        want, have = use.ranges[k], self.d.id_range(v.wire)
+        port = show_type(substitute_type(use.ins[k], sub), want.substitute(sub) if want is not None else None)
+        if want is None and have is not None:
+            raise self.err(f"input {k + 1} of '{_shown(use.name)}' takes real numbers ({port}) but is given token ids "
+                           f"({show_type(self.local_type(v), have)}); turn ids into vectors with embed(ids, table)", arg)
+        if want is not None and have is None:
+            raise self.err(f"input {k + 1} of '{_shown(use.name)}' takes token ids ({port}) but is given real numbers "
+                           f"({show_type(self.local_type(v))}); token ids enter as a diagram input typed [s] of v", arg)
+        if want is None:
+            return
+        ws = want.substitute(sub)
+        if ws.name in use.generics and ws.name not in sub:
+            sub[ws.name] = have
+        elif ws != have:
+            raise self.err(f"input {k + 1} of '{_shown(use.name)}' takes token ids of {ws} but is given ids of {have}",
+                           arg)
 
     def implicit_dims(self, name: str, locs: list[TensorType], extras: list[int], arg_pos: list[Pos]) -> list[Dim]:
         """The ranges of the implicit SIMD box over extra leading axes, right-aligned across

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..errors import Pos
 from ..syntax import ast as A
-from .decls import Definition, box_decls, tensor_type, type_list
+from .decls import Definition, box_decls, id_range, no_ids, tensor_type, type_list
 from .diagram import Diagram
 from .elab_base import TOO_DEEP, Scope, Val
 from .elab_call import Calls
@@ -32,6 +32,7 @@ class Elaborator(Expressions, Calls):
     def run(self) -> Diagram:
         node = self.defn.node
         self.inputs(node.params)
+        no_ids(node.outs, "inputs only, never the output of a diagram", self.prog)
         declared_outs = type_list(node.outs, self.prog, self.generics)
         self.declare_local_boxes(node.body)
         ret = self.the_return(node.body)
@@ -62,7 +63,8 @@ class Elaborator(Expressions, Calls):
             name = p.name.text
             if name in self.names:
                 raise self.err(f"input '{name}' is declared twice", p.name.pos)
-            w = self.d.add_wire(tensor_type(p.type, self.prog, self.generics), name=name, pos=p.name.pos)
+            w = self.d.add_wire(tensor_type(p.type, self.prog, self.generics), name=name, pos=p.name.pos,
+                                of=id_range(p.type, self.prog, self.generics))
             self.d.inputs.append(w)
             self.d.input_names.append(name)
             self.names[name] = w
@@ -107,6 +109,9 @@ class Elaborator(Expressions, Calls):
             if v.view and any(lab is not None for lab in v.view):  # pragma: no cover - no free indices here
                 raise self.err("a returned value cannot depend on an index", e.pos)
             got = self.type_of(v)
+            if self.d.id_range(v.wire) is not None:
+                raise self.err(f"output {k + 1} of '{self.d.name}' is token ids ({show_type(got, self.d.id_range(v.wire))}); "
+                               "a diagram returns real numbers (embed the ids to return vectors)", e.pos)
             if got != want:
                 raise self.err(f"output {k + 1} of '{self.d.name}' has type {show_type(got)} "
                                f"but the diagram declares {show_type(want)}", e.pos)

@@ -128,11 +128,17 @@ class Hypergraph:
         self._next += 1
         return self._next
 
-    def add_wire(self, type_: TensorType, name: str | None = None, pos: Pos | None = None) -> int:
+    def add_wire(self, type_: TensorType, name: str | None = None, pos: Pos | None = None,
+                 of: Dim | None = None) -> int:
+        """A wire; ``of``: it carries token ids in 0, ..., of - 1 (``[s] of v``), not real numbers."""
         w = self.new_id()
-        self.graph.add_node(w, kind="wire", type=tuple(type_), name=name, pos=pos)
+        self.graph.add_node(w, kind="wire", type=tuple(type_), name=name, pos=pos, **({"of": of} if of else {}))
         self.edited()
         return w
+
+    def id_range(self, w: int) -> Dim | None:
+        """The range of the token ids a wire carries (``[s] of v``), None for real numbers."""
+        return self.graph.nodes[w].get("of")
 
     def add_box(
         self,
@@ -351,7 +357,7 @@ class Hypergraph:
         return [self.wire_type(w) for w in self.outputs]
 
     def signature(self) -> str:
-        ins = ", ".join(show_type(t) for t in self.input_types)
+        ins = ", ".join(show_type(self.wire_type(w), self.id_range(w)) for w in self.inputs)
         outs = ", ".join(show_type(t) for t in self.output_types)
         return f"{self.name} : {ins} -> {outs}"
 

@@ -129,9 +129,9 @@ def _dim(x: "Dim | int") -> Dim:
 TensorType = tuple[Dim, ...]
 
 
-def show_type(t: Iterable[Dim]) -> str:
-    """The type as written in source: ``[s, d]``."""
-    return "[" + ", ".join(str(d) for d in t) + "]"
+def show_type(t: Iterable[Dim], of: "Dim | None" = None) -> str:
+    """The type as written in source: ``[s, d]``, or ``[s] of v`` for token ids."""
+    return "[" + ", ".join(str(d) for d in t) + "]" + ("" if of is None else f" of {of}")
 
 
 def substitute_type(t: TensorType, sub: Mapping[str, Dim]) -> TensorType:

@@ -50,11 +50,23 @@ def compile(diagram: Diagram, dims: Mapping[str, int] | None = None, approximato
     With ``fast`` and ``native``, the rules of ``rules/fastpath.rules`` first replace softmax
     and causal linear attention by fused processes (``F.scaled_dot_product_attention``, say).
     """
-    gm = Lowering(diagram, dict(dims or {}), factory(approximator), nn.Module(), {}, fast, native).module()
+    gm = Lowering(diagram, _with_defaults(diagram, dims), factory(approximator), nn.Module(), {}, fast,
+                  native).module()
     return gm.to(dtype) if dtype is not None else gm
 
 
 _ident = N.ident
+
+
+def _with_defaults(diagram: Diagram, dims: Mapping[str, int] | None) -> dict[str, int]:
+    """The sizes given, then the defaults the diagram's file declares (``dim L : fixed = 2``)
+    for the rest: they hold in every body compiled with it, an imported one's too."""
+    out = dict(dims or {})
+    prog = diagram.program
+    for name, decl in (prog.dims.items() if prog is not None else ()):
+        if decl.kind == "fixed" and decl.default is not None:
+            out.setdefault(name, decl.default)
+    return out
 
 
 class Call:
@@ -230,8 +242,17 @@ class Lowering:
                 # seq lengths, and the dimension parameters of a generic diagram, come from the inputs
                 if n and n not in self.seq and n not in self.dims and (decl is None or decl.kind == "seq"):
                     self.seq[n] = g.create_node("call_method", "size", (t, axis + 1), name=_ident(n))
-        self.ref = self.env[d.inputs[0]]
+        reals = [w for w in d.inputs if d.id_range(w) is None]
+        self.ref = self.env[reals[0]] if reals else self.dtype_ref()
         return batch, n_batch
+
+    def dtype_ref(self) -> fx.Node:
+        """Where every input is token ids (integers), the dtype and device of the real values
+        made from nothing: a buffer of no elements that ``module.to(...)`` converts with the
+        weights (not in the state dict)."""
+        if not hasattr(self.root, "dtype_ref"):
+            self.root.register_buffer("dtype_ref", torch.zeros(()), persistent=False)
+        return self.g.get_attr("dtype_ref")
 
     def module(self) -> fx.GraphModule:
         d, g = self.d, self.g

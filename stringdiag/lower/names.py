@@ -8,7 +8,9 @@ with dots (``x3.WQ``), and a module's own parameters follow (``x3.WQ.weight``). 
 result is not assigned a name of its own (``y = x + Attn(x)``), or whose name is taken in
 its body, is named by its definition and use number (``Attn_1``). So a name depends only on
 names written along its path, and renaming a wire elsewhere, adding a layer or reordering
-definitions leaves it unchanged.
+definitions leaves it unchanged. A stack (``x3 = repeat 2 Layer(x1)``) is named like a use, its
+copies by their number: ``x3.0.n1.weight`` is what ``n1.weight`` is in one ``Layer`` alone, so a
+map written for one layer ports a stack with the layer number in front (``porting.py``: ``{layer}``).
 """
 from __future__ import annotations
 
@@ -51,10 +53,16 @@ def sites(d: Diagram, ipath: str = "", out: dict[str, str] | None = None) -> dic
 
 
 def dotted(key: str, names: dict[str, str]) -> str:
-    """A weight set's path of instances as a dotted name: each prefix by its use's name."""
+    """A weight set's path of instances as a dotted name: each prefix by its use's name, and a
+    stack's copy by its number (``Layer#1/0/layernorm#1``: the body's names are the same in
+    every copy, so they are looked up without the copy numbers)."""
     parts = str(key).split("/")
-    return ".".join(names.get("/".join(parts[: k + 1]), p if p.isdigit() else ident(p))  # layer k of a stack: k
-                    for k, p in enumerate(parts))
+
+    def name(k: int, p: str) -> str:
+        if p.isdigit():  # copy k of a stack
+            return p
+        return names.get("/".join(q for q in parts[: k + 1] if not q.isdigit()), ident(p))
+    return ".".join(name(k, p) for k, p in enumerate(parts))
 
 
 def place(root: nn.Module, name: str, module: nn.Module) -> str:

@@ -15,6 +15,9 @@ Two layouts differ between libraries and are said explicitly, never guessed:
 
 Names in ``mapping`` and ``transpose`` may hold ``*``, which matches within one dotted part
 (``h.*.ln_1.weight``); in a mapping's target each ``*`` is what the source's matched, in order.
+A named placeholder such as ``{layer}`` also matches within one dotted part, and the target's
+``{layer}`` is what it matched, wherever it stands: the map of one layer ports a stack
+(``{"h.{layer}.ln_1.weight": "x.{layer}.ln1.weight"}``; ``names.py`` numbers a stack's copies).
 """
 from __future__ import annotations
 
@@ -31,15 +34,37 @@ Target = Union[str, list, tuple, None]
 Rules = Union[Mapping[str, Target], Callable[[str], Target], None]
 
 
+PLACEHOLDER = re.compile(r"\{([A-Za-z_]\w*)\}")
+
+
 def _pattern(glob: str) -> re.Pattern:
-    return re.compile("".join("([^.]*)" if part == "*" else re.escape(part) for part in re.split(r"(\*)", glob)))
+    """``*`` as an unnamed group, ``{name}`` as a named one (a name twice must match the same)."""
+    seen: set[str] = set()
+
+    def piece(part: str) -> str:
+        if part == "*":
+            return "([^.]*)"
+        m = PLACEHOLDER.fullmatch(part)
+        if not m:
+            return re.escape(part)
+        first = m[1] not in seen
+        seen.add(m[1])
+        return f"(?P<{m[1]}>[^.]*)" if first else f"(?P={m[1]})"
+    return re.compile("".join(piece(p) for p in re.split(r"(\*|\{[A-Za-z_]\w*\})", glob)))
 
 
-def _fill(template: str, captured: tuple) -> str:
+def _fill(template: str, m: re.Match) -> str:
+    """``template`` with its ``*`` and ``{name}`` replaced by what the source's matched."""
+    named = m.groupdict()
+    unnamed = [g for k, g in enumerate(m.groups(), 1) if k not in {m.re.groupindex[n] for n in named}]
+    for name in PLACEHOLDER.findall(template):
+        if name not in named:
+            raise DiagError(f"mapping target '{template}' names '{{{name}}}', which its source does not")
+    template = PLACEHOLDER.sub(lambda p: named[p[1]], template)
     parts = template.split("*")
-    if len(parts) - 1 > len(captured):
+    if len(parts) - 1 > len(unnamed):
         raise DiagError(f"mapping target '{template}' has more '*' than its source")
-    return parts[0] + "".join(c + p for c, p in zip(captured, parts[1:]))
+    return parts[0] + "".join(c + p for c, p in zip(unnamed, parts[1:]))
 
 
 def _target(name: str, rules: Rules) -> Target:
@@ -52,10 +77,10 @@ def _target(name: str, rules: Rules) -> Target:
     if name in rules:
         return rules[name]
     for glob, to in rules.items():
-        m = _pattern(glob).fullmatch(name) if "*" in glob else None
+        m = _pattern(glob).fullmatch(name) if "*" in glob or PLACEHOLDER.search(glob) else None
         if m:
-            return to if to is None else ([_fill(t, m.groups()) for t in to] if isinstance(to, (list, tuple))
-                                          else _fill(to, m.groups()))
+            return to if to is None else ([_fill(t, m) for t in to] if isinstance(to, (list, tuple))
+                                          else _fill(to, m))
     return name
 
 

@@ -170,6 +170,16 @@ def causal_conv(x: Tensor, kernel: Tensor) -> Tensor:
     return (windows * kernel[..., None, :]).sum(-1)
 
 
+def embed(ids: Tensor, table: Tensor) -> Tensor:
+    """Row ``ids`` of the table's last two axes ``[v, d]``: ``F.embedding`` when the table has
+    no leading axes of its own (one table), else a gather with leading axes matched. O(d) per id."""
+    if all(n == 1 for n in table.shape[:-2]):
+        return F.embedding(ids, table.reshape(table.shape[-2:]))
+    ids, table = broadcast_lead([ids, table], [0, 2])
+    index = ids[..., None, None].expand(*ids.shape, 1, table.shape[-1])
+    return table.gather(-2, index)[..., 0, :]
+
+
 def learnable(module: Callable, xs: list[Tensor], in_ranks: list[int], out_shapes: list[tuple[int, ...]]):
     """Apply a universal approximator to the flattened concatenation of its inputs."""
     xs = broadcast_lead(xs, in_ranks) if len(xs) > 1 else xs

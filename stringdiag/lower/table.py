@@ -116,6 +116,7 @@ FIXED: dict[str, Entry] = {
     "narrow": lambda c: c.call(P.narrow, c.x, *_within(c, "a", "m", "r")),
     "shift": lambda c: c.call(P.shift, c.x, *_within(c, "k")),
     "causal_conv": lambda c: c.call(P.causal_conv, *c.xs),
+    "embed": lambda c: c.spread(c.call(P.embed, *c.xs)),
     "rev": lambda c: c.method("flip", c.x, -1),
     "flatten": lambda c: c.method("flatten", c.x, -2),
     "unflatten": lambda c: c.method("unflatten", c.x, -1, (c.size("n"), c.size("m"))),

@@ -64,11 +64,20 @@ class DimSum:
 
 
 @node
+class OfRange:
+    """``of v``: the values are token ids, integers in 0, ..., v - 1."""
+
+    dim: DimSum
+    pos: Pos
+
+
+@node
 class TypeExpr:
-    """``[s, d]``: one dimension expression per axis."""
+    """``[s, d]``: one dimension expression per axis; ``[s] of v`` (``of`` set): token ids."""
 
     dims: tuple[DimSum, ...]
     pos: Pos
+    of: OfRange | None = None
 
 
 @node
@@ -378,7 +387,11 @@ class DiagTree(Reader):
         return _present(types)
 
     def type(self, meta, *dims):
-        return TypeExpr(_present(dims), self._at(meta))
+        of = dims[-1] if dims and isinstance(dims[-1], OfRange) else None
+        return TypeExpr(_present(dims[:-1] if of else dims), self._at(meta), of)
+
+    def of_range(self, meta, dim):
+        return OfRange(dim, self._at(meta))
 
     def dim_expr(self, meta, *terms):
         return DimSum(terms, self._at(meta))

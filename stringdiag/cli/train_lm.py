@@ -1,0 +1,95 @@
+"""``stringdiag train FILE -d NAME`` when NAME is a whole language model (``[s] of v -> [s, v]``):
+the diagram trained as written, with its own embeddings, blocks, norms and head (issue 20).
+
+Sizes: the vocabulary dimension is the corpus's; every other fixed dimension is --dims', else the
+default its file declares (the sizes line marks those), else an error naming it. The options of
+the head recipe that build a model around a head (--layers, --heads, --d-ff, --norm-after) have
+no meaning here and are refused; --d-model scales the learning-rate schedule only when the model
+has no dimension named d. The recipe (context, batch, schedule, budget, test) is the head mode's.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+from pathlib import Path
+
+from ..errors import DiagError
+from . import options
+
+HEAD_ONLY = {"layers": 2, "heads": 4, "d_ff": None, "norm_after": None}  # the head recipe's options, defaults
+
+
+def run_lm(args: argparse.Namespace, diagram, started: float) -> int:
+    import torch
+
+    from ..data import load_corpus
+    from ..train.lm import Spec, WholeModel, sizes, sources
+    from ..train.loop import train
+    from ..train.run import Tokenizer
+    from .train import _config, _test, check_windows, memory_errors
+
+    for name, default in HEAD_ONLY.items():
+        if getattr(args, name) != default:
+            flag = "--" + name.replace("_", "-")
+            raise DiagError(f"{flag} builds the head recipe's model around a head; '{diagram.name}' is a whole "
+                            "language model: size its own dimensions with --dims")
+    given = options.parse_dims(args.dims, diagram)
+    say = print if int(os.environ.get("RANK", "0")) == 0 else (lambda *a, **k: None)
+    corpus = load_corpus(args.data)
+    check_windows(corpus, args.context, args.batch_size)
+    size = sizes(diagram, given, len(corpus.vocab))
+    texts, main = sources(args.file)
+    spec = Spec(texts, main, diagram.name, size.dims, args.approximator, size.dims.get("d", args.d_model))
+
+    with memory_errors():  # built (and checked causal) once: training and the test take copies of it
+        torch.manual_seed(args.seed)
+        built = WholeModel(diagram, spec)
+    n = sum(p.numel() for p in built.parameters())
+
+    def make():
+        return copy.deepcopy(built)
+
+    say(f"corpus {corpus.name}: {len(corpus.vocab):,} words; {corpus.train.numel():,} / {corpus.valid.numel():,} / "
+        f"{corpus.test.numel():,} tokens (train / valid / test)")
+    baseline = corpus.unigram_perplexity()
+    say(f"unigram perplexity on valid: {baseline:.1f}")
+    say(f"model: '{diagram.name}' as a whole language model: {n:,} parameters")
+    say(size.line() + f"; context {args.context}, batch {args.batch_size}, schedule width {spec.d_model}")
+    out = Path(args.out or Path("runs") / diagram.name)
+    out.mkdir(parents=True, exist_ok=True)
+    style = "shakespeare" if corpus.name == "shakespeare" else "words"
+    Tokenizer(tuple(corpus.vocab), style).save(out)
+    deadline = started + args.time_budget if args.time_budget else None
+    with memory_errors():
+        history = train(make, corpus.train, corpus.valid, _config(args, started), out_dir=out, resume=args.resume,
+                        log=say)
+    last = history.rows[-1] if history.rows else {"valid_ppl": None, "step": 0}
+    result = {"diagram": diagram.name, "kind": "lm", "parameters": n, "sizes": size.dims, "unigram_ppl": baseline,
+              "valid_ppl": last["valid_ppl"], "steps": last["step"]}
+    if int(os.environ.get("RANK", "0")) == 0:
+        verdict = None if args.no_test else _verdict(_test, make, corpus, out, args, result, deadline)
+        from ..syntax.source import write_atomic
+
+        write_atomic(out / "result.json", json.dumps(result, indent=2) + "\n")
+        say(f"wrote {out / 'log.csv'}, {out / 'checkpoint.safetensors'}, {out / 'tokenizer.json'}, "
+            f"{out / 'result.json'}")
+        if verdict:
+            say(verdict)
+    return 0
+
+
+
+
+def _verdict(test, make, corpus, out: Path, args: argparse.Namespace, result: dict, deadline) -> str:
+    """The stride-1 test (the head mode's), its perplexity set against the unigram baseline's on the
+    same targets: the whole test split, or the first ones scored when the budget or --test-tokens
+    cut it short (``unigram_scored_ppl`` in result.json)."""
+    test(make, corpus, out, args, result, deadline)
+    got, scored, total = result["test_ppl"], result["test_tokens"], corpus.test.numel() - 1
+    unigram = corpus.unigram_perplexity("test", targets=scored) if scored < total else result["unigram_test_ppl"]
+    result["unigram_scored_ppl"] = unigram
+    part = "" if scored >= total else f" over the first {scored:,} of {total:,} targets"
+    than = "better than" if got < unigram else "no better than"
+    return f"test perplexity {got:.1f}{part}: {than} unigram on the same targets ({unigram:.1f})"
