@@ -106,3 +106,16 @@ def test_ids_and_real_numbers_are_kept_apart_with_positioned_errors(body, line, 
         stringdiag.loads(HEAD + body, "b.diag")["B"]
     assert message in e.value.message
     assert (e.value.pos.line, e.value.pos.col) == (line, col)
+
+
+def test_info_shows_token_ids(tmp_path, capsys):
+    import json
+    import re
+
+    from stringdiag.cli.main import main
+
+    (tmp_path / "lm.diag").write_text(TIED)
+    assert main(["info", str(tmp_path / "lm.diag"), "-d", "Lookup"]) == 0
+    assert re.search(r"\n  t +\[s\] of v\n", capsys.readouterr().out)
+    assert main(["info", str(tmp_path / "lm.diag"), "-d", "Lookup", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["inputs"] == [{"name": "t", "indices": ["s"], "of": "v"}]

@@ -136,6 +136,14 @@ def test_save_pretrained_round_trips_in_the_hugging_face_layout(run_dir, tmp_pat
     (folder / "model.safetensors").write_bytes(bytes(data))
     with pytest.raises(DiagError, match="do not match their checksum"):
         from_pretrained(folder)
+    config["stringdiag"]["dims"]["d"] = "8; import os"  # a config is data: a bad one is refused, never run
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(DiagError, match="bad sizes"):
+        from_pretrained(folder)
+    config["stringdiag"]["dims"]["d"], config["stringdiag"]["sources"]["../x.diag"] = 8, ""
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(DiagError, match="leaves its folder"):
+        from_pretrained(folder)
 
 
 def test_sources_hold_the_file_and_its_imports_and_rebuild_the_same_model():

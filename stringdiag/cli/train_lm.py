@@ -14,6 +14,7 @@ import copy
 import json
 import os
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 from ..errors import DiagError
 from . import options
@@ -21,14 +22,24 @@ from . import options
 HEAD_ONLY = {"layers": 2, "heads": 4, "d_ff": None, "norm_after": None}  # the head recipe's options, defaults
 
 
-def run_lm(args: argparse.Namespace, diagram, started: float) -> int:
+class Recipe(NamedTuple):
+    """The head mode's parts this mode shares (``cli/train.py``, which imports this module: passed
+    in, so that imports run one way)."""
+
+    config: Callable  # (args, started) -> TrainConfig
+    test: Callable  # the stride-1 test: (make, corpus, out, args, result, deadline) -> verdict
+    check_windows: Callable  # (corpus, context, batch_size)
+    memory_errors: Callable  # a context manager: out of memory is the tool's error
+
+
+def run_lm(args: argparse.Namespace, diagram, started: float, recipe: Recipe) -> int:
     import torch
 
     from ..data import load_corpus
     from ..train.lm import Spec, WholeModel, sizes, sources
     from ..train.loop import train
     from ..train.run import Tokenizer
-    from .train import _config, _test, check_windows, memory_errors
+    _config, _test, check_windows, memory_errors = recipe
 
     for name, default in HEAD_ONLY.items():
         if getattr(args, name) != default:

@@ -101,8 +101,13 @@ class Spec:
             spec = cls(**{k: data[k] for k in ("sources", "main", "diagram", "dims", "approximator", "d_model")})
         except (KeyError, TypeError) as e:
             raise DiagError(f"not a stringdiag language model's configuration (missing or bad {e})") from None
-        if spec.main not in spec.sources or not all(isinstance(t, str) for t in spec.sources.values()):
+        if not isinstance(spec.sources, dict) or spec.main not in spec.sources \
+                or not all(isinstance(t, str) for t in spec.sources.values()):
             raise DiagError("not a stringdiag language model's configuration (its sources do not hold its file)")
+        sized = isinstance(spec.dims, dict) and all(isinstance(n, str) and type(v) is int and v > 0
+                                                    for n, v in spec.dims.items())
+        if not sized or type(spec.d_model) is not int or spec.approximator not in ("linear", "mlp"):
+            raise DiagError("not a stringdiag language model's configuration (bad sizes, width or approximator)")
         return spec
 
 
