@@ -249,7 +249,7 @@ def box_decls(item: A.BoxDecl, prog: Program, local: bool, outer_generics=()) ->
         scope = set(generics) | set(outer_generics)
         ins, outs = type_list(item.ins, prog, scope), type_list(item.outs, prog, scope)
         no_ids(item.outs, "no output of a box", prog)
-        if box != "fixed":
+        if box != Kind.FIXED:
             no_ids(item.ins, f"an input of a fixed box only, not of a {box} box", prog)
         ins_of = tuple(id_range(t, prog, scope) for t in item.ins) if box == Kind.FIXED else ()
         if via is not None and not ins:
@@ -299,7 +299,7 @@ def bounds(item: A.BoxDecl, ins: tuple, outs: tuple, prog: Program) -> tuple[tup
 
 def random_seed(item: A.BoxDecl, prog: Program) -> int | None:
     """A random box has a seed, no inputs and one output (the tensor it draws); no other box has a seed."""
-    if item.kind.text != "random":
+    if item.kind.text != Kind.RANDOM:
         if item.seed is not None:
             raise DiagError(f"only a random box has a seed, not a '{item.kind.text}' box", item.seed.pos, prog.source)
         return None
