@@ -71,6 +71,9 @@ SIGNATURES = {
         "NormalisedSimilarityAttention", "LinearTransformer", "PerformerFAVOR", "FastWeightDPFP")},
     "taxonomy_sparse.diag": {n: "[s, d] -> [s, d]" for n in (
         "MaskedAttention", "Longformer", "BigBird", "StarTransformer", "ETC")},
+    "recurrent.diag": {**{n: "[s, d] -> [s, d]" for n in (
+        "LinearRNN", "GLARecurrent", "GLAParallel", "SSMRecurrent", "SSDAttention")},
+        **{n: "[m, c, d] -> [m, c, d]" for n in ("RetentionRecurrent", "RetentionParallel", "RetentionChunkwise")}},
     "taxonomy_gaussian.diag": {n: "[s, d] -> [s, d]" for n in (
         "GaussianPriorAttention", "GaussianTransformer", "HardcodedGaussian", "GaussianAttention",
         "LocalnessAttention")},
@@ -85,7 +88,8 @@ def test_every_promised_file_is_there():
 
 
 # the works the gallery reproduces, as its header comments cite them (README, References)
-CITED = ("Khatri et al.", "Lai, Lim and Liu", "Alcalde, Fantuzzi and Zuazua", "Alberti", "lecture slides", "Radford")
+CITED = ("Khatri et al.", "Lai, Lim and Liu", "Alcalde, Fantuzzi and Zuazua", "Alberti", "lecture slides", "Radford",
+         "Katharopoulos et al.", "Sun et al.", "Yang et al.", "Dao and Gu")  # the last four: issue 23's forms
 
 
 def cites_a_paper(head: str) -> bool:
@@ -123,7 +127,7 @@ def test_generated_file_has_its_grid_picture(name):
 
 def _sizes(prog, d) -> tuple[dict, dict]:
     fixed = {n: 4 for n, decl in prog.dims.items() if decl.kind == "fixed"}
-    seq = {"s": 6, "t": 5}
+    seq = {"s": 6, "t": 5, "m": 3}
     # a learnable box over a seq dimension (Linformer's projections) fixes that length
     for b in d.expand().boxes():
         node = d.expand().box(b)

@@ -26,6 +26,7 @@ LAYERS = {
     "lower": 4, "render": 4,
     "verify": 5,
     "derive": 6, "train": 6, "enumerate": 6, "construct": 6,
+    "trace": 6,  # writes .diag text from a torch module, checks it (graph) and compiles it (lower)
     "study": 7,
     "cli": 8,
     "__init__": 9, "__main__": 9,  # the package facade sits above every layer

@@ -160,7 +160,8 @@ def test_no_edge_in_a_gallery_picture_crosses_a_frame_it_does_not_enter():
     found = {p.name: sorted(c) for p in sorted(GALLERY.glob("*.svg")) if (c := crossings(p.read_text()))}
     wrong = {name: [e for e in c if _wire(e)] for name, c in found.items()}
     assert not {k: v for k, v in wrong.items() if v}, wrong
-    assert sum(len(c) for c in found.values()) <= 4  # the exceptions stay rare
+    assert sum(len(c) for c in found.values()) <= 5  # the exceptions stay rare (recurrent.RetentionRecurrent's
+    # copy of x to a stub, drawn twice, once alone and once as retnet.deriv's first step: issue 23)
 
 
 # -- no stale pictures ------------------------------------------------------------------------------

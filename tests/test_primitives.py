@@ -58,13 +58,22 @@ def linear(q, k, v=None):
     return e @ v if v is not None else e.sum(-1)
 
 
+def decayed(q, k, v, r):
+    """sum_{j <= i} exp(-(r_{j+1} + ... + r_i)) (q_i . k_j) v_j, each range summed on its own."""
+    s = r.shape[-1]
+    seg = torch.stack([torch.stack([r[..., j + 1:i + 1].sum(-1) for j in range(s)], -1) for i in range(s)], -2)
+    decay = torch.exp(-seg) * torch.ones(s, s, dtype=r.dtype).tril()
+    return ((q @ k.transpose(-1, -2)) * decay) @ v
+
+
 def layer_norm(x, eps, gain, bias):
     """Layer norm with one eps per position (eps has x's shape less its last axis)."""
     c = x - x.mean(-1, keepdim=True)
     return c / torch.sqrt((c * c).mean(-1, keepdim=True) + eps[..., None]) * gain + bias
 
 
-POSITIVE_INPUTS = {"layernorm_eps": (1,)}  # inputs that must be positive (an eps under a square root)
+POSITIVE_INPUTS = {"layernorm_eps": (1,),  # inputs that must be positive (an eps under a square root,
+                   "causal_decay_attention": (3,)}  # a decay rate: a negative one grows, exp(1e3) overflows)
 
 Reference = Callable[[list, dict, dict], torch.Tensor]
 REFERENCE: dict[str, Reference] = {
@@ -80,6 +89,7 @@ REFERENCE: dict[str, Reference] = {
     "causal_sdpa": lambda xs, s, w: attention(*xs, 1 / math.sqrt(s["c"]), causal=True),
     "causal_linear_attention": lambda xs, s, w: linear(*xs),
     "causal_linear_sum": lambda xs, s, w: linear(*xs),
+    "causal_decay_attention": lambda xs, s, w: decayed(*xs),
     "window_sdpa": lambda xs, s, w: attention(*xs, 1 / math.sqrt(s["c"]), window=s["w"]),
     "window_global_sdpa": lambda xs, s, w: attention(*xs, 1 / math.sqrt(s["c"]), window=s["w"], glob=s["g"]),
 }

@@ -280,7 +280,7 @@ def test_layer_norms_go_after_the_definitions_the_user_names():
     def norms(head, **kw):
         torch.manual_seed(0)
         m = LanguageModel(anatomy[head], vocab=12, d_model=16, n_layers=1, n_heads=2, approximator="linear", **kw)
-        return len([x for x in m.layers[0].heads[0].modules() if isinstance(x, torch.nn.LayerNorm)]), m.config
+        return len([x for x in m.layers[0].heads.modules() if isinstance(x, torch.nn.LayerNorm)]), m.config
 
     count, config = norms("M1")   # the default: App. C's AttApply and LinAttApply
     assert count == 1 and config["norm_after"] == ["AttApply"]

@@ -55,9 +55,9 @@ def test_model_shapes_and_parameter_sharing():
     m = make()()
     logits = m(torch.randint(12, (3, 9)))
     assert logits.shape == (3, 9, 12)
-    # two heads, each its own compiled diagram with its own Q, K, V
-    assert len(m.layers[0].heads) == 2
-    assert m.layers[0].heads[0].Q.weight.data_ptr() != m.layers[0].heads[1].Q.weight.data_ptr()
+    # two heads, each with its own Q, K, V: one compiled diagram whose weights are stacked over the heads
+    assert m.layers[0].heads.n_heads == 2 and m.layers[0].heads.head.Q.weight.shape == (2, 8, 8)
+    assert not torch.equal(m.layers[0].heads.head.Q.weight[0], m.layers[0].heads.head.Q.weight[1])
 
 
 def test_non_causal_head_is_refused():
@@ -160,10 +160,10 @@ def test_a_layer_norm_follows_every_att_apply_inside_the_head():
     assert head.output_types == anatomy["M1"].output_types
     torch.manual_seed(0)
     m = LanguageModel(anatomy["M1"], vocab=12, d_model=16, n_layers=1, n_heads=2, approximator="linear")
-    norms = [mod for mod in m.layers[0].heads[0].modules() if isinstance(mod, torch.nn.LayerNorm)]
+    norms = [mod for mod in m.layers[0].heads.modules() if isinstance(mod, torch.nn.LayerNorm)]
     assert len(norms) == 1 and norms[0].normalized_shape == (8,)
     plain = LanguageModel(HEADS["Masked"], vocab=12, d_model=16, n_layers=1, n_heads=2, approximator="linear")
-    assert not [mod for mod in plain.layers[0].heads[0].modules() if isinstance(mod, torch.nn.LayerNorm)]
+    assert not [mod for mod in plain.layers[0].heads.modules() if isinstance(mod, torch.nn.LayerNorm)]
 
 
 def test_validation_keeps_to_the_time_budget(monkeypatch):

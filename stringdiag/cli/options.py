@@ -112,23 +112,12 @@ def parse_dims(text: str, diagram=None) -> dict[str, int]:
 
 def fixed_dims(diagram) -> list[str]:
     """The fixed dimensions a diagram's wires and boxes use, in declaration order."""
+    from ..graph.dimuse import fixed_dims_used
+
+    use = fixed_dims_used(diagram)
     prog = diagram.program
-    try:
-        d = diagram.expand()
-    except DiagError:
-        d = diagram
-    names: set[str] = set()
-    for w in d.wires():
-        for dim in d.wire_type(w):
-            names |= dim.names()
-    for b in d.boxes():
-        for _, dim in d.record(b).generics:
-            names |= dim.names()
-    if prog is None:
-        return []
-    order = list(prog.dims) + (list(prog.prelude.dims) if prog.prelude else [])
-    fixed = [n for n in names if (decl := prog.lookup_dim(n)) is not None and decl.kind == "fixed"]
-    return sorted(fixed, key=lambda n: (order.index(n) if n in order else len(order), n))
+    order = (list(prog.dims) + (list(prog.prelude.dims) if prog.prelude else [])) if prog else []
+    return sorted(use.widths + use.counts, key=lambda n: (order.index(n) if n in order else len(order), n))
 
 
 # -- memory -----------------------------------------------------------------------------

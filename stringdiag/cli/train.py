@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..errors import DiagError
 from . import options
+from ..syntax.source import write_atomic
 from .common import load_reporting, pick
 from .options import positive
 
@@ -30,14 +31,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layers", type=options.integer(1, MAX_LAYERS), default=2)
     add_recipe(p, "stop after this many steps")
     p.add_argument("--time-budget", type=options.number(what="a positive number of seconds"), default=None,
-                   metavar="SECONDS", help="the whole run ends within this long: training takes 80 %% of it "
-                   "when a test evaluation follows, which stops at the budget and says how much it scored")
+                   metavar="SECONDS", help="training stops within this long: 80 %% of it when a test evaluation "
+                   "follows (which then scores a fixed number of targets, see --test-tokens)")
     p.add_argument("-o", "--output", dest="out", default=None, metavar="DIR",
                    help="checkpoints and log (default: runs/NAME)")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in -o/--output")
     p.add_argument("--no-test", action="store_true", help="skip the stride-1 test evaluation at the end")
     p.add_argument("--test-tokens", type=positive, default=None, metavar="N",
-                   help="score only the first N test tokens (default: all, within --time-budget)")
+                   help=f"score only the first N test tokens (default: all; {BUDGET_TEST_TOKENS:,} under "
+                   "--time-budget, so that the verdict does not depend on the machine's load)")
+    add_device(p)
+
+
+def add_device(p: argparse.ArgumentParser) -> None:
+    """Where and how training runs (train.device)."""
+    p.add_argument("--device", type=device_spec, default="auto", metavar="DEVICE",
+                   help="auto (CUDA when torch sees it, else the CPU; default), cpu, cuda, cuda:N or mps")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
+                   help="autocast the forward pass to bf16 or fp16 (fp16 with a gradient scaler); default fp32")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model for training")
+
+
+def device_spec(text: str) -> str:
+    """An argparse type: the form of a device (whether it is there is checked when the run starts)."""
+    kind, colon, index = text.strip().partition(":")
+    if kind in ("auto", "cpu", "mps") and not colon or kind == "cuda" and (
+            not colon or index.isascii() and index.isdigit()):
+        return text.strip()
+    raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda, cuda:N or mps, got {options._show(text)}")
 
 
 def add_recipe(g, max_steps_help: str) -> None:
@@ -93,6 +114,9 @@ def norm_after(text: str | None, prog) -> tuple[str, ...]:
 
 
 TRAINING_SHARE = 0.8  # of --time-budget, when a test evaluation follows
+# the test targets scored under --time-budget (unless --test-tokens): a fixed number, so that the last
+# line does not depend on the machine's load (what the study scores too)
+BUDGET_TEST_TOKENS = 10_000
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
     from ..train.loop import train
 
     started = time.monotonic()
+    device = _device(args)  # a device that is not there is refused before any work
     prog = load_reporting(args.file)
     (head,) = pick(prog, args.diagram)
     if any(head.id_range(w) is not None for w in head.inputs):  # token ids in: a whole language model
@@ -109,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         if vocab_dim(head) is None:
             raise DiagError(f"'{head.name}' reads token ids but is no language model: train takes one of type "
                             f"[s] of v -> [s, v] (not {head.signature().split(' : ', 1)[1]})")
-        return run_lm(args, head, started, Recipe(_config, _test, check_windows, memory_errors))
+        return run_lm(args, head, started, Recipe(_config, _test, check_windows, memory_errors, device))
     dims = options.parse_dims(args.dims, head)
     after = norm_after(args.norm_after, prog)
     feature = head.input_types[0][-1].name if len(head.inputs) == 1 and head.input_types[0] else None
@@ -127,9 +152,11 @@ def run(args: argparse.Namespace) -> int:
     if n is None:  # not counted on the meta device: count a real one
         n = _count_parameters(make, args.seed)
     say(f"model: {args.layers} layer(s) x {args.heads} '{head.name}' heads, d_model {args.d_model}: {n:,} parameters")
-    say(_sizes(args, dims, len(corpus.vocab)) + (f"; memory about {memory}" if memory else ""))
+    sizes = _sizes(args, _head_sizes(head, dims, args), len(corpus.vocab))
+    say(sizes + (f"; memory about {memory}" if memory else ""))
+    say(f"device {device}" + (f", {args.precision}" if args.precision != "fp32" else "")
+        + (", compiled" if args.compile else ""))
     out = Path(args.out or Path("runs") / head.name)
-    deadline = started + args.time_budget if args.time_budget else None
     with memory_errors():
         history = train(make, corpus.train, corpus.valid, _config(args, started), out_dir=out, resume=args.resume,
                         log=say)
@@ -137,12 +164,27 @@ def run(args: argparse.Namespace) -> int:
     result = {"diagram": head.name, "parameters": n, "unigram_ppl": baseline, "valid_ppl": last["valid_ppl"],
               "steps": last["step"]}
     if rank == 0:
-        verdict = None if args.no_test else _test(make, corpus, out, args, result, deadline)
-        (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+        verdict = None if args.no_test else _test(make, corpus, out, args, result, device)
+        write_atomic(out / "result.json", json.dumps(result, indent=2) + "\n")
         say(f"wrote {out / 'log.csv'}, {out / 'checkpoint.safetensors'}, {out / 'result.json'}")
         if verdict:
             say(verdict)  # the last line: how the model did
     return 0
+
+
+def _device(args: argparse.Namespace):
+    """The device of ``--device``, checked to be there, with ``--precision`` checked on it."""
+    from ..train.device import Precision, check_precision, resolve
+
+    device = resolve(args.device)
+    check_precision(Precision(args.precision), device)
+    return device
+
+
+def _head_sizes(head, dims: dict[str, int], args: argparse.Namespace):
+    from ..train.model import head_sizes
+
+    return head_sizes(head, args.d_model // args.heads, dims)
 
 
 def check_feature(feature: str | None, dims: dict[str, int], args: argparse.Namespace, whose: str) -> None:
@@ -192,34 +234,44 @@ def _config(args: argparse.Namespace, started: float):
         budget = max(share - (time.monotonic() - started), 1e-3)
     return TrainConfig(context=args.context, batch_size=args.batch_size, epochs=args.epochs, lr_scale=args.lr_scale,
                        warmup=args.warmup, seed=args.seed, eval_every=args.eval_every, time_budget=budget,
-                       max_steps=args.max_steps)
+                       max_steps=args.max_steps, device=args.device, precision=args.precision,
+                       compile=args.compile)
 
 
-def _sizes(args: argparse.Namespace, dims: dict[str, int], vocab: int) -> str:
-    """Every size the model is built with, resolved (defaults included)."""
+def _sizes(args: argparse.Namespace, sizes, vocab: int) -> str:
+    """Every size the model is built with, resolved (defaults included, each saying whence)."""
+    from ..train.model import Source
+
     ff = args.d_ff or 4 * args.d_model
-    own = "".join(f", {k} {v}" for k, v in sorted(dims.items()))
+    own = "".join(f", {s.name} {s.value}" + ("" if s.source is Source.GIVEN else f" ({s.source.value})")
+                  for s in sizes if s.source is not Source.FEATURE)
     return (f"sizes: vocabulary {vocab:,}, d_model {args.d_model}, heads {args.heads} "
             f"(feature width {args.d_model // args.heads}), d_ff {ff}, context {args.context}, "
             f"batch {args.batch_size}{own}")
 
 
-def _test(make, corpus, out: Path, args: argparse.Namespace, result: dict, deadline: float | None) -> str:
-    """The trained model's test perplexity at stride 1 (within the time budget, over --test-tokens)
-    and the unigram baseline's on the same split, added to ``result``; returns the verdict."""
+def _test(make, corpus, out: Path, args: argparse.Namespace, result: dict, device) -> str:
+    """The trained model's test perplexity at stride 1 (over --test-tokens; under a time budget over
+    a fixed number of targets, never cut by the clock) and the unigram baseline's on the same
+    targets (``unigram_scored_ppl``; the whole split's is ``unigram_test_ppl``), added to
+    ``result``; returns the verdict."""
     from ..train import checkpoint
     from ..train.loop import score
 
     model = make()
     checkpoint.load(out / "checkpoint.safetensors", model)
-    ids = corpus.test if args.test_tokens is None else corpus.test[: args.test_tokens + 1]
-    got = score(model, ids, args.context, stride=1, deadline=deadline, progress="test (stride 1)")
-    unigram = corpus.unigram_perplexity("test")
-    result.update(test_ppl=got.perplexity, test_tokens=got.scored, unigram_test_ppl=unigram)
-    part = "" if got.scored == got.total else f" over the first {got.scored:,} of {got.total:,} targets"
-    why = " (the time budget ran out)" if part and args.test_tokens is None else ""
+    model.to(device)
+    tokens = args.test_tokens or (BUDGET_TEST_TOKENS if args.time_budget else None)
+    ids = corpus.test if tokens is None else corpus.test[: tokens + 1]
+    got = score(model, ids, args.context, stride=1, progress="test (stride 1)")
+    total = corpus.test.numel() - 1
+    cut = got.scored < total
+    unigram = corpus.unigram_perplexity("test", targets=got.scored) if cut else corpus.unigram_perplexity("test")
+    result.update(test_ppl=got.perplexity, test_tokens=got.scored, unigram_test_ppl=corpus.unigram_perplexity("test"),
+                  unigram_scored_ppl=unigram)
+    part = f" over the first {got.scored:,} of {total:,} targets" if cut else ""
     than = "better than" if got.perplexity < unigram else "no better than"
-    return f"test perplexity {got.perplexity:.1f}{part}{why}: {than} unigram on test ({unigram:.1f})"
+    return f"test perplexity {got.perplexity:.1f}{part}: {than} unigram on the same targets ({unigram:.1f})"
 
 
 def check_windows(corpus, context: int, batch_size: int) -> None:

@@ -27,9 +27,10 @@ class Recipe(NamedTuple):
     in, so that imports run one way)."""
 
     config: Callable  # (args, started) -> TrainConfig
-    test: Callable  # the stride-1 test: (make, corpus, out, args, result, deadline) -> verdict
+    test: Callable  # the stride-1 test: (make, corpus, out, args, result, device) -> verdict
     check_windows: Callable  # (corpus, context, batch_size)
     memory_errors: Callable  # a context manager: out of memory is the tool's error
+    device: object  # the torch.device training and the test run on
 
 
 def run_lm(args: argparse.Namespace, diagram, started: float, recipe: Recipe) -> int:
@@ -39,7 +40,7 @@ def run_lm(args: argparse.Namespace, diagram, started: float, recipe: Recipe) ->
     from ..train.lm import Spec, WholeModel, sizes, sources
     from ..train.loop import train
     from ..train.run import Tokenizer
-    _config, _test, check_windows, memory_errors = recipe
+    _config, _test, check_windows, memory_errors, device = recipe
 
     for name, default in HEAD_ONLY.items():
         if getattr(args, name) != default:
@@ -72,7 +73,6 @@ def run_lm(args: argparse.Namespace, diagram, started: float, recipe: Recipe) ->
     out.mkdir(parents=True, exist_ok=True)
     style = "shakespeare" if corpus.name == "shakespeare" else "words"
     Tokenizer(tuple(corpus.vocab), style).save(out)
-    deadline = started + args.time_budget if args.time_budget else None
     with memory_errors():
         history = train(make, corpus.train, corpus.valid, _config(args, started), out_dir=out, resume=args.resume,
                         log=say)
@@ -80,7 +80,7 @@ def run_lm(args: argparse.Namespace, diagram, started: float, recipe: Recipe) ->
     result = {"diagram": diagram.name, "kind": "lm", "parameters": n, "sizes": size.dims, "unigram_ppl": baseline,
               "valid_ppl": last["valid_ppl"], "steps": last["step"]}
     if int(os.environ.get("RANK", "0")) == 0:
-        verdict = None if args.no_test else _verdict(_test, make, corpus, out, args, result, deadline)
+        verdict = None if args.no_test else _test(make, corpus, out, args, result, device)
         from ..syntax.source import write_atomic
 
         write_atomic(out / "result.json", json.dumps(result, indent=2) + "\n")
@@ -89,18 +89,3 @@ def run_lm(args: argparse.Namespace, diagram, started: float, recipe: Recipe) ->
         if verdict:
             say(verdict)
     return 0
-
-
-
-
-def _verdict(test, make, corpus, out: Path, args: argparse.Namespace, result: dict, deadline) -> str:
-    """The stride-1 test (the head mode's), its perplexity set against the unigram baseline's on the
-    same targets: the whole test split, or the first ones scored when the budget or --test-tokens
-    cut it short (``unigram_scored_ppl`` in result.json)."""
-    test(make, corpus, out, args, result, deadline)
-    got, scored, total = result["test_ppl"], result["test_tokens"], corpus.test.numel() - 1
-    unigram = corpus.unigram_perplexity("test", targets=scored) if scored < total else result["unigram_test_ppl"]
-    result["unigram_scored_ppl"] = unigram
-    part = "" if scored >= total else f" over the first {scored:,} of {total:,} targets"
-    than = "better than" if got < unigram else "no better than"
-    return f"test perplexity {got:.1f}{part}: {than} unigram on the same targets ({unigram:.1f})"

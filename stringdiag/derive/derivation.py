@@ -47,6 +47,7 @@ class Step:
     verified: float | None = None  # the oracle's relative error, for checked equalities
     note: str = ""      # what the step did to weights, where it matters (ties, renamings)
     unverified: bool = False  # an equality by a user's rule that was not evaluated (no --verify)
+    changes: steps.Changes = field(default_factory=steps.Changes)  # what it replaced (for its picture)
 
 
 @dataclass
@@ -87,14 +88,19 @@ class Derivation:
         return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
     def frames(self) -> list[tuple[str, str, Diagram]]:
-        """Each step's caption, relation to the one before, and diagram: the chain's pictures."""
-        return [(f"{s.number}. {s.text}", s.relation, s.diagram) for s in self.steps]
+        """Each step's caption (the step, its relation to the one before, and what it changed
+        in boxes, time and memory), that relation, and the diagram: the chain's pictures."""
+        rows = self.rows()
+        return [(_caption(s, rows[k - 1] if k else None, rows[k]), s.relation, s.diagram)
+                for k, s in enumerate(self.steps)]
 
     def chain_svg(self) -> str:
-        """The chain of pictures, top to bottom (``derive -o chain.svg``)."""
+        """The chain of pictures, top to bottom (``derive -o chain.svg``): each highlights the
+        boxes the next step replaces and those its own step put in; untouched boxes keep
+        their order from one picture to the next."""
         from ..render.draw import chain_svg  # Graphviz only to draw
 
-        return chain_svg(self.frames())
+        return chain_svg(self.frames(), [s.changes for s in self.steps])
 
     def _repr_html_(self) -> str:
         """In a notebook: the steps on a slider beside the table (``render/html.py``)."""
@@ -286,7 +292,8 @@ class Runner:
                 raise AssertionError(item)
         out = res.diagram
         out.name = cur.name
-        step = Step(number, item.text, res.relation, out, item.pos, note=res.note)
+        step = Step(number, item.text, res.relation, out, item.pos, note=res.note,
+                    changes=steps.changes(cur, out, res.kept))
         if self.verify and res.relation == EQ:
             from ..verify.oracle import compare  # torch: imported only when asked to verify
 
@@ -318,7 +325,7 @@ class Runner:
         if out.input_types != cur.input_types or out.output_types != cur.output_types:
             raise self.err(f"a rewiring keeps the boundary: {out.signature()} is not of the type of "
                            f"{cur.signature()}", ref.pos)
-        return steps.Outcome(out.copy(), REWIRE)
+        return steps.Outcome(out.copy(), REWIRE, kept={})  # another diagram: no box is kept
 
     def dim_kind(self, cur: Diagram, name: str) -> str | None:
         """How the dimension ``name`` is declared in the files of the derivation, if it is."""
@@ -449,6 +456,17 @@ def _library() -> Library:
 
 
 standard_library = _library  # for the other commands that read the library (normalize)
+
+
+def _caption(step: Step, before: dict | None, row: dict) -> str:
+    """``3. apply assoc  ≡  boxes 12 → 10 · time O(s^2) → O(s) · memory O(s)``: a change as
+    ``old → new``, a cost the step leaves alone once."""
+    head = f"{step.number}. {step.text}"
+    if before is None:
+        return f"{head}  ·  boxes {row['boxes']} · time {row['time']} · memory {row['memory']}"
+    costs = [f"{what} {before[key]}" + (f" → {row[key]}" if row[key] != before[key] else "")
+             for what, key in (("boxes", "boxes"), ("time", "time"), ("memory", "memory"))]
+    return f"{head}  {step.relation}  " + " · ".join(costs)
 
 
 def _sig(ins, outs) -> str:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import DiagError
-from ..graph.box import Global, Instance, Kind, Local, weight_attrs
+from ..graph.box import Box, Global, Instance, Kind, Local, weight_attrs
 from ..graph.diagram import Diagram
 from ..graph.expand import expand
 from ..graph.hypergraph import repeated
@@ -49,6 +49,39 @@ class Outcome:
     relation: str                  # ≡, ⇒ or ≠
     note: str = ""                 # what the step did to weights, when it matters
     correspond: dict[WeightKey, WeightKey] = field(default_factory=dict)  # result's set -> before's
+    kept: dict[int, int] | None = None  # untouched box before -> the same box after; None: same ids
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What a step did to the boxes (for its picture): the boxes of the diagram before that it
+    replaced (a rule's match, an opened or specialised box), the boxes of the result that are
+    new, and each untouched box of the diagram before with its id in the result."""
+
+    matched: frozenset[int] = frozenset()
+    added: frozenset[int] = frozenset()
+    kept: dict[int, int] = field(default_factory=dict)
+
+
+def _same(a: Box, b: Box) -> bool:
+    return a.kind is b.kind and a.op == b.op
+
+
+def changes(before: Diagram, after: Diagram, kept: dict[int, int] | None = None) -> Changes:
+    """The step from ``before`` to ``after``: with ``kept`` None the step edited a copy (ids
+    of untouched boxes are kept: a rewrite, a copy, a prune), and a box is untouched when its
+    id is still there with its kind and name."""
+    if kept is None:
+        ids = set(after.boxes())
+        kept = {b: b for b in before.boxes() if b in ids and _same(before.record(b), after.record(b))}
+    return Changes(frozenset(set(before.boxes()) - kept.keys()), frozenset(set(after.boxes()) - set(kept.values())),
+                   dict(kept))
+
+
+def _traced(before: Diagram, after: Diagram, trace: dict[int, list[int]]) -> dict[int, int]:
+    """Untouched boxes of an expansion: those copied as one box of the same kind and name."""
+    return {b: made[0] for b, made in trace.items()
+            if len(made) == 1 and _same(before.record(b), after.record(made[0]))}
 
 
 def apply_rule(cur: Diagram, rule: Rule, match: Match) -> Outcome:
@@ -75,7 +108,9 @@ def unfold(cur: Diagram, name: str, definitions: frozenset[str]) -> Outcome:
         raise DiagError(f"'{name}' is iterated by scan: a sequential loop cannot be opened into SIMD boxes")
     if all(cur.record(b).scan or repeated(cur.record(b)) for b in uses):
         raise DiagError(f"'{name}' is used by repeat here: its copies are one box, not unfolded by a step")
-    return Outcome(expand(cur, keep=definitions - {name}), EQ)
+    trace: dict[int, list[int]] = {}
+    out = expand(cur, keep=definitions - {name}, trace=trace)
+    return Outcome(out, EQ, kept=_traced(cur, out, trace))
 
 
 def copy_box(d: Diagram, box: int, readers: list[tuple[int, int]]) -> Diagram:
@@ -189,7 +224,9 @@ def specialise(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[st
         w = node.weights  # the composite's instance: one per weight set
         path = name if w is None else ("~" if isinstance(w, Local) else "") + str(w.param)
         out.reset(b, node._replace(kind=Kind.DIAGRAM, op=op, ref=defn, weights=Instance(path)))
-    return Outcome(expand(out, keep=definitions - {op}), RED, note)
+    trace: dict[int, list[int]] = {}
+    res = expand(out, keep=definitions - {op}, trace=trace)
+    return Outcome(res, RED, note, kept=_traced(cur, res, trace))
 
 
 def uses_of(d: Diagram, name: str) -> list[dict]:
@@ -331,5 +368,5 @@ def _common_prefix(pairs: dict[WeightKey, WeightKey]) -> str | None:
     return prefix
 
 
-__all__ = ["Outcome", "EQ", "RED", "REWIRE", "ABSORB", "apply_rule", "apply_everywhere", "unfold", "copy", "copy_box",
+__all__ = ["Outcome", "Changes", "changes", "EQ", "RED", "REWIRE", "ABSORB", "apply_rule", "apply_everywhere", "unfold", "copy", "copy_box",
            "specialise", "fold", "wire_name"]

@@ -35,7 +35,7 @@ def _kept(node: Box, keep: Keep) -> bool:
 
 
 def expand(d: Hypergraph, keep: Keep = frozenset(), path: str = "",
-           unroll: Mapping[str, int] | None = None) -> Hypergraph:
+           unroll: Mapping[str, int] | None = None, trace: dict[int, list[int]] | None = None) -> Hypergraph:
     """Inline definitions, except those named in ``keep`` or, when ``keep`` is a predicate on
     a box, those it accepts (a backend's native processes: the prelude's own definitions).
 
@@ -44,10 +44,12 @@ def expand(d: Hypergraph, keep: Keep = frozenset(), path: str = "",
     places the whole diagram inside an instance (the body of a scanned box, ``Cell#1/``).
     ``unroll`` (sizes of the fixed dimensions a count may name; declared defaults fill in)
     opens ``repeat`` boxes into their copies; without it, or where a count names a size it
-    does not give, they stay boxes.
+    does not give, they stay boxes. ``trace``, if given, receives each box of ``d`` and the
+    boxes it became (one box kept as it was; an opened definition's body): a picture of a
+    derivation step keeps the untouched boxes in place with it.
     """
     with gc_paused():
-        return _expand(d, keep, path, unroll)
+        return _expand(d, keep, path, unroll, trace=trace)
 
 
 def substituted(d: Hypergraph, sub: Mapping[str, Dim]) -> Hypergraph:
@@ -60,17 +62,18 @@ def substituted(d: Hypergraph, sub: Mapping[str, Dim]) -> Hypergraph:
 
 
 def _expand(d: Hypergraph, keep: Keep = frozenset(), path: str = "",
-            unroll: Mapping[str, int] | None = None, sub: Mapping[str, Dim] | None = None) -> Hypergraph:
+            unroll: Mapping[str, int] | None = None, sub: Mapping[str, Dim] | None = None,
+            trace: dict[int, list[int]] | None = None) -> Hypergraph:
     out = type(d)(name=d.name, generics=d.generics, pos=d.pos, source=d.source, program=d.program,
                   input_names=list(d.input_names))
     env: dict[int, Placed] = {}
     sub = sub or {}
     for w in d.inputs:
         t = substitute_type(d.wire_type(w), sub)
-        nw = out.add_wire(t, name=d.wire_label(w), pos=d.graph.nodes[w]["pos"])
+        nw = out.add_wire(t, name=d.wire_label(w), pos=d.graph.nodes[w]["pos"], of=d.id_range(w))
         out.inputs.append(nw)
         env[w] = (nw, tuple(range(len(t))))
-    _inline(out, d, env, context=(), sub=dict(sub or {}), path=path, keep=keep, unroll=unroll)
+    _inline(out, d, env, context=(), sub=dict(sub or {}), path=path, keep=keep, unroll=unroll, trace=trace)
     for w in d.outputs:
         placed = _settle(out, env[w], substitute_type(d.wire_type(w), sub), (), d.graph.nodes[w]["pos"],
                          canonical=True)
@@ -101,13 +104,15 @@ class _Scope:
 
 
 def _inline(out: Hypergraph, src: Hypergraph, env: dict[int, Placed], context: tuple, sub: Mapping[str, Dim],
-            path: str, outer: tuple = (), keep: Keep = frozenset(), unroll: Mapping[str, int] | None = None) -> None:
+            path: str, outer: tuple = (), keep: Keep = frozenset(), unroll: Mapping[str, int] | None = None,
+            trace: dict[int, list[int]] | None = None) -> None:
     """Copy ``src``'s boxes into ``out`` inside the SIMD ``context``, opening every
     definition used as a box except those in ``keep`` (and scans, and repeats unless unrolled)."""
     scope = _Scope(src, env, context, sub, path, outer, keep, unroll)
     ctx_labels = [lab for lab, _ in context]
     seen: dict[str, int] = {}
-    for _b, node, box_ins, box_outs, out_locals in _plan(src):
+    for b, node, box_ins, box_outs, out_locals in _plan(src):
+        first = out._next  # ids only grow: the boxes made for b are those after this one
         rename = _rename_indices(node, ctx_labels)
         inputs = [_place_input(env[w], axes, rename) for w, axes in box_ins]
         instance = None
@@ -121,6 +126,8 @@ def _inline(out: Hypergraph, src: Hypergraph, env: dict[int, Placed], context: t
             _open(out, scope, node, rename, inputs, box_outs, instance)
         else:
             _copy(out, scope, node, rename, inputs, box_outs, out_locals, instance)
+        if trace is not None:
+            trace[b] = [n for n in range(first + 1, out._next + 1) if out.is_box(n)]
 
 
 def _place_input(placed: Placed, axes: tuple, rename: dict) -> Placed:

@@ -261,7 +261,7 @@ class Lowering:
             self.lower_box(b)
         outs = [g.call_function(P.unflatten_batch, (self.env[w], batch, n_batch)) for w in d.outputs]
         g.output(outs[0] if len(outs) == 1 else tuple(outs))
-        gm = fx.GraphModule(self.root, g, class_name=_ident(self.src.name))
+        gm = _ref_not_saved(fx.GraphModule(self.root, g, class_name=_ident(self.src.name)))
         gm.graph.eliminate_dead_code()  # what fused paths made unnecessary (a mask nothing reads, say)
         gm.recompile()
         gm.weight_sets = dict(self.attrs)  # weight set -> attribute: what an oracle matches weights by
@@ -430,6 +430,14 @@ class Lowering:
                 attr += "_"
             self.root.register_buffer(attr, self.registry[key])
         return self.g.call_function(P.like, (self.g.get_attr(attr), self.ref), name=_ident(node.op))
+
+
+
+def _ref_not_saved(gm: fx.GraphModule) -> fx.GraphModule:
+    """``dtype_ref`` (made non-persistent) out of the state dict: fx copies buffers as persistent."""
+    if "dtype_ref" in gm._buffers:
+        gm._non_persistent_buffers_set.add("dtype_ref")
+    return gm
 
 
 def _axis_bounds(node: Box) -> tuple:

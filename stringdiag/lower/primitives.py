@@ -260,7 +260,7 @@ def causal_linear(q: Tensor, k: Tensor, v: Tensor | None, chunk: int | None = CH
     size = max(1, min(chunk, s))
     qc, kc, vc = (_blocks(x, size) for x in (q, k, v))  # [..., n, C, *]
     mask = torch.ones(size, size, dtype=torch.bool, device=q.device).tril()
-    inside = (qc @ kc.transpose(-1, -2)).masked_fill(~mask, 0.0) @ vc
+    inside = (qc @ kc.transpose(-1, -2)).masked_fill_(~mask, 0.0) @ vc  # in place: the scores are fresh
     summary = kc.transpose(-1, -2) @ vc  # [..., n, f, e]
     before = torch.cumsum(F.pad(summary, (0, 0, 0, 0, 1, 0))[..., :-1, :, :], dim=-3)  # blocks before each
     out = (inside + qc @ before).flatten(-3, -2)[..., :s, :]

@@ -26,6 +26,7 @@ from ..errors import DiagError
 from ..graph.box import Box
 from ..graph.iso import definition_key
 from ..graph.program import prelude
+from . import chunked
 from . import primitives as P
 
 Entry = Callable[["Call"], fx.Node]  # Call: stringdiag.lower.lower.Call (which imports this table)
@@ -142,6 +143,8 @@ NATIVE_ENTRIES: dict[str, Entry] = {
     "causal_sdpa": sdpa(causal=True),
     "causal_linear_attention": lambda c: c.call(P.causal_linear, *c.xs),
     "causal_linear_sum": lambda c: c.call(P.causal_linear, *c.xs, None),
+    "causal_decay_attention": lambda c: c.call(chunked.causal_decay_linear, *c.xs[:3],
+                                               c.call(operator.neg, c.xs[3])),  # the kernel takes log gates
     "window_sdpa": lambda c: c.call(P.window_attention, *c.xs, c.size("w"),
                                     c.constant(("div", ("num", 1.0), ("sqrt", ("dim", c.generics["c"]))))),
     "window_global_sdpa": lambda c: c.call(P.window_global_attention, *c.xs, c.size("w"), c.size("g"),

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +15,7 @@ from safetensors import SafetensorError
 from safetensors.torch import save_file
 
 from ..errors import DiagError
+from ..syntax.source import write_atomic as write_file
 
 
 def checksum(tensors: dict[str, torch.Tensor]) -> str:
@@ -35,21 +34,10 @@ def write_atomic(path: str | Path, tensors: dict[str, torch.Tensor], meta: dict[
 
     A failure to write (a full disk, say) is the tool's error naming ``what``, and the previous
     file stays."""
-    path = Path(path)
     meta = {**meta, "checksum": checksum(tensors)}
-    tmp = None
+    tensors = {k: v.detach().cpu() for k, v in tensors.items()}  # a model on a GPU is saved from the host
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        os.close(fd)
-        save_file(tensors, tmp, metadata={"stringdiag": json.dumps(meta)})
-        with open(tmp, "rb") as f:  # on disk before it replaces the previous file
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        tmp = None
-    except (OSError, SafetensorError) as e:
-        reason = getattr(e, "strerror", None) or str(e)
-        raise DiagError(f"cannot write {what} {path}: {reason} (the previous {what}, if any, is kept)") from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+        write_file(path, lambda tmp: save_file(tensors, tmp, metadata={"stringdiag": json.dumps(meta)}),
+                   f" (the previous {what}, if any, is kept)", what)
+    except SafetensorError as e:
+        raise DiagError(f"cannot write {what} {path}: {e} (the previous {what}, if any, is kept)") from None

@@ -28,18 +28,33 @@ def crossings(svg: str) -> set[tuple[str, str]]:
     return found
 
 
+def centres(svg: str) -> dict[str, tuple[float, float]]:
+    """The centre of every node of a picture drawn by Graphviz once (not a stack of rows), by
+    node name: where the boxes of one step of a derivation were, for the next."""
+    drawings = list(_drawings(ET.fromstring(svg)))
+    if len(drawings) != 1:
+        return {}
+    out = {}
+    for g in drawings[0].iter(SVG + "g"):
+        text = g.find(SVG + "text")
+        if (g.get("class") or "").split(" ")[0] == "node" and text is not None:  # a plain-text node: its text
+            out[g.findtext(SVG + "title") or ""] = (float(text.get("x", 0)), float(text.get("y", 0)))
+    out.update((name, _centre(box)) for name, box in _parts(drawings[0])[1].items())
+    return out
+
+
 def _drawings(root: ET.Element):
     """Each Graphviz drawing in the document (a stacked picture holds several)."""
     for e in root.iter(SVG + "svg"):
         g = e.find(SVG + "g")
-        if g is not None and g.get("class") == "graph":
+        if g is not None and "graph" in (g.get("class") or "").split():
             yield g
 
 
 def _parts(drawing: ET.Element) -> tuple[list[Box], dict[str, Box], list]:
     clusters, nodes, edges = [], {}, []
     for g in drawing.iter(SVG + "g"):
-        cls, title = g.get("class"), g.findtext(SVG + "title") or ""
+        cls, title = (g.get("class") or "").split(" ")[0], g.findtext(SVG + "title") or ""  # "node matched"
         shape = next((e for e in g if e.tag in (SVG + "polygon", SVG + "ellipse", SVG + "path")), None)
         if shape is None:
             continue

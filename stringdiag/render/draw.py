@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import html
 import math
+import re
+import subprocess
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import graphviz
@@ -23,9 +26,9 @@ from ..graph.diagram import Diagram
 from ..graph.hypergraph import repeated
 from ..graph.types import Dim
 from ..syntax.source import write_atomic
-from .crossings import crossings
+from .crossings import centres, crossings
 from .formats import FORMATS
-from .frames import frames, rows
+from .frames import copy_points, frames, placed, rows
 
 SEQ_COLOUR = "#c0392b"
 FIXED_COLOUR = "#1f5f9e"
@@ -34,6 +37,7 @@ LEARN_FILL = "#4f6d9a"
 ABSTRACT_FILL = "#ffd54f"
 RANDOM_FILL = "#d5d8dc"  # a fixed random tensor: drawn, not trained
 FONT = "Helvetica"
+COPY_POINT = {"label": "", "shape": "point", "width": "0.09"}
 
 
 def _dim_colour(d: Dim, diagram: Diagram) -> str:
@@ -60,7 +64,9 @@ def type_label(t, diagram: Diagram, name: str | None = None) -> str:
 def _box_style(node: Box) -> dict:
     box = node.kind
     label = node.op
-    shown = [str(d) for g, d in node.generics if str(d) != g]  # s := s says nothing
+    generics = node.generics
+    # every parameter as written (window<s, w>, not window<s>), none where each is its own name
+    shown = [str(d) for g, d in generics] if any(str(d) != g for g, d in generics) else []
     if shown:
         label += "<" + ", ".join(shown) + ">"
     style = {"label": label, "fontname": FONT, "shape": "box", "style": "rounded", "margin": "0.08,0.04",
@@ -89,8 +95,24 @@ def _box_style(node: Box) -> dict:
     return style
 
 
+MATCHED = "#d62728"  # a derivation's picture: the boxes the next step replaces (dashed)
+ADDED = "#2ca02c"    # ... and the boxes this step put in
+
+
+@dataclass(frozen=True)
+class Marks:
+    """One picture of a derivation: the boxes the next step replaces (``matched``), those
+    this step put in (``added``), and where each untouched box was in the previous picture
+    (``before``: its centre), so that it keeps its place relative to the others."""
+
+    matched: frozenset[int] = frozenset()
+    added: frozenset[int] = frozenset()
+    before: dict[int, tuple[float, float]] = field(default_factory=dict)
+    columns: bool = True  # also an invisible edge down each column (dot's router fails on a few)
+
+
 def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str | None = None,
-                cuts: Cuts | None = None) -> graphviz.Digraph:
+                cuts: Cuts | None = None, marks: Marks | None = None) -> graphviz.Digraph:
     """The diagram as a Graphviz graph (open definitions with ``expand``).
 
     With ``cluster`` the graph is a cluster of that name, node names start with ``prefix``,
@@ -99,13 +121,47 @@ def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str
     if expand:
         d = d.expand(unroll={})  # stacks of known size drawn as their layers
     g = _digraph(cluster or d.name, label=d.signature())
-    frames = _Frames(d, prefix, cuts=cuts)
+    frames = _Frames(d, prefix, cuts=cuts, before=marks.before if marks else None)
+    if marks is not None and marks.before:  # few passes of crossing reduction: the order given mostly stays
+        g.attr(mclimit=MCLIMIT, **{"class": "ordered"})
     frames.emit(g, ())
     _boundary(g, d, prefix, ranked=not cluster)
     row = rows(d, frames.drawn) or {}
     for w in d.wires():
         _wire(g, d, w, prefix, row, cuts)
+    if marks is not None:
+        _mark(g, d, prefix, marks)
     return g
+
+
+def _mark(g: graphviz.Digraph, d: Diagram, P: str, marks: Marks) -> None:
+    """Highlight what a derivation step changed, and keep the untouched boxes in the order
+    they had in the previous picture: invisible edges of length 0 or more (``minlen=0``) from
+    every box of one column there to every box of the next, and down each column; a hint that
+    would close a cycle with the wires of this diagram (and the hints before it) is left out."""
+    for b in sorted(marks.matched | marks.added):
+        style = _box_style(d.record(b))
+        matched = b in marks.matched
+        look = {"color": MATCHED if matched else ADDED, "penwidth": "2.5",
+                "class": " ".join(c for c, on in (("matched", matched), ("added", b in marks.added)) if on)}
+        if style.get("shape") == "plaintext":  # a constant: no border to colour
+            look["fontcolor"] = look["color"]
+        else:
+            look["style"] = ",".join(x for x in (style.get("style", ""), "dashed" if matched else "") if x)
+        g.node(f"{P}{b}", **look)
+    columns: dict[int, list[int]] = {}
+    for b, (x, y) in sorted(marks.before.items(), key=lambda item: (item[1][1], item[0])):
+        columns.setdefault(round(x), []).append(b)  # each column top to bottom
+    order = [columns[x] for x in sorted(columns)]
+    hidden = {"style": "invis", "minlen": "0", "weight": "0"}
+    held = nx.DiGraph(d.graph)  # the wires, and the hints so far: a hint closing a cycle is left out
+    pairs = [(a, b) for left, right in zip(order, order[1:]) for a in left for b in right]
+    if marks.columns:  # where two stay in one column, dot (left to right) keeps this edge's head above its tail
+        pairs += [(b, a) for column in order for a, b in zip(column, column[1:])]
+    for a, b in pairs:
+        if not nx.has_path(held, b, a):
+            held.add_edge(a, b)
+            g.edge(f"{P}{a}", f"{P}{b}", **hidden)
 
 
 def _digraph(name: str, label: str) -> graphviz.Digraph:
@@ -132,36 +188,55 @@ class _Frames:
     connected parts, and opened definitions), each identified by its full path and drawn
     as nested Graphviz clusters with the boxes inside."""
 
-    def __init__(self, d: Diagram, prefix: str, only: set[int] | None = None, cuts: "Cuts | None" = None):
+    def __init__(self, d: Diagram, prefix: str, only: set[int] | None = None, cuts: "Cuts | None" = None,
+                 before: dict[int, tuple[float, float]] | None = None):
         self.d, self.prefix, self.count = d, prefix, 0
         self.stubs: dict[str, list[str]] = {}  # a box's node -> the stubs drawn in its frame
         for a, b in sorted(cuts.edges if cuts else ()):  # sorted: the same picture in every run
             self.stubs.setdefault(b, []).append(f"{b}__{a}")
             self.stubs.setdefault(a, []).append(f"{a}__{b}")
         self.tree: dict[tuple, list] = {(): []}
-        self.drawn = frames(d)
+        self.drawn = placed(d, frames(d))
         for b, path in self.drawn.items():
             if only is not None and b not in only:
                 continue
             for k in range(1, len(path) + 1):
                 self.tree.setdefault(path[:k], [])
             self.tree[path].append(b)
+        self.points = copy_points(d, self.drawn, only)
         self.children: dict[tuple, list[tuple]] = {}
         for path in self.tree:
             if path:
                 self.children.setdefault(path[:-1], []).append(path)
+        if before:  # top to bottom as in the picture before: dot starts from the order given
+            self._sort(lambda b: before[b][1] if b in before else math.inf)
+
+    def _sort(self, key) -> None:
+        top: dict[tuple, float] = {}
+        for path in sorted(self.tree, key=len, reverse=True):
+            top[path] = min([key(b) for b in self.tree[path]] + [top[c] for c in self.children.get(path, [])],
+                            default=math.inf)
+        for path in self.tree:
+            self.tree[path].sort(key=key)
+        for kids in self.children.values():
+            kids.sort(key=lambda c: top[c])
 
     def emit(self, graph, path: tuple) -> None:
         for b in self.tree[path]:
-            graph.node(f"{self.prefix}{b}", **_box_style(self.d.record(b)))
-            for stub in self.stubs.get(f"{self.prefix}{b}", ()):  # beside its box, inside its frames
-                graph.node(stub)
+            self.node(graph, f"{self.prefix}{b}", **_box_style(self.d.record(b)))
+        for w in self.points.get(path, ()):  # a copy point in the frame its readers share
+            self.node(graph, f"{self.prefix}copy{w}", **COPY_POINT)
         for child in self.children.get(path, []):
             self.count += 1
             with graph.subgraph(name=f"cluster_{self.prefix}{self.count}") as sub:
                 frame, _part = child[-1]
                 sub.attr(**_cluster_attrs(frame))
                 self.emit(sub, child)
+
+    def node(self, graph, name: str, **attrs) -> None:
+        graph.node(name, **attrs)
+        for stub in self.stubs.get(name, ()):  # beside its node, inside its frames
+            graph.node(stub)
 
 
 def _boundary(g: graphviz.Digraph, d: Diagram, P: str, ranked: bool) -> None:
@@ -213,11 +288,11 @@ def _fan(g: graphviz.Digraph, P: str, w: int, src: str, readers: list[str], labe
     attrs = attrs or {}
     if not readers:
         g.node(f"{P}del{w}", label="", shape="point", width="0.08", color="#333333")
-        g.edge(src, f"{P}del{w}", label=label, arrowhead="none")
+        _edge(g, src, f"{P}del{w}", cuts, label=label, arrowhead="none")
     elif len(readers) == 1:
         _edge(g, src, readers[0], cuts, label=label, **attrs.get(readers[0], {}))
     else:
-        g.node(f"{P}copy{w}", label="", shape="point", width="0.09")
+        g.node(f"{P}copy{w}", **COPY_POINT)
         _edge(g, src, f"{P}copy{w}", cuts, label=label, arrowhead="none")
         for node in readers:
             _edge(g, f"{P}copy{w}", node, cuts, **attrs.get(node, {}))
@@ -226,14 +301,23 @@ def _fan(g: graphviz.Digraph, P: str, w: int, src: str, readers: list[str], labe
 class Cuts:
     """Edges drawn as a pair of numbered stubs (``→ (n)`` at the tail, ``(n) →`` at the head)
     instead of a line: those Graphviz routed through a frame they do not enter
-    (``crossings.py``). Numbers start after the stubs between rows."""
+    (``crossings.py``) even when made ``heavy`` (pulled short and straight, which routes most
+    such edges clear of the frames). Numbers start after the stubs between rows."""
 
-    def __init__(self, edges: set[tuple[str, str]] | None = None, start: int = 0):
+    def __init__(self, edges: set[tuple[str, str]] | None = None, start: int = 0,
+                 heavy: set[tuple[str, str]] | None = None):
         self.edges = set(edges or ())
+        self.heavy = set(heavy or ())
         self.number = {e: start + k + 1 for k, e in enumerate(sorted(self.edges))}
 
 
+MCLIMIT = "0.2"
+HEAVY = "8"  # the weight of an edge that crossed a frame: dot keeps it short and straight
+
+
 def _edge(g: graphviz.Digraph, a: str, b: str, cuts: Cuts | None, **attrs) -> None:
+    if cuts is not None and (a, b) in cuts.heavy and "constraint" not in attrs:
+        attrs["weight"] = HEAVY
     if cuts is None or (a, b) not in cuts.edges:
         g.edge(a, b, **attrs)
         return
@@ -246,11 +330,12 @@ def _edge(g: graphviz.Digraph, a: str, b: str, cuts: Cuts | None, **attrs) -> No
 
 # -- a long stack, one row per layer ------------------------------------------------------------
 
-def stacked_rows(d: Diagram, cut: set[tuple[str, str]] = frozenset()) -> list[graphviz.Digraph] | None:
+def stacked_rows(d: Diagram, cut: set[tuple[str, str]] = frozenset(),
+                 heavy: set[tuple[str, str]] = frozenset()) -> list[graphviz.Digraph] | None:
     """A long stack of layers (``frames.rows``) as one Graphviz graph per row, top to bottom;
     None when the picture is one row. A wire between rows leaves its row at a numbered stub
     and enters the other at the same number, so no edge runs through a frame of another row."""
-    row = rows(d, frames(d))
+    row = rows(d, placed(d, frames(d)))
     if not row:
         return None
     number = _row_numbers(d, row)
@@ -260,7 +345,7 @@ def stacked_rows(d: Diagram, cut: set[tuple[str, str]] = frozenset()) -> list[gr
         home = _home(number, producer, readers)
         if any(number.get(b, home) != home for _, b in readers):
             tags[w] = len(tags) + 1
-    graphs, cuts = [], Cuts(cut, start=len(tags))
+    graphs, cuts = [], Cuts(cut, start=len(tags), heavy=heavy)
     for r in range(max(number.values()) + 1):
         g = _digraph(f"{d.name}_row{r}", label=d.signature() if r == 0 else "")
         _Frames(d, "", only={b for b, k in number.items() if k == r}, cuts=cuts).emit(g, ())
@@ -369,12 +454,25 @@ def _document(parts: list[str], width: float, height: float) -> str:
             f'viewBox="0 0 {width:.0f} {height:.0f}">\n' + "\n".join(parts) + "\n</svg>\n")
 
 
-def chain_svg(frames: list[tuple[str, str, Diagram]]) -> str:
+def chain_svg(frames: list[tuple[str, str, Diagram]], changes: list | None = None) -> str:
     """The chain of a derivation as one SVG, top to bottom: each step's picture under its
-    caption, the relation to the previous one (``≡``, ``⇒``) between them."""
+    caption, the relation to the previous one (``≡``, ``⇒``) between them. With ``changes``
+    (per step: the boxes of the diagram before it that it replaced, the boxes it put in, and
+    the untouched ones, before -> after), each picture highlights the boxes the next step
+    replaces and those this step put in, and keeps the untouched boxes in the order they had
+    in the picture before."""
     parts, y, width = [], 0.0, 0.0
+    where: dict[str, tuple[float, float]] = {}
     for k, (caption, relation, d) in enumerate(frames):
-        body, w, h = _embedded(to_svg(d))
+        marks = None
+        if changes is not None:
+            nxt = changes[k + 1].matched if k + 1 < len(changes) else frozenset()
+            kept = changes[k].kept if k else {}
+            marks = Marks(nxt, changes[k].added if k else frozenset(),
+                          {b: where[str(a)] for a, b in kept.items() if str(a) in where})
+        svg = _marked_svg(d, marks)
+        where = centres(svg)
+        body, w, h = _embedded(svg)
         if k:
             parts.append(f'<text x="20" y="{y + 26:.0f}" font-family="{FONT}" font-size="26">{html.escape(relation)}</text>')
             y += 36
@@ -385,6 +483,39 @@ def chain_svg(frames: list[tuple[str, str, Diagram]]) -> str:
         y += h
         width = max(width, w)
     return _document(parts, width, y)
+
+
+def stubs(svg: str) -> int:
+    """How many stub pairs a picture has (one ``→ (n)`` tail each)."""
+    return len(STUB.findall(svg))
+
+
+STUB = re.compile(r"→ \(\d+\)")
+
+
+def _marked_svg(d: Diagram, marks: Marks | None) -> str:
+    """``to_svg`` with the marks. The order hints are kept unless they cost the picture stubs
+    (a frame stretched by them lets an edge run through another): then the picture with fewer
+    hints (none down the columns, then none at all) that needs no more stubs than a free
+    layout. A picture drawn with hints says so (its graph has the class ``ordered``); dot's
+    edge router also gives up on a few hinted layouts ("triangulation failed")."""
+    if marks is None or not marks.before:
+        return to_svg(d, marks=marks)
+    free: list[str] = []  # drawn only when a hinted picture has stubs to compare
+
+    def unhinted() -> str:
+        if not free:
+            free.append(to_svg(d, marks=replace(marks, before={})))
+        return free[0]
+
+    for m in (marks, replace(marks, columns=False)):
+        try:
+            svg = to_svg(d, marks=m)
+        except subprocess.CalledProcessError:
+            continue
+        if stubs(svg) == 0 or stubs(svg) <= stubs(unhinted()):
+            return svg
+    return unhinted()
 
 
 def grid_svg(frames: list[tuple[str, Diagram]], columns: int = 6, progress=None) -> str:
@@ -435,29 +566,35 @@ def write(g: graphviz.Digraph, out: str | Path) -> Path:
     return write_atomic(out, data)
 
 
-def to_svg(d: Diagram, expand: bool = False) -> str:
+def to_svg(d: Diagram, expand: bool = False, marks: Marks | None = None) -> str:
     """The picture as SVG; a long stack of layers as rows one under another. An edge Graphviz
     routes through a frame it does not enter is drawn again as a pair of numbered stubs."""
     d = d.expand(unroll={}) if expand else d  # stacks of known size drawn as their layers
 
-    def draw(cut: set[tuple[str, str]]) -> str:
-        graphs = stacked_rows(d, cut)
-        return _stack(graphs) if graphs else to_graphviz(d, cuts=Cuts(cut)).pipe(format="svg", encoding="utf-8")
+    def draw(cut: set[tuple[str, str]], heavy: set[tuple[str, str]]) -> str:
+        graphs = stacked_rows(d, cut, heavy)
+        if graphs:
+            return _stack(graphs)
+        return to_graphviz(d, cuts=Cuts(cut, heavy=heavy), marks=marks).pipe(format="svg", encoding="utf-8")
 
     return untangled(draw)
 
 
 def untangled(draw, keep=lambda edge: True) -> str:
-    """``draw(cut)``'s SVG once no edge it accepts (``keep``) crosses a frame: each crossing edge
-    joins ``cut`` and is drawn as stubs. A stub's own short edge may cross a frame too, so a
-    few rounds settle it."""
+    """``draw(cut, heavy)``'s SVG once no edge it accepts (``keep``) crosses a frame. An edge
+    that crosses one is first made heavy (``HEAVY``: dot draws it short and straight, clear of
+    the frames, in most cases); one that still crosses joins ``cut`` and is drawn as stubs. A
+    stub's own short edge may cross a frame too, so a few rounds settle it."""
     cut: set[tuple[str, str]] = set()
-    for _ in range(6):
-        svg = draw(cut)
+    heavy: set[tuple[str, str]] = set()
+    for _ in range(8):
+        svg = draw(cut, heavy)
         bad = {e for e in crossings(svg) - cut if keep(e)}
         if not bad:
             break
-        cut |= bad
+        fresh = bad - heavy
+        heavy |= fresh
+        cut |= bad - fresh
     return svg
 
 

@@ -19,6 +19,7 @@ from typing import Hashable
 
 import networkx as nx
 
+from ..graph.box import Kind
 from ..graph.box import Box
 from ..graph.diagram import Diagram
 
@@ -84,6 +85,59 @@ def frames(d: Diagram) -> dict[int, tuple[Key, ...]]:
     return drawn
 
 
+# boxes that compute nothing from the picture: drawn where they are read
+_SOURCES = (Kind.CONST, Kind.FIXED)
+
+
+def _shared(paths: list[tuple]) -> tuple:
+    """The frames every path lies in: their longest common prefix."""
+    if not paths:
+        return ()
+    first = paths[0]
+    n = min(len(p) for p in paths)
+    k = next((i for i in range(n) if any(p[i] != first[i] for p in paths)), n)
+    return first[:k]
+
+
+def _readers(d: Diagram, b: int) -> list[int] | None:
+    """The boxes reading ``b``'s outputs; None when an output of the diagram reads one."""
+    outs = d.box_outputs(b)
+    if any(w in d.outputs for w in outs):
+        return None
+    return [r for w in outs for r, _ in d.consumers(w)]
+
+
+def placed(d: Diagram, drawn: dict[int, tuple[Key, ...]]) -> dict[int, tuple[Key, ...]]:
+    """The drawn frames, with a constant (a number, a fixed tensor such as a mask: a box with
+    no inputs) moved into the frames all its readers share: it is the same in every
+    iteration, and drawn beside its readers its wire crosses no frame. A picture only: the
+    frames a box iterates are ``frames``'."""
+    out = dict(drawn)
+    for b, path in drawn.items():
+        if d.record(b).kind not in _SOURCES or d.box_inputs(b):
+            continue
+        readers = _readers(d, b)
+        if readers:
+            out[b] = _shared([drawn[r] for r in readers])
+    return out
+
+
+def copy_points(d: Diagram, drawn: dict[int, tuple[Key, ...]], only: set[int] | None = None) -> dict[tuple, list[int]]:
+    """Where each copied wire splits (wire ids by drawn frame): in the frames all its readers
+    share, so that the branches to them stay inside those frames. A wire an output of the
+    diagram reads, or (``only``: one row of a stack) read outside ``only``, splits outside
+    every frame."""
+    out: dict[tuple, list[int]] = {}
+    for w in d.wires():
+        readers = [r for r, _ in d.consumers(w)]
+        if len(readers) < 2 or w in d.outputs or (only is not None and not set(readers) <= only):
+            continue
+        path = _shared([drawn[r] for r in readers])
+        if path:
+            out.setdefault(path, []).append(w)
+    return out
+
+
 # boxes along the longest path beyond which a picture is wrapped into rows (a stack of layers)
 LONG = 48
 
@@ -99,4 +153,4 @@ def rows(d: Diagram, drawn: dict[int, tuple[Key, ...]]) -> dict[int, Hashable] |
     return out if len(set(out.values()) - {None}) > 1 else None
 
 
-__all__ = ["frames", "recorded", "rows", "LONG", "Frame", "Key"]
+__all__ = ["frames", "recorded", "rows", "placed", "copy_points", "LONG", "Frame", "Key"]

@@ -36,7 +36,7 @@ class TreeEdge:
 def tree_svg(nodes: list[TreeNode], edges: list[TreeEdge]) -> str:
     """The tree as SVG, a wire Graphviz routes through a frame it does not enter drawn as a
     pair of numbered stubs (as ``draw.to_svg`` does for one diagram)."""
-    return untangled(lambda cut: tree(nodes, edges, Cuts(cut)).pipe(format="svg", encoding="utf-8"),
+    return untangled(lambda cut, heavy: tree(nodes, edges, Cuts(cut, heavy=heavy)).pipe(format="svg", encoding="utf-8"),
                      keep=lambda e: e[0].split("_")[0] == e[1].split("_")[0])  # wires, not the ⇒ arrows
 
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
-from ..errors import Pos
+from ..errors import DiagError, Pos
 from . import ast as A
+from .source import write_atomic
 from .tables import cache_dir
 
 FORMAT = 1
@@ -89,16 +88,7 @@ def _write(path: Path, k: str, items: tuple) -> None:
     except Unkept:
         return
     head = json.dumps({"key": k, "sha256": hashlib.sha256(payload).hexdigest()}).encode()
-    tmp = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(head + b"\n" + payload)
-        os.replace(tmp, path)
-        tmp = None
-    except OSError:
+        write_atomic(path, head + b"\n" + payload)
+    except DiagError:
         pass  # a read-only home: parse each time
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)

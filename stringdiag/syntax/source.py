@@ -13,6 +13,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from ..errors import DiagError, Pos
 
@@ -23,25 +24,34 @@ def shown_path(name: str) -> str:
     return name if len(name) <= 120 else f"{name[:58]}...{name[-58:]}"
 
 
-def write_atomic(path: str | Path, data: str | bytes, kept: str = "") -> Path:
+def write_atomic(path: str | Path, data: str | bytes | Callable[[str], None], kept: str = "",
+                 what: str = "") -> Path:
     """Write ``data`` beside ``path`` (synced), then rename it over ``path``: readers see the old
-    file or the new one, never half of one. Readable by everyone, as a picture or a result
-    is. A failure (a full disk, a name too long) is the tool's error; ``kept`` says what
-    survives it, e.g. " (the previous log is kept)"."""
+    file or the new one, never half of one. The one writer of the package: pictures, code,
+    results, logs, checkpoints, caches. ``data`` is text, bytes, or a function that writes the
+    file at the path it is given (a library's own saver, as safetensors'). Readable by
+    everyone, as a picture or a result is. A failure (a full disk, a name too long) is the
+    tool's error naming ``what`` the file is; ``kept`` says what survives it, e.g. " (the
+    previous log is kept)"."""
     out = Path(path)
     tmp = None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name[:100]}.")
         with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            if callable(data):
+                data(tmp)
+            else:
+                f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
+        with open(tmp, "rb") as f:  # on disk before it replaces the previous file
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes it private
         os.replace(tmp, out)
         tmp = None
     except OSError as e:
-        raise DiagError(f"cannot write {shown_path(str(out))}: {e.strerror or e}{kept}") from None
+        name = f"{what} {shown_path(str(out))}" if what else shown_path(str(out))
+        raise DiagError(f"cannot write {name}: {e.strerror or e}{kept}") from None
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)

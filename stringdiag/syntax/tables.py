@@ -11,13 +11,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import lark
 from lark import Lark, Token
 from lark.grammar import Rule
 from lark.lexer import TerminalDef
+
+from ..errors import DiagError
+from .source import write_atomic
 
 
 def cache_dir() -> Path:
@@ -55,15 +57,11 @@ def _read(file: Path, options: dict) -> Lark | None:
 def _write(file: Path, built: Lark) -> None:
     data, memo = built.memo_serialize([TerminalDef, Rule])
     try:
-        file.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(_encode({"data": data, "memo": memo}), f)
-        os.replace(tmp, file)
+        write_atomic(file, json.dumps(_encode({"data": data, "memo": memo})))
         for old in file.parent.glob(f"{file.name.rsplit('-', 1)[0]}-*.json"):
             if old != file:  # tables of an earlier grammar
                 old.unlink(missing_ok=True)
-    except OSError:
+    except (OSError, DiagError):
         pass  # a read-only home: build the tables each time
 
 

@@ -26,6 +26,9 @@ from ..errors import DiagError
 from ..lower.tensorfile import checksum, write_atomic
 
 RNG = "rng.torch"
+# settings an optimizer group has gained since older checkpoints were written (the learning-rate
+# scheduler's base rate): such a checkpoint still loads, the setting taken from the optimizer
+ADDED_SETTINGS = ("initial_lr",)
 
 
 def save(path: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, meta: dict[str, Any]) -> None:
@@ -65,6 +68,10 @@ def load(path: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimi
         tensors = load_file(str(path))
     except (OSError, ValueError, RuntimeError, SafetensorError) as e:
         raise DiagError(f"{path} is not a readable checkpoint ({e})") from None
+    _check_integrity(Path(path), meta, tensors)  # first: a damaged file says so, whatever else is wrong
+    upgrade = getattr(model, "upgrade_checkpoint", None)  # an older layout of the same model
+    if upgrade is not None:
+        tensors, meta = upgrade(tensors, meta)
     state, opt_state, rng = _validate(Path(path), meta, tensors, model, optimizer)
     model.load_state_dict(state, strict=True)
     if optimizer is not None:
@@ -82,14 +89,16 @@ def _whole(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _validate(path: Path, meta: dict, tensors: dict[str, torch.Tensor], model: torch.nn.Module,
-              optimizer: torch.optim.Optimizer | None):
-    # integrity first: a damaged file says so, whatever else is wrong with it
+def _check_integrity(path: Path, meta: dict, tensors: dict[str, torch.Tensor]) -> None:
     saved = meta.get("checksum")
     if not isinstance(saved, str):
         raise _bad(path, "it has no checksum (it was not written by this version of stringdiag)")
     if checksum(tensors) != saved:
         raise DiagError(f"{path} is damaged: its tensors do not match the checksum saved with them")
+
+
+def _validate(path: Path, meta: dict, tensors: dict[str, torch.Tensor], model: torch.nn.Module,
+              optimizer: torch.optim.Optimizer | None):
     step = meta.get("step")
     if not _whole(step) or step < 0:
         raise _bad(path, f"its step is {json.dumps(step)}, not a whole number of steps")
@@ -175,11 +184,14 @@ def _validate_optimizer(path: Path, meta: dict, tensors: dict[str, torch.Tensor]
         for key, value in cur.items():
             if key == "params":
                 continue
-            if key not in saved:
+            if key not in saved and key not in ADDED_SETTINGS:
                 raise _bad(path, f"optimizer group {i} has no setting '{key}'")
+            if key not in saved:
+                continue
             if not _same_kind(saved[key], value):
                 raise _bad(path, f"optimizer group {i} has {key} = {json.dumps(saved[key])}")
-        fixed.append({**saved, **{k: tuple(saved[k]) for k, v in cur.items() if isinstance(v, tuple)}})
+        fixed.append({**{k: cur[k] for k in ADDED_SETTINGS if k in cur}, **saved,
+                      **{k: tuple(saved[k]) for k, v in cur.items() if isinstance(v, tuple)}})
 
     per: dict[int, dict[str, torch.Tensor]] = {}
     for k, v in tensors.items():

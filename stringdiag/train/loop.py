@@ -5,12 +5,17 @@ order in each epoch is a permutation drawn from ``seed + epoch``, so a run resum
 a checkpoint (which records the step) sees exactly the batches it would have seen.
 Evaluation scores every token once; at stride 1 each gets the maximal context.
 Under ``torchrun`` (``WORLD_SIZE > 1``) the model is wrapped in DistributedDataParallel
-over gloo, each process takes its share of every batch, and process 0 evaluates and
-writes checkpoints and the log.
+(over nccl on CUDA, gloo elsewhere), each process takes its share of every batch, and
+process 0 evaluates and writes checkpoints and the log.
+
+The model is built (and initialised) on the CPU, then moved to the configured device, so a
+seed gives the same weights on every device; batches move as they are used. The learning
+rate follows Vaswani et al.'s schedule as a ``LambdaLR``, whose state the checkpoint keeps.
 """
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 import sys
@@ -27,7 +32,9 @@ from tqdm import tqdm
 from ..data.corpus import eval_windows, lm_windows
 from ..data.mqar import Examples
 from ..errors import DiagError
+from ..syntax.source import write_atomic
 from . import checkpoint
+from .device import Precision, autocast, backend, check_precision, resolve, scaler
 
 
 @dataclass
@@ -43,6 +50,9 @@ class TrainConfig:
     valid_tokens: int | None = 20000  # validate on a prefix, for speed (None: all of it)
     time_budget: float | None = None  # seconds; stop (and checkpoint) when spent
     max_steps: int | None = None
+    device: str = "cpu"            # auto, cpu, cuda, cuda:N, mps (train.device.resolve)
+    precision: str = "fp32"        # fp32, bf16, fp16 (train.device.Precision)
+    compile: bool = False          # torch.compile the training model
 
 
 @dataclass
@@ -74,7 +84,8 @@ def score(model: torch.nn.Module, ids: torch.Tensor, context: int, stride: int |
     w, keep_all = eval_windows(ids, context, stride or context)
     nll, count, total = 0.0, 0, int(keep_all.sum())
     starts = range(0, w.shape[0], batch_size)
-    for b0 in tqdm(starts, desc=progress, unit="batch", disable=progress is None, leave=False):
+    for b0 in tqdm(starts, desc=progress, unit="batch", disable=progress is None or not sys.stderr.isatty(),
+                   leave=False):
         nll += _nll(model, w[b0:b0 + batch_size], keep_all[b0:b0 + batch_size])
         count += int(keep_all[b0:b0 + batch_size].sum())
         if deadline is not None and time.monotonic() > deadline:
@@ -89,10 +100,10 @@ def recall(model: torch.nn.Module, data: Examples, batch_size: int = 256) -> tup
     likely prediction is right (MQAR's accuracy)."""
     was = model.training
     model.eval()
-    nll, right = 0.0, 0
+    nll, right, dev = 0.0, 0, _device(model)
     with torch.no_grad():
         for b0 in range(0, data.windows.shape[0], batch_size):
-            w, keep = data.windows[b0:b0 + batch_size], data.scored[b0:b0 + batch_size]
+            w, keep = data.windows[b0:b0 + batch_size].to(dev), data.scored[b0:b0 + batch_size].to(dev)
             logits, targets = model(w[:, :-1])[keep], w[:, 1:][keep]
             nll += F.cross_entropy(logits, targets, reduction="sum").double().item()
             right += int((logits.argmax(-1) == targets).sum())
@@ -104,6 +115,8 @@ def recall(model: torch.nn.Module, data: Examples, batch_size: int = 256) -> tup
 
 def _nll(model: torch.nn.Module, chunk: torch.Tensor, keep: torch.Tensor) -> float:
     """Summed negative log-likelihood of the scored targets of one batch of windows."""
+    dev = _device(model)
+    chunk, keep = chunk.to(dev), keep.to(dev)
     targets = chunk[:, 1:][keep]
     hidden = getattr(model, "hidden", None)
     with torch.no_grad():
@@ -114,35 +127,50 @@ def _nll(model: torch.nn.Module, chunk: torch.Tensor, keep: torch.Tensor) -> flo
         return F.cross_entropy(logits, targets, reduction="sum").double().item()
 
 
+def _device(model: torch.nn.Module) -> torch.device:
+    p = next(model.parameters(), None)
+    return p.device if p is not None else torch.device("cpu")
+
+
 def vaswani_lr(step: int, d_model: int, warmup: int, scale: float) -> float:
     step = max(step, 1)
     return scale * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 
 
-class Progress:
-    """One line per report; redrawn in place on a terminal."""
-
-    def __init__(self, total: int, every: int = 10):
-        self.total, self.every, self.t0 = total, every, time.time()
-        self.tty = sys.stdout.isatty()
-
-    def update(self, step: int, text: str) -> None:
-        if step % self.every and step != self.total:
-            return
-        frac = step / max(self.total, 1)
-        bar = "#" * int(24 * frac) + "-" * (24 - int(24 * frac))
-        line = f"[{bar}] {step}/{self.total} {text} {time.time() - self.t0:6.0f}s"
-        print(("\r" + line) if self.tty else line, end="" if self.tty else "\n", flush=True)
-
-    def close(self) -> None:
-        if self.tty:
-            print()
+LINE_EVERY = 30.0  # seconds between progress lines when stderr is not a terminal
 
 
-def distributed() -> tuple[int, int]:
+class _Lines(io.TextIOBase):
+    """tqdm's frames as whole lines (a piped log gets lines, never ``\\r`` redraws)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        line = text.replace("\r", "").strip()
+        if line:
+            self.stream.write(line + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def progress_bar(total: int, initial: int) -> tqdm:
+    """The training bar on stderr: redrawn in place on a terminal; elsewhere one line every
+    :data:`LINE_EVERY` seconds (none for a run shorter than that)."""
+    if sys.stderr.isatty():
+        return tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True)
+    return tqdm(total=total, initial=initial, unit="step", file=_Lines(sys.stderr), ascii=True,
+                mininterval=LINE_EVERY, delay=LINE_EVERY, ncols=100)
+
+
+def distributed(device: torch.device | None = None) -> tuple[int, int]:
+    """This process's rank and the world size; under torchrun the process group is made here,
+    over the backend ``device`` needs (nccl on CUDA, gloo elsewhere)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
-        dist.init_process_group("gloo")
+        dist.init_process_group(backend(device or torch.device("cpu")))
     return (dist.get_rank(), world) if world > 1 else (0, 1)
 
 
@@ -170,17 +198,24 @@ class _Training:
 
     def __init__(self, make_model: Callable[[], torch.nn.Module], cfg: TrainConfig, out_dir: str | Path | None,
                  log: Callable[[str], None]):
-        self.rank, self.world = distributed()
+        self.device, self.precision = resolve(cfg.device), Precision(cfg.precision)
+        check_precision(self.precision, self.device)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        self.rank, self.world = distributed(self.device)
         torch.manual_seed(cfg.seed)
-        self.model = make_model()
+        self.model = make_model().to(self.device)  # built on the CPU: the same weights on every device
         self.d_model = self.model.config["d_model"]
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9,
+        self.cfg, self.log = cfg, log
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9,
                                     weight_decay=cfg.weight_decay)
+        self.sched = self.schedule()
+        self.lr = self.opt.param_groups[0]["lr"]  # the rate of the last step taken
+        self.scaler = scaler(self.device, self.precision)
         self.out = Path(out_dir) if out_dir else None
         if self.out and self.rank == 0:
             self.out.mkdir(parents=True, exist_ok=True)
         self.ckpt = self.out / "checkpoint.safetensors" if self.out else None
-        self.cfg, self.log = cfg, log
         self.step, self.history = 0, History()
 
     def resume(self) -> None:
@@ -190,14 +225,40 @@ class _Training:
         meta = checkpoint.load(self.ckpt, self.model, self.opt)
         self.step = meta["step"]
         self.history.rows = meta.get("history", [])
+        self.sched = self.schedule(self.step, meta.get("scheduler"))
+        if self.scaler.is_enabled() and isinstance(meta.get("scaler"), dict):
+            self.scaler.load_state_dict(meta["scaler"])
         if self.rank == 0:  # the log as of the checkpoint: rows a failed run wrote after it are dropped
             _write_log(self.out / "log.csv", self.history.rows)
         self.log(f"resumed from {self.ckpt} at step {self.step}")
 
+    def schedule(self, step: int = 0, state: dict | None = None) -> torch.optim.lr_scheduler.LambdaLR:
+        """Vaswani et al.'s rate as a ``LambdaLR`` (the optimiser's base rate is 1), at ``step``
+        steps done: its saved ``state`` when the checkpoint has one, else rebuilt from the step
+        (a checkpoint from before the schedule was kept)."""
+        cfg, d = self.cfg, self.d_model
+
+        def rate(done: int) -> float:  # the rate of step done + 1
+            return vaswani_lr(done + 1, d, cfg.warmup, cfg.lr_scale)
+
+        sched = torch.optim.lr_scheduler.LambdaLR(self.opt, rate, last_epoch=step - 1)
+        if state is not None:
+            if not isinstance(state, dict) or state.get("last_epoch") != step or \
+                    state.get("base_lrs") != sched.state_dict()["base_lrs"]:
+                raise DiagError(f"{self.ckpt} is not a valid checkpoint: its learning-rate schedule is not at "
+                                f"step {step}")
+            sched.load_state_dict({**state, "lr_lambdas": [None]})
+        return sched
+
     def prepare(self, train_ids: torch.Tensor, valid_ids: torch.Tensor) -> None:
         """The training windows, the steps they make, and the validation prefix; the clock starts."""
         cfg = self.cfg
-        self.net = torch.nn.parallel.DistributedDataParallel(self.model) if self.world > 1 else self.model
+        self.net = self.model
+        if self.world > 1:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.net = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
+        if cfg.compile:
+            self.net = torch.compile(self.net)
         if isinstance(train_ids, Examples):
             self.windows, self.scored = train_ids.windows, train_ids.scored
         else:
@@ -210,7 +271,7 @@ class _Training:
         self.total = steps if cfg.max_steps is None else min(steps, cfg.max_steps)
         examples = isinstance(valid_ids, Examples)
         self.valid = valid_ids[: cfg.valid_tokens] if cfg.valid_tokens and not examples else valid_ids
-        self.bar = Progress(self.total) if self.rank == 0 else None
+        self.bar = progress_bar(self.total, self.step) if self.rank == 0 else None
         self.t0, self.tokens, self.losses = time.time(), 0, []
 
     def epoch(self) -> bool:
@@ -225,7 +286,8 @@ class _Training:
             if self.step >= self.total:
                 break
             rows = batches[b, self.rank]
-            self.train_step(self.windows[rows], None if self.scored is None else self.scored[rows])
+            batch = self.windows[rows].to(self.device, non_blocking=True)
+            self.train_step(batch, None if self.scored is None else self.scored[rows].to(self.device))
             if self.step % cfg.eval_every == 0:
                 self.record("periodic")
             if cfg.time_budget is not None and time.time() - self.t0 > cfg.time_budget:
@@ -234,20 +296,24 @@ class _Training:
 
     def train_step(self, batch: torch.Tensor, scored: torch.Tensor | None = None) -> None:
         self.step += 1
-        for group in self.opt.param_groups:
-            group["lr"] = vaswani_lr(self.step, self.d_model, self.cfg.warmup, self.cfg.lr_scale)
-        logits = self.net(batch[:, :-1])
-        if scored is None:
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
-        else:
-            loss = F.cross_entropy(logits[scored], batch[:, 1:][scored])
+        self.lr = self.opt.param_groups[0]["lr"]
+        with autocast(self.device, self.precision):
+            logits = self.net(batch[:, :-1])
+            if scored is None:
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+            else:
+                loss = F.cross_entropy(logits[scored], batch[:, 1:][scored])
         self.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        self.opt.step()
-        self.losses.append(loss.item())
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.opt)  # at fp32 and bf16 (no scaling), just the optimiser's step
+        self.scaler.update()
+        self.sched.step()
+        value = loss.item()
+        self.losses.append(value)
         self.tokens += batch[:, 1:].numel() * self.world
         if self.bar:
-            self.bar.update(self.step, f"loss {loss.item():.3f} {self.tokens_per_s():,.0f} tok/s")
+            self.bar.set_postfix_str(f"loss {value:.3f} {self.tokens_per_s():,.0f} tok/s", refresh=False)
+            self.bar.update()
 
     def tokens_per_s(self) -> float:
         return self.tokens / max(time.time() - self.t0, 1e-9)
@@ -274,17 +340,16 @@ class _Training:
         ppl = self.validate() if self.rank == 0 else float("nan")
         first = self.step - len(self.losses) + 1
         row = {"step": self.step, "epoch": round(self.step / max(self.per_epoch, 1), 3),
-               "train_loss": _mean(self.losses), "valid_ppl": ppl, "lr": self.opt.param_groups[0]["lr"],
+               "train_loss": _mean(self.losses), "valid_ppl": ppl, "lr": self.lr,
                "seconds": round(time.time() - self.t0, 1),
                "tokens_per_s": round(self.tokens_per_s())}
         self.history.rows.append(row)
         self.losses.clear()
         if self.rank == 0:
-            if self.bar and self.bar.tty:
-                print()
             steps = f"steps {first}-{self.step}" if first < self.step else f"step {self.step}"
-            self.log(f"step {self.step}: mean train loss {row['train_loss']:.3f} over {steps}, "
-                     f"valid ppl {ppl:.1f} ({kind})")
+            with tqdm.external_write_mode(file=sys.stderr):  # the bar steps aside for the line
+                self.log(f"step {self.step}: mean train loss {row['train_loss']:.3f} over {steps}, "
+                         f"valid ppl {ppl:.1f} ({kind})")
             if self.out:
                 self.save()
         if self.world > 1:
@@ -292,8 +357,11 @@ class _Training:
 
     def save(self) -> None:
         """The checkpoint first: the log never runs ahead of it."""
-        checkpoint.save(self.ckpt, self.model, self.opt, {"step": self.step, "config": self.model.config,
-                                                          "train": asdict(self.cfg), "history": self.history.rows})
+        meta = {"step": self.step, "config": self.model.config, "train": asdict(self.cfg),
+                "history": self.history.rows, "scheduler": _json_state(self.sched.state_dict())}
+        if self.scaler.is_enabled():
+            meta["scaler"] = self.scaler.state_dict()
+        checkpoint.save(self.ckpt, self.model, self.opt, meta)
         _write_log(self.out / "log.csv", self.history.rows)
 
 
@@ -301,25 +369,23 @@ def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else float("nan")
 
 
+def _json_state(state: dict) -> dict:
+    """The scheduler's state without its rate function (code, which is never saved)."""
+    return {k: v for k, v in state.items() if k != "lr_lambdas"}
+
+
 def _write_log(path: Path, rows: list[dict]) -> None:
     """The whole log, written beside it and then renamed over it: never a half row.
 
     A failure to write (a full disk) is the tool's error; the previous log stays."""
-    tmp = path.with_name(f".{path.name}.tmp")
+    if not rows:
+        path.unlink(missing_ok=True)
+        return
+    text = io.StringIO()
     try:
-        if not rows:
-            if path.exists():
-                path.unlink()
-            return
-        with tmp.open("w", newline="") as f:
-            wr = csv.DictWriter(f, fieldnames=list(rows[0]))
-            wr.writeheader()
-            wr.writerows(rows)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        wr = csv.DictWriter(text, fieldnames=list(rows[0]))
+        wr.writeheader()
+        wr.writerows(rows)
     except OSError as e:
         raise DiagError(f"cannot write {path}: {e.strerror or e} (the previous log is kept)") from None
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    write_atomic(path, text.getvalue(), " (the previous log is kept)")

@@ -1,0 +1,105 @@
+"""``stringdiag trace MODULE:CALLABLE --example SHAPES [--example SHAPES] [--config JSON] -o OUT.diag
+[--weights OUT.safetensors]``: draw an existing PyTorch module as a diagram (``stringdiag.trace``)."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from ..errors import DiagError
+from .options import UsageError
+
+HELP = "trace a PyTorch module (a file or importable module, and a class or function making it) into a .diag"
+EXAMPLES = """\
+stringdiag trace my_model.py:Block --example 2x5x64 --example 2x7x64 -o block.diag
+stringdiag trace my_model.py:make --config '{"width": 64}' --example 2x5x64 -o block.diag --weights block.safetensors"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", metavar="MODULE:CALLABLE",
+                   help="a Python file (or an importable module) and the class or function in it that makes the module")
+    p.add_argument("--example", metavar="SHAPES", action="append", required=True,
+                   help="the shapes of the example inputs, batch first, e.g. 2x5x64 (several inputs: 2x5x64,2x5x5); "
+                        "give it twice, with two sequence lengths, for the sequence dimension s")
+    p.add_argument("--config", metavar="JSON", default="{}", help="keyword arguments for CALLABLE, as a JSON object")
+    p.add_argument("-o", "--output", metavar="OUT.diag", required=True, help="the .diag file to write")
+    p.add_argument("--weights", metavar="OUT.safetensors",
+                   help="also write the module's weights, named as the compiled trace names them")
+
+
+def _shapes(text: str) -> list[tuple[int, ...]]:
+    try:
+        return [tuple(int(n) for n in part.split("x")) for part in text.split(",")]
+    except ValueError:
+        raise UsageError(f"--example '{text}': expected shapes such as 2x5x64 (several: 2x5x64,2x5x5)") from None
+
+
+def _user(what: str, fn, *args, **kwargs):
+    """Run the user's own code (importing their file, building their module): what it raises is
+    reported as one error naming it, never as a traceback of ours."""
+    try:
+        return fn(*args, **kwargs)
+    except (DiagError, KeyboardInterrupt):
+        raise
+    except BaseException as e:  # their code may raise anything, SystemExit included
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise DiagError(f"{what} raised {type(e).__name__}: {first}") from None
+
+
+def _callable(target: str):
+    where, sep, name = target.rpartition(":")
+    if not sep or not where or not name:
+        raise UsageError(f"'{target}': expected MODULE:CALLABLE (my_model.py:Block)")
+    if where.endswith(".py"):
+        path = Path(where)
+        if not path.is_file():
+            raise UsageError(f"'{where}': no such file")
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.path.insert(0, str(path.parent.resolve()))
+        _user(f"importing {where}", spec.loader.exec_module, mod)
+    else:
+        mod = _user(f"importing {where}", importlib.import_module, where)
+    if not hasattr(mod, name):
+        raise UsageError(f"'{where}' has no '{name}'")
+    return getattr(mod, name)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from ..lower.tensorfile import write_atomic
+    from ..trace import trace
+
+    try:
+        config = json.loads(args.config)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"--config: not JSON ({e})") from None
+    if not isinstance(config, dict):
+        raise UsageError("--config: expected a JSON object of keyword arguments")
+    for out in filter(None, (args.output, args.weights)):  # before the work, not after it
+        if not Path(out).parent.is_dir():
+            raise DiagError(f"cannot write {out}: no such directory {Path(out).parent}")
+    if len(args.example) > 2:
+        raise UsageError("--example: give it once, or twice (two sequence lengths)")
+    module = _user(f"{args.target}(**config)", _callable(args.target), **config)
+    if not isinstance(module, torch.nn.Module):
+        raise DiagError(f"'{args.target}' made a {type(module).__name__}, not a torch.nn.Module")
+    gen = torch.Generator().manual_seed(0)
+    examples = [tuple(torch.randn(s, generator=gen) for s in _shapes(e)) for e in args.example]
+    t = _user(f"tracing {args.target} on the examples", trace, module, examples[0],
+              examples[1] if len(examples) > 1 else None, file=args.output)
+    for w in t.warnings:
+        print(w, file=sys.stderr)
+    try:
+        Path(args.output).write_text(t.text)
+    except OSError as e:
+        raise DiagError(f"cannot write {args.output}: {e.strerror or e}") from None
+    print(f"wrote {args.output}: diagram {t.name} ({len(t.warnings)} warnings)")
+    if args.weights:
+        write_atomic(args.weights, t.weights.tensors(module.state_dict()), {"diagram": t.name}, args.weights)
+        print(f"wrote {args.weights}: {len(t.weights.mapping)} tensors")
+    return 0

@@ -1,0 +1,121 @@
+"""From a PyTorch module to a diagram: ``trace(module, example_inputs)`` captures the module
+with torch.fx, reads the batch and sequence axes from runs on the examples, and writes a
+``.diag`` program (one definition per submodule) with the map from the module's weights to
+the compiled program's, so that ``compile`` of the trace, loaded with the module's weights,
+computes what the module does. What the language cannot say is kept as a marked ``fixed``
+box, run by torch when compiled, with a warning at the line of source that did it."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+import torch
+from torch import nn
+
+from ..errors import DiagError
+from .capture import Call
+from .emit import Emitter
+
+
+@dataclass
+class WeightMap:
+    """The module's parameter names -> the compiled program's (a list where one tensor is
+    cut into several, in order, along its first axis), and the names stored transposed."""
+
+    mapping: dict = field(default_factory=dict)
+    transpose: list = field(default_factory=list)
+
+    def load(self, compiled: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> None:
+        from ..lower.porting import load_weights
+
+        load_weights(compiled, state_dict, self.mapping, self.transpose)
+
+    def tensors(self, state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The module's weights under the compiled program's names (for a safetensors file)."""
+        out = {}
+        for theirs, ours in self.mapping.items():
+            t = state_dict[theirs]
+            t = t.t() if theirs in self.transpose and t.dim() == 2 else t
+            parts = ours if isinstance(ours, list) else [ours]
+            out.update({o: p.contiguous() for o, p in zip(parts, t.chunk(len(parts), 0))})
+        return out
+
+
+@dataclass
+class Traced:
+    """A traced module: ``program, weights = trace(...)`` unpacks the two that matter."""
+
+    program: Any  # stringdiag.graph.program.Program
+    weights: WeightMap
+    text: str
+    name: str  # the module's own definition
+    warnings: list
+    opaque: dict  # box name -> emit.Opaque
+
+    def __iter__(self) -> Iterator:
+        return iter((self.program, self.weights))
+
+    def compile(self, dtype: torch.dtype | None = None, **kwargs) -> nn.Module:
+        """The module as the compiler makes it from the trace (opaque boxes run by torch)."""
+        from ..graph.program import loads
+        from ..lower import compile as lower
+        from .compiled import opaque_boxes
+
+        # the file marks opaque boxes abstract (nothing in it says how to run them); here torch runs them
+        runnable = (loads(re.sub(r"(?m)^abstract (op_)", r"fixed \1", self.text), "<trace>") if self.opaque
+                    else self.program)
+        with opaque_boxes(self.opaque):
+            return lower(runnable[self.name], approximator="linear", dtype=dtype, **kwargs)
+
+
+def _compiled_name(ours, ident):
+    """The name the compiler gives a weight (each part an identifier, a layer's number kept)."""
+    if not isinstance(ours, str):
+        return [_compiled_name(o, ident) for o in ours]
+    return ".".join(p if p.isdigit() else ident(p) for p in ours.split("."))
+
+
+def _calls(module: nn.Module, example_inputs, more) -> list[Call]:
+    """The runs: the examples, the examples with one more row of batch, and the other examples."""
+    def call(x) -> Call:
+        if isinstance(x, Mapping):
+            return Call((), dict(x))
+        return Call(tuple(x) if isinstance(x, (tuple, list)) else (x,), {})
+
+    first = call(example_inputs)
+    grow = lambda t: torch.cat([t, t[:1]]) if isinstance(t, torch.Tensor) and t.dim() else t  # noqa: E731
+    runs = [first, Call(*torch.utils._pytree.tree_map(grow, (first.args, first.kwargs)))]
+    return runs + ([call(more)] if more is not None else [])
+
+
+def trace(module: nn.Module, example_inputs, other_inputs=None, file: str | None = None) -> Traced:
+    """Trace ``module`` called on ``example_inputs`` (a tensor, a tuple of positional
+    arguments, or a dict of keyword ones; the first axis of each tensor is the batch). With
+    ``other_inputs`` (the same with another sequence length), the axes whose length differs
+    become the sequence dimension ``s``; otherwise every axis is fixed."""
+    from ..graph.program import loads
+
+    module = module.eval()
+    calls = _calls(module, example_inputs, other_inputs)
+    em = Emitter()
+    em.vocabulary = next((m.num_embeddings for m in module.modules() if isinstance(m, nn.Embedding)), None)
+    with torch.no_grad():
+        em.define(module, calls)  # the first pass learns how sizes are cut
+        em.reset()
+        em.sizes.frozen = True
+        top = em.define(module, calls)
+    text = em.source()
+    name = f"{file or type(module).__name__ + '.diag'}"
+    try:
+        program = loads(text, name)
+    except DiagError as e:
+        raise DiagError(f"the trace of {type(module).__name__} does not check (a bug of the tracer): {e}\n{text}")
+    from ..lower.names import ident
+
+    weights = WeightMap()
+    for ours, theirs, transposed in top.weights:
+        weights.mapping[theirs] = _compiled_name(ours, ident)
+        if transposed:
+            weights.transpose.append(theirs)
+    return Traced(program, weights, text, top.name, em.warnings, em.fixed)

@@ -1,0 +1,142 @@
+"""Writing a captured module as ``.diag`` text: one definition per submodule, one statement
+(or none, for what only moves axes) per operation.
+
+Two passes over the same captures: the first learns how sizes are cut (``dims.Sizes``), the
+second writes with those cuts frozen, so that a size is written the same way everywhere."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import fx, nn
+from torch.utils import _pytree as pytree
+
+from ..errors import DiagError
+from .attention import attention_of, multihead
+from .body import Body, Definition, Use, ident, prefixed
+from .capture import Call, Capture, capture
+from .dims import Sizes, classify
+from .nodes import emit_node
+from .pattern import plan
+from .repeat import stack
+from .values import Val, lookup as _lookup, where_
+
+
+@dataclass
+class Emitter:
+    sizes: Sizes = field(default_factory=Sizes)
+    captures: dict = field(default_factory=dict)  # id(module) -> Capture
+    texts: dict = field(default_factory=dict)  # definition name -> text
+    fixed: dict = field(default_factory=dict)  # opaque box name -> Opaque
+    warnings: list = field(default_factory=list)
+    reserved: set = field(default_factory=set)
+
+    vocabulary: int | None = None  # the rows of the module's embedding table: what token ids range over
+
+    def ids(self, value: torch.Tensor) -> str:
+        """`` of V`` for a tensor of token ids (integers), read by an ``nn.Embedding`` of V rows."""
+        if value.dtype.is_floating_point or value.dtype == torch.bool:
+            return ""
+        if self.vocabulary is None:
+            raise DiagError("an integer input, but the module has no nn.Embedding to say what it ranges over")
+        return f" of {self.sizes.expr(self.vocabulary)}"
+
+    def reset(self) -> None:
+        self.texts, self.fixed, self.warnings = {}, {}, []
+        self.reserved = set()
+
+    def capture(self, module: nn.Module, calls: list[Call]) -> Capture:
+        key = id(module)
+        if key not in self.captures:
+            self.captures[key] = capture(module, calls)
+        return self.captures[key]
+
+    def warn(self, node: fx.Node, message: str) -> None:
+        self.warnings.append(f"{where_(node)}: warning: {message}")
+
+    def define(self, module: nn.Module, calls: list[Call]) -> Definition:
+        """The definition of ``module`` as called in ``calls`` (one per run), written once per text."""
+        if isinstance(module, nn.MultiheadAttention):
+            return multihead(self, module, calls)
+        cap = self.capture(module, calls)
+        body = Body(self)
+        body.attrs |= {ident(n.target.removeprefix("inner.")) for n in cap.graph.nodes if n.op == "call_module"}
+        env: dict[fx.Node, Any] = {}
+        inputs, ins = [], []
+        k = 0
+        eager = plan(cap.graph, cap.values[0])
+        for node in cap.graph.nodes:
+            if node in eager.inner:
+                env[node] = None  # part of an attention, written at its last product
+            elif node in eager.attentions:
+                env[node] = attention_of(self, body, cap, node, eager.attentions[node], env)
+            elif node.op == "placeholder":
+                value = cap.values[0][node]
+                if isinstance(value, torch.Tensor):
+                    axes = classify([run[node].shape for run in cap.values], node.name)
+                    name = body.fresh(cap.inputs[k] if k < len(cap.inputs) else node.name)
+                    env[node] = Val.whole(name, axes)
+                    if node.users:
+                        inputs.append(k)
+                        ids = self.ids(value) if any(_takes_ids(cap, u) for u in node.users) else ""
+                        ins.append((name, f"{name}: {body.type_of(axes)}{ids}"))
+                    k += 1
+                else:
+                    env[node] = value
+            elif node.op == "output":
+                outs = [v for v in pytree.tree_leaves(_lookup(env, node.args[0])) if isinstance(v, Val)]
+                body.say("return " + ", ".join(body.whole(v, "out") for v in outs))
+                sig = ", ".join(body.type_of(v.axes) for v in outs)
+            else:
+                env[node] = emit_node(self, body, cap, node, env)
+        read = [n for n, _ in ins if _reads(body, n)]  # passed on to a use that takes it not: no input
+        return self.write(type(module).__name__, [d for n, d in ins if n in read],
+                          sig, body, [k for k, (n, _) in zip(inputs, ins) if n in read])
+
+    def write(self, cls: str, ins: list[str], sig: str, body: Body, inputs: list[int]) -> Definition:
+        lines = stack(body)
+        inner = "\n".join("  " + s for s in body.decls + [x.text() if isinstance(x, Use) else x for x in lines])
+        text = f"({', '.join(ins)}) -> {sig} {{\n{inner}\n}}"
+        name, k = ident(cls), 1
+        while name in self.texts and self.texts[name] != text:
+            k += 1
+            name = f"{ident(cls)}_{k}"
+        self.texts[name] = text
+        self.reserved.add(name)
+        weights = body.weights + [(prefixed(u.outs[0], o), f"{u.attr}.{t}", tr) for u in lines if isinstance(u, Use)
+                                  for o, t, tr in u.weights]
+        return Definition(name, inputs, weights)
+
+    def source(self) -> str:
+        """The whole file: dimensions, opaque boxes, definitions (each after those it uses)."""
+        boxes = []
+        for name, op in self.fixed.items():
+            sig_in = ", ".join("[" + ", ".join(self.sizes.axis(a) for a in axes if a.kept) + "]" for axes in op.ins)
+            sig_out = "[" + ", ".join(self.sizes.axis(a) for a in op.out if a.kept) + "]"
+            boxes.append(f"abstract {name} : {sig_in} -> {sig_out}   # NOT EXPRESSIBLE in the language: torch's "
+                        f"{op.label}, run by torch when the trace compiles it")
+        head = ["dim s : seq"] if "s" in self.sizes.used_kinds else []
+        head += [f"dim d{n} : fixed = {n}" for n in self.sizes.atoms()] + boxes
+        defs = [f"diagram {name}{text}" for name, text in self.texts.items()]
+        return "\n".join(head) + "\n\n" + "\n\n".join(defs) + "\n"
+
+
+
+
+def _takes_ids(cap: Capture, user: fx.Node) -> bool:
+    """Whether an integer input is token ids: read by an nn.Embedding, or handed to a submodule
+    (whose own definition says); positions computed with are real numbers."""
+    return user.op == "call_module" and (isinstance(cap.submodule(user), nn.Embedding)
+                                         or not _is_leaf_box(cap.submodule(user)))
+
+
+def _is_leaf_box(m: nn.Module) -> bool:
+    return isinstance(m, (nn.Linear, nn.LayerNorm, nn.Dropout, nn.Identity))
+
+
+def _reads(body: Body, wire: str) -> bool:
+    """Whether a statement of the body reads ``wire``."""
+    pattern = re.compile(rf"(?<![\w.]){re.escape(wire)}(?!\w)")
+    return any(pattern.search(x.text() if isinstance(x, Use) else x.split("=", 1)[-1]) for x in body.lines)

@@ -1,0 +1,59 @@
+"""One node of a captured graph: its statement, or its place in another value, or (for
+sizes, dtypes and flags) the Python value it held."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import fx
+from torch.utils import _pytree as pytree
+
+from ..errors import DiagError
+from .attention import sdpa
+from .body import Body, ident
+from .capture import Capture
+from .modules import emit_module
+from .ops import OPS, constant, opaque
+from .values import Val, lookup, op_name, out_axes
+
+
+HANDLERS = {**OPS, "scaled_dot_product_attention": sdpa}
+MADE = {"arange", "create_causal_mask"}  # what makes a tensor from sizes alone and still has a box
+
+
+def is_tensorish(value: Any) -> bool:
+    return any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(value))
+
+
+def emit_node(em, body: Body, cap: Capture, node: fx.Node, env: dict) -> Any:
+    value = cap.values[0][node]
+    if node.op == "call_module":
+        return emit_module(em, body, cap, node, env)
+    if node.op == "get_attr":
+        return _attribute(em, body, cap, node)
+    if not is_tensorish(value):
+        return value  # a size, a dtype, a flag: known in every run
+    args, kwargs = lookup(env, node.args), lookup(env, dict(node.kwargs))
+    handler = HANDLERS.get(op_name(node))
+    if not any(isinstance(v, Val) for v in pytree.tree_leaves((args, kwargs))) and op_name(node) not in MADE:
+        return opaque(em, body, cap, node, args, kwargs, "it makes a tensor from nothing")
+    if handler is None:
+        return opaque(em, body, cap, node, args, kwargs, "the language has no box for it")
+    try:
+        result = handler(em, body, cap, node, args, kwargs)
+    except DiagError as e:
+        return opaque(em, body, cap, node, args, kwargs, e.message)
+    return result
+
+
+def _attribute(em, body: Body, cap: Capture, node: fx.Node) -> Any:
+    """A parameter read in the forward: a learnable tensor of this definition."""
+    path = node.target.removeprefix("inner").lstrip(".")
+    value = cap.values[0][node]
+    if not node.users:
+        return value  # read only by Python (``self.bias is None``), never computed with
+    if not isinstance(value, torch.nn.Parameter):
+        return constant(em, body, cap, node, value, path) if isinstance(value, torch.Tensor) else value
+    axes = out_axes(cap, node)
+    box = body.learn(ident(path), f"-> {body.type_of(axes)}", [("weight", path, False)])
+    return Val.whole(f"{box}()", axes)

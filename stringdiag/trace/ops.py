@@ -1,0 +1,433 @@
+"""What each torch operation is in the language: elementwise arithmetic as scalar
+expressions under index names, matrix products and einsum as contractions, softmax and
+reductions along one axis, reshapes as ``flatten``/``unflatten``, cuts as slices and ``cat``,
+``F.scaled_dot_product_attention`` as the prelude's ``sdpa``. Anything else is an opaque box."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import fx
+
+from torch.utils import _pytree as pytree
+
+from ..errors import DiagError
+from .body import Body, ident
+from .capture import Capture
+from .dims import Axis, Kind, classify
+from .values import Opaque, Slot, Val, aligned, letters_for, number, op_name, out_axes, where_
+
+SCALAR = {  # name -> template over the operands
+    "add": "{0} + {1}", "iadd": "{0} + {1}", "radd": "{1} + {0}", "sub": "{0} - {1}", "isub": "{0} - {1}",
+    "rsub": "{1} - {0}", "mul": "{0} * {1}", "imul": "{0} * {1}", "rmul": "{1} * {0}", "truediv": "{0} / {1}",
+    "div": "{0} / {1}", "itruediv": "{0} / {1}", "rtruediv": "{1} / {0}", "neg": "-{0}", "pow": "pow({0}, {1})",
+    "rsqrt": "1 / sqrt({0})", "sqrt": "sqrt({0})", "exp": "exp({0})", "log": "log({0})", "tanh": "tanh({0})",
+    "sigmoid": "sigmoid({0})", "relu": "relu({0})", "erf": "erf({0})", "sin": "sin({0})", "cos": "cos({0})",
+    "silu": "{0} * sigmoid({0})", "reciprocal": "1 / {0}", "square": "{0} * {0}", "maximum": "max({0}, {1})",
+    "minimum": "min({0}, {1})", "softplus": "softplus({0})", "elu": "elu({0})",
+}
+RELABEL = {"contiguous", "clone", "detach", "unsqueeze", "squeeze", "expand", "expand_as", "flatten", "view",
+           "reshape", "view_as", "reshape_as", "unflatten"}
+
+
+def operand(v: Any, out_letters: dict[int, str], out_ndim: int) -> str:
+    if isinstance(v, Val):
+        return v.index(aligned(len(v.axes), out_letters, out_ndim))
+    return number(v)
+
+
+def scalar(template: str):
+    def handler(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+        if set(kwargs) - {"approximate", "inplace", "out"} or kwargs.get("out") is not None:
+            raise DiagError(f"'{node.target}' with {sorted(kwargs)}")
+        axes = out_axes(cap, node)
+        if template == SCALAR["mul"] and 1 in args[1:] and isinstance(args[0], Val):  # x * 1.0: x itself
+            return args[0].relabel(axes)
+        return body.assign(node.name, axes,
+                           lambda L: template.format(*[operand(a, L, len(axes)) for a in args]))
+    return handler
+
+
+def gelu(em, body, cap, node, args, kwargs) -> Val:
+    tanh = kwargs.get("approximate", args[1] if len(args) > 1 else "none") == "tanh"
+    return scalar("gelu_tanh({0})" if tanh else "gelu({0})")(em, body, cap, node, args[:1], {})
+
+
+def matmul(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+    a, b = args[0], args[1]
+    if not (isinstance(a, Val) and isinstance(b, Val)) or len(a.axes) < 2 or len(b.axes) < 2:
+        raise DiagError("a product of vectors")
+    axes = out_axes(cap, node)
+    n = len(axes)
+
+    def expr(L):
+        la = aligned(len(a.axes) - 2, L, n - 2)
+        lb = aligned(len(b.axes) - 2, L, n - 2)
+        na, nb = len(a.axes), len(b.axes)
+        la.update({na - 2: L.get(n - 2), na - 1: "z"})
+        lb.update({nb - 2: "z", nb - 1: L.get(n - 1)})
+        prod = f"{a.index(la)} * {b.index(lb)}"
+        return f"sum_z {prod}" if a.axes[-1].kept else prod
+    return body.assign(node.name, axes, expr)
+
+
+def einsum(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+    eq, ops = args[0], args[1:]
+    ops = ops[0] if len(ops) == 1 and isinstance(ops[0], (list, tuple)) else ops
+    if "..." in eq:
+        raise DiagError("einsum with '...'")
+    lhs, out = eq.replace(" ", "").split("->")
+    terms = lhs.split(",")
+    axes = out_axes(cap, node)
+    summed = sorted({c for t in terms for c in t} - set(out))
+
+    def expr(L):
+        names = {c: L.get(k) for k, c in enumerate(out)}
+        names.update({c: f"z{c}" for c in summed})
+        reads = [v.index({k: names[c] for k, c in enumerate(t) if v.axes[k].kept}) for t, v in zip(terms, ops)]
+        kept = [f"z{c}" for c in summed if any(v.axes[t.index(c)].kept for t, v in zip(terms, ops) if c in t)]
+        head = ("sum_" + kept[0] if len(kept) == 1 else "sum_{" + ", ".join(kept) + "}") + " " if kept else ""
+        return head + " * ".join(reads)
+    return body.assign(node.name, axes, expr)
+
+
+def _dim(v: Val, d: int) -> int:
+    d = d % len(v.axes)
+    if not v.axes[d].kept:
+        raise DiagError("an operation along an axis of size one")
+    return d
+
+
+def softmax(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+    x, d = args[0], kwargs.get("dim", args[1] if len(args) > 1 else -1)
+    if kwargs.get("dtype") is not None and kwargs["dtype"] != cap.values[0][node.args[0]].dtype:
+        _dropped_cast(em, node, cap.values[0][node.args[0]].dtype, kwargs["dtype"])
+    d = _dim(x, d)
+    letters = {t: c for t, c in _letters(x).items() if t != d}
+    wire = body.fresh(node.name)
+    lhs = ", ".join(letters[t] for t in sorted(letters))
+    body.say(f"{wire}{f'[{lhs}]' if lhs else ''} = softmax({x.index(letters)})")
+    order = sorted(letters) + [d]
+    return Val(wire, x.axes, tuple(order.index(t) if x.axes[t].kept else None for t in range(len(x.axes))))
+
+
+def _letters(v: Val) -> dict[int, str]:
+    return letters_for(v.axes)
+
+
+def reduce(kind: str):
+    def handler(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+        x = args[0]
+        dims = kwargs.get("dim", args[1] if len(args) > 1 else None)
+        dims = range(len(x.axes)) if dims is None else [dims] if isinstance(dims, int) else dims
+        dims = sorted({d % len(x.axes) for d in dims if x.axes[d % len(x.axes)].kept})
+        axes = out_axes(cap, node)
+        L = _letters(x)
+        red = {t: f"z{k}" for k, t in enumerate(dims)}
+        keep = [t for t in sorted(L) if t not in red]
+        src = x.index({**{t: L[t] for t in keep}, **red})
+        total = ("sum_" + red[dims[0]] if len(dims) == 1 else "sum_{" + ", ".join(red.values()) + "}") + f" {src}"
+        if kind == "mean":
+            total = f"({total}) / " + " / ".join(f"({body.em.sizes.axis(x.axes[t])})" for t in dims)
+        wire = body.fresh(node.name)
+        lhs = ", ".join(L[t] for t in keep)
+        body.say(f"{wire}{f'[{lhs}]' if lhs else ''} = {total}")
+        return Val.whole(wire, axes)
+    return handler
+
+
+def relabel(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+    """A reshape: pure relabelling when it only adds or drops axes of size one; otherwise
+    ``flatten``/``unflatten`` of one group of axes."""
+    x, axes = args[0], out_axes(cap, node)
+    a_in = [x.axes[t] for t in x.kept]
+    a_out = [a for a in axes if a.kept]
+    if [a.size for a in a_in] == [a.size for a in a_out]:
+        return x.relabel(axes)
+    return reshape(body, node, x, axes)
+
+
+def reshape(body: Body, node: fx.Node, x: Val, axes) -> Val:
+    """One group of trailing axes merged into one (``flatten``, two at a time from the right) or
+    one split into several (``unflatten``, one part at a time from the left)."""
+    sin = [x.axes[t].size for t in x.kept]
+    sout = [a.size for a in axes if a.kept]
+    lead = 0
+    while lead < min(len(sin), len(sout)) and sin[lead] == sout[lead]:
+        lead += 1
+    gin, gout = sin[lead:], sout[lead:]
+    if not ((len(gin) == 1 and len(gout) > 1) or (len(gin) > 1 and len(gout) == 1)):
+        raise DiagError(f"a reshape of {sin} into {sout} (one trailing axis into several, or several into one, "
+                        "only)")
+    sizes = body.em.sizes
+    sizes.product(gin[0], gout) if len(gin) == 1 else sizes.product(gout[0], gin)
+    keep = [x.axes[t] for t in x.kept[:lead]]
+    v = body.ordered(x)
+    steps = len(gout) - 1 if len(gin) == 1 else len(gin) - 1
+    for k in range(steps):
+        last = k == steps - 1
+        if len(gin) == 1:  # [.., prod(gout[k:])] -> [.., gout[k], prod(gout[k + 1:])]
+            rest = " * ".join(_factor(sizes.expr(p)) for p in gout[k + 1:])
+            shape = keep + [Axis(Kind.FIXED, p) for p in gout[:k + 1]] + [Axis(Kind.FIXED, math.prod(gout[k + 1:]))]
+            call = f"unflatten<{sizes.expr(gout[k])}, {rest}>"
+            held = len(keep) + k
+        else:  # [.., gin[0], .., gin[-k - 2], gin[-k - 1] * ...] -> [.., gin[-k - 2] * ...]
+            shape = keep + [Axis(Kind.FIXED, p) for p in gin[:-k - 2]] + [Axis(Kind.FIXED, math.prod(gin[-k - 2:]))]
+            call = "flatten"
+            held = len(shape) - 1
+        held_letters = {t: c for t, c in letters_for(v.axes).items() if v.kept.index(t) < held}
+        v = body.assign_lead(node.name if last else f"{node.name}_part", axes if last else tuple(shape),
+                             held_letters, f"{call}({v.index(held_letters)})")
+    return v
+
+
+def _factor(e: str) -> str:
+    return f"({e})" if "+" in e else e
+
+
+def transpose(em, body, cap, node, args, kwargs) -> Val:
+    """``transpose``/``permute``/``t``: no statement, only the places of the axes on the wire move."""
+    x = args[0]
+    n = len(x.axes)
+    op = op_label(node)
+    if op == "permute":
+        dims = args[1:] if not isinstance(args[1], (list, tuple)) else args[1]
+    elif op == "t":
+        dims = [1, 0]
+    else:
+        a, b = args[1] % n, args[2] % n
+        dims = list(range(n))
+        dims[a], dims[b] = b, a
+    return Val(x.wire, tuple(x.axes[d % n] for d in dims), tuple(x.pos[d % n] for d in dims))
+
+
+def cast(em, body, cap, node, args, kwargs) -> Any:
+    before = cap.values[0][node.args[0]]
+    after = cap.values[0][node]
+    if before.dtype != after.dtype:
+        _dropped_cast(em, node, before.dtype, after.dtype)
+    return args[0].relabel(out_axes(cap, node))
+
+
+def _dropped_cast(em, node: fx.Node, before: torch.dtype, after: torch.dtype) -> None:
+    em.warn(node, f"a cast from {before} to {after} is dropped: the diagram computes in the one dtype it is "
+                  "compiled with")
+
+
+def dropout(em, body, cap, node, args, kwargs) -> Val:
+    p = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
+    training = kwargs.get("training", args[2] if len(args) > 2 else True)
+    if p == 0 or not training:
+        return args[0]
+    return body.assign(node.name, out_axes(cap, node), lambda L: f"dropout({args[0].index(L)}, {number(p)})")
+
+
+def getitem(em, body, cap, node, args, kwargs) -> Any:
+    x, key = args
+    if not isinstance(x, Val):
+        return x[key]
+    return cut(body, node, x, key if isinstance(key, tuple) else (key,), out_axes(cap, node))
+
+
+def cut(body: Body, node: fx.Node, x: Val, key: tuple, axes) -> Val:
+    """``x[..., p:q]`` (a slice of the last axis) or ``x[:, 1]`` (integer indices), with ``None``
+    for new axes of size one."""
+    n, t, spans, picks = len(x.axes), 0, [], {}
+    for k, item in enumerate(key):
+        if item is Ellipsis:
+            t = n - sum(1 for i in key[k + 1:] if i is not None)
+        elif item is None:
+            continue
+        elif isinstance(item, slice):
+            if item != slice(None):
+                spans.append((t, item))
+            t += 1
+        elif isinstance(item, int):
+            picks[t] = item % x.axes[t].size
+            t += 1
+        else:
+            raise DiagError("an index by a tensor")
+    if picks:
+        return _index(body, node, x, picks, spans, axes)
+    spans = [(t, sl) for t, sl in spans if sl.indices(x.axes[t].size)[:2] != (0, x.axes[t].size)]
+    if not spans:  # every slice the whole axis (``x[:, 0:]``)
+        return x.relabel(axes)
+    if len(spans) > 1 or spans[0][0] != n - 1 or spans[0][1].step not in (None, 1):
+        raise DiagError("a slice other than of the last axis")
+    start, stop, _ = spans[0][1].indices(x.axes[-1].size)
+    return _slice(body, node.name, x, start, stop - start, axes)
+
+
+def _index(body: Body, node: fx.Node, x: Val, picks: dict, spans: list, axes) -> Val:
+    """Integer indices: ``y[i, b] = x[i, 1, b]`` (the picked axes disappear)."""
+    if spans:
+        raise DiagError("integer indices and a slice together")
+    rest = [t for t in x.kept if t not in picks]
+    out = [t for t, a in enumerate(axes) if a.kept]
+
+    def expr(L):
+        letters = {t: L[o] for t, o in zip(rest, out)}
+        letters.update({t: str(p) for t, p in picks.items() if x.axes[t].kept})
+        return x.index(letters)
+    return body.assign(node.name, axes, expr)
+
+
+def _slice(body: Body, base: str, x: Val, start: int, length: int, axes, lo: str | None = None) -> Val:
+    """``x[..., start:start + length]``; ``lo`` writes the start where the cut has several parts."""
+    sizes = body.em.sizes
+    size = x.axes[-1].size
+    sizes.total(size, [start, length, size - start - length])
+    if x.pos[-1] != len(x.kept) - 1:  # the slice is written on the wire's last axis
+        x = body.ordered(x)
+    L = _letters(x)
+    keep = {t: L[t] for t in x.kept[:-1]}
+    lo = lo or (sizes.expr(start) if start else "0")
+    hi = f"{lo} + {sizes.expr(length)}" if start else sizes.expr(length)
+    rhs = f"{x.index(keep)[:-1]}, {lo}:{hi}]" if keep else f"{x.wire}[{lo}:{hi}]"
+    return body.assign_lead(base, axes, keep, rhs)
+
+
+def split(em, body, cap, node, args, kwargs) -> tuple:
+    x, size = args[0], kwargs.get("split_size_or_sections", kwargs.get("split_size", args[1]))
+    d = kwargs.get("dim", args[2] if len(args) > 2 else 0) % len(x.axes)
+    if d != len(x.axes) - 1:
+        raise DiagError("a split other than of the last axis")
+    parts = [t.shape[d] for t in cap.values[0][node]]
+    value = cap.values[0][node]
+    body.em.sizes.total(x.axes[-1].size, parts)
+    out, start = [], 0
+    for k, n in enumerate(parts):
+        axes = tuple(classify([run[node][k].shape for run in cap.values], node.name))
+        lo = " + ".join(body.em.sizes.expr(p) for p in parts[:k]) or "0"
+        out.append(_slice(body, f"{node.name}_{k}", x, start, n, axes, lo))
+        start += n
+    return tuple(out) if isinstance(value, tuple) else out
+
+
+def cat(em, body, cap, node, args, kwargs) -> Val:
+    xs, d = args[0], kwargs.get("dim", args[1] if len(args) > 1 else 0)
+    axes = out_axes(cap, node)
+    d %= len(axes)
+    if d != len(axes) - 1 or len(xs) != 2:
+        raise DiagError("a cat of other than two tensors along the last axis")
+    body.em.sizes.total(axes[-1].size, [v.axes[-1].size for v in xs])
+    L = {t: c for t, c in _letters(Val.whole("", axes)).items() if t != d}
+    parts = [v.index(aligned(len(v.axes), L, len(axes))) for v in xs]
+    return body.assign_lead(node.name, axes, L, f"cat({parts[0]}, {parts[1]})")
+
+
+def opaque(em, body: Body, cap: Capture, node: fx.Node, args, kwargs, why: str) -> Any:
+    """A ``fixed`` box named after the operation, run by torch itself when compiled; warned at its line."""
+    value = cap.values[0][node]
+    if isinstance(value, (tuple, list)) and all(isinstance(v, torch.Tensor) for v in value):
+        used = {_field(value, u.args[1]) for u in node.users if op_name(u) in ("getitem", "getattr")}
+        return tuple(_opaque_one(em, body, cap, node, args, kwargs, why, k) if k in used else None
+                     for k in range(len(value)))
+    if not isinstance(value, torch.Tensor):
+        raise DiagError(f"{where_(node)}: '{node.target}' ({why}) returns {type(value).__name__}; cannot trace it")
+    return _opaque_one(em, body, cap, node, args, kwargs, why, None)
+
+
+def _opaque_one(em, body: Body, cap: Capture, node: fx.Node, args, kwargs, why: str, k: int | None) -> Val:
+    """One output (the k-th of a tuple, or the only one) of an opaque operation."""
+    shapes = [run[node] if k is None else run[node][k] for run in cap.values]
+    axes = tuple(classify([t.shape for t in shapes], node.name))
+    ins = [v for v in pytree.tree_leaves((args, kwargs)) if isinstance(v, Val)]
+    slots = iter(range(len(ins)))
+    marked = pytree.tree_map(lambda a: Slot(next(slots)) if isinstance(a, Val) else a, (args, kwargs))
+    name = _fixed_name(em, op_label(node))
+    target = node.target if node.op == "call_function" else _method(node.target)
+    em.fixed[name] = Opaque(name, op_label(node), target if k is None else _pick(target, k), marked[0], marked[1],
+                            [v.axes for v in ins], axes)
+    em.warn(node, f"'{op_label(node)}' is not expressible in the language ({why}); kept as the marked box "
+                  f"'{name}' (abstract in the file; Traced.compile runs it with torch)")
+    wire = body.fresh(node.name if k is None else f"{node.name}_{k}")
+    body.say(f"{wire} = {name}({', '.join(body.whole(v) for v in ins)})")
+    return Val.whole(wire, axes)
+
+
+def constant(em, body: Body, cap: Capture, node: fx.Node, value: torch.Tensor, path: str) -> Val:
+    """A buffer (RoPE's ``inv_freq``, say): a marked box with no inputs that gives its values."""
+    axes = out_axes(cap, node)
+    name = _fixed_name(em, ident(path))
+    em.fixed[name] = Opaque(name, f"buffer {path}", _const(value.detach().clone()), (), {}, [], axes)
+    em.warn(node, f"the buffer '{path}' is a constant tensor, which the language has not: kept as the marked box "
+                  f"'{name}' (abstract in the file; Traced.compile gives its values)")
+    wire = body.fresh(path)
+    body.say(f"{wire} = {name}()")
+    return Val.whole(wire, axes)
+
+
+def _const(t: torch.Tensor):
+    return lambda: t
+
+
+def arange(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+    """``torch.arange(n)`` for n the sequence's length or a fixed size: the prelude's ``positions``."""
+    if len(args) != 1 or set(kwargs) - {"device", "dtype"}:
+        raise DiagError("an arange other than torch.arange(n)")
+    axes = out_axes(cap, node)
+    return body.assign_lead(node.name, axes, {}, f"positions<{body.em.sizes.axis(axes[0])}>()")
+
+
+def causal_mask(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Any:
+    """Hugging Face's ``create_causal_mask`` with no padding and no cache: None (the attention is
+    then causal by itself) or the prelude's ``causal`` mask, as the examples show it is."""
+    value = cap.values[0][node]
+    if value is None:
+        return None
+    if kwargs.get("attention_mask") is not None or kwargs.get("cache") is not None or value.dtype != torch.bool:
+        raise DiagError("create_causal_mask with padding or a cache")
+    axes = out_axes(cap, node)
+    if not all(torch.equal(run[node], torch.ones_like(run[node]).tril()) for run in cap.values):
+        raise DiagError("create_causal_mask that is not the causal mask")
+    return body.assign_lead(node.name, axes, {}, f"causal<{body.em.sizes.axis(axes[-1])}>()")
+
+
+def _field(value, key) -> int:
+    """The position of ``key`` (an index, or a field of a named tuple: ``cummax(x).values``)."""
+    if not isinstance(key, str):
+        return key
+    return next(k for k in range(len(value)) if value[k] is getattr(value, key))
+
+
+def getattr_(em, body, cap, node, args, kwargs) -> Any:
+    obj, key = args[0], args[1]
+    if isinstance(obj, tuple):
+        return obj[_field(cap.values[0][node.args[0]], key)]
+    if not isinstance(obj, Val):  # a model output: a record of values
+        return getattr(obj, key)
+    raise DiagError(f"the attribute '{key}' of a tensor")
+
+
+def _pick(fn, k: int):
+    return lambda *a, **kw: fn(*a, **kw)[k]
+
+
+def _method(name: str):
+    return lambda self, *a, **k: getattr(self, name)(*a, **k)
+
+
+def op_label(node: fx.Node) -> str:
+    t = node.target
+    return ident(t if isinstance(t, str) else getattr(t, "__name__", str(t)))
+
+
+def _fixed_name(em, label: str) -> str:
+    name, k = f"op_{label}", 1
+    while name in em.fixed:
+        k += 1
+        name = f"op_{label}_{k}"
+    return name
+
+
+OPS = {name: scalar(t) for name, t in SCALAR.items()}
+OPS.update({name: relabel for name in RELABEL})
+OPS.update({
+    "gelu": gelu, "matmul": matmul, "bmm": matmul, "einsum": einsum, "softmax": softmax,
+    "mean": reduce("mean"), "sum": reduce("sum"), "transpose": transpose, "permute": transpose, "t": transpose,
+    "to": cast, "type": cast, "float": cast, "double": cast, "half": cast, "bfloat16": cast,
+    "dropout": dropout, "getitem": getitem, "split": split, "chunk": split, "cat": cat, "concat": cat,
+    "getattr": getattr_, "arange": arange, "create_causal_mask": causal_mask,
+})
