@@ -71,6 +71,9 @@ bench: install dot
 	$(BIN)/python benchmarks/bench_enumerate.py
 	$(BIN)/python benchmarks/bench_info.py
 	$(BIN)/python benchmarks/bench_iso.py
+	$(BIN)/python benchmarks/bench_heads.py
+	$(BIN)/python benchmarks/bench_recurrence.py
+	$(BIN)/python benchmarks/bench_startup.py
 
 # The documentation site, into site/ (any warning fails the build). The docs extra is installed
 # with the same pins as `install` (constraints.txt, when there is one: an unpinned torch is GBs).
