@@ -126,3 +126,147 @@ def test_no_function_or_class_is_too_long():
                 if lines > limit:
                     long.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {node.name} has {lines} lines")
     assert not long, "\n".join(long)
+
+
+# -- the graph's typing: one record of a box, one editing API (graph/box.py, graph/hypergraph.py) --
+BOX_KEYS = {"box", "op", "simd", "summed", "generics", "ref", "scan", "repeat", "shared", "local", "param",
+            "instance", "value", "seed", "display", "clusters", "var", "cell"}
+BOX_KINDS = {"learn", "abstract", "fixed", "diagram", "contract", "reindex", "const", "random"}
+GRAPH_OWNERS = {"graph/box.py", "graph/hypergraph.py"}  # the two modules that know a box's attributes
+NX_EDITS = {"add_node", "add_edge", "add_nodes_from", "add_edges_from", "remove_node", "remove_edge",
+            "remove_nodes_from", "remove_edges_from", "clear", "update"}
+
+
+def _reads_graph(node: ast.AST) -> bool:
+    """``x.graph``, ``x.graph.nodes[n]``, ``x.box(b)``: an expression that is a diagram's
+    networkx graph or one of its node dicts."""
+    s = ast.unparse(node)
+    return s.endswith(".graph") or ".graph.nodes[" in s or s.endswith("graph.nodes") or \
+        (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "box")
+
+
+def _graph_names(tree: ast.AST) -> set[str]:
+    """Names a module binds to such an expression (``g = d.graph``, ``node = d.box(b)``, the
+    attribute dicts of ``for n, a in g.nodes(data=True)``)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and _reads_graph(node.value):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.For) and ".nodes(data=True)" in ast.unparse(node.iter):
+            names |= {t.id for t in ast.walk(node.target) if isinstance(t, ast.Name)}
+    return names
+
+
+def _of_graph(node: ast.AST, names: set[str]) -> bool:
+    return _reads_graph(node) or (isinstance(node, ast.Name) and node.id in names)
+
+
+def graph_edits(tree: ast.AST) -> list[tuple[int, str]]:
+    """Edits of a diagram's networkx graph (a method call, or a store into a node's dict)."""
+    names, found = _graph_names(tree), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _of_graph(node.func.value, names) \
+                and node.func.attr in NX_EDITS:
+            found.append((node.lineno, f"edits the graph: {ast.unparse(node)[:60]}"))
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and _of_graph(node.value, names):
+            found.append((node.lineno, f"edits a node's dict: {ast.unparse(node)[:60]}"))
+    return found
+
+
+def box_strings(tree: ast.AST) -> list[tuple[int, str]]:
+    """Reads of a box's attributes by their string names (``node["op"]``, ``d.box(b).get("scan")``)."""
+    names, found = _graph_names(tree) | {"node"}, []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _of_graph(node.func.value, names) \
+                and node.func.attr in ("get", "pop") and node.args and isinstance(node.args[0], ast.Constant) \
+                and node.args[0].value in BOX_KEYS:
+            found.append((node.lineno, ast.unparse(node)[:60]))
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and isinstance(node.slice, ast.Constant) \
+                and node.slice.value in BOX_KEYS and _of_graph(node.value, names):
+            found.append((node.lineno, ast.unparse(node)[:60]))
+    return found
+
+
+def kind_strings(tree: ast.AST) -> list[tuple[int, str]]:
+    """Comparisons of a box's kind (``.kind``, ``.box``, ``["box"]``) with a string literal
+    naming a kind (``Kind`` is the enum); a dimension declaration's ``decl.kind`` (seq,
+    fixed, generic) is another namespace."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        literal = any(isinstance(s, ast.Constant) and s.value in BOX_KINDS or isinstance(s, (ast.Tuple, ast.Set, ast.List))
+                      and any(isinstance(e, ast.Constant) and e.value in BOX_KINDS for e in s.elts) for s in sides)
+        kind = any(isinstance(s, ast.Attribute) and s.attr in ("kind", "box") and ast.unparse(s) != "decl.kind"
+                   or isinstance(s, ast.Subscript) and isinstance(s.slice, ast.Constant) and s.slice.value == "box"
+                   for s in sides)
+        if literal and kind:
+            found.append((node.lineno, ast.unparse(node)[:60]))
+    return found
+
+
+def _outside(owners, check) -> list[str]:
+    out = []
+    for path in modules().values():
+        rel = str(path.relative_to(ROOT))
+        if not owners(rel):
+            out += [f"{rel}:{line}: {what}" for line, what in check(ast.parse(path.read_text()))]
+    return out
+
+
+def test_nothing_outside_graph_edits_the_networkx_graph():
+    """Every edit goes through ``Hypergraph``'s methods, so that every edit versions the graph
+    (``per_graph_cache``) and forgets what it memoised (``Hypergraph.record``)."""
+    wrong = _outside(lambda rel: rel.startswith("graph/"), graph_edits)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_only_the_graph_owners_read_a_box_by_string():
+    """A box is read as a record (``Hypergraph.record``), so that a new kind of box is one change."""
+    wrong = _outside(GRAPH_OWNERS.__contains__, box_strings)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_box_kind_is_compared_with_a_string():
+    wrong = _outside(GRAPH_OWNERS.__contains__, kind_strings)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_module_function_takes_self():
+    """A function that needs an object's state is its method, or takes the object under its
+    own name (``lower/loops.py``): a module function called ``f(self, ...)`` is a method
+    moved out of a class to keep the class short."""
+    wrong = [f"{path.relative_to(ROOT.parent)}:{node.lineno}: {node.name}"
+             for path in modules().values() for node in ast.parse(path.read_text()).body
+             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.args.args
+             and node.args.args[0].arg == "self"]
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("source, offences", [
+    ("g = d.graph\ng.add_edge(1, 2)", 1),
+    ("d.graph.remove_node(3)", 1),
+    ("node = d.box(b)\nop = node['op']", 1),
+    ("x = d.box(b).get('scan')", 1),
+    ("for n, a in d.graph.nodes(data=True):\n    a['clusters'] = ()", 1),
+    ("d.graph.nodes[w]['name'] = 'y'", 1),
+    ("box = d.record(b)\nop = box.op\nd.replace(b, op='y')", 0),
+    ("result = {'seed': 1}\nseed = result['seed']", 0),
+    ("h = nx.DiGraph()\nh.add_edge(1, 2)", 0),
+])
+def test_the_graph_checks_can_fail(source, offences):
+    tree = ast.parse(source)
+    assert len(graph_edits(tree)) + len(box_strings(tree)) == offences
+
+
+@pytest.mark.parametrize("source, offences", [
+    ("node['box'] == 'learn'", 1),
+    ("box.kind in ('learn', 'abstract')", 1),
+    ("decl.box != 'fixed'", 1),
+    ("box.kind is Kind.LEARN", 0),
+    ("decl.kind == 'fixed'", 0),
+    ("what != 'learn'", 0),
+])
+def test_the_kind_check_can_fail(source, offences):
+    assert len(kind_strings(ast.parse(source))) == offences

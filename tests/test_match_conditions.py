@@ -39,7 +39,7 @@ def rejecting(r, target, pop: str, top: str) -> set[str]:
     box ``pop``: the reason a match there is not found."""
     p, ix = pattern(r), Index(target)
     pb, tb = box_of(p.d, pop), box_of(target, top)
-    pn, tn, pv, tv = p.node[pb], target.box(tb), p.views[pb], ix.view(tb)
+    pn, tn, pv, tv = p.node[pb], target.record(tb), p.views[pb], ix.view(tb)
     uni = Unifier(p.vars)
     checks = {
         "same_shape": C.same_shape(pv, tv), "same_scan": C.same_scan(pv, tv), "same_box": C.same_box(pn, tn),
@@ -79,7 +79,7 @@ def test_same_box_a_box_variable_is_a_process():
              "{ return f(x) }")
     p, ix = pattern(r), Index(t)
     (pb,), (tb,) = p.boxes, list(t.boxes())
-    assert C.same_shape(p.views[pb], ix.view(tb)) and not C.same_box(p.node[pb], t.box(tb))
+    assert C.same_shape(p.views[pb], ix.view(tb)) and not C.same_box(p.node[pb], t.record(tb))
     assert find_matches(t, r) == []
 
 
@@ -148,7 +148,7 @@ def test_same_local_types_a_declared_dimension_is_a_constant():
 def test_one_name_one_function(monkeypatch):
     t = program("diagram FG(x: [s, d]) -> [s, d] { return G(F(x)) }")["FG"]
     r = rule("rule twice_any<n>(x: [n]) -> [n] given f : [n] -> [n] { return f(f(x)) } == { return f(f(x)) }")
-    f, g = (identity(t.box(box_of(t, op)), with_generics=True) for op in "FG")
+    f, g = (identity(t.record(box_of(t, op)), with_generics=True) for op in "FG")
     assert bind_function(bind_function({}, "f", f, 1), "f", g, 2) is None
     rebind = lambda idents, name, ident, tb: {**idents, name: (ident, tb)}  # noqa: E731
     assert len(lifted(monkeypatch, search, "bind_function", t, r, rebind, ties=True)) == 1  # F, G: two weight sets

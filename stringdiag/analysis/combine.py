@@ -32,15 +32,15 @@ from __future__ import annotations
 
 import itertools
 import math
-import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
+from ..graph.box import Box, Kind
 from ..graph.constants import dims_in
 from ..graph.decls import Approximator
 from ..graph.diagram import Diagram
-from ..graph.hypergraph import count_value, repeated
+from ..graph.hypergraph import count_value, per_graph_cache, repeated
 from ..graph.types import Dim, show_type, substitute_type
 from ..errors import DiagError
 from .monomials import Monomial, monomials, multiply, prune
@@ -54,40 +54,27 @@ Ints = tuple
 
 # -- a definition's body, in the order expand() inlines it ------------------------------
 
-_bodies: "weakref.WeakKeyDictionary[object, tuple]" = weakref.WeakKeyDictionary()
-
-
-def _version(d: Diagram) -> tuple:
-    # node ids only grow, so (last id, node count, edge count) changes with any edit (as in expand.py)
-    return d.version()
-
-
-def _body(d: Diagram) -> tuple[tuple, list[tuple[int, dict, list, list]]]:
+@per_graph_cache
+def _body(d: Diagram) -> tuple[int, list[tuple[int, dict, list, list]]]:
     """The graph's version, and (box, node, inputs (wire, axes), output wires) in topological
-    order: cached per graph (counting a networkx multigraph's edges takes a pass over them,
-    so a query asks once per definition)."""
-    v = _version(d)
-    hit = _bodies.get(d.graph)
-    if hit is None or hit[0] != v:
-        hit = (v, [(b, d.box(b), d.box_inputs(b), d.box_outputs(b)) for b in d.topological_boxes()])
-        _bodies[d.graph] = hit
-    return hit
+    order: cached per graph."""
+    return d.version(), [(b, d.record(b), d.box_inputs(b), d.box_outputs(b)) for b in d.topological_boxes()]
 
 
-def _inlined(node: Mapping) -> bool:
-    return node["box"] == "diagram" and not node.get("scan") and not repeated(node)
+def _inlined(node: Box) -> bool:
+    return node.kind is Kind.DIAGRAM and not node.scan and not repeated(node)
 
 
-def _copies(node: Mapping, sizes: Mapping[str, int | None] | None = None) -> int | None:
+def _copies(node: Box, sizes: Mapping[str, int | None] | None = None) -> int | None:
     """How many times a box runs its body in sequence: a repeat's count (None when it names a
     size not given), else 1."""
-    return count_value(node["repeat"], node["ref"].program, sizes or {}) if repeated(node) else 1
+    return count_value(node.repeat.count, node.ref.program, sizes or {}) if repeated(node) else 1
 
 
-def _opened(node: Mapping) -> bool:
+def _opened(node: Box) -> bool:
     """A box whose body counts: inlined by ``expand``, or scanned (the compiler runs its
     body once per step, with weights of its own)."""
-    return node["box"] == "diagram"
+    return node.kind is Kind.DIAGRAM
 
 
 Reached = list  # of (definition, version, body), callees first
@@ -112,8 +99,8 @@ def _post_order(d: Diagram, through: Callable[[Mapping], bool]) -> Reached:
         version, body = _body(x)
         stack.append((x, (version, body)))
         for _b, node, _i, _o in reversed(body):
-            if node["box"] == "diagram" and through(node) and id(node["ref"].graph) not in state:
-                stack.append((node["ref"], None))
+            if node.kind is Kind.DIAGRAM and through(node) and id(node.ref.graph) not in state:
+                stack.append((node.ref, None))
     return order
 
 
@@ -196,22 +183,22 @@ class Shape:
 
 
 _serials = itertools.count()
-_shapes: "weakref.WeakKeyDictionary[object, tuple]" = weakref.WeakKeyDictionary()
 
 
 def shape(d: Diagram) -> Shape:
     """The summary of ``d`` as a definition, each reachable definition computed once
     (cached per definition while neither it nor anything it uses changes)."""
     done: dict[int, Shape] = {}
-    for x, version, body in _post_order(d, _opened):
-        callees = tuple(done[id(node["ref"].graph)].serial for _b, node, _i, _o in body if _opened(node))
-        key = (version, callees)
-        hit = _shapes.get(x.graph)
-        if hit is None or hit[0] != key:
-            hit = (key, _shape(x, body, done))
-            _shapes[x.graph] = hit
-        done[id(x.graph)] = hit[1]
+    for x, _version, body in _post_order(d, _opened):
+        callees = tuple(done[id(node.ref.graph)].serial for _b, node, _i, _o in body if _opened(node))
+        done[id(x.graph)] = _cached_shape(x, callees, body, done)
     return done[id(d.graph)]
+
+
+@per_graph_cache(key=lambda x, callees, body, done: callees)
+def _cached_shape(x: Diagram, callees: tuple, body: list, done: dict) -> Shape:
+    """:func:`_shape`, kept while the definition and the summaries of its callees stay."""
+    return _shape(x, body, done)
 
 
 def _local(d: Diagram, w: int, axes: tuple) -> list[Dim]:
@@ -227,21 +214,21 @@ READ_WHAT_THEY_GIVE = frozenset({"pick", "narrow", "embed"})
 WINDOWED = frozenset({"causal_conv"})
 
 
-def _own_time(d: Diagram, node: Mapping, ins: list, outs: list) -> frozenset:
+def _own_time(d: Diagram, node: Box, ins: list, outs: list) -> frozenset:
     """analyse()'s cost of one box, without the SIMD boxes of its context."""
-    simd = [dim for _, dim in node["simd"]]
+    simd = [dim for _, dim in node.simd]
     n = len(simd)
-    scan = bool(node.get("scan"))
+    scan = bool(node.scan)
     in_types = [_local(d, w, axes) for w, axes in ins]
     out_types = [list(d.wire_type(w)[n - (1 if scan and p == 0 else 0):]) for p, w in enumerate(outs)]
-    if node["box"] == "contract":
-        return _of_dims(simd + [dim for _, dim in node.get("summed", ())] + out_types[0])
-    if node["box"] == "learn":
+    if node.kind is Kind.CONTRACT:
+        return _of_dims(simd + [dim for _, dim in node.summed] + out_types[0])
+    if node.kind is Kind.LEARN:
         return _of_dims(simd + [x for t in in_types for x in t] + [x for t in out_types for x in t])
-    if node["box"] == "fixed" and node["op"] in WINDOWED:
+    if node.kind is Kind.FIXED and node.op in WINDOWED:
         return _of_dims(simd + out_types[0] + in_types[-1])
     acc: set = set()
-    read = [] if node["box"] == "fixed" and node["op"] in READ_WHAT_THEY_GIVE else in_types
+    read = [] if node.kind is Kind.FIXED and node.op in READ_WHAT_THEY_GIVE else in_types
     for t in read + out_types:
         acc |= _of_dims(simd + t)
     return prune(acc)
@@ -263,33 +250,33 @@ class _Summary:
     def shape(self, body: list) -> Shape:
         for _b, node, ins, outs in body:
             if _inlined(node):
-                self.inline(node, ins, outs, self.done[id(node["ref"].graph)])
+                self.inline(node, ins, outs, self.done[id(node.ref.graph)])
             else:
                 self.box(node, ins, outs)
         return Shape(self.counts, [self.env[w] for w in self.d.outputs],
                      {k: prune(v) for k, v in self.time.items()}, {k: prune(v) for k, v in self.memory.items()})
 
-    def box(self, node: Mapping, ins: list, outs: list) -> None:
+    def box(self, node: Box, ins: list, outs: list) -> None:
         """A box that stays one box (a scan included: its body's cost is added)."""
         d, env = self.d, self.env
         labels: Labels = frozenset()
         for w, _axes in ins:
             labels = _join(labels, env[w][0])
-        self.counts[node["box"]] += 1
+        self.counts[node.kind.value] += 1
         _add(self.time, labels, _own_time(d, node, ins, outs))
-        if node["box"] == "diagram":  # a scan or a repeat
-            _add_scanned(self.time, self.memory, labels, node, self.done[id(node["ref"].graph)])
+        if node.kind is Kind.DIAGRAM:  # a scan or a repeat
+            _add_scanned(self.time, self.memory, labels, node, self.done[id(node.ref.graph)])
         for w in outs:
             _add(self.memory, labels, _of_dims(d.wire_type(w)))
             env[w] = (labels, ("p", tuple(range(len(d.wire_type(w))))))
 
-    def inline(self, node: Mapping, ins: list, outs: list, callee: Shape) -> None:
+    def inline(self, node: Box, ins: list, outs: list, callee: Shape) -> None:
         """A definition's box, replaced by its body: the callee's summary placed here."""
-        d, env, simd = self.d, self.env, node["simd"]
+        d, env, simd = self.d, self.env, node.simd
         self.counts.update(callee.counts)
         index = {lab: k for k, (lab, _) in enumerate(simd)}
         iterated = [frozenset(a for a in axes if isinstance(a, str)) for _w, axes in ins]
-        sub = {g: dim for g, dim in node.get("generics", ())}
+        sub = {g: dim for g, dim in node.generics}
         sub_key = tuple(sorted(sub.items(), key=lambda kv: kv[0]))
 
         def lift(lab: Labels) -> tuple[Labels, frozenset]:
@@ -329,12 +316,12 @@ def _shape(d: Diagram, body: list, done: Mapping[int, Shape]) -> Shape:
     return _Summary(d, done).shape(body)
 
 
-def _add_scanned(time: dict, memory: dict, labels: Labels, node: Mapping, callee: Shape) -> None:
+def _add_scanned(time: dict, memory: dict, labels: Labels, node: Box, callee: Shape) -> None:
     """A scan runs its body once per step of every SIMD index around it (the scanned one
     included), a repeat once per copy too, and training keeps every step's intermediate
     values: both costs are the body's times the box's SIMD dimensions (and count)."""
-    sub = {g: dim for g, dim in node.get("generics", ())}
-    steps = _of_dims([dim for _, dim in node["simd"]] + ([node["repeat"]] if repeated(node) else []))
+    sub = {g: dim for g, dim in node.generics}
+    steps = _of_dims([dim for _, dim in node.simd] + ([node.repeat.count] if repeated(node) else []))
     for items, into in ((callee.time, time), (callee.memory, memory)):
         body = frozenset().union(*items.values()) if items else frozenset()
         _add(into, labels, _times(_substitute(prune(body), sub), steps))
@@ -413,13 +400,13 @@ def _mentioned(x: Diagram) -> Iterable[str]:
         for dim in x.wire_type(w):
             yield from sorted(dim.names())
     for b in x.boxes():
-        node = x.box(b)
-        for _, dim in (*node["simd"], *node.get("summed", ()), *node.get("generics", ())):
+        node = x.record(b)
+        for _, dim in (*node.simd, *node.summed, *node.generics):
             yield from sorted(dim.names())
         if repeated(node):
-            yield from sorted(node["repeat"].names())
-        if node["box"] == "const":  # s * total / r
-            for dim in dims_in(node["value"]):
+            yield from sorted(node.repeat.count.names())
+        if node.kind is Kind.CONST:  # s * total / r
+            for dim in dims_in(node.value):
                 yield from sorted(dim.names())
 
 
@@ -434,7 +421,7 @@ def dimensions(d: Diagram) -> dict[str, Diagram]:
         names: dict[str, Diagram] = dict.fromkeys(_mentioned(x), x)
         for _b, node, _i, _o in body:
             if _opened(node):
-                for n, owner in needs[id(node["ref"].graph)].items():
+                for n, owner in needs[id(node.ref.graph)].items():
                     names.setdefault(n, owner)
         bound = () if x is d else x.generics
         needs[id(x.graph)] = {n: owner for n, owner in names.items() if n not in bound}
@@ -457,8 +444,8 @@ class Weights:
     has_local: bool = False
 
 
-def _param(node: Mapping) -> str:
-    return node.get("param", node["op"])
+def _param(node: Box) -> str:
+    return node.param
 
 
 def _segments(body: list) -> dict[int, str]:
@@ -466,9 +453,9 @@ def _segments(body: list) -> dict[int, str]:
     seen: dict[str, int] = {}
     segs = {}
     for b, node, _i, _o in body:
-        if node["box"] == "diagram":
-            seen[node["op"]] = seen.get(node["op"], 0) + 1
-            segs[b] = node.get("instance") or f"{node['op']}#{seen[node['op']]}"
+        if node.kind is Kind.DIAGRAM:
+            seen[node.op] = seen.get(node.op, 0) + 1
+            segs[b] = node.instance or f"{node.op}#{seen[node.op]}"
     return segs
 
 
@@ -485,8 +472,8 @@ def weights(d: Diagram, through: Callable[[Mapping], bool] = _inlined) -> tuple[
         keys: set = set()
         instances: set = set()
         for b, node, _i, _o in body:
-            if node["box"] == "learn":
-                if node.get("local"):
+            if node.kind is Kind.LEARN:
+                if node.local:
                     decl = (id(x.graph), _param(node))
                     w.loc_uses[decl] += 1
                     w.loc_sets[decl] = 1
@@ -495,17 +482,17 @@ def weights(d: Diagram, through: Callable[[Mapping], bool] = _inlined) -> tuple[
                 else:
                     w.glob[_param(node)] += 1
                     keys.add(_param(node))
-            elif node["box"] == "diagram" and through(node):
-                c = done[id(node["ref"].graph)]
+            elif node.kind is Kind.DIAGRAM and through(node):
+                c = done[id(node.ref.graph)]
                 t = _copies(node) or 1  # a count of unknown size counted once
                 w.glob.update({k: n * t for k, n in c.glob.items()})
                 w.loc_uses.update({k: n * t for k, n in c.loc_uses.items()})
                 keys |= c.keys
                 w.has_local |= c.has_local
-                inst = (segs[b], id(node["ref"].graph))
+                inst = (segs[b], id(node.ref.graph))
                 if inst not in instances:
                     instances.add(inst)
-                    sets = 1 if node.get("shared") else t
+                    sets = 1 if node.shared else t
                     w.loc_sets.update({k: n * sets for k, n in c.loc_sets.items()})
         w.keys = frozenset(keys)
         done[id(x.graph)] = w
@@ -516,7 +503,7 @@ def weights(d: Diagram, through: Callable[[Mapping], bool] = _inlined) -> tuple[
 def _signature(d: Diagram, b: int, sub: Mapping[str, Dim]) -> str:
     ins = ", ".join(show_type(substitute_type(d.local_in_type(b, k), sub)) for k in range(len(d.box_inputs(b))))
     outs = ", ".join(show_type(substitute_type(d.local_out_type(b, k), sub)) for k in range(len(d.box_outputs(b))))
-    ref = d.box(b).get("ref")  # what a learnable box's declaration adds: its approximator, its bounds
+    ref = d.record(b).ref  # what a learnable box's declaration adds: its approximator, its bounds
     extra = ([ref.via.show()] if getattr(ref, "via", None) else []) + \
         [f"where {', '.join(f'{n} <= {m}' for n, m in ref.bounds)}"] * bool(getattr(ref, "bounds", ()))
     return " ".join([f"{ins} -> {outs}".strip()] + extra)
@@ -548,8 +535,8 @@ def learnables(d: Diagram, limit: int = LIST_LIMIT) -> list[dict]:
         counted: Counter = Counter()
         walked: dict[tuple, Counter] = {}  # (instance, callee) -> the uses one copy adds
         for b, node, _i, _o in body:
-            if node["box"] == "learn":
-                local = bool(node.get("local"))
+            if node.kind is Kind.LEARN:
+                local = bool(node.local)
                 param = _param(node)
                 group = grouped and local and x is not d
                 key: Any = (id(x.graph), param) if group else f"{path}{param}" if local else param
@@ -557,7 +544,7 @@ def learnables(d: Diagram, limit: int = LIST_LIMIT) -> list[dict]:
                 if entry is None:
                     sets = top.loc_sets[key] if group else 1
                     name = f"{param} (local to {x.name})" if sets > 1 else f"{path}{param}" if local else param
-                    entry = entries[key] = {"name": name, "box": node["op"], "signature": _signature(x, b, sub),
+                    entry = entries[key] = {"name": name, "box": node.op, "signature": _signature(x, b, sub),
                                             "uses": top.loc_uses[key] if group else 0, "shared": not local}
                     if sets > 1:
                         entry["weight_sets"], entry["local_to"] = sets, x.name
@@ -565,19 +552,19 @@ def learnables(d: Diagram, limit: int = LIST_LIMIT) -> list[dict]:
                     entry["uses"] += 1
                     counted[key] += 1
             elif _opened(node):
-                c = ws[id(node["ref"].graph)]
+                c = ws[id(node.ref.graph)]
                 if grouped or not c.has_local:
                     if all(k in entries for k in c.keys):
                         continue
                 for seg in _layer_segments(node, segs[b]):
-                    inst = (seg, id(node["ref"].graph))
+                    inst = (seg, id(node.ref.graph))
                     if inst in walked:  # a copy of an instance walked already: the same weight sets again
                         for k, n in walked[inst].items():
                             entries[k]["uses"] += n
                         counted.update(walked[inst])
                         continue
-                    csub = {g: dim.substitute(sub) for g, dim in node.get("generics", ())}
-                    walked[inst] = walk(node["ref"], f"{path}{seg}/", csub)
+                    csub = {g: dim.substitute(sub) for g, dim in node.generics}
+                    walked[inst] = walk(node.ref, f"{path}{seg}/", csub)
                     counted.update(walked[inst])
         return counted
 
@@ -587,14 +574,14 @@ def learnables(d: Diagram, limit: int = LIST_LIMIT) -> list[dict]:
     return list(entries.values())
 
 
-def _layer_segments(node: Mapping, seg: str) -> list[str]:
+def _layer_segments(node: Box, seg: str) -> list[str]:
     """The instance paths of the copies a box runs (``B#1/0`` ... for a repeat with weights of
     its own, ``B#1`` for each copy when shared); one path ``B#1/k<L`` stands for the copies of a
     count whose size is not given."""
     t = _copies(node)
     if t is None:
-        return [seg if node.get("shared") else f"{seg}/k<{node['repeat']}"]
-    return [seg] * t if node.get("shared") else [f"{seg}/{k}" for k in range(t)] if repeated(node) else [seg]
+        return [seg if node.shared else f"{seg}/k<{node.repeat.count}"]
+    return [seg] * t if node.shared else [f"{seg}/{k}" for k in range(t)] if repeated(node) else [seg]
 
 
 # -- parameters --------------------------------------------------------------------------------
@@ -650,7 +637,7 @@ def parameter_count(d: Diagram, dims: Mapping[str, int], approximator: Any = "ml
 
     def size(x: Diagram, b: int, env: Mapping[str, int | None]) -> int:
         n_in, n_out = len(x.box_inputs(b)), len(x.box_outputs(b))
-        ref = x.box(b).get("ref")
+        ref = x.record(b).ref
         bounds = ref.axis_bounds() if hasattr(ref, "axis_bounds") else ()  # a bounded seq axis: held at its bound
         ins = [tuple(_evaluate(dim, env) for dim in x.local_in_type(b, k)) for k in range(n_in)]
         outs = [tuple(bounds[i] if i < len(bounds) and bounds[i] else _evaluate(dim, env)
@@ -668,15 +655,15 @@ def parameter_count(d: Diagram, dims: Mapping[str, int], approximator: Any = "ml
         own: set = set()
         instances: set = set()
         for b, node, _i, _o in body:
-            if node["box"] == "learn" and node.get("local") and _param(node) not in own:
+            if node.kind is Kind.LEARN and node.local and _param(node) not in own:
                 own.add(_param(node))
                 total += size(x, b, env)
-            elif node["box"] == "diagram" and ws[id(node["ref"].graph)].has_local:
-                inst = (segs[b], id(node["ref"].graph))
+            elif node.kind is Kind.DIAGRAM and ws[id(node.ref.graph)].has_local:
+                inst = (segs[b], id(node.ref.graph))
                 if inst not in instances:
                     instances.add(inst)
-                    sets = 1 if node.get("shared") or not repeated(node) else _evaluate(node["repeat"], env)
-                    total += sets * local(node["ref"], *_bind(node, env, top))
+                    sets = 1 if node.shared or not repeated(node) else _evaluate(node.repeat.count, env)
+                    total += sets * local(node.ref, *_bind(node, env, top))
         memo[key] = total
         return total
 
@@ -684,13 +671,13 @@ def parameter_count(d: Diagram, dims: Mapping[str, int], approximator: Any = "ml
 
     def walk(x: Diagram, env: dict[str, int | None]) -> None:
         for b, node, _i, _o in bodies[id(x.graph)]:
-            if node["box"] == "learn" and not node.get("local"):
+            if node.kind is Kind.LEARN and not node.local:
                 if _param(node) not in found:
                     found[_param(node)] = size(x, b, env)
-            elif node["box"] == "diagram":
-                c = ws[id(node["ref"].graph)]
+            elif node.kind is Kind.DIAGRAM:
+                c = ws[id(node.ref.graph)]
                 if not all(k in found for k in c.keys if isinstance(k, str)):
-                    walk(node["ref"], _bind(node, env, top)[0])
+                    walk(node.ref, _bind(node, env, top)[0])
 
     walk(d, dict(top))
     return local(d, dict(top), ()) + sum(found.values())
@@ -703,12 +690,12 @@ def _evaluate(dim: Dim, env: Mapping[str, int | None]) -> int:
     return dim.evaluate(env)
 
 
-def _bind(node: Mapping, env: Mapping[str, int | None], top: Mapping[str, int]) -> tuple[dict, tuple]:
+def _bind(node: Box, env: Mapping[str, int | None], top: Mapping[str, int]) -> tuple[dict, tuple]:
     """The sizes inside a diagram box: the file's, with the callee's generics bound (None
     where the caller's sizes do not say)."""
     inner: dict[str, int | None] = dict(top)
     bound = []
-    for g, dim in node.get("generics", ()):
+    for g, dim in node.generics:
         v = dim.evaluate(env) if all(env.get(n) is not None for n in dim.names()) else None
         inner[g] = v
         bound.append((g, v))

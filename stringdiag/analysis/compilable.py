@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
+from ..graph.box import Kind
 from ..errors import Pos
 from ..graph.constants import dims_in
 from ..graph.decls import Definition
@@ -43,31 +44,31 @@ def obstacles(d: Hypergraph, implemented: frozenset[str]) -> list[Obstacle]:
 
 def _box_obstacles(d: Hypergraph, implemented: frozenset[str], seen: set[int]) -> Iterator[Obstacle]:
     for b in d.boxes():
-        node = d.box(b)
-        op, kind, pos = node["op"], node["box"], node.get("pos")
-        if kind == "abstract":
+        node = d.record(b)
+        op, kind, pos = node.op, node.kind, node.pos
+        if kind is Kind.ABSTRACT:
             yield Obstacle(f"'{op}' is an abstract family: specialise it (in a derivation) or replace it "
                            "by a definition to compile", pos, False)
-        elif kind == "fixed" and op not in implemented:
+        elif kind is Kind.FIXED and op not in implemented:
             yield Obstacle(f"fixed process '{op}' has no implementation to compile; define it as a diagram",
                            pos, True)
-        elif kind == "learn" and not d.box_inputs(b) and len(d.box_outputs(b)) > 1:
+        elif kind is Kind.LEARN and not d.box_inputs(b) and len(d.box_outputs(b)) > 1:
             yield Obstacle(f"learnable box '{op}' has no inputs and several outputs; declare one learnable "
                            "tensor per output", pos, True)
-        elif kind == "learn" and _unbounded_seq(d, b):
+        elif kind is Kind.LEARN and _unbounded_seq(d, b):
             yield Obstacle(f"learnable box '{op}' has a sequence dimension in its own type: its size "
                            "would be known only at run time", pos, False)
-        if node.get("scan"):
+        if node.scan:
             yield from _scan_obstacles(d, b, implemented, seen)
 
 
 def _scan_obstacles(d: Hypergraph, b: int, implemented: frozenset[str], seen: set[int]) -> Iterator[Obstacle]:
-    node = d.box(b)
-    if node["box"] not in ("learn", "diagram"):
-        yield Obstacle(f"'{node['op']}' cannot be scanned by the compiler: scan a learnable box or a "
-                       "diagram", node.get("pos"), True)
-    ref = node.get("ref")
-    if node["box"] == "diagram" and ref is not None and id(ref) not in seen:
+    node = d.record(b)
+    if node.kind not in (Kind.LEARN, Kind.DIAGRAM):
+        yield Obstacle(f"'{node.op}' cannot be scanned by the compiler: scan a learnable box or a "
+                       "diagram", node.pos, True)
+    ref = node.ref
+    if node.kind is Kind.DIAGRAM and ref is not None and id(ref) not in seen:
         seen.add(id(ref))
         body = ref.diagram if isinstance(ref, Definition) else ref
         yield from _box_obstacles(body.expand(), implemented, seen)
@@ -76,7 +77,7 @@ def _scan_obstacles(d: Hypergraph, b: int, implemented: frozenset[str], seen: se
 def _unbounded_seq(d: Hypergraph, b: int) -> bool:
     """A seq dimension in the box's own type, other than an axis declared with a largest
     length (``learn E : -> [r, s] where s <= 512``, held at 512 and sliced)."""
-    ref = d.box(b).get("ref")
+    ref = d.record(b).ref
     bounds = ref.axis_bounds() if hasattr(ref, "axis_bounds") else ()
     if bounds and not d.box_inputs(b):
         free = [dim for dim, m in zip(d.local_out_type(b, 0), bounds) if m is None]
@@ -101,7 +102,8 @@ def _unsized(d: Hypergraph, e: Hypergraph) -> Iterator[Obstacle]:
     has no size at run time."""
     carried = {dim.name for w in d.inputs for dim in d.wire_type(w) if dim.name}
     used = set().union(*(_seq_names(d, e.wire_type(w)) for w in e.wires()),
-                       *(_seq_names(d, dims_in(e.box(b)["value"])) for b in e.boxes() if e.box(b)["box"] == "const"))
+                       *(_seq_names(d, dims_in(e.record(b).value)) for b in e.boxes()
+                         if e.record(b).kind is Kind.CONST))
     for n in sorted(used - carried):
         yield Obstacle(f"the length of '{n}' is unknown when '{d.name}' runs: it is a sequence dimension "
                        "that no input has as an axis of its own", d.pos, False)

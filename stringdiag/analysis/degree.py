@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from ..graph.box import Box, Kind
 from ..errors import Pos
 from ..graph.diagram import Diagram
 from ..graph.hypergraph import count_value, repeated
@@ -153,26 +154,26 @@ class Pass:
         return self.memo[key]
 
     def box(self, d: Diagram, b: int, xs: list[Value]) -> list[Value]:
-        node = d.box(b)
-        kind, op, n_out = node["box"], node["op"], len(d.box_outputs(b))
+        node = d.record(b)
+        kind, op, n_out = node.kind, node.op, len(d.box_outputs(b))
         if repeated(node):
-            return [_within(v, op, node["pos"], xs) for v in self.stack(d, node, xs, n_out)]
-        if kind == "diagram" or node.get("scan"):
-            outs = self.scan(node, xs, n_out) if node.get("scan") else self.run(node["ref"], xs)
-            return [_within(v, op, node["pos"], xs) for v in outs]
-        if kind in ("learn", "const", "reindex"):  # degree 1 in the inputs, or a constant
+            return [_within(v, op, node.pos, xs) for v in self.stack(d, node, xs, n_out)]
+        if kind is Kind.DIAGRAM or node.scan:
+            outs = self.scan(node, xs, n_out) if node.scan else self.run(node.ref, xs)
+            return [_within(v, op, node.pos, xs) for v in outs]
+        if kind in (Kind.LEARN, Kind.CONST, Kind.REINDEX):  # degree 1 in the inputs, or a constant
             return [_join(xs) if xs else _const(self.n)] * n_out
-        if kind == "contract":
+        if kind is Kind.CONTRACT:
             return [_sum(xs, self.n)]
-        if kind == "abstract":
+        if kind is Kind.ABSTRACT:
             why = f"'{op}' is an abstract family, with no meaning until it is instantiated"
             return [self.broken(why, op, node, UNKNOWN)] * n_out
         return [self.fixed(op, node, xs)] * n_out
 
-    def broken(self, why: str, op: str, node: Mapping, verdict: str = "not a spline") -> Value:
-        return Value(_const(self.n).support, (verdict, why, ((op, node["pos"]),)))
+    def broken(self, why: str, op: str, node: Box, verdict: str = "not a spline") -> Value:
+        return Value(_const(self.n).support, (verdict, why, ((op, node.pos),)))
 
-    def fixed(self, op: str, node: Mapping, xs: list[Value]) -> Value:
+    def fixed(self, op: str, node: Box, xs: list[Value]) -> Value:
         rule = RULES.get(op)
         if xs and all(x.constant for x in xs):
             return _const(self.n)  # a function of constants is a constant, whatever it is
@@ -193,24 +194,24 @@ class Pass:
                 return xs[0]  # the masked entries are the constant -infinity
             return self.broken("a mask that depends on the input makes entries jump to -infinity", op, node)
         if rule == "step":
-            return Value(_const(self.n).support, _join(xs).broken, ((op, node["pos"]),))
+            return Value(_const(self.n).support, _join(xs).broken, ((op, node.pos),))
         if rule == "analytic":
             return self.broken(f"{op} is not piecewise polynomial", op, node)
         return self.broken(f"no degree rule is known for the fixed process '{op}'", op, node, UNKNOWN)
 
-    def stack(self, d: Diagram, node: Mapping, xs: list[Value], n_out: int) -> list[Value]:
+    def stack(self, d: Diagram, node: Box, xs: list[Value], n_out: int) -> list[Value]:
         """``repeat t Block(x, ...)``: the block composed t times, each copy's output its
         successor's first input (so degrees compose: 3^t for t encoder blocks)."""
-        t = count_value(node["repeat"], d.program, {})
+        t = count_value(node.repeat.count, d.program, {})
         if t is None:
-            why = f"the degree depends on the number of copies '{node['repeat']}' of '{node['op']}' (give it a size)"
-            return [Value(_const(self.n).support, (UNKNOWN, why, ((node["op"], node["pos"]),)))] * n_out
+            why = f"the degree depends on the number of copies '{node.repeat.count}' of '{node.op}' (give it a size)"
+            return [Value(_const(self.n).support, (UNKNOWN, why, ((node.op, node.pos),)))] * n_out
         outs = xs
         for _ in range(t):
-            outs = self.run(node["ref"], [outs[0], *xs[1:]])
+            outs = self.run(node.ref, [outs[0], *xs[1:]])
         return outs
 
-    def scan(self, node: Mapping, xs: list[Value], n_out: int) -> list[Value]:
+    def scan(self, node: Box, xs: list[Value], n_out: int) -> list[Value]:
         """Finite iteration: the carried state's vectors grow to a fixed point, or without
         bound (then the degree grows with the number of steps)."""
         state = xs[0]
@@ -220,13 +221,13 @@ class Pass:
             if nxt == state or nxt.broken:
                 return outs
             state = nxt
-        why = f"the degree grows with the number of steps of the scan '{node['op']}'"
+        why = f"the degree grows with the number of steps of the scan '{node.op}'"
         return [Value(_const(self.n).support, ("no degree independent of the sequence length", why, ()))] * n_out
 
-    def step(self, node: Mapping, xs: list[Value], n_out: int) -> list[Value]:
-        if node["box"] == "learn":  # a learnable cell: degree 1 in the state and the step's inputs
+    def step(self, node: Box, xs: list[Value], n_out: int) -> list[Value]:
+        if node.kind is Kind.LEARN:  # a learnable cell: degree 1 in the state and the step's inputs
             return [_join(xs)] * n_out
-        return self.run(node["ref"], xs)
+        return self.run(node.ref, xs)
 
 
 def degree(d: Diagram) -> list[OutputDegree]:
@@ -245,7 +246,7 @@ def degree(d: Diagram) -> list[OutputDegree]:
     names = d.input_names or [f"in{k}" for k in range(n)]
     ins = [Value(frozenset({tuple(int(i == k) for i in range(n))})) for k in range(n)]
     outs = Pass(n).run(d, ins)
-    out_names = [d.graph.nodes[w]["name"] or ("out" if len(d.outputs) == 1 else f"out{k + 1}")
+    out_names = [d.wire_label(w) or ("out" if len(d.outputs) == 1 else f"out{k + 1}")
                  for k, w in enumerate(d.outputs)]
     return [_verdict(name, v, names) for name, v in zip(out_names, outs)]
 

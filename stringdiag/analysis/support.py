@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from ..graph.box import Kind
 from ..graph.diagram import Diagram
 from ..graph.types import Dim
 from .combine import _of_dims, _own_time, _post_order
@@ -45,7 +46,7 @@ KEEPS: Mapping[str, Mapping[tuple, str]] = {
     "exp": {(0, NINF): ZERO},
     "amax": {(0, NINF): NINF},
 }
-REDUCING = ("contract", "reindex")
+REDUCING = (Kind.CONTRACT, Kind.REINDEX)
 UNION = ("max", "add")  # of two masks (0 off both supports): the union of their supports  # a product with a factor 0 off the support; a transpose
 
 
@@ -58,9 +59,9 @@ def _name(dim: Dim) -> str | None:
 def reaches_support(d: Diagram) -> bool:
     """Whether a supported mask is used in ``d`` or its definitions (and no ``scan`` is)."""
     nodes = [node for _x, _v, body in _post_order(d, lambda node: True) for _b, node, _i, _o in body]
-    if any(node.get("scan") for node in nodes):
+    if any(node.scan for node in nodes):
         return False
-    return any(node["box"] == "fixed" and node["op"] in SUPPORT for node in nodes)
+    return any(node.kind is Kind.FIXED and node.op in SUPPORT for node in nodes)
 
 
 class _Support:
@@ -80,23 +81,23 @@ class _Support:
         return sum(_name(dim) == n for dim in self.flat.wire_type(w)) >= 2
 
     def forward(self, b: int) -> None:
-        node, flat = self.flat.box(b), self.flat
-        if node["box"] == "fixed" and node["op"] in SUPPORT:
-            gen = dict(node.get("generics", ()))
+        node, flat = self.flat.record(b), self.flat
+        if node.kind is Kind.FIXED and node.op in SUPPORT:
+            gen = dict(node.generics)
             n = _name(gen.get("n", Dim.const(0)))
             if n is not None:
-                self.mark(b, n, _of_dims([gen["n"], gen[SUPPORT[node["op"]]]]), ZERO)
+                self.mark(b, n, _of_dims([gen["n"], gen[SUPPORT[node.op]]]), ZERO)
             return
         ins = [(k, self.wires[w]) for k, (w, _axes) in enumerate(flat.box_inputs(b)) if w in self.wires]
         if not ins:
             return
-        if node["op"] in UNION and len(ins) == len(flat.box_inputs(b)) and all(x[2] == ZERO for _k, x in ins):
+        if node.op in UNION and len(ins) == len(flat.box_inputs(b)) and all(x[2] == ZERO for _k, x in ins):
             self.mark(b, ins[0][1][0], prune(frozenset().union(*(x[1] for _k, x in ins))), ZERO)
             return
-        keeps = KEEPS.get(node["op"], {}) if node["box"] == "fixed" else {}
+        keeps = KEEPS.get(node.op, {}) if node.kind is Kind.FIXED else {}
         for k, (n, supp, off) in ins:
             out = keeps.get((k, off))
-            if out is None and node["box"] in REDUCING and (off == ZERO or node["box"] == "reindex"):
+            if out is None and node.kind in REDUCING and (off == ZERO or node.kind is Kind.REINDEX):
                 out = off
             if out is not None:
                 self.mark(b, n, supp, out)
@@ -155,7 +156,7 @@ def sparse_cost(d: Diagram) -> tuple[frozenset, frozenset, set[str]] | None:
     sup = _Support(flat)
     time: set = set()
     for b in sup.order:
-        node = flat.box(b)
+        node = flat.record(b)
         own = _own_time(flat, node, flat.box_inputs(b), flat.box_outputs(b))
         time |= _on(own, *sup.boxes[b]) if b in sup.boxes else own
     memory: set = set()

@@ -28,7 +28,8 @@ import argparse
 
 from ..errors import DiagError
 from .common import Report, diagnostic, load_reporting, print_json, to_stderr
-from .kinds import Kind, kind_of
+from ..graph.box import Kind
+from .kinds import FileKind, kind_of
 
 HELP = "type-check .diag and .rules files (errors as FILE:LINE:COL); --verify evaluates rules' equations"
 EXAMPLES = """\
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
             def report(e: DiagError, severity: str, path: str = path) -> None:
                 found.append(diagnostic(e, severity, path))
         try:
-            if Kind.RULES in kind_of(path):
+            if FileKind.RULES in kind_of(path):
                 status |= check_rules(path, args.verify, args.quiet, report, silent=args.json)
                 continue
             prog = load_reporting(path, report)
@@ -79,7 +80,7 @@ def report_obstacles(prog, report: Report = to_stderr) -> int:
     from ..analysis.compilable import obstacles
     from ..graph.program import prelude
 
-    implemented = frozenset(n for n, b in prelude().boxes.items() if b.box == "fixed")
+    implemented = frozenset(n for n, b in prelude().boxes.items() if b.box == Kind.FIXED)
     seen, defects = set(), 0
     for name in prog.own:
         for o in obstacles(prog[name], implemented):

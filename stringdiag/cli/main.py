@@ -21,7 +21,7 @@ from importlib import import_module
 from types import ModuleType
 
 from ..errors import DiagError
-from .kinds import Kind, expect
+from .kinds import FileKind, expect
 from .options import UsageError, short
 
 # each command is the module stringdiag.cli.NAME (HELP, add_arguments, run), imported only when
@@ -30,17 +30,17 @@ COMMANDS = ("check", "render", "info", "derive", "normalize", "compile", "train"
             "construct", "taxonomy", "trace")
 
 # the files each command reads, by argument: a file of another kind is refused before any work
-TAKES: dict[str, dict[str, tuple[Kind, ...]]] = {
-    "check": {"files": (Kind.DIAGRAM, Kind.RULES)},
-    "render": {"file": (Kind.DIAGRAM,)},
-    "info": {"file": (Kind.DIAGRAM,)},
-    "derive": {"files": (Kind.DERIVATION,)},
-    "normalize": {"file": (Kind.DIAGRAM,), "rules": (Kind.RULES,)},
-    "compile": {"file": (Kind.DIAGRAM,)},
-    "train": {"file": (Kind.DIAGRAM,)},
-    "enumerate": {"file": (Kind.DIAGRAM,), "rules": (Kind.RULES,)},
-    "study": {"file": (Kind.DIAGRAM,)},
-    "taxonomy": {"file": (Kind.TAXONOMY,)},
+TAKES: dict[str, dict[str, tuple[FileKind, ...]]] = {
+    "check": {"files": (FileKind.DIAGRAM, FileKind.RULES)},
+    "render": {"file": (FileKind.DIAGRAM,)},
+    "info": {"file": (FileKind.DIAGRAM,)},
+    "derive": {"files": (FileKind.DERIVATION,)},
+    "normalize": {"file": (FileKind.DIAGRAM,), "rules": (FileKind.RULES,)},
+    "compile": {"file": (FileKind.DIAGRAM,)},
+    "train": {"file": (FileKind.DIAGRAM,)},
+    "enumerate": {"file": (FileKind.DIAGRAM,), "rules": (FileKind.RULES,)},
+    "study": {"file": (FileKind.DIAGRAM,)},
+    "taxonomy": {"file": (FileKind.TAXONOMY,)},
 }
 
 # examples for the commands whose modules do not (yet) carry their own ``EXAMPLES``

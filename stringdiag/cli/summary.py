@@ -83,10 +83,10 @@ def summarize(d: Diagram) -> Summary:
     """
     dims = {n: _kind(n, owner) for n, owner in dimensions(d).items()}
     order = {k: i for i, k in enumerate(BOX_CLASSES)}
-    by_kind = Counter(d.box(b)["box"] for b in d.boxes())
+    by_kind = Counter(d.record(b).kind.value for b in d.boxes())
     expanded = expanded_counts(d)  # per definition, combined: never d.expand() (2^n boxes for n nestings)
     names = d.input_names or [f"in{k}" for k in range(len(d.inputs))]
-    outs = [d.graph.nodes[w]["name"] or ("out" if len(d.outputs) == 1 else f"out{k + 1}")
+    outs = [d.wire_label(w) or ("out" if len(d.outputs) == 1 else f"out{k + 1}")
             for k, w in enumerate(d.outputs)]
     return Summary({
         "name": d.name,

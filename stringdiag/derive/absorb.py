@@ -20,10 +20,11 @@ from __future__ import annotations
 import networkx as nx
 
 from ..errors import DiagError
+from ..graph.box import Box, Global, Kind, Local
 from ..graph.decls import BoxDecl
 from ..graph.diagram import Diagram
 from ..graph.types import show_type
-from ..graph.weights import boxes_by_weights, weight_key
+from ..graph.weights import boxes_by_weights
 from .steps import ABSORB, Outcome, drop_dead, wire_named
 
 
@@ -37,9 +38,9 @@ def absorb(cur: Diagram, wire: str, into: str, learner: BoxDecl | str) -> Outcom
     for r in readers:
         (_replace_matrix if matrix else _reread)(out, r, w, u, decl)
     if matrix:
-        out.graph.remove_nodes_from([matrix, *out.box_outputs(matrix)])
+        out.remove_box(matrix)
     drop_dead(out, region)  # the map goes once nothing reads what it makes
-    what = ", ".join(sorted({cur.box(b)["op"] for b in region if cur.box(b)["box"] in ("learn", "diagram")}))
+    what = ", ".join(sorted({cur.record(b).op for b in region if cur.record(b).kind in (Kind.LEARN, Kind.DIAGRAM)}))
     return Outcome(out, ABSORB, f"given the map making {wire} ({what}) invertible: {into} ∘ it is {decl.name}")
 
 
@@ -53,8 +54,8 @@ def _region(d: Diagram, w: int, name: str) -> tuple[set[int], int]:
                         "from one input")
     u = inputs[0]
     down = nx.descendants(g, u)
-    region = {b for b in up & down if g.nodes[b]["kind"] == "box"}
-    if not any(d.box(b)["box"] in ("learn", "diagram") for b in region):
+    region = {b for b in up & down if d.is_box(b)}
+    if not any(d.record(b).kind in (Kind.LEARN, Kind.DIAGRAM) for b in region):
         raise DiagError(f"'{name}' is made without a learner: there is nothing trainable to absorb")
     n = d.wire_type(u)[0]
     if not d.wire_type(w) or d.wire_type(w)[0] != n:
@@ -67,8 +68,8 @@ def _region(d: Diagram, w: int, name: str) -> tuple[set[int], int]:
 
 def _position_wise(d: Diagram, b: int, n, inside: set[int], name: str) -> None:
     """Box ``b`` of the map reads every position of the map's wires at its own position."""
-    node = d.box(b)
-    simd = node["simd"]
+    node = d.record(b)
+    simd = node.simd
     ok = bool(simd) and simd[0][1] == n
     for w, axes in d.box_inputs(b):
         from_map = w in inside or d.producer(w) in inside
@@ -77,7 +78,7 @@ def _position_wise(d: Diagram, b: int, n, inside: set[int], name: str) -> None:
         elif simd:
             ok = ok and simd[0][0] not in axes
     if not ok:
-        raise DiagError(f"'{node['op']}' mixes positions on the way to '{name}': only a position-wise map "
+        raise DiagError(f"'{node.op}' mixes positions on the way to '{name}': only a position-wise map "
                         "(a SIMD feed-forward) can be absorbed")
 
 
@@ -90,10 +91,10 @@ def _readers(d: Diagram, w: int, name: str, into: str) -> tuple[list[int], int |
         raise DiagError(f"no trainable box '{into}' here" if not sets else
                         f"'{into}' names {len(sets)} weight sets here; absorbing needs one")
     boxes = owners[sets.pop()]
-    node = d.box(boxes[0])
-    if node["box"] != "learn":
+    node = d.record(boxes[0])
+    if node.kind is not Kind.LEARN:
         raise DiagError(f"'{into}' is not a learner: only a trainable box can take in another")
-    if node["ref"].ins:
+    if node.ref.ins:
         reading = [b for b in boxes if any(x == w for x, _ in d.box_inputs(b))]
         if not reading:
             raise DiagError(f"'{into}' does not read '{name}': name the trainable box the map's output goes into")
@@ -115,67 +116,62 @@ def _readers(d: Diagram, w: int, name: str, into: str) -> tuple[list[int], int |
 
 def _per_position(d: Diagram, b: int, w: int) -> bool:
     """Box ``b`` reads the rows of ``w`` one at a time (its positions are a SIMD index of ``b``)."""
-    labels = {lab for lab, _ in d.box(b)["simd"]}
+    labels = {lab for lab, _ in d.record(b).simd}
     return all(bool(axes) and axes[0] in labels for x, axes in d.box_inputs(b) if x == w)
 
 
 def _applies(d: Diagram, c: int, m: int, w: int) -> bool:
-    node = d.box(c)
+    node = d.record(c)
     ins = d.box_inputs(c)
-    return (node["box"] == "contract" and len(ins) == 2 and {x for x, _ in ins} == {m, w}
-            and bool(node["simd"]) and dict(ins)[w][0] == node["simd"][0][0])
+    return (node.kind is Kind.CONTRACT and len(ins) == 2 and {x for x, _ in ins} == {m, w}
+            and bool(node.simd) and dict(ins)[w][0] == node.simd[0][0])
 
 
 def _decl(d: Diagram, learner: BoxDecl | str, u: int, w: int, readers: list[int], matrix) -> BoxDecl:
     """The learner that replaces ``R ∘ X``: its type is ``R``'s with ``u``'s rows for ``w``'s."""
     row = d.wire_type(u)[1:]
-    r = d.box(readers[0])
+    r = d.record(readers[0])
     if matrix:
         ins, outs = (row,), (d.wire_type(d.box_outputs(readers[0])[0])[1:],)
     else:
-        ins = tuple(row if x == w else t for (x, _), t in zip(d.box_inputs(readers[0]), r["ref"].ins))
-        outs = r["ref"].outs
+        ins = tuple(row if x == w else t for (x, _), t in zip(d.box_inputs(readers[0]), r.ref.ins))
+        outs = r.ref.outs
     if isinstance(learner, str):
-        if any(d.box(b)["op"] == learner for b in d.boxes()):
+        if any(d.record(b).op == learner for b in d.boxes()):
             raise DiagError(f"'{learner}' is a box here already: name the new learner otherwise")
         return BoxDecl(learner, "learn", (), ins, outs, None, local=True)
-    if learner.box != "learn" or learner.generics or (learner.ins, learner.outs) != (ins, outs):
+    if learner.box != Kind.LEARN or learner.generics or (learner.ins, learner.outs) != (ins, outs):
         want = ", ".join(show_type(t) for t in ins) + " -> " + ", ".join(show_type(t) for t in outs)
         raise DiagError(f"'{learner.name}' ({learner.signature()}) cannot take the place of {want}")
-    if any(weight_key(d.box(b)) == ("learn", False, learner.name) for b in d.boxes()):
+    if any(d.record(b).weights == Global(learner.name) for b in d.boxes()):
         raise DiagError(f"'{learner.name}' is used here already: absorbing into it would tie two weight sets")
     return learner
 
 
-def _learner_node(decl: BoxDecl, simd, old: dict) -> dict:
-    """The attributes of a learner box of ``decl``, placed where the box ``old`` was."""
-    return {"box": "learn", "op": decl.name, "simd": simd, "display": {lab: lab for lab, _ in simd},
-            "ref": decl, "param": decl.name, "local": decl.local, "clusters": old.get("clusters", ()),
-            "pos": old.get("pos")}
+def _learner(decl: BoxDecl, simd, old: Box) -> Box:
+    """A learner box of ``decl``, placed where the box ``old`` was (``old``'s other attributes kept)."""
+    weights = Local(decl.name) if decl.local else Global(decl.name)
+    return old._replace(kind=Kind.LEARN, op=decl.name, simd=simd, display={lab: lab for lab, _ in simd}, ref=decl,
+                        weights=weights)
 
 
 def _reread(out: Diagram, r: int, w: int, u: int, decl: BoxDecl) -> None:
     """The learner ``r`` reads ``u`` where it read ``w``, as the new learner."""
-    g = out.graph
-    node = g.nodes[r]
     for port, (x, axes) in enumerate(out.box_inputs(r)):
         if x == w:
-            g.remove_edge(w, r, key=port)
-            g.add_edge(u, r, key=port, axes=(axes[0], *range(len(out.wire_type(u)) - 1)))
-    node.update(_learner_node(decl, node["simd"], node))
+            out.rewire(r, port, u, (axes[0], *range(len(out.wire_type(u)) - 1)))
+    node = out.record(r)
+    out.reset(r, _learner(decl, node.simd, node))
 
 
 def _replace_matrix(out: Diagram, c: int, w: int, u: int, decl: BoxDecl) -> None:
     """The contraction applying the matrix to ``w`` becomes the learner, applied to ``u``."""
-    g = out.graph
-    node = g.nodes[c]
-    label, n = node["simd"][0]
+    node = out.record(c)
+    label, n = node.simd[0]
     (y,) = out.box_outputs(c)
-    g.remove_node(c)
-    b = out.new_id()
-    g.add_node(b, kind="box", **_learner_node(decl, ((label, n),), node))
-    g.add_edge(u, b, key=0, axes=(label, *range(len(out.wire_type(u)) - 1)))
-    g.add_edge(b, y, key=0)
+    out.remove_box(c, outputs=False)
+    fresh = Box(Kind.LEARN, "", pos=node.pos, clusters=node.clusters)
+    out.add(_learner(decl, ((label, n),), fresh), [(u, (label, *range(len(out.wire_type(u)) - 1)))], [y])
 
 
 __all__ = ["absorb"]

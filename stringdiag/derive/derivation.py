@@ -19,6 +19,7 @@ from pathlib import Path
 from ..analysis.combine import expanded_box_count
 from ..analysis.complexity import analyse
 from ..errors import DiagError, Pos
+from ..graph.box import Kind
 from ..graph.diagram import Diagram
 from ..graph.expand import expand
 from ..graph.decls import Definition, Program, suggest, unknown_qualified
@@ -129,15 +130,15 @@ def all_definitions(cur: Diagram) -> frozenset[str]:
     if cur.program is not None:
         names |= set(cur.program.defs)
     for b in cur.boxes():
-        if cur.box(b)["box"] == "diagram":
-            names.add(cur.box(b)["op"])
+        if cur.record(b).kind is Kind.DIAGRAM:
+            names.add(cur.record(b).op)
     return frozenset(names)
 
 
 def instances(*ds: Diagram) -> dict:
     """Abstract families have no meaning of their own: check equalities for a random one."""
     flats = [d.expand() for d in ds]
-    return {f.box(b)["op"]: "learn" for f in flats for b in f.boxes() if f.box(b)["box"] == "abstract"}
+    return {f.record(b).op: "learn" for f in flats for b in f.boxes() if f.record(b).kind is Kind.ABSTRACT}
 
 
 class Runner:
@@ -371,7 +372,7 @@ class Runner:
         uses = steps.uses_of(cur, name)  # inside the cells of loops too
         if not uses:
             raise self.err(f"no learnable or abstract box '{name}' in the diagram to specialise", item.box.pos)
-        decl = uses[0]["ref"]
+        decl = uses[0].ref
         if isinstance(item.value, D.Body):
             defn = self.inline(name, decl, item.params, item.value)
         else:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 import networkx as nx
 
 from ..errors import DiagError
+from ..graph.box import Kind
 from ..graph.diagram import Diagram
 from ..graph.resize import resized
 from ..graph.types import Dim, show_type
@@ -59,8 +60,8 @@ def _input(d: Diagram, name: str) -> int:
 
 def _state(d: Diagram, name: str) -> int:
     """The wire named ``name``, or the one output of the one box named ``name``."""
-    wires = [w for w in d.wires() if d.graph.nodes[w].get("name") == name]
-    boxes = [b for b in d.boxes() if d.box(b)["op"] == name]
+    wires = [w for w in d.wires() if d.wire_label(w) == name]
+    boxes = [b for b in d.boxes() if d.record(b).op == name]
     if len(wires) == 1:
         return wires[0]
     if len(boxes) == 1 and len(d.box_outputs(boxes[0])) == 1:
@@ -76,62 +77,54 @@ def _cone(d: Diagram, w: int) -> set[int]:
 def _lift(d: Diagram, x: int, w: int, cone: set[int], n: Dim) -> None:
     """Every box downstream of ``w`` once per position; ``w`` read from ``x``'s rows (where
     ``w`` is an output of the diagram, the output is ``x``: the state, once per position)."""
-    g = d.graph
     d.outputs[:] = [x if o == w else o for o in d.outputs]
     for b in [b for b in d.topological_boxes() if b in cone]:
-        node = g.nodes[b]
+        node = d.record(b)
         label = _broadcast(d, b, cone, n)
         if label is None:
-            taken = {lab for lab, _ in node["simd"]} | {lab for lab, _ in node.get("summed", ())}
+            taken = {lab for lab, _ in node.simd} | {lab for lab, _ in node.summed}
             label = next(c for c in ("i", "i'", "i''", "p", "q") if c not in taken)
-            node["simd"] = ((label, n), *node["simd"])
-            node["display"] = {**node.get("display", {}), label: label}
-            node["clusters"] = (("simd", ("plug", 0), label, n, False), *node.get("clusters", ()))
+            d.replace(b, simd=((label, n), *node.simd), display={**(node.display or {}), label: label},
+                      clusters=(("simd", ("plug", 0), label, n, False), *node.clusters))
             for o in d.box_outputs(b):
-                g.nodes[o]["type"] = (n, *d.wire_type(o))
+                d.replace(o, type=(n, *d.wire_type(o)))
         for port, (v, axes) in enumerate(d.box_inputs(b)):
             if v in cone:
-                g.remove_edge(v, b, key=port)
-                g.add_edge(x if v == w else v, b, key=port, axes=(label, *axes))
+                d.rewire(b, port, x if v == w else v, (label, *axes))
 
 
 def _broadcast(d: Diagram, b: int, cone: set[int], n: Dim) -> str | None:
     """The index of a broadcast over the positions (a reindex copying one state to every
     step): there, the step reads its own position instead."""
-    node = d.box(b)
-    if node["box"] != "reindex":
+    node = d.record(b)
+    if node.kind is not Kind.REINDEX:
         return None
     used = {a for _, axes in d.box_inputs(b) for a in axes}
-    free = [lab for lab, dim in node["simd"] if dim == n and lab not in used]
+    free = [lab for lab, dim in node.simd if dim == n and lab not in used]
     return free[0] if free else None
 
 
 def _splice_identities(d: Diagram, cone: set[int]) -> None:
     """A reindex that now hands its input on unchanged is no box at all."""
-    g = d.graph
-    for b in [b for b in list(d.boxes()) if b in cone and d.box(b)["box"] == "reindex"]:
+    for b in [b for b in list(d.boxes()) if b in cone and d.record(b).kind is Kind.REINDEX]:
         (v, axes), = d.box_inputs(b)
         (o,) = d.box_outputs(b)
-        if tuple(axes) != tuple(lab for lab, _ in d.box(b)["simd"]) or d.wire_type(v) != d.wire_type(o):
+        if tuple(axes) != tuple(lab for lab, _ in d.record(b).simd) or d.wire_type(v) != d.wire_type(o):
             continue
-        for r, port in d.consumers(o):
-            a = g.edges[o, r, port]
-            g.add_edge(v, r, key=port, **a)
-        d.outputs[:] = [v if y == o else y for y in d.outputs]
-        g.remove_nodes_from([b, o])
+        d.replace_uses(o, v)
+        d.remove_box(b)
 
 
 def _drop_unread(d: Diagram) -> list[str]:
     """Boxes nothing reads, then inputs nothing reads: they leave the diagram."""
-    g = d.graph
     drop_dead(d)
     dropped = []
     for k in reversed(range(len(d.inputs))):
         w = d.inputs[k]
-        if not g.out_degree(w) and w not in d.outputs:
+        if not d.consumers(w) and w not in d.outputs:
             dropped.append(d.input_names[k])
             del d.inputs[k], d.input_names[k]
-            g.remove_node(w)
+            d.remove_wire(w)
     return dropped[::-1]
 
 

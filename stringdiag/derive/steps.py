@@ -26,14 +26,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import DiagError
+from ..graph.box import Box, Global, Instance, Kind, Local, weight_attrs
 from ..graph.diagram import Diagram
 from ..graph.expand import expand
 from ..graph.hypergraph import repeated
 from ..graph.resize import resized
 from ..graph.types import Dim
-from ..graph.weights import WeightKey, boxes_by_weights, fresh_instance, instances, weight_key
+from ..graph.weights import WeightKey, boxes_by_weights, fresh_instance, instances, rename_key, weight_key
 from ..rewrite.dpo import rewrite
-from ..rewrite.match import PROCESSES, Match, wire_name
+from ..rewrite.match import Match, wire_name
 from ..rewrite.names import WireNames
 from ..rewrite.rule import EQUATION, Rule
 from ..rewrite.strategy import rewrite_all
@@ -62,8 +63,8 @@ class Changes:
     kept: dict[int, int] = field(default_factory=dict)
 
 
-def _same(a: dict, b: dict) -> bool:
-    return a["box"] == b["box"] and a["op"] == b["op"]
+def _same(a: Box, b: Box) -> bool:
+    return a.kind is b.kind and a.op == b.op
 
 
 def changes(before: Diagram, after: Diagram, kept: dict[int, int] | None = None) -> Changes:
@@ -72,7 +73,7 @@ def changes(before: Diagram, after: Diagram, kept: dict[int, int] | None = None)
     id is still there with its kind and name."""
     if kept is None:
         ids = set(after.boxes())
-        kept = {b: b for b in before.boxes() if b in ids and _same(before.box(b), after.box(b))}
+        kept = {b: b for b in before.boxes() if b in ids and _same(before.record(b), after.record(b))}
     return Changes(frozenset(set(before.boxes()) - kept.keys()), frozenset(set(after.boxes()) - set(kept.values())),
                    dict(kept))
 
@@ -80,7 +81,7 @@ def changes(before: Diagram, after: Diagram, kept: dict[int, int] | None = None)
 def _traced(before: Diagram, after: Diagram, trace: dict[int, list[int]]) -> dict[int, int]:
     """Untouched boxes of an expansion: those copied as one box of the same kind and name."""
     return {b: made[0] for b, made in trace.items()
-            if len(made) == 1 and _same(before.box(b), after.box(made[0]))}
+            if len(made) == 1 and _same(before.record(b), after.record(made[0]))}
 
 
 def apply_rule(cur: Diagram, rule: Rule, match: Match) -> Outcome:
@@ -100,12 +101,12 @@ def apply_everywhere(cur: Diagram, rule: Rule, reverse: bool = False) -> tuple[O
 
 def unfold(cur: Diagram, name: str, definitions: frozenset[str]) -> Outcome:
     """Open every use of the definition ``name``; ``definitions`` are all the names to keep."""
-    uses = [b for b in cur.boxes() if cur.box(b)["op"] == name and cur.box(b)["box"] == "diagram"]
+    uses = [b for b in cur.boxes() if cur.record(b).op == name and cur.record(b).kind is Kind.DIAGRAM]
     if not uses:
         raise DiagError(f"'{name}' is not used as a box here; nothing to unfold")
-    if all(cur.box(b).get("scan") for b in uses):
+    if all(cur.record(b).scan for b in uses):
         raise DiagError(f"'{name}' is iterated by scan: a sequential loop cannot be opened into SIMD boxes")
-    if all(cur.box(b).get("scan") or repeated(cur.box(b)) for b in uses):
+    if all(cur.record(b).scan or repeated(cur.record(b)) for b in uses):
         raise DiagError(f"'{name}' is used by repeat here: its copies are one box, not unfolded by a step")
     trace: dict[int, list[int]] = {}
     out = expand(cur, keep=definitions - {name}, trace=trace)
@@ -117,34 +118,19 @@ def copy_box(d: Diagram, box: int, readers: list[tuple[int, int]]) -> Diagram:
     the box per reader. Returns a new diagram where ``readers`` ((box, port) pairs of one
     output) read a fresh copy of ``box``; everything else still reads the original."""
     out = d.copy()
-    g = out.graph
-    node = dict(g.nodes[box])
-    ins = out.box_inputs(box)
     outs = out.box_outputs(box)
     if not readers:
         raise DiagError("name the readers that get the copy")
     wanted = {}
     for r, port in readers:
-        hits = [k for k, w in enumerate(outs) if g.has_edge(w, r, key=port)]
+        hits = [k for k, w in enumerate(outs) if (r, port) in out.consumers(w)]
         if not hits:
             raise DiagError(f"box {r} does not read box {box} at port {port}")
         wanted[(r, port)] = hits[0]
-    b = out.new_id()
-    attrs = {k: v for k, v in node.items() if k != "kind"}
-    g.add_node(b, kind="box", **attrs)
-    for port, (w, axes) in enumerate(ins):
-        g.add_edge(w, b, key=port, axes=axes)
-    fresh = []
-    names = WireNames(out)
-    for port, w in enumerate(outs):
-        name = g.nodes[w].get("name")  # the copy's wire is a' beside a, so that steps can name either
-        nw = out.add_wire(out.wire_type(w), name=names.fresh_name(name), pos=g.nodes[w].get("pos"))
-        g.add_edge(b, nw, key=port)
-        fresh.append(nw)
+    names = WireNames(out)  # the copy's wire is a' beside a, so that steps can name either
+    _, fresh = out.clone_box(box, [names.fresh_name(out.wire_label(w)) for w in outs])
     for (r, port), k in wanted.items():
-        a = g.edges[outs[k], r, port]
-        g.remove_edge(outs[k], r, key=port)
-        g.add_edge(fresh[k], r, key=port, **a)
+        out.rewire(r, port, fresh[k])
     return out
 
 
@@ -168,7 +154,7 @@ def identify(cur: Diagram, name: str, to: str, kinds: dict[str, str | None]) -> 
 def _mentions(d: Diagram, name: str) -> bool:
     wires = (d.wire_type(w) for w in d.wires())
     return any(name in dim.names() for t in wires for dim in t) or \
-        any(name in dim.names() for b in d.boxes() for _, dim in d.box(b)["simd"])
+        any(name in dim.names() for b in d.boxes() for _, dim in d.record(b).simd)
 
 
 def prune(cur: Diagram) -> Outcome:
@@ -186,19 +172,12 @@ def prune(cur: Diagram) -> Outcome:
 def drop_dead(d: Diagram, among: set[int] | None = None) -> int:
     """Delete, in place, the boxes (of ``among``, or any) none of whose outputs is read or
     an output of the diagram, until none is left; how many went."""
-    g = d.graph
-    removed = 0
-    while dead := [b for b in d.boxes() if (among is None or b in among)
-                   and not any(g.out_degree(w) or w in d.outputs for w in d.box_outputs(b))]:
-        for b in dead:
-            g.remove_nodes_from([b, *d.box_outputs(b)])
-        removed += len(dead)
-    return removed
+    return d.drop_dead(among)
 
 
 def wire_named(d: Diagram, name: str) -> int:
     """The one wire called ``name``."""
-    wires = [w for w in d.wires() if d.graph.nodes[w].get("name") == name]
+    wires = [w for w in d.wires() if d.wire_label(w) == name]
     if len(wires) != 1:
         raise DiagError(f"{'no' if not wires else len(wires)} wire{'s' if len(wires) != 1 else ''} named '{name}'")
     return wires[0]
@@ -214,7 +193,7 @@ def copy(cur: Diagram, wire: str) -> Outcome:
     out = cur
     for reader in readers[1:]:
         out = copy_box(out, box, [reader])
-    key = weight_key(cur.box(box))
+    key = weight_key(cur.record(box))
     return Outcome(out, EQ, f"the copies share the weights of {key[-1]}" if key else "")
 
 
@@ -226,7 +205,7 @@ def specialise(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[st
     abstract family is one function wherever it is used. With ``at`` (a wire's name), only
     the uses that share the weight set of the box making that wire are specialised: the
     other sets of ``name`` (other instances of its definition) stay universal approximators."""
-    uses = [b for b in cur.boxes() if cur.box(b)["op"] == name and cur.box(b)["box"] in ("learn", "abstract")]
+    uses = [b for b in cur.boxes() if cur.record(b).op == name and cur.record(b).kind in (Kind.LEARN, Kind.ABSTRACT)]
     if not uses and at is None and uses_of(cur, name):
         return _specialise_in_cells(cur, name, defn, definitions)
     if not uses:
@@ -234,19 +213,17 @@ def specialise(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[st
     note = ""
     if at is not None:
         key = _weights_at(cur, name, uses, at)
-        uses = [b for b in uses if weight_key(cur.box(b)) == key]
-        others = sorted({str(k[-1]) for b in cur.boxes() if cur.box(b)["op"] == name
-                         and (k := weight_key(cur.box(b))) is not None and k != key})
+        uses = [b for b in uses if weight_key(cur.record(b)) == key]
+        others = sorted({str(k[-1]) for b in cur.boxes() if cur.record(b).op == name
+                         and (k := weight_key(cur.record(b))) is not None and k != key})
         note = f"only the weights {key[-1]}" + (f" (not {', '.join(others)})" if others else "")
     out = cur.copy()
     op = f"{name} :=" if defn.name.startswith("__") else defn.name  # how the opened box is labelled
     for b in uses:
-        node = out.box(b)
-        key = weight_key(node)
-        node["instance"] = name if key is None else ("~" if key[1] else "") + str(key[2])
-        node["box"], node["op"], node["ref"] = "diagram", op, defn
-        node.pop("local", None)
-        node.pop("param", None)
+        node = out.record(b)
+        w = node.weights  # the composite's instance: one per weight set
+        path = name if w is None else ("~" if isinstance(w, Local) else "") + str(w.param)
+        out.reset(b, node._replace(kind=Kind.DIAGRAM, op=op, ref=defn, weights=Instance(path)))
     trace: dict[int, list[int]] = {}
     res = expand(out, keep=definitions - {op}, trace=trace)
     return Outcome(res, RED, note, kept=_traced(cur, res, trace))
@@ -257,11 +234,11 @@ def uses_of(d: Diagram, name: str) -> list[dict]:
     (a box inside a scanned cell is still a box of the diagram: it runs once per step)."""
     found = []
     for b in d.boxes():
-        node = d.box(b)
-        if node["op"] == name and node["box"] in ("learn", "abstract"):
+        node = d.record(b)
+        if node.op == name and node.kind in (Kind.LEARN, Kind.ABSTRACT):
             found.append(node)
-        elif node.get("scan") and node["box"] == "diagram":
-            found += uses_of(node["ref"], name)
+        elif node.scan and node.kind is Kind.DIAGRAM:
+            found += uses_of(node.ref, name)
     return found
 
 
@@ -271,18 +248,18 @@ def _specialise_in_cells(cur: Diagram, name: str, defn: Diagram, definitions: fr
     loop's instance). The loop stays a loop: rewriting inside a scan."""
     out = cur.copy()
     for b in list(out.boxes()):
-        node = out.box(b)
-        if not (node.get("scan") and node["box"] == "diagram" and uses_of(node["ref"], name)):
+        node = out.record(b)
+        if not (node.scan and node.kind is Kind.DIAGRAM and uses_of(node.ref, name)):
             continue
-        body = specialise(node["ref"], name, defn, definitions).diagram
-        body.name = node["ref"].name + "'"
-        node["ref"], node["op"] = body, node["op"] + "'"
+        body = specialise(node.ref, name, defn, definitions).diagram
+        body.name = node.ref.name + "'"
+        out.replace(b, ref=body, op=node.op + "'")
     return Outcome(out, RED, f"inside the loop's cell ({', '.join(sorted(_cells_using(cur, name)))})")
 
 
 def _cells_using(d: Diagram, name: str) -> set[str]:
-    return {d.box(b)["op"] for b in d.boxes() if d.box(b).get("scan") and d.box(b)["box"] == "diagram"
-            and uses_of(d.box(b)["ref"], name)}
+    return {d.record(b).op for b in d.boxes() if d.record(b).scan and d.record(b).kind is Kind.DIAGRAM
+            and uses_of(d.record(b).ref, name)}
 
 
 def _weights_at(cur: Diagram, name: str, uses: list[int], at: str) -> WeightKey:
@@ -291,7 +268,7 @@ def _weights_at(cur: Diagram, name: str, uses: list[int], at: str) -> WeightKey:
     at = at.strip()
     full = {w: wire_name(cur, w) for w in cur.wires()}
     wires = [w for w, n in full.items() if n == at] or \
-            [w for w, n in full.items() if cur.graph.nodes[w].get("name") == at]
+            [w for w, n in full.items() if cur.wire_label(w) == at]
     if not wires:
         near = sorted({full[w] for b in uses for w in cur.box_outputs(b)})
         raise DiagError(f"no wire named '{at}' (the boxes '{name}' make: {', '.join(near)})")
@@ -299,13 +276,13 @@ def _weights_at(cur: Diagram, name: str, uses: list[int], at: str) -> WeightKey:
     if not made:
         pr = cur.producer(wires[0])
         what = "an input of the diagram, not made" if pr is None else \
-            f"made by '{cur.box(pr)['op']}' (a {cur.box(pr)['box']} box), not"
+            f"made by '{cur.record(pr).op}' (a {cur.record(pr).kind} box), not"
         near = sorted({full[w] for b in uses for w in cur.box_outputs(b)})
         raise DiagError(f"wire '{at}' is {what} by a box '{name}' (the boxes '{name}' make: {', '.join(near)})")
-    if any(cur.box(b)["box"] == "abstract" for b in uses):
+    if any(cur.record(b).kind is Kind.ABSTRACT for b in uses):
         raise DiagError(f"'{name}' is an abstract family, one function wherever it is used: specialise every use "
                         f"(without 'at')")
-    keys = {weight_key(cur.box(cur.producer(w))) for w in made}
+    keys = {weight_key(cur.record(cur.producer(w))) for w in made}
     if len(keys) > 1:
         raise DiagError(f"'{at}' names wires made by {len(keys)} different weight sets of '{name}' "
                         f"({', '.join(sorted(full[w] for w in made))}); name one in full")
@@ -326,18 +303,17 @@ def fold(cur: Diagram, body: Diagram, call: Diagram, matches: list[Match]) -> Ou
     _refuse_splits(cur, body.name, match, pairs)
     before = set(cur.boxes())
     out = rewrite(cur, match, call)
-    (new,) = [b for b in out.boxes() if b not in before and out.box(b)["box"] == "diagram"]
-    node = out.box(new)
+    (new,) = [b for b in out.boxes() if b not in before and out.record(b).kind is Kind.DIAGRAM]
+    node = out.record(new)
     prefix = _common_prefix(pairs)
-    taken = instances(out) - {node["instance"]}
+    taken = instances(out) - {node.instance}
     if prefix is not None and prefix and prefix[:-1] not in taken:
-        node["instance"] = prefix[:-1]
+        out.replace(new, **weight_attrs(Instance(prefix[:-1])))
         return Outcome(out, EQ)
-    node["instance"] = fresh_instance(body.name, taken)
-    here = node["instance"] + "/"
-    correspond = {(kp[0], kp[1], here + kp[-1]) if kp[0] == "learn" else (kp[0], here + kp[-1]): kt
-                  for kp, kt in pairs.items()}
-    return Outcome(out, EQ, f"the folded weights are now those of {node['instance']}", correspond)
+    instance = fresh_instance(body.name, taken)
+    out.replace(new, **weight_attrs(Instance(instance)))
+    correspond = {rename_key(kp, instance + "/" + str(kp[-1])): kt for kp, kt in pairs.items()}
+    return Outcome(out, EQ, f"the folded weights are now those of {instance}", correspond)
 
 
 def _weight_pairs(cur: Diagram, match: Match) -> dict[WeightKey, WeightKey]:
@@ -345,16 +321,16 @@ def _weight_pairs(cur: Diagram, match: Match) -> dict[WeightKey, WeightKey]:
     learnable of the body must be the same global one in the target."""
     pairs: dict[WeightKey, WeightKey] = {}
     for pb, tb in match.boxes.items():
-        pn, tn = match.pattern.box(pb), cur.box(tb)
-        if pn["box"] not in PROCESSES:
+        pn, tn = match.pattern.record(pb), cur.record(tb)
+        if not pn.kind.is_process:
             continue
         kp, kt = weight_key(pn), weight_key(tn)
-        if kp is None or (kp[0] == "learn" and not kp[1]):
+        if kp is None or isinstance(pn.weights, Global):
             if kp != kt:
-                raise DiagError(f"'{pn['op']}' of '{match.pattern.name}' is not the box it matched here")
+                raise DiagError(f"'{pn.op}' of '{match.pattern.name}' is not the box it matched here")
             continue
         if pairs.get(kp, kt) != kt:
-            raise DiagError(f"'{pn['op']}' of '{match.pattern.name}' is one set of weights but matched two here")
+            raise DiagError(f"'{pn.op}' of '{match.pattern.name}' is one set of weights but matched two here")
         pairs[kp] = kt
     return pairs
 
@@ -373,7 +349,8 @@ def _refuse_splits(cur: Diagram, name: str, match: Match, pairs: dict[WeightKey,
     for kt in seen:
         outside = [b for b in owners.get(kt, ()) if b not in inside]
         if outside:
-            raise DiagError(f"the weights '{kt[-1]}' are also used outside the fold (by '{cur.box(outside[0])['op']}'): "
+            by = cur.record(outside[0]).op
+            raise DiagError(f"the weights '{kt[-1]}' are also used outside the fold (by '{by}'): "
                             "folding would split one set of weights into two")
 
 

@@ -7,6 +7,7 @@ member is an ordinary diagram: it checks, draws, compiles and compares like sour
 """
 from __future__ import annotations
 
+from ..graph.box import Kind
 from ..graph import compose as C
 from ..graph.diagram import Diagram
 from .space import X, Generator, Wiring, canonical
@@ -64,7 +65,7 @@ def wiring_of(d: Diagram, gens: list[Generator]) -> Wiring | None:
     if len(d.inputs) != 1 or len(d.outputs) != 1:
         return None
     boxes = list(d.boxes())
-    if any(d.box(b).get("box") != "diagram" or d.box(b)["op"] not in index or d.box(b)["simd"] for b in boxes):
+    if any(d.record(b).kind is not Kind.DIAGRAM or d.record(b).op not in index or d.record(b).simd for b in boxes):
         return None
     pos = {b: k for k, b in enumerate(boxes)}
 
@@ -74,7 +75,7 @@ def wiring_of(d: Diagram, gens: list[Generator]) -> Wiring | None:
         b = d.producer(wire)
         return None if b is None else (pos[b], d.box_outputs(b).index(wire))
 
-    occ = [(index[d.box(b)["op"]], tuple(src(w) for w, _ in d.box_inputs(b))) for b in boxes]
+    occ = [(index[d.record(b).op], tuple(src(w) for w, _ in d.box_inputs(b))) for b in boxes]
     root = src(d.outputs[0])
     if root is None or root == X or any(s is None for _, srcs in occ for s in srcs):
         return None

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import permutations, product
 
+from ..graph.box import Kind
 from ..graph.diagram import Diagram
 from .space import X, Generator, Wiring
 
@@ -29,7 +30,7 @@ class Shape:
 def shape(d: Diagram) -> Shape | None:
     """The side as a :class:`Shape`; ``None`` when some box is not a plain use of a diagram."""
     boxes = list(d.boxes())
-    if not boxes or any(d.box(b).get("box") != "diagram" or d.box(b)["simd"] for b in boxes):
+    if not boxes or any(d.record(b).kind is not Kind.DIAGRAM or d.record(b).simd for b in boxes):
         return None
     pos = {b: k for k, b in enumerate(boxes)}
 
@@ -39,7 +40,7 @@ def shape(d: Diagram) -> Shape | None:
         b = d.producer(wire)
         return None if b is None else (pos[b], d.box_outputs(b).index(wire))
 
-    out = tuple((d.box(b)["op"], tuple(src(w) for w, _ in d.box_inputs(b))) for b in boxes)
+    out = tuple((d.record(b).op, tuple(src(w) for w, _ in d.box_inputs(b))) for b in boxes)
     return None if any(s is None for _, srcs in out for s in srcs) else Shape(out)
 
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..graph.box import Kind
 from ..rewrite.rule import load_rules
 
 
 def _uses(rules) -> set[str]:
     """The defined diagrams the rules' sides use."""
-    return {d.box(b)["op"] for r in rules for d in (r.lhs, r.rhs) for b in d.boxes() if d.box(b)["box"] == "diagram"}
+    return {d.record(b).op for r in rules for d in (r.lhs, r.rhs) for b in d.boxes()
+            if d.record(b).kind is Kind.DIAGRAM}
 
 
 def load_for(paths: list[str], generators: list[str]) -> dict[str, list]:

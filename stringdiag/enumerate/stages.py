@@ -178,7 +178,7 @@ def reduce(members: list[Member], ordered: list[Wiring], form: dict[Wiring, Wiri
 
 
 def _ops(d: Diagram) -> Counter:
-    return Counter(d.box(b)["op"] for b in d.boxes())
+    return Counter(d.record(b).op for b in d.boxes())
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import itertools
 import re
 from typing import Any, Iterable
 
+from .box import Box, Global, Instance, Kind, Local
 from ..errors import DiagError
 from .hypergraph import Hypergraph
 from .iso import definition_key
@@ -74,7 +75,7 @@ def fresh(d: Hypergraph, globals_too: bool = False) -> Hypergraph:
     ...   learn F : [d] -> [d]
     ...   return F(x)
     ... }''')["H"]
-    >>> [h.box(b)["param"] for b in h.boxes()] != [fresh(h).box(b)["param"] for b in fresh(h).boxes()]
+    >>> [h.record(b).param for b in h.boxes()] != [fresh(h).record(b).param for b in fresh(h).boxes()]
     True
     """
     out = _empty(d.name, d, d)
@@ -82,8 +83,11 @@ def fresh(d: Hypergraph, globals_too: bool = False) -> Hypergraph:
     out.inputs, out.outputs = [nodes[w] for w in d.inputs], [nodes[w] for w in d.outputs]
     out.input_names = list(d.input_names)
     new: dict[str, str] = {}
-    for _, a in out.graph.nodes(data=True):
-        _refresh(a, new, globals_too)
+    for n in list(out.graph):
+        if out.is_box(n):
+            out.reset(n, _refreshed(out.record(n), new, globals_too))
+        elif out.graph.nodes[n].get("scope"):
+            out.replace(n, scope=_fresh_path(new, out.graph.nodes[n]["scope"]))
     return out
 
 
@@ -101,18 +105,15 @@ def _fresh_path(new: dict[str, str], path: str) -> str:
     return new[head] + sep + rest
 
 
-def _refresh(a: dict, new: dict[str, str], globals_too: bool = False) -> None:
-    """Rename a node's weight identities, and the instance paths that name them (``weights.py``)."""
-    if a["kind"] == "wire":
-        if a.get("scope"):
-            a["scope"] = _fresh_path(new, a["scope"])
-        return
-    if a["box"] == "diagram":  # a box without an instance is its own (as expand numbers it)
-        a["instance"] = _fresh_path(new, a["instance"]) if a.get("instance") else fresh_id(a["op"])
-    elif a["box"] == "learn" and (globals_too or a.get("local")):
-        a["param"] = _fresh_path(new, a.get("param", a["op"]))
-    if "clusters" in a:
-        a["clusters"] = tuple((c[0], _fresh_path(new, c[1]), *c[2:]) if c[0] == "def" else c for c in a["clusters"])
+def _refreshed(box: Box, new: dict[str, str], globals_too: bool = False) -> Box:
+    """A box with its weight identities renamed, and the instance paths that name them (``weights.py``)."""
+    w = box.weights
+    if box.kind is Kind.DIAGRAM:  # a box without an instance is its own (as expand numbers it)
+        box = box._replace(weights=Instance(_fresh_path(new, w.path) if box.instance else fresh_id(box.op)))
+    elif isinstance(w, Local) or globals_too and isinstance(w, Global):
+        box = box._replace(weights=type(w)(_fresh_path(new, w.param)))
+    return box._replace(clusters=tuple((c[0], _fresh_path(new, c[1]), *c[2:]) if c[0] == "def" else c
+                                       for c in box.clusters))
 
 
 def _show(types: Iterable[TensorType]) -> str:
@@ -138,19 +139,17 @@ def _paste(out: Hypergraph, d: Hypergraph, glue: dict[int, int]) -> dict[int, in
             out.graph.add_node(new[n], **_node_attrs(a, names, frames))
     for u, v, k, a in d.graph.edges(keys=True, data=True):
         out.graph.add_edge(new[u], new[v], key=k, **a)
+    out.edited()
     return new
 
 
 def _node_attrs(a: dict, names: set, frames: dict) -> dict:
-    a = dict(a)
     if a["kind"] == "wire":
-        a["name"] = _unique(a.get("name"), names)
-        return a
-    if "display" in a:
-        a["display"] = dict(a["display"])
-    if "clusters" in a:
-        a["clusters"] = tuple(_frame(c, frames) for c in a["clusters"])
-    return a
+        return dict(a, name=_unique(a.get("name"), names))
+    box = Box.of(a)
+    box = box._replace(display=None if box.display is None else dict(box.display),
+                       clusters=tuple(_frame(c, frames) for c in box.clusters))
+    return dict(kind="box", **box.attrs())
 
 
 def _frame(c: tuple, frames: dict) -> tuple:
@@ -175,8 +174,8 @@ def _unique(name: str | None, taken: set) -> str | None:
 
 def _input_names(d: Hypergraph) -> list[str]:
     """The names of the input wires (distinct: they are the compiled module's arguments)."""
-    taken = {d.graph.nodes[w].get("name") for w in d.inputs}
-    return [d.graph.nodes[w].get("name") or _unique(f"x{k + 1}", taken) for k, w in enumerate(d.inputs)]
+    taken = {d.wire_label(w) for w in d.inputs}
+    return [d.wire_label(w) or _unique(f"x{k + 1}", taken) for k, w in enumerate(d.inputs)]
 
 
 def _owners(d: Hypergraph, keys: set | None = None) -> dict[tuple, Any]:
@@ -184,10 +183,11 @@ def _owners(d: Hypergraph, keys: set | None = None) -> dict[tuple, Any]:
     declaration, or a definition told by its content (``iso.definition_key``)."""
     out = {}
     for b in d.boxes():
-        node = d.box(b)
+        node = d.record(b)
         key = weight_key(node)
         if key is not None and (keys is None or key in keys):
-            out[key] = definition_key(node["ref"]) if node["box"] == "diagram" else node.get("ref", node["op"])
+            owner = node.ref if node.ref is not None else node.op
+            out[key] = definition_key(node.ref) if node.kind is Kind.DIAGRAM else owner
     return out
 
 

@@ -53,6 +53,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
+from .box import Kind
 from ..errors import DiagError
 from .diagram import Diagram
 from .decls import BoxDecl, Definition
@@ -139,7 +140,7 @@ def use(box: Diagram | Definition | BoxDecl, *, instance: str | None = None, pro
     ...   return G(x)
     ... }''')
     >>> u = use(prog["H"], instance="H#1")
-    >>> u, [u.box(b)["instance"] for b in u.boxes()]
+    >>> u, [u.record(b).instance for b in u.boxes()]
     (<Diagram H : [d] -> [d], 1 boxes>, ['H#1'])
     >>> use(prog.lookup_box("G"), program=prog).signature()
     'G : [d] -> [d]'
@@ -148,13 +149,13 @@ def use(box: Diagram | Definition | BoxDecl, *, instance: str | None = None, pro
         box = box.diagram()
     if isinstance(box, Diagram):
         attrs = {"ref": box, "instance": instance or fresh_id(box.name)}
-        return _one_box("diagram", box, _seq_generics(box), attrs, box.program, box.input_names)
-    own = box.box == "learn" and box.local
+        return _one_box(Kind.DIAGRAM.value, box, _seq_generics(box), attrs, box.program, box.input_names)
+    own = box.box == Kind.LEARN and box.local
     if instance is not None and not own:
-        raise DiagError(f"'{box.name}' is a {'global learnable' if box.box == 'learn' else box.box} box; "
+        raise DiagError(f"'{box.name}' is a {'global learnable' if box.box == Kind.LEARN else box.box} box; "
                         "only a definition or a local learnable has weights of its own to name")
     attrs: dict[str, Any] = {"ref": box}
-    if box.box == "learn":
+    if box.box == Kind.LEARN:
         attrs.update(local=box.local, param=(instance or fresh_id(box.name)) if own else box.name)
     return _one_box(box.box, box, box.generics, attrs, program, None)
 
@@ -200,7 +201,7 @@ def _one_box(kind: str, box, generics: tuple[str, ...], attrs: dict, program, na
     ins, outs = (box.input_types, box.output_types) if isinstance(box, Diagram) else (list(box.ins), list(box.outs))
     d = _open(box.name, ins, program, names)
     if generics:
-        attrs["generics"] = tuple((g, Dim.var(g)) for g in generics)
+        attrs = dict(attrs, generics=tuple((g, Dim.var(g)) for g in generics))
     _, d.outputs = d.add_box(kind, box.name, [(w, tuple(range(len(t)))) for w, t in zip(d.inputs, ins)], outs,
                              display={}, clusters=(), **attrs)
     d.generics = tuple(box.generics)

@@ -11,6 +11,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from .box import Kind
 from ..errors import DiagError, DiagWarning, Pos
 from ..syntax import ast as A
 from .diagram import Diagram
@@ -132,7 +133,7 @@ class Program:
         return names
 
     def learnables(self) -> list[BoxDecl]:
-        return [b for b in self.boxes.values() if b.box == "learn"]
+        return [b for b in self.boxes.values() if b.box == Kind.LEARN]
 
     def __repr__(self) -> str:  # not the dataclass's: that prints every declaration and the source
         return f"<Program {self.path}: {', '.join(self.own) or 'no diagrams'}>"
@@ -234,11 +235,11 @@ def generic_names(g: A.Generics | None, prog: Program) -> tuple[str, ...]:
 
 def box_decls(item: A.BoxDecl, prog: Program, local: bool, outer_generics=()) -> list[BoxDecl]:
     box = item.kind.text
-    if local and box not in ("learn", "random"):
+    if local and box not in (Kind.LEARN, Kind.RANDOM):
         raise DiagError(f"only learnable and random boxes can be declared inside a diagram, not '{box}'",
                         item.kind.pos, prog.source)
     via = approximator(item.via, prog) if item.via is not None else None
-    if (via is not None or item.bounds) and box != "learn":
+    if (via is not None or item.bounds) and box != Kind.LEARN:
         at = item.via.pos if item.via is not None else item.bounds[0].pos
         raise DiagError(f"only a learnable box has an approximator or a largest length, not '{box}'", at, prog.source)
     seed = random_seed(item, prog)
@@ -248,9 +249,9 @@ def box_decls(item: A.BoxDecl, prog: Program, local: bool, outer_generics=()) ->
         scope = set(generics) | set(outer_generics)
         ins, outs = type_list(item.ins, prog, scope), type_list(item.outs, prog, scope)
         no_ids(item.outs, "no output of a box", prog)
-        if box != "fixed":
+        if box != Kind.FIXED:
             no_ids(item.ins, f"an input of a fixed box only, not of a {box} box", prog)
-        ins_of = tuple(id_range(t, prog, scope) for t in item.ins) if box == "fixed" else ()
+        ins_of = tuple(id_range(t, prog, scope) for t in item.ins) if box == Kind.FIXED else ()
         if via is not None and not ins:
             raise DiagError(f"'{dn.name.text}' has no inputs: a learnable tensor has no approximator", item.via.pos,
                             prog.source)
@@ -298,7 +299,7 @@ def bounds(item: A.BoxDecl, ins: tuple, outs: tuple, prog: Program) -> tuple[tup
 
 def random_seed(item: A.BoxDecl, prog: Program) -> int | None:
     """A random box has a seed, no inputs and one output (the tensor it draws); no other box has a seed."""
-    if item.kind.text != "random":
+    if item.kind.text != Kind.RANDOM:
         if item.seed is not None:
             raise DiagError(f"only a random box has a seed, not a '{item.kind.text}' box", item.seed.pos, prog.source)
         return None

@@ -27,16 +27,14 @@ from __future__ import annotations
 
 from typing import Hashable
 
+from .box import Kind
 from .hypergraph import Hypergraph
-
-NAMED = ("learn", "abstract")  # boxes known by their name alone
-
 
 def label(d: Hypergraph, b: int) -> Hashable:
     """What must agree for two boxes to be the same box in parent and child."""
-    node = d.box(b)
-    name = node["op"] if node["box"] != "contract" else len(d.box_inputs(b))
-    return node["box"], name, len(node["simd"]), len(d.box_inputs(b)), len(d.box_outputs(b))
+    i = d.record(b).identity()
+    name = i.op if i.kind is not Kind.CONTRACT else len(d.box_inputs(b))
+    return i.kind, name, len(i.simd), len(d.box_inputs(b)), len(d.box_outputs(b))
 
 
 class _Matching:
@@ -90,7 +88,7 @@ class _Matching:
         taken = set(self.boxes.values())
         for side, d, skip in ((0, self.child, self.boxes), (1, self.parent, taken)):
             for b in d.boxes():
-                if b not in skip and d.box(b)["box"] in NAMED:
+                if b not in skip and d.record(b).kind.is_hole:  # known by its name alone
                     left.setdefault(label(d, b), ([], []))[side].append(b)
         for cbs, pbs in left.values():
             if len(cbs) == 1 and len(pbs) == 1:

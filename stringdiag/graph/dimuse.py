@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .box import Kind
 from ..errors import DiagError
 from . import constants
 from .diagram import Diagram
-from .hypergraph import repeated
 
 
 @dataclass(frozen=True)
@@ -33,14 +33,14 @@ def fixed_dims_used(diagram: Diagram) -> DimUse:
         for dim in d.wire_type(w):
             wires |= dim.names()
     for b in d.boxes():
-        node = d.box(b)
-        for _, dim in node.get("generics", ()):
+        node = d.record(b)
+        for _, dim in node.generics:
             others |= dim.names()
-        if node["box"] == "const":  # a size inside a constant: r / n
-            for dim in constants.dims_in(node["value"]):
+        if node.kind is Kind.CONST:  # a size inside a constant: r / n
+            for dim in constants.dims_in(node.value):
                 others |= dim.names()
-        if repeated(node):
-            others |= node["repeat"].names()
+        if node.repeat is not None:
+            others |= node.repeat.count.names()
     if prog is None:
         return DimUse((), ())
     order = list(prog.dims) + (list(prog.prelude.dims) if prog.prelude else [])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .box import Global, Kind, Local, weight_attrs
 from ..errors import DiagError, Pos
 from ..syntax import ast as A
 from .constants import OPERATORS
@@ -32,11 +33,11 @@ class Use:
     def of(cls, callee: Definition | BoxDecl, uses: dict[str, int]) -> "Use":
         """``uses`` counts the uses of each definition: each is its own weight set (H#1, H#2)."""
         if isinstance(callee, BoxDecl):
-            attrs = {"ref": callee}
-            if callee.box == "learn":
-                attrs["local"], attrs["param"] = callee.local, callee.name
-            if callee.box == "random":
-                attrs["seed"] = callee.seed
+            attrs: dict = {"ref": callee}
+            if callee.box == Kind.LEARN:
+                attrs.update(weight_attrs(Local(callee.name) if callee.local else Global(callee.name)))
+            if callee.box == Kind.RANDOM:
+                attrs.update(seed=callee.seed)
             return cls(callee.name, callee.generics, list(callee.ins), list(callee.outs), callee.box, attrs,
                        list(callee.port_ranges()))
         d = callee.diagram()
@@ -48,7 +49,7 @@ class Use:
             if n not in callee.generics and (decl := callee.program.lookup_dim(n)) is not None
             and decl.kind == "seq"))
         attrs = {"ref": d, "instance": f"{callee.name}#{uses[callee.name]}"}
-        return cls(callee.name, generics, d.input_types, d.output_types, "diagram", attrs,
+        return cls(callee.name, generics, d.input_types, d.output_types, Kind.DIAGRAM.value, attrs,
                    [d.id_range(w) for w in d.inputs])
 
 
@@ -111,7 +112,7 @@ class Calls(ElabState):
             raise self.err(f"'{use.name}' has {len(use.generics)} dimension parameter(s) but "
                            f"{len(explicit)} were given", pos)
         # constants fold: sqrt(k), 1 / 2
-        if use.box == "fixed" and use.name in OPERATORS and vals and all(v.wire is None for v in vals):
+        if use.box == Kind.FIXED and use.name in OPERATORS and vals and all(v.wire is None for v in vals):
             return [Val(None, const=(use.name, *[v.const for v in vals]))]
         vals = self.wired(vals, pos)
         locs = [self.local_type(v) for v in vals]
@@ -212,11 +213,8 @@ class Calls(ElabState):
             implicit = {q: imp_labels[m - e + q] for q in range(e)}
             inputs.append((v.wire, self.axes_for(v, implicit)))
         out_types = [substitute_type(o, sub) for o in use.outs]
-        attrs = dict(use.attrs)
-        if use.generics:
-            attrs["generics"] = tuple((g, sub[g]) for g in use.generics)
-        if scan_label is not None:
-            attrs["scan"] = True
+        attrs = dict(use.attrs, **({"generics": tuple((g, sub[g]) for g in use.generics)} if use.generics else {}),
+                     **({"scan": True} if scan_label is not None else {}))
         display = scope.shown(deps)
         display.update({lab: lab for lab in imp_labels})
         _, wires = self.d.add_box(use.box, use.name, inputs, out_types, simd=simd, pos=pos, display=display, **attrs)

@@ -92,12 +92,11 @@ class Elaborator(Expressions, Calls):
 
     def _mark_frame(self, start: int, frame: int) -> None:
         """Boxes made by one statement share its SIMD boxes in pictures (``clusters``)."""
-        g = self.d.graph
         for n in range(start + 1, self.d.last_id + 1):
-            a = g.nodes[n]
-            if a["kind"] == "box":
-                a["clusters"] = tuple(("simd", frame, lab, dim, bool(a.get("scan")) and k == len(a["simd"]) - 1)
-                                      for k, (lab, dim) in enumerate(a["simd"]))
+            if self.d.is_box(n):
+                box = self.d.record(n)
+                self.d.replace(n, clusters=tuple(("simd", frame, lab, dim, box.scan and k == len(box.simd) - 1)
+                                                 for k, (lab, dim) in enumerate(box.simd)))
 
     def returns(self, stmt: A.Return, declared: tuple[TensorType, ...]) -> None:
         if len(stmt.values) != len(declared):
@@ -195,8 +194,8 @@ class Elaborator(Expressions, Calls):
         want = tuple(labels) + (None,) * len(self.local_type(v))
         if v.view == want or (not labels and all(lab is None for lab in v.view)):
             w = v.wire
-            if self.d.graph.nodes[w]["name"] is None:
-                self.d.graph.nodes[w]["name"] = name
+            if self.d.wire_label(w) is None:
+                self.d.replace(w, name=name)
         else:
             simd = tuple((lab, scope.ranges[lab]) for lab in labels)
             axes = self.axes_for(v, {})

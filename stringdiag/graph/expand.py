@@ -14,12 +14,12 @@ at ``B#1/`` when shared (one set). One pass, linear in the size of the result.
 """
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from typing import Callable, Mapping, Union
 
 from ..errors import DiagError
-from .hypergraph import Hypergraph, count_value, repeated
+from .box import Box, Instance, Kind, Local, Repeat
+from .hypergraph import Hypergraph, count_value, per_graph_cache, repeated
 from .gcpause import gc_paused
 from .constants import show as show_const, substitute as substitute_const
 from .types import Dim, substitute_type
@@ -27,11 +27,11 @@ from .types import Dim, substitute_type
 # How a source wire appears in the target: (target wire, view), where the view has one
 # entry per axis of the target wire: a context SIMD label, or an int (axis of the source).
 Placed = tuple[int, tuple]
-Keep = Union[frozenset, Callable[[Mapping], bool]]  # definitions not to open: names, or a test on the box
+Keep = Union[frozenset, Callable[[Box], bool]]  # definitions not to open: names, or a test on the box
 
 
-def _kept(node: Mapping, keep: Keep) -> bool:
-    return keep(node) if callable(keep) else node["op"] in keep
+def _kept(node: Box, keep: Keep) -> bool:
+    return keep(node) if callable(keep) else node.op in keep
 
 
 def expand(d: Hypergraph, keep: Keep = frozenset(), path: str = "",
@@ -70,7 +70,7 @@ def _expand(d: Hypergraph, keep: Keep = frozenset(), path: str = "",
     sub = sub or {}
     for w in d.inputs:
         t = substitute_type(d.wire_type(w), sub)
-        nw = out.add_wire(t, name=d.graph.nodes[w]["name"], pos=d.graph.nodes[w]["pos"], of=d.id_range(w))
+        nw = out.add_wire(t, name=d.wire_label(w), pos=d.graph.nodes[w]["pos"], of=d.id_range(w))
         out.inputs.append(nw)
         env[w] = (nw, tuple(range(len(t))))
     _inline(out, d, env, context=(), sub=dict(sub or {}), path=path, keep=keep, unroll=unroll, trace=trace)
@@ -116,18 +116,18 @@ def _inline(out: Hypergraph, src: Hypergraph, env: dict[int, Placed], context: t
         rename = _rename_indices(node, ctx_labels)
         inputs = [_place_input(env[w], axes, rename) for w, axes in box_ins]
         instance = None
-        if node["box"] == "diagram":
-            seen[node["op"]] = seen.get(node["op"], 0) + 1
-            instance = node.get("instance") or f"{node['op']}#{seen[node['op']]}"
+        if node.kind is Kind.DIAGRAM:
+            seen[node.op] = seen.get(node.op, 0) + 1
+            instance = node.instance or f"{node.op}#{seen[node.op]}"
         copies = _count(node, scope) if repeated(node) and unroll is not None and not _kept(node, keep) else None
         if copies is not None:
             _unroll(out, scope, node, rename, inputs, box_outs, instance, copies)
-        elif node["box"] == "diagram" and not node.get("scan") and not repeated(node) and not _kept(node, keep):
+        elif node.kind is Kind.DIAGRAM and not node.scan and not repeated(node) and not _kept(node, keep):
             _open(out, scope, node, rename, inputs, box_outs, instance)
         else:
             _copy(out, scope, node, rename, inputs, box_outs, out_locals, instance)
         if trace is not None:
-            trace[b] = [n for n in range(first + 1, out._next + 1) if n in out.graph and out.box(n)["kind"] == "box"]
+            trace[b] = [n for n in range(first + 1, out._next + 1) if out.is_box(n)]
 
 
 def _place_input(placed: Placed, axes: tuple, rename: dict) -> Placed:
@@ -136,48 +136,48 @@ def _place_input(placed: Placed, axes: tuple, rename: dict) -> Placed:
     return tw, tuple(rename.get(axes[v], axes[v]) if isinstance(v, int) else v for v in view)
 
 
-def _rename_indices(node: dict, taken_labels: list[str]) -> dict[str, str]:
+def _rename_indices(node: Box, taken_labels: list[str]) -> dict[str, str]:
     """The box's own SIMD and summed labels, primed where the context already uses them."""
     taken, rename = set(taken_labels), {}
-    for lab, _ in tuple(node["simd"]) + tuple(node.get("summed", ())):
+    for lab, _ in tuple(node.simd) + tuple(node.summed):
         rename[lab] = _fresh_label(lab, taken)
         taken.add(rename[lab])
     return rename
 
 
-def _count(node: dict, scope: _Scope) -> int | None:
+def _count(node: Box, scope: _Scope) -> int | None:
     """A repeat box's number of copies, from the sizes given to unroll (or declared); None
     when its count names a size neither gives (the box stays one box)."""
-    dim = node["repeat"].substitute(scope.sub)
+    dim = node.repeat.count.substitute(scope.sub)
     t = count_value(dim, scope.src.program, scope.unroll or {})
     if t is not None and t < 1:
-        raise DiagError(f"repeat needs at least one copy; '{dim}' is {t}", node["pos"])
+        raise DiagError(f"repeat needs at least one copy; '{dim}' is {t}", node.pos)
     return t
 
 
-def _unroll(out: Hypergraph, scope: _Scope, node: dict, rename: dict, inputs: list, box_outs: list,
+def _unroll(out: Hypergraph, scope: _Scope, node: Box, rename: dict, inputs: list, box_outs: list,
             instance: str, t: int) -> None:
     """A repeat box as its ``t`` copies in sequence: the first input carried, the others shared."""
     (ow,) = box_outs
-    n_local = len(scope.src.wire_type(ow)) - len(node["simd"])
-    carried = tuple(lab for lab, _ in node["simd"]) + tuple(range(n_local))
+    n_local = len(scope.src.wire_type(ow)) - len(node.simd)
+    carried = tuple(lab for lab, _ in node.simd) + tuple(range(n_local))
     for k in range(t):
-        copy = instance if node.get("shared") else f"{instance}/{k}"
+        copy = instance if node.shared else f"{instance}/{k}"
         _open(out, scope, node, rename, inputs, box_outs, copy, named=k == t - 1)
         inputs = [_place_input(scope.env[ow], carried, rename)] + inputs[1:]
 
 
-def _open(out: Hypergraph, scope: _Scope, node: dict, rename: dict, inputs: list, box_outs: list,
+def _open(out: Hypergraph, scope: _Scope, node: Box, rename: dict, inputs: list, box_outs: list,
           instance: str, named: bool = True) -> None:
     """Inline a definition used as a box: its body, inside the box's own SIMD boxes."""
-    callee: Hypergraph = node["ref"]
+    callee: Hypergraph = node.ref
     sub, context = scope.sub, scope.context
-    simd = tuple((rename[lab], dim.substitute(sub)) for lab, dim in node["simd"])
+    simd = tuple((rename[lab], dim.substitute(sub)) for lab, dim in node.simd)
     # the callee's input axes are the port's local axes, numbered from 0
     cenv: dict[int, Placed] = dict(zip(callee.inputs, inputs))
     here = f"{scope.path}{instance}/"
-    frame = scope.outer + _subst_clusters(node.get("clusters", ()), sub) + (("def", here, node["op"]),)
-    _inline(out, callee, cenv, context + simd, {g: dim.substitute(sub) for g, dim in node.get("generics", ())},
+    frame = scope.outer + _subst_clusters(node.clusters, sub) + (("def", here, node.op),)
+    _inline(out, callee, cenv, context + simd, {g: dim.substitute(sub) for g, dim in node.generics},
             here, frame, scope.keep, scope.unroll)
     ctx_labels = {lab for lab, _ in context}
     for ow, cw in zip(box_outs, callee.outputs):
@@ -185,70 +185,55 @@ def _open(out: Hypergraph, scope: _Scope, node: dict, rename: dict, inputs: list
         lifted = tuple(v if isinstance(v, str) and v in ctx_labels else
                        (simd_index(v, simd) if isinstance(v, str) else len(simd) + v) for v in view)
         placed = scope.env[ow] = _settle(out, (tw, lifted), substitute_type(scope.src.wire_type(ow), sub), context,
-                                         node["pos"])
-        outer_name = scope.src.graph.nodes[ow]["name"]
+                                         node.pos)
+        outer_name = scope.src.wire_label(ow)
         if named and outer_name and placed[0] not in out.inputs:  # the caller's name for it wins
-            out.graph.nodes[placed[0]]["name"] = outer_name
-            out.graph.nodes[placed[0]]["scope"] = scope.path  # ... and names it in the caller's scope
+            out.replace(placed[0], name=outer_name, scope=scope.path)  # ... named in the caller's scope
 
 
-def _copy(out: Hypergraph, scope: _Scope, node: dict, rename: dict, inputs: list, box_outs: list,
+def _copy(out: Hypergraph, scope: _Scope, node: Box, rename: dict, inputs: list, box_outs: list,
           out_locals: list, instance: str | None) -> None:
     """Copy one box as it is, tightened to the context SIMD boxes its inputs depend on."""
-    attrs = _attrs(node, rename, scope, instance)
-    own = tuple((rename[lab], dim.substitute(scope.sub)) for lab, dim in node["simd"])
+    own = tuple((rename[lab], dim.substitute(scope.sub)) for lab, dim in node.simd)
     used = {a for _, axes in inputs for a in axes if isinstance(a, str)}
     ctx = tuple((lab, dim) for lab, dim in scope.context if lab in used)
-    display = {rename.get(k, k): v for k, v in node.get("display", {}).items()}
-    op = show_const(attrs["value"]) if "value" in attrs else node["op"]
-    _, wires = out.add_box(node["box"], op, inputs, [substitute_type(t, scope.sub) for t in out_locals],
-                           simd=ctx + own, pos=node["pos"],
-                           out_names=[scope.src.graph.nodes[w]["name"] for w in box_outs],
-                           display={**{lab: lab for lab, _ in ctx}, **display}, **attrs)
+    display = {rename.get(k, k): v for k, v in (node.display or {}).items()}
+    box = _placed(node, rename, scope, instance, simd=ctx + own, display={**{lab: lab for lab, _ in ctx}, **display})
+    _, wires = out.emit(box, inputs, [substitute_type(t, scope.sub) for t in out_locals],
+                        [scope.src.wire_label(w) for w in box_outs])
     for ow, nw in zip(box_outs, wires):
         r = len(scope.src.wire_type(ow))
         scope.env[ow] = (nw, tuple(lab for lab, _ in ctx) + tuple(range(r)))
 
 
-def _attrs(node: dict, rename: dict, scope: _Scope, instance: str | None) -> dict:
-    """A copied box's attributes, with generics substituted and weights placed at the path."""
+def _placed(node: Box, rename: dict, scope: _Scope, instance: str | None, **new) -> Box:
+    """A copied box (with the fields ``new``), generics substituted and weights placed at the path."""
     sub, path = scope.sub, scope.path
-    attrs = {k: v for k, v in node.items() if k not in ("kind", "box", "op", "simd", "pos", "display")}
-    attrs["clusters"] = scope.outer + _subst_clusters(node.get("clusters", ()), sub)
-    if "summed" in attrs:
-        attrs["summed"] = tuple((rename[lab], dim.substitute(sub)) for lab, dim in attrs["summed"])
-    if "generics" in attrs:
-        attrs["generics"] = tuple((g, dim.substitute(sub)) for g, dim in attrs["generics"])
-    if "value" in attrs:
-        attrs["value"] = substitute_const(attrs["value"], sub)
-    if node["box"] == "diagram":
-        attrs["instance"] = f"{path}{instance}"
-    if repeated(node):
-        attrs["repeat"] = node["repeat"].substitute(sub)
-    if node["box"] == "learn":
-        param = node.get("param", node["op"])
-        attrs["param"] = f"{path}{param}" if node.get("local") else param
-    return attrs
+    new["clusters"] = scope.outer + _subst_clusters(node.clusters, sub)
+    if node.summed:
+        new["summed"] = tuple((rename[lab], dim.substitute(sub)) for lab, dim in node.summed)
+    if node.generics:
+        new["generics"] = tuple((g, dim.substitute(sub)) for g, dim in node.generics)
+    if node.value is not None:
+        new["value"] = substitute_const(node.value, sub)
+        new["op"] = show_const(new["value"])
+    if node.kind is Kind.DIAGRAM:
+        new["weights"] = Instance(f"{path}{instance}")
+    elif isinstance(node.weights, Local):
+        new["weights"] = Local(f"{path}{node.weights.param}")
+    if node.repeat is not None:
+        new["loop"] = Repeat(node.repeat.count.substitute(sub), node.repeat.shared)
+    return node._replace(**new)
 
 
-_plans: "weakref.WeakKeyDictionary[object, tuple[int, list]]" = weakref.WeakKeyDictionary()
-
-
+@per_graph_cache
 def _plan(src: Hypergraph) -> list:
     """The boxes of a definition in order with their ports, computed once per definition."""
-    key = src.graph
-    # node ids only grow, so (last id, node count, edge count) changes with any edit
-    size = src.version()
-    cached = _plans.get(key)
-    if cached is None or cached[0] != size:
-        plan = []
-        for b in src.topological_boxes():
-            outs = src.box_outputs(b)
-            plan.append((b, src.box(b), src.box_inputs(b), outs,
-                         [src.local_out_type(b, p) for p in range(len(outs))]))
-        cached = (size, plan)
-        _plans[key] = cached
-    return cached[1]
+    plan = []
+    for b in src.topological_boxes():
+        outs = src.box_outputs(b)
+        plan.append((b, src.record(b), src.box_inputs(b), outs, [src.local_out_type(b, p) for p in range(len(outs))]))
+    return plan
 
 
 def simd_index(label: str, simd: tuple) -> int:

@@ -27,21 +27,27 @@ broadcast) and ``const`` (a symbolic number).
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from functools import wraps
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import networkx as nx
 
 from ..errors import Pos
+from .box import _KIND_OF, KINDS, Box, Instance, Kind, loop_tag
 from .types import Dim, TensorType, show_type
 
 Axes = tuple[Any, ...]  # str: a SIMD (or summed) label; int: a local axis
-BOX_CLASSES = ("learn", "abstract", "fixed", "diagram", "contract", "reindex", "const", "random")
+BOX_CLASSES = KINDS
+_EDITS = "edits"  # the graph attribute counting edits (see Hypergraph.version)
+_RECORDS = "records"  # the graph attribute memoising Hypergraph.record
+_NONE = object()
 
 
-def repeated(node: Mapping) -> bool:
+def repeated(node: "Mapping | Box") -> bool:
     """A ``repeat`` box: one box for t copies of its definition in sequence."""
-    return node.get("repeat") is not None
+    return (node.repeat if isinstance(node, Box) else node.get("repeat")) is not None
 
 
 def count_value(dim: Dim, program: Any, sizes: Mapping[str, int | None]) -> int | None:
@@ -55,14 +61,29 @@ def count_value(dim: Dim, program: Any, sizes: Mapping[str, int | None]) -> int 
     return dim.evaluate(known) if all(n in known for n in dim.names()) else None
 
 
-def loop_tag(node: Mapping) -> str:
-    """How a box runs its body beyond SIMD, as part of which function it is: ``''``,
-    ``'scan'``, or ``'repeat t'`` (``'repeat t shared'``)."""
-    if node.get("scan"):
-        return "scan"
-    if repeated(node):
-        return f"repeat {node['repeat']}{' shared' if node.get('shared') else ''}"
-    return ""
+def per_graph_cache(fn: Callable | None = None, *, key: Callable | None = None, reentry: Any = _NONE):
+    """Cache ``fn(d, *args)`` per graph while the graph's :meth:`~Hypergraph.version` (and
+    ``key(d, *args)``, when given) stay the same: one entry per graph, dropped with it.
+    ``reentry`` is what a call made while the same graph's value is being computed returns
+    (a definition cannot use itself; a guard all the same)."""
+    if fn is None:
+        return lambda f: per_graph_cache(f, key=key, reentry=reentry)
+    store: "weakref.WeakKeyDictionary[nx.MultiDiGraph, tuple]" = weakref.WeakKeyDictionary()
+
+    @wraps(fn)
+    def cached(d: "Hypergraph", *args: Any) -> Any:
+        k = (d.version(), key(d, *args) if key is not None else args)
+        hit = store.get(d.graph)
+        if hit is not None and hit[0] == k:
+            return hit[1]
+        if reentry is not _NONE:
+            store[d.graph] = (k, reentry)
+        value = fn(d, *args)
+        store[d.graph] = (k, value)
+        return value
+
+    cached.cache = store  # for tests
+    return cached
 
 
 @dataclass
@@ -91,13 +112,19 @@ class Hypergraph:
         are those above its ``last_id``."""
         return self._next
 
-    def version(self) -> tuple[int, int, int]:
-        """Changes with any edit (ids only grow; a removal changes the counts): for caches
-        kept per graph. Counting a multigraph's edges takes a pass over them."""
-        return (self._next, self.graph.number_of_nodes(), self.graph.number_of_edges())
+    def version(self) -> int:
+        """The number of edits made to the graph, through the methods below (the only ones
+        that change it: ``tests/test_layers.py`` checks that nothing outside ``graph/``
+        mutates the networkx graph). Kept on the networkx graph, so every Hypergraph
+        sharing that graph sees it; :func:`per_graph_cache` keys on it."""
+        return self.graph.graph.get(_EDITS, 0)
+
+    def edited(self) -> None:
+        """Count an edit (every editing method calls it)."""
+        self.graph.graph[_EDITS] = self.graph.graph.get(_EDITS, 0) + 1
 
     def new_id(self) -> int:
-        """A new node id; ids only grow, so ``_next`` also versions the graph's additions."""
+        """A new node id; ids only grow."""
         self._next += 1
         return self._next
 
@@ -106,6 +133,7 @@ class Hypergraph:
         """A wire; ``of``: it carries token ids in 0, ..., of - 1 (``[s] of v``), not real numbers."""
         w = self.new_id()
         self.graph.add_node(w, kind="wire", type=tuple(type_), name=name, pos=pos, **({"of": of} if of else {}))
+        self.edited()
         return w
 
     def id_range(self, w: int) -> Dim | None:
@@ -125,25 +153,139 @@ class Hypergraph:
     ) -> tuple[int, list[int]]:
         """Add a box; ``out_types`` are local (the SIMD dims are prepended here). A use of a
         definition given no ``instance`` gets one of its own: its own weights (``weights.py``)."""
-        assert box in BOX_CLASSES, box
         b = self.new_id()
-        if box == "diagram" and "instance" not in attrs:
+        if box == Kind.DIAGRAM and "instance" not in attrs:
             attrs["instance"] = f"{op}#b{b}"  # never an elaborator's op#k nor compose's op@k
-        self.graph.add_node(b, kind="box", box=box, op=op, simd=tuple(simd), pos=pos, **attrs)
-        for port, (w, axes) in enumerate(inputs):
-            self.graph.add_edge(w, b, key=port, axes=tuple(axes))
+        self.place(dict(box=box, op=op, simd=tuple(simd), pos=pos, **attrs), inputs, (), b)
         simd_dims = tuple(d for _, d in simd)
         scan = attrs.get("scan", False)
         outs = []
         for port, t in enumerate(out_types):
             dims = simd_dims[:-1] if (scan and port == 0) else simd_dims
-            name = out_names[port] if out_names else None
-            w = self.add_wire(dims + tuple(t), name=name, pos=pos)
-            self.graph.add_edge(b, w, key=port)
-            outs.append(w)
+            outs.append(self.add_wire(dims + tuple(t), name=out_names[port] if out_names else None, pos=pos))
+            self.write(b, port, outs[-1])
         return b, outs
 
+    def emit(self, box: Box, inputs: list[tuple[int, Axes]], out_types: list[TensorType],
+             out_names: list[str | None] | None = None) -> tuple[int, list[int]]:
+        """:meth:`add_box` for a record: the box ``box``, with new output wires of the local
+        types ``out_types``."""
+        b = self.new_id()
+        if box.kind is Kind.DIAGRAM and box.weights is None:  # a use of its own (as add_box gives it)
+            box = box._replace(weights=Instance(f"{box.op}#b{b}"))
+        self.add(box, inputs, (), b)
+        scan, dims = box.scan, tuple(d for _, d in box.simd)
+        outs = []
+        for port, t in enumerate(out_types):
+            lead = dims[:-1] if (scan and port == 0) else dims
+            outs.append(self.add_wire(lead + tuple(t), name=out_names[port] if out_names else None, pos=box.pos))
+            self.write(b, port, outs[-1])
+        return b, outs
+
+    # -- editing: every change to the graph goes through these ----------------------------
+    def place(self, attrs: Mapping, inputs: Iterable[tuple[int, Axes]], outputs: Iterable[int] = (),
+              b: int | None = None) -> int:
+        """Add a box with the node attributes ``attrs`` (``box``, ``op``, ``simd``, ...),
+        reading ``inputs`` (wire, axes) and writing the existing wires ``outputs``."""
+        assert attrs["box"] in _KIND_OF, attrs["box"]  # a box of a known kind
+        b = self.new_id() if b is None else b
+        self.graph.add_node(b, kind="box", **attrs)
+        for port, (w, axes) in enumerate(inputs):
+            self.graph.add_edge(w, b, key=port, axes=tuple(axes))
+        for port, w in enumerate(outputs):
+            self.graph.add_edge(b, w, key=port)
+        self.edited()
+        return b
+
+    def add(self, box: Box, inputs: Iterable[tuple[int, Axes]], outputs: Iterable[int] = (),
+            b: int | None = None) -> int:
+        """Add the box ``box`` reading ``inputs`` and writing the existing wires ``outputs``."""
+        b = self.place(box.attrs(), inputs, outputs, b)
+        self._memo()[b] = box  # what record(b) would read back
+        return b
+
+    def write(self, b: int, port: int, w: int) -> None:
+        """Box ``b`` writes wire ``w`` at output ``port``."""
+        self.graph.add_edge(b, w, key=port)
+        self.edited()
+
+    def replace(self, b: int, **attrs: Any) -> None:
+        """Change some attributes of box (or wire) ``b``."""
+        self.graph.nodes[b].update(attrs)
+        self._forget(b)
+        self.edited()
+
+    def reset(self, b: int, box: Box) -> None:
+        """Box ``b`` becomes ``box`` (its ports unchanged)."""
+        a = self.graph.nodes[b]
+        a.clear()
+        a.update(kind="box", **box.attrs())
+        self._memo()[b] = box
+        self.edited()
+
+    def clone_box(self, b: int, out_names: list[str | None] | None = None) -> tuple[int, list[int]]:
+        """A copy of box ``b`` reading the same wires, with output wires of its own."""
+        a = {k: v for k, v in self.graph.nodes[b].items() if k != "kind"}
+        nb = self.place(a, self.box_inputs(b))
+        outs = []
+        for port, w in enumerate(self.box_outputs(b)):
+            name = out_names[port] if out_names else self.wire_label(w)
+            outs.append(self.add_wire(self.wire_type(w), name=name, pos=self.graph.nodes[w].get("pos")))
+            self.write(nb, port, outs[-1])
+        return nb, outs
+
+    def rewire(self, b: int, port: int, w: int, axes: Axes | None = None) -> None:
+        """Input ``port`` of box ``b`` reads wire ``w`` (with ``axes``, else as before)."""
+        (old, kept), = [(u, d["axes"]) for u, _, k, d in self.graph.in_edges(b, keys=True, data=True) if k == port]
+        self.graph.remove_edge(old, b, key=port)
+        self.graph.add_edge(w, b, key=port, axes=tuple(kept if axes is None else axes))
+        self.edited()
+
+    def replace_uses(self, old: int, new: int) -> list[int]:
+        """Every reader of wire ``old`` reads ``new`` instead, and so does the diagram's
+        output; the boxes that changed."""
+        readers = self.consumers(old)
+        for r, port in readers:
+            self.rewire(r, port, new)
+        self.outputs[:] = [new if o == old else o for o in self.outputs]
+        return [r for r, _ in readers]
+
+    def permute_inputs(self, b: int, perm: tuple[int, ...]) -> None:
+        """Box ``b`` reads at port ``perm[k]`` what it read at port ``k``."""
+        edges = list(self.graph.in_edges(b, keys=True, data=True))
+        self.graph.remove_edges_from([(w, b, k) for w, _, k, _ in edges])
+        for w, _, k, a in edges:
+            self.graph.add_edge(w, b, key=perm[k], **a)
+        self.edited()
+
+    def remove_box(self, b: int, outputs: bool = True) -> None:
+        """Remove box ``b`` (and, unless told not to, the wires it writes)."""
+        self.graph.remove_nodes_from([b, *self.box_outputs(b)] if outputs else [b])
+        self._forget(b)
+        self.edited()
+
+    def remove_wire(self, w: int) -> None:
+        self.graph.remove_node(w)
+        self.edited()
+
+    def drop_dead(self, among: set[int] | None = None) -> int:
+        """Delete the boxes (of ``among``, or any) none of whose outputs is read or an output
+        of the diagram, until none is left; how many went."""
+        g = self.graph
+        removed = 0
+        outputs = set(self.outputs)
+        while dead := [b for b in self.boxes() if (among is None or b in among)
+                       and not any(g.out_degree(w) or w in outputs for w in self.box_outputs(b))]:
+            for b in dead:
+                self.remove_box(b)
+            removed += len(dead)
+        return removed
+
     # -- reading --------------------------------------------------------------------
+    def is_box(self, n: int) -> bool:
+        """Whether ``n`` is a box of this graph (not a wire, not gone)."""
+        return n in self.graph and self.graph.nodes[n]["kind"] == "box"
+
     def boxes(self) -> Iterator[int]:
         return (n for n, a in self.graph.nodes(data=True) if a["kind"] == "box")
 
@@ -153,8 +295,32 @@ class Hypergraph:
     def box(self, b: int) -> dict:
         return self.graph.nodes[b]
 
+    def record(self, b: int) -> Box:
+        """Box ``b`` as a typed record (memoised: every change to a box goes through
+        :meth:`replace`, which forgets it)."""
+        memo = self._memo()
+        box = memo.get(b)
+        if box is None:
+            box = memo[b] = Box.of(self.graph.nodes[b])
+        return box
+
+    def _memo(self) -> dict:
+        memo = self.graph.graph.get(_RECORDS)
+        if memo is None:
+            memo = self.graph.graph[_RECORDS] = {}
+        return memo
+
+    def _forget(self, n: int) -> None:
+        memo = self.graph.graph.get(_RECORDS)
+        if memo is not None:
+            memo.pop(n, None)
+
     def wire_type(self, w: int) -> TensorType:
         return self.graph.nodes[w]["type"]
+
+    def wire_label(self, w: int) -> str | None:
+        """The name a wire was given (None: unnamed)."""
+        return self.graph.nodes[w].get("name")
 
     def box_inputs(self, b: int) -> list[tuple[int, Axes]]:
         ins = sorted((k, w, d["axes"]) for w, _, k, d in self.graph.in_edges(b, keys=True, data=True))
@@ -210,6 +376,7 @@ class Hypergraph:
                          outputs=list(self.outputs), input_names=list(self.input_names),
                          generics=self.generics, pos=self.pos, source=self.source, program=self.program)
         out._next = self._next
+        out.graph.graph.pop(_RECORDS, None)  # networkx copies graph attributes: the memo is the original's
         return out
 
     def __repr__(self) -> str:

@@ -47,41 +47,42 @@ kept as the reference for tests.
 from __future__ import annotations
 
 import hashlib
-import weakref
 from operator import attrgetter, itemgetter
 
 import networkx as nx
 
-from .hypergraph import Hypergraph, loop_tag
+from .box import Box, Global, Kind
+from .hypergraph import Hypergraph, per_graph_cache
 from .gcpause import gc_paused
 from .weights import weight_key
 
 
-def _box_label(node: dict, local: tuple = ()) -> str:
-    simd = ",".join(str(d) for _, d in node["simd"]) + "".join(f",{d}" for d in local)
-    summed = ",".join(str(d) for _, d in node.get("summed", ()))
-    generics = ",".join(f"{g}={d}" for g, d in node.get("generics", ()))
-    global_learn = node["box"] == "learn" and not node.get("local")
-    ident = node.get("param", node["op"]) if global_learn else node["op"]
-    if node["box"] == "random":
-        ident += f"@{node['seed']}"  # the seed is part of which tensor it is
-    return "|".join((node["box"], ident, simd, loop_tag(node), summed, generics,
-                     repr(node.get("value", ""))))
+def _value(v) -> str:
+    return "''" if v is None else repr(v)
 
 
-def _axes_order(node: dict, n_local: int) -> dict:
-    n = len(node["simd"])
-    order = {lab: k for k, (lab, _) in enumerate(node["simd"])}
+def _box_label(box: Box, local: tuple = ()) -> str:
+    """A box's label: its identity, up to the names of its labels (and of local weight sets)."""
+    i = box.identity()
+    simd = ",".join(str(d) for d in i.dims(i.simd)) + "".join(f",{d}" for d in local)
+    summed = ",".join(str(d) for d in i.dims(i.summed))
+    generics = ",".join(f"{g}={d}" for g, d in i.generics)
+    return "|".join((i.kind.value, i.name, simd, i.loop, summed, generics, _value(i.value)))
+
+
+def _axes_order(box: Box, n_local: int) -> dict:
+    n = len(box.simd)
+    order = {lab: k for k, (lab, _) in enumerate(box.simd)}
     # summed indices come after the local axes, so that a contraction's local axes can count
     # as iterated indices: y[i] = sum_j a[i, j] * v[j] is y[i, c] = sum_j a[i, j] * v[j, c]
-    order.update({lab: n + n_local + k for k, (lab, _) in enumerate(node.get("summed", ()))})
+    order.update({lab: n + n_local + k for k, (lab, _) in enumerate(box.summed)})
     return order
 
 
-def _axes_label(node: dict, axes: tuple, n_local: int = 0) -> str:
-    n = len(node["simd"])
-    order = _axes_order(node, n_local)
-    if node["box"] == "contract":
+def _axes_label(box: Box, axes: tuple, n_local: int = 0) -> str:
+    n = len(box.simd)
+    order = _axes_order(box, n_local)
+    if box.kind is Kind.CONTRACT:
         return ",".join(f"v{order[a]}" if isinstance(a, str) else f"v{n + a}" for a in axes)
     return ",".join(f"v{order[a]}" if isinstance(a, str) else str(a) for a in axes)
 
@@ -90,22 +91,22 @@ def labelled(d: Hypergraph) -> nx.DiGraph:
     """A simple digraph with string labels that capture the diagram up to renaming."""
     h = nx.DiGraph()
     ins = _io_names(d)
-    g = d.graph
-    for n, a in g.nodes(data=True):
-        if a["kind"] == "wire":
-            h.add_node(n, label="wire|" + ",".join(str(x) for x in a["type"]) + "|" + ",".join(ins.get(n, ())))
-        else:
-            local = d.local_out_type(n, 0) if a["box"] == "contract" else ()
-            h.add_node(n, label=_box_label(a, local))
-            key = weight_key(a)
-            if key is not None and not (key[0] == "learn" and not key[1]):
-                h.add_node(("weights", key), label="weights")
-                h.add_edge(("weights", key), n, label="w")
-    for u, v, k, a in g.edges(keys=True, data=True):
-        if g.nodes[u]["kind"] == "wire":
-            node = g.nodes[v]
-            n_local = len(d.local_out_type(v, 0)) if node["box"] == "contract" else 0
-            lab = f"{k}:{_axes_label(node, a['axes'], n_local)}"
+    boxes = {b: d.record(b) for b in d.boxes()}
+    for n in d.graph:
+        box = boxes.get(n)
+        if box is None:
+            h.add_node(n, label="wire|" + ",".join(str(x) for x in d.wire_type(n)) + "|" + ",".join(ins.get(n, ())))
+            continue
+        local = d.local_out_type(n, 0) if box.kind is Kind.CONTRACT else ()
+        h.add_node(n, label=_box_label(box, local))
+        key = weight_key(box)
+        if key is not None and not isinstance(box.weights, Global):
+            h.add_node(("weights", key), label="weights")
+            h.add_edge(("weights", key), n, label="w")
+    for u, v, k, a in d.graph.edges(keys=True, data=True):
+        if v in boxes:
+            n_local = len(d.local_out_type(v, 0)) if boxes[v].kind is Kind.CONTRACT else 0
+            lab = f"{k}:{_axes_label(boxes[v], a['axes'], n_local)}"
         else:
             lab = f"{k}"
         if h.has_edge(u, v):  # the same wire read twice by one box (x * x)
@@ -202,18 +203,16 @@ class _Labels:
             dims = self.dims_memo[tk] = self.dims(map(_second, simd))
         return dims
 
-    def box(self, a: dict, local: tuple) -> int:
+    def box(self, box: Box, local: tuple) -> int:
         """A box's label: the same string as :func:`_box_label`, built from memoised parts."""
-        box, summed, generics = a["box"], a.get("summed", ()), a.get("generics", ())
-        ident = a.get("param", a["op"]) if box == "learn" and not a.get("local") else a["op"]
-        if box == "random":
-            ident += f"@{a['seed']}"
-        dims = self.simd(a["simd"])
-        s = "|".join((box, ident, dims + "".join(["," + self.dim(y) for y in local]) if local else dims,
-                      loop_tag(a),
+        i = box.identity()
+        summed, generics = i.summed, i.generics
+        dims = self.simd(i.simd)
+        s = "|".join((i.kind.value, i.name, dims + "".join(["," + self.dim(y) for y in local]) if local else dims,
+                      i.loop,
                       self.dims(map(_second, summed)) if summed else "",
                       ",".join([f"{q}={self.dim(y)}" for q, y in generics]) if generics else "",
-                      repr(a["value"]) if "value" in a else "''"))
+                      _value(i.value)))
         return self.node(s)
 
 
@@ -222,6 +221,7 @@ class _Builder:
 
     def __init__(self, d: Hypergraph):
         g = d.graph
+        self.record = d.record
         self.attr = dict(g.nodes(data=True))
         self.succ = dict(g.adjacency())  # u -> {v: {key: data}}
         self.keys = list(self.attr)
@@ -236,7 +236,7 @@ class _Builder:
 
     def build(self) -> _Graph:
         n = len(self.keys)
-        for ix, (x, a) in enumerate(self.attr.items()):
+        for ix, (x, a) in enumerate(list(self.attr.items())):
             self.lab.append(self.labels.wire(a["type"], self.io.get(x)) if a["kind"] == "wire" else self.box(ix, x, a))
         self.out: list[list] = [[] for _ in range(n)]
         self.inn: list[list] = [[] for _ in range(n)]
@@ -251,26 +251,26 @@ class _Builder:
         L = self.labels
         return _Graph(self.keys, self.lab, list(L.node_ids), self.out, self.inn, list(L.edge_ids))
 
-    def local(self, x, a: dict) -> tuple:
+    def local(self, x, box: Box) -> tuple:
         """A contraction's local output axes (its label, and its inputs' axes, depend on them)."""
         outs = self.succ[x]
-        if a["box"] != "contract" or not outs:
+        if box.kind is not Kind.CONTRACT or not outs:
             return ()
         w0 = next(iter(outs)) if len(outs) == 1 else min(outs, key=lambda w: min(outs[w]))
-        local = self.attr[w0]["type"][len(a["simd"]) - (1 if a.get("scan") else 0):]
+        local = self.attr[w0]["type"][len(box.simd) - (1 if box.scan else 0):]
         self.n_local[x] = len(local)
         return local
 
     def box(self, ix: int, x, a: dict) -> int:
-        local = self.local(x, a)
-        ctx = (a["box"] == "contract", tuple(map(_first, a["simd"])), tuple(map(_first, a.get("summed", ()))),
-               len(local))
+        box = self.attr[x] = self.record(x)  # the box as a record, from here on
+        local = self.local(x, box)
+        ctx = (box.kind is Kind.CONTRACT, tuple(map(_first, box.simd)), tuple(map(_first, box.summed)), len(local))
         self.contexts[ix] = self.context_ids.setdefault(ctx, len(self.context_ids))
-        if a["box"] == "learn" and a.get("local") or a["box"] == "diagram":  # not a global learnable
-            wk = weight_key(a)
+        if box.local or box.kind is Kind.DIAGRAM:  # not a global learnable
+            wk = weight_key(box)
             if wk is not None:
                 self.weights.append((("weights", wk), ix))
-        return self.labels.box(a, local)
+        return self.labels.box(box, local)
 
     def weight_nodes(self) -> None:
         """One ``weights`` node per weight set, with an edge to every box computing with it."""
@@ -617,18 +617,15 @@ def canonical_hash(d: Hypergraph) -> str:
         return h.hexdigest()
 
 
-_definitions: "weakref.WeakKeyDictionary[object, tuple]" = weakref.WeakKeyDictionary()
-
-
 def definition_key(defn: Hypergraph) -> tuple[str, str]:
     """What a definition computes, for telling two definitions apart: its name and the hash of
     its body (two files may each define a ``dot`` and mean different things). Cached."""
-    version = defn.version()
-    hit = _definitions.get(defn.graph)
-    if hit is None or hit[0] != version:
-        hit = (version, (defn.name, canonical_hash(defn)))
-        _definitions[defn.graph] = hit
-    return hit[1]
+    return defn.name, _body_hash(defn)
+
+
+@per_graph_cache
+def _body_hash(defn: Hypergraph) -> str:
+    return canonical_hash(defn)
 
 
 def _confirm(ca: _Colouring, cb: _Colouring) -> bool:

@@ -11,6 +11,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from .box import Kind
 from ..errors import DiagError, Pos
 from ..resources import PREFIX, argument, locate, shipped
 from ..syntax import ast as A
@@ -166,7 +167,7 @@ def _qualify_boxes(sub: Program, alias: str) -> None:
     families named ``o.Q``: two files' ``Q`` are two sets of weights (two functions), not
     one by a shared name. Its diagrams are elaborated after, so they use the qualified boxes."""
     for name, decl in list(sub.boxes.items()):
-        if decl.box in ("learn", "abstract") and "." not in decl.name:
+        if decl.box in (Kind.LEARN, Kind.ABSTRACT) and "." not in decl.name:
             sub.boxes[name] = dataclasses.replace(decl, name=f"{alias}.{decl.name}")
 
 

@@ -25,6 +25,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from .box import Box, Repeat
 from .constants import substitute
 from .decls import BoxDecl
 from .hypergraph import Hypergraph
@@ -49,29 +50,27 @@ class _Resizer:
             return self.done[id(d)]
         out = d.copy()
         self.done[id(d)] = out
-        g = out.graph
-        for n, a in g.nodes(data=True):
-            if a["kind"] == "wire":
-                a["type"] = substitute_type(a["type"], self.sub)
+        for n in list(out.graph):
+            if out.is_box(n):
+                out.reset(n, self.box(out.record(n)))
             else:
-                self.box(a)
+                out.replace(n, type=substitute_type(out.wire_type(n), self.sub))
         return out
 
-    def box(self, a: dict) -> None:
-        for key in ("simd", "summed", "generics"):
-            if key in a:
-                a[key] = tuple((lab, self.dim(dim)) for lab, dim in a[key])
-        if a.get("repeat") is not None:
-            a["repeat"] = self.dim(a["repeat"])
-        if "value" in a and isinstance(a["value"], tuple):
-            a["value"] = substitute(a["value"], self.sub)
-        if "clusters" in a:
-            a["clusters"] = tuple(tuple(self.dim(x) if isinstance(x, Dim) else x for x in c) for c in a["clusters"])
-        ref = a.get("ref")
-        if isinstance(ref, BoxDecl):
-            a["ref"] = self.decl(ref)
-        elif isinstance(ref, Hypergraph):
-            a["ref"] = self.diagram(ref)
+    def box(self, box: Box) -> Box:
+        """The box at the new sizes."""
+        pairs = {k: tuple((lab, self.dim(dim)) for lab, dim in getattr(box, k)) for k in ("simd", "summed", "generics")}
+        box = box._replace(**pairs, clusters=tuple(tuple(self.dim(x) if isinstance(x, Dim) else x for x in c)
+                                                   for c in box.clusters))
+        if box.repeat is not None:
+            box = box._replace(loop=Repeat(self.dim(box.repeat.count), box.repeat.shared))
+        if isinstance(box.value, tuple):
+            box = box._replace(value=substitute(box.value, self.sub))
+        if isinstance(box.ref, BoxDecl):
+            box = box._replace(ref=self.decl(box.ref))
+        elif isinstance(box.ref, Hypergraph):
+            box = box._replace(ref=self.diagram(box.ref))
+        return box
 
     def decl(self, decl: BoxDecl) -> BoxDecl:
         if set(decl.generics) & self.sub.keys():

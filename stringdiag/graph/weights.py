@@ -30,65 +30,60 @@ True
 """
 from __future__ import annotations
 
-import weakref
-from typing import Any, Hashable, Iterable, Mapping
+from typing import Hashable, Iterable, Mapping
+
+from .box import Box, Global, Instance, Kind, Local, weight_attrs
+from .hypergraph import per_graph_cache
 
 WeightKey = tuple  # ("learn", local, param) or ("diagram", instance)
 
-_has_weights: "weakref.WeakKeyDictionary[Any, tuple]" = weakref.WeakKeyDictionary()  # graph -> (version, bool)
 
-
+@per_graph_cache(reentry=False)  # a definition cannot call itself; guard anyway
 def has_local_weights(defn) -> bool:
     """Whether a definition owns weights of its own (local learnables, at any depth): only then
     do two uses of it differ. Cached per definition; linear in the program."""
-    version = (defn.last_id, defn.graph.number_of_nodes())  # node ids only grow: any edit shows
-    hit = _has_weights.get(defn.graph)
-    if hit is not None and hit[0] == version:
-        return hit[1]
-    _has_weights[defn.graph] = (version, False)  # a definition cannot call itself; guard anyway
-    found = False
     for b in defn.boxes():
-        node = defn.box(b)
-        if node["box"] == "learn" and node.get("local"):
-            found = True
-        elif node["box"] == "diagram" and has_local_weights(node["ref"]):
-            found = True
-        if found:
-            break
-    _has_weights[defn.graph] = (version, found)
-    return found
+        box = defn.record(b)
+        if box.local or box.kind is Kind.DIAGRAM and has_local_weights(box.ref):
+            return True
+    return False
 
 
-def weight_key(node: Mapping) -> WeightKey | None:
+def weight_key(node: Mapping | Box) -> WeightKey | None:
     """The weight set a box computes with, or ``None`` for a box without weights of its own."""
-    kind = node["box"]
-    if kind == "learn":
-        return ("learn", bool(node.get("local")), node.get("param", node["op"]))
-    if kind == "diagram" and has_local_weights(node["ref"]):
-        return ("diagram", node.get("instance", node["op"]))
+    box = node if isinstance(node, Box) else Box.of(node)
+    w = box.weights
+    if isinstance(w, (Global, Local)):
+        return ("learn", isinstance(w, Local), w.param)
+    if box.kind is Kind.DIAGRAM and has_local_weights(box.ref):
+        return ("diagram", w.path if isinstance(w, Instance) else box.op)
     return None
 
 
 def weight_sets(d) -> set[WeightKey]:
     """Every weight set a diagram's boxes use."""
-    return {k for b in d.boxes() if (k := weight_key(d.box(b))) is not None}
+    return {k for b in d.boxes() if (k := weight_key(d.record(b))) is not None}
 
 
 def boxes_by_weights(d) -> dict[WeightKey, list[int]]:
     out: dict[WeightKey, list[int]] = {}
     for b in d.boxes():
-        k = weight_key(d.box(b))
+        k = weight_key(d.record(b))
         if k is not None:
             out.setdefault(k, []).append(b)
     return out
 
 
-def set_weight_key(node: dict, key: WeightKey) -> None:
-    """Give a box the weight set ``key`` (of its own kind)."""
-    if key[0] == "learn":
-        node["local"], node["param"] = key[1], key[2]
-    else:
-        node["instance"] = key[1]
+def rename_key(key: WeightKey, name: str) -> WeightKey:
+    """The weight key of the same kind as ``key``, naming the set ``name``."""
+    return (*key[:-1], name)
+
+
+def weights_of_key(key: WeightKey):
+    """The :mod:`~stringdiag.graph.box` weights record a weight key names."""
+    if key[0] == Kind.LEARN:
+        return Local(key[2]) if key[1] else Global(key[2])
+    return Instance(key[1])
 
 
 def tie(d, groups: Iterable[Iterable[WeightKey]]) -> dict[WeightKey, WeightKey]:
@@ -102,10 +97,9 @@ def tie(d, groups: Iterable[Iterable[WeightKey]]) -> dict[WeightKey, WeightKey]:
             rename[k] = keys[0]
     if rename:
         for b in d.boxes():
-            node = d.box(b)
-            k = weight_key(node)
+            k = weight_key(d.record(b))
             if k in rename:
-                set_weight_key(node, rename[k])
+                d.replace(b, **weight_attrs(weights_of_key(rename[k])))
     return rename
 
 
@@ -119,8 +113,8 @@ def fresh_instance(op: str, taken: set[Hashable]) -> str:
 
 
 def instances(d) -> set[str]:
-    return {d.box(b)["instance"] for b in d.boxes() if d.box(b)["box"] == "diagram" and "instance" in d.box(b)}
+    return {w.path for b in d.boxes() if isinstance(w := d.record(b).weights, Instance)}
 
 
-__all__ = ["weight_key", "weight_sets", "boxes_by_weights", "has_local_weights", "set_weight_key", "tie",
+__all__ = ["weight_key", "weight_sets", "boxes_by_weights", "has_local_weights", "weights_of_key", "rename_key", "tie",
            "fresh_instance", "instances", "WeightKey"]

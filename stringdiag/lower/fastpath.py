@@ -18,6 +18,7 @@ import dataclasses
 import itertools
 from functools import lru_cache
 
+from ..graph.box import Kind
 from ..graph.diagram import Diagram
 from ..rewrite.dpo import rewrite
 from ..rewrite.match import Index, Match, find_matches, iter_matches
@@ -30,16 +31,13 @@ RULES = RULES_DIR / "fastpath.rules"
 def commuted(rule: Rule) -> list[Rule]:
     """The rule once for every order of the factors of each product on its left side."""
     lhs = rule.lhs
-    products = [b for b in lhs.boxes() if lhs.box(b)["box"] == "contract"]
+    products = [b for b in lhs.boxes() if lhs.record(b).kind is Kind.CONTRACT]
     orders = itertools.product(*(itertools.permutations(range(len(lhs.box_inputs(b)))) for b in products))
     out = []
     for order in orders:
         side = lhs.copy()
         for b, perm in zip(products, order):
-            edges = list(side.graph.in_edges(b, keys=True, data=True))
-            side.graph.remove_edges_from([(w, b, k) for w, _, k, _ in edges])
-            for w, _, k, attrs in edges:
-                side.graph.add_edge(w, b, key=perm[k], **attrs)
+            side.permute_inputs(b, perm)
         out.append(dataclasses.replace(rule, lhs=side))
     return out
 
@@ -81,7 +79,7 @@ def _footprint(m: Match) -> set:
 def fuse(d: Diagram) -> int:
     """Apply every fast-path rule to ``d`` in place, in file order; returns the number of
     rewrites. A rule whose left side names a process ``d`` does not use is not searched."""
-    ops = {d.box(b)["op"] for b in d.boxes()}
+    ops = {d.record(b).op for b in d.boxes()}
     todo = [r for r in rules() if _processes(r) <= ops]
     if not todo:
         return 0
@@ -90,7 +88,8 @@ def fuse(d: Diagram) -> int:
 
 
 def _processes(rule: Rule) -> frozenset[str]:
-    return frozenset(rule.lhs.box(b)["op"] for b in rule.lhs.boxes() if rule.lhs.box(b)["box"] in ("fixed", "diagram"))
+    return frozenset(rule.lhs.record(b).op for b in rule.lhs.boxes()
+                     if rule.lhs.record(b).kind in (Kind.FIXED, Kind.DIAGRAM))
 
 
 def fused(d: Diagram, memo: dict | None = None) -> Diagram:
@@ -101,12 +100,12 @@ def fused(d: Diagram, memo: dict | None = None) -> Diagram:
     memo = {} if memo is None else memo
     out = d.copy()
     for b in out.boxes():
-        node = out.box(b)
-        if node["box"] != "diagram" or native(node):
+        node = out.record(b)
+        if node.kind is not Kind.DIAGRAM or native(node):
             continue
-        key = id(node["ref"])
+        key = id(node.ref)
         if key not in memo:
-            memo[key] = fused(node["ref"], memo)
+            memo[key] = fused(node.ref, memo)
             fuse(memo[key])
-        node["ref"] = memo[key]
+        out.replace(b, ref=memo[key])
     return out

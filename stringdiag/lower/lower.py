@@ -23,10 +23,11 @@ from torch import fx, nn
 from ..errors import DiagError
 from ..graph import constants
 from ..graph.diagram import Diagram
-from ..graph.hypergraph import repeated
+from ..graph.box import Box, Kind, Repeat, Scan
 from ..graph.expand import substituted
 from ..graph.types import Dim
 from ..graph.weights import weight_key
+from . import loops
 from . import names as N
 from . import primitives as P
 from .approximators import LearnableTensor, Policy, factory, per_box
@@ -74,12 +75,12 @@ class Call:
 
     def __init__(self, low: "Lowering", b: int):
         self.low, self.b = low, b
-        self.node = low.d.box(b)
+        self.node = low.d.record(b)
         self.g: fx.Graph = low.g
         self.xs: list[fx.Node] = low.aligned(b)
-        self.generics: dict[str, Dim] = dict(self.node.get("generics", ()))
+        self.generics: dict[str, Dim] = dict(self.node.generics)
         outs = low.d.box_outputs(b)
-        self.name = _ident((low.d.graph.nodes[outs[0]]["name"] if outs else None) or self.node["op"])
+        self.name = _ident((low.d.wire_label(outs[0]) if outs else None) or self.node.op)
 
     @property
     def x(self) -> fx.Node:
@@ -94,7 +95,7 @@ class Call:
         return self.low.size(self.generics[name])
 
     def static(self, name: str) -> int:
-        return self.low.static(self.generics[name], self.node["op"])
+        return self.low.static(self.generics[name], self.node.op)
 
     def constant(self, c) -> Any:
         return self.low.const_value(c)
@@ -104,9 +105,9 @@ class Call:
         eps), or None if it is computed."""
         d = self.low.d
         p = d.producer(d.box_inputs(self.b)[port][0])
-        if p is None or d.box(p)["box"] != "const":
+        if p is None or d.record(p).kind is not Kind.CONST:
             return None
-        v = self.low.const_value(d.box(p)["value"])
+        v = self.low.const_value(d.record(p).value)
         return float(v) if isinstance(v, (int, float)) else None
 
     def sqrt(self, name: str) -> Any:
@@ -120,14 +121,14 @@ class Call:
 
     def module(self, make, *args) -> fx.Node:
         """A module with parameters, one per instance of the definition (layer norm's gain)."""
-        return self.g.call_module(self.low.register(("diagram", self.node["instance"]), make), args)
+        return self.g.call_module(self.low.register(("diagram", self.node.instance), make), args)
 
     def spread(self, y: fx.Node) -> fx.Node:
         """An elementwise result copied over the SIMD indices that no input has."""
         read = {a for _, axes in self.low.d.box_inputs(self.b) for a in axes if isinstance(a, str)}
-        if all(lab in read for lab, _ in self.node["simd"]):
+        if all(lab in read for lab, _ in self.node.simd):
             return y
-        return self.method("expand", y, -1, *[self.low.size(dim) for _, dim in self.node["simd"]])
+        return self.method("expand", y, -1, *[self.low.size(dim) for _, dim in self.node.simd])
 
 
 class Lowering:
@@ -162,11 +163,12 @@ class Lowering:
             for dim in self.d.wire_type(w):
                 names |= dim.names()
         for b in self.d.boxes():
-            node = self.d.box(b)
-            for dim in [d for _, d in node.get("generics", ())] + (constants.dims_in(node["value"]) if node["box"] == "const" else []):
+            node = self.d.record(b)
+            consts = constants.dims_in(node.value) if node.kind is Kind.CONST else []
+            for dim in [d for _, d in node.generics] + consts:
                 names |= dim.names()
-            if repeated(self.d.box(b)):
-                names |= self.d.box(b)["repeat"].names()
+            if node.repeat is not None:
+                names |= node.repeat.count.names()
         missing = []
         for n in sorted(names):
             decl = prog.lookup_dim(n) if prog is not None else None
@@ -268,12 +270,12 @@ class Lowering:
     # -- boxes ----------------------------------------------------------------------
     def aligned(self, b: int) -> list[fx.Node]:
         """Each input as [batch, SIMD axes of the box (size 1 if not indexed), local axes]."""
-        node = self.d.box(b)
-        all_labels = [lab for lab, _ in node["simd"]]
+        node = self.d.record(b)
+        all_labels = [lab for lab, _ in node.simd]
         out = []
         for port, (w, axes) in enumerate(self.d.box_inputs(b)):
             # a scan's carried state is not iterated by the scanned (innermost) index
-            labels = all_labels[:-1] if node.get("scan") and port == 0 else all_labels
+            labels = all_labels[:-1] if node.scan and port == 0 else all_labels
             perm = [0]
             missing = []
             for p, lab in enumerate(labels):
@@ -291,9 +293,9 @@ class Lowering:
 
     def local_shapes(self, b: int, outputs: bool) -> list[tuple[int, ...]]:
         d = self.d
-        what = f"learnable box '{d.box(b)['op']}'"
+        what = f"learnable box '{d.record(b).op}'"
         if outputs:  # a bounded seq axis is sized by its bound (see bounded)
-            bounds = _axis_bounds(d.box(b))
+            bounds = _axis_bounds(d.record(b))
             return [tuple(bounds[i] if i < len(bounds) and bounds[i] else self.static(x, what)
                           for i, x in enumerate(d.local_out_type(b, p))) for p in range(len(d.box_outputs(b)))]
         return [tuple(self.static(x, what) for x in d.local_in_type(b, p)) for p in range(len(d.box_inputs(b)))]
@@ -308,19 +310,19 @@ class Lowering:
 
     def lower_box(self, b: int) -> None:
         """Dispatch on the kind of box, as torch.fx's Interpreter does on a node's opcode."""
-        node = self.d.box(b)
-        if node["box"] == "abstract":
-            raise DiagError(f"'{node['op']}' is an abstract family: instantiate it (specialise it in a derivation, "
-                            f"or replace it by a definition) before compiling", node["pos"], None)
-        self.emit(b, KINDS["scan" if node.get("scan") else "repeat" if repeated(node) else node["box"]](self, b))
+        node = self.d.record(b)
+        if node.kind is Kind.ABSTRACT:
+            raise DiagError(f"'{node.op}' is an abstract family: instantiate it (specialise it in a derivation, "
+                            f"or replace it by a definition) before compiling", node.pos, None)
+        self.emit(b, KINDS[type(node.loop) if node.loop is not None else node.kind](self, b))
 
     def constant(self, b: int) -> fx.Node:
-        node, g = self.d.box(b), self.g
-        y = g.call_function(P.const, (self.const_value(node["value"]), self.ref))
-        if not node["simd"]:
+        node, g = self.d.record(b), self.g
+        y = g.call_function(P.const, (self.const_value(node.value), self.ref))
+        if not node.simd:
             return y
         # a constant a rewrite placed inside SIMD boxes: one copy per index
-        sizes = [self.size(dim) for _, dim in node["simd"]]
+        sizes = [self.size(dim) for _, dim in node.simd]
         return g.call_method("expand", (g.call_method("view", (y, 1, *[1] * len(sizes))), -1, *sizes))
 
     def const_value(self, c) -> Any:
@@ -329,26 +331,26 @@ class Lowering:
 
     def reindex(self, b: int) -> fx.Node:
         (x,) = self.aligned(b)
-        sizes = [self.size(dim) for _, dim in self.d.box(b)["simd"]]
+        sizes = [self.size(dim) for _, dim in self.d.record(b).simd]
         n_local = len(self.d.local_in_type(b, 0))
         return self.g.create_node("call_method", "expand", (x, -1, *sizes, *([-1] * n_local)),
                                   name=_ident(self.out_name(b) or "r"))
 
     def out_name(self, b: int) -> str | None:
         outs = self.d.box_outputs(b)
-        return self.d.graph.nodes[outs[0]]["name"] if outs else None
+        return self.d.wire_label(outs[0]) if outs else None
 
     def contract(self, b: int) -> fx.Node:
-        node = self.d.box(b)
+        node = self.d.record(b)
         letters = iter(LETTERS)
-        sym = {lab: next(letters) for lab, _ in tuple(node["simd"]) + tuple(node.get("summed", ()))}
+        sym = {lab: next(letters) for lab, _ in tuple(node.simd) + tuple(node.summed)}
         n_local = len(self.d.local_out_type(b, 0))
         local = [next(letters) for _ in range(n_local)]
         subs, args = [], []
         for w, axes in self.d.box_inputs(b):
             subs.append("..." + "".join(sym[a] if isinstance(a, str) else local[a] for a in axes))
             args.append(self.env[w])
-        out = "..." + "".join(sym[lab] for lab, _ in node["simd"]) + "".join(local)
+        out = "..." + "".join(sym[lab] for lab, _ in node.simd) + "".join(local)
         return self.g.call_function(torch.einsum, (",".join(subs) + "->" + out, *args),
                                     name=_ident(self.out_name(b) or "einsum"))
 
@@ -365,13 +367,13 @@ class Lowering:
         return self.attrs[key]
 
     def learnable(self, b: int) -> fx.Node:
-        node = self.d.box(b)
-        name = _ident(self.out_name(b) or node["op"])
+        node = self.d.record(b)
+        name = _ident(self.out_name(b) or node.op)
         if not self.d.box_inputs(b):
             outs = self.local_shapes(b, True)
             if len(outs) != 1:
-                raise DiagError(f"learnable box '{node['op']}' has no inputs and several outputs; declare one "
-                                "learnable tensor per output", node["pos"])
+                raise DiagError(f"learnable box '{node.op}' has no inputs and several outputs; declare one "
+                                "learnable tensor per output", node.pos)
             mod = self.register(weight_key(node), lambda: LearnableTensor(outs[0]))
             t = self.g.create_node("call_module", mod, (), name=name)
             return self.bounded(b, t) if any(_axis_bounds(node)) else t
@@ -384,10 +386,10 @@ class Lowering:
     def bounded(self, b: int, t: fx.Node) -> fx.Node:
         """A learnable tensor over a bounded seq axis (``where s <= 512``), held at its largest
         length, sliced to the length of the run (an error past the bound)."""
-        node = self.d.box(b)
+        node = self.d.record(b)
         bounds, ty = _axis_bounds(node), self.d.local_out_type(b, 0)
         sizes = [self.size(dim) if m else None for dim, m in zip(ty, bounds)]
-        return self.g.call_function(P.bounded, (t, sizes, list(bounds), [str(dim) for dim in ty], node["op"]))
+        return self.g.call_function(P.bounded, (t, sizes, list(bounds), [str(dim) for dim in ty], node.op))
 
 
     def approximator(self, b: int) -> tuple[str, list, list]:
@@ -395,41 +397,39 @@ class Lowering:
         the box's local input and output shapes."""
         ins, outs = self.local_shapes(b, False), self.local_shapes(b, True)
         n_in, n_out = sum(math.prod(s) for s in ins), sum(math.prod(s) for s in outs)
-        make = per_box(getattr(self.d.box(b).get("ref"), "via", None), self.make)
-        return self.register(weight_key(self.d.box(b)), lambda: make(n_in, n_out)), ins, outs
+        make = per_box(getattr(self.d.record(b).ref, "via", None), self.make)
+        return self.register(weight_key(self.d.record(b)), lambda: make(n_in, n_out)), ins, outs
 
     def primitive(self, b: int) -> fx.Node:
         """A fixed primitive or a native definition: its entry in the primitive table."""
-        node = self.d.box(b)
-        entry = PRIMITIVES.get(node["op"])
+        node = self.d.record(b)
+        entry = PRIMITIVES.get(node.op)
         if entry is None:
-            raise DiagError(f"fixed process '{node['op']}' has no implementation to compile; define it as a "
-                            "diagram", node["pos"])
+            raise DiagError(f"fixed process '{node.op}' has no implementation to compile; define it as a "
+                            "diagram", node.pos)
         return entry(Call(self, b))
 
-    def scan(self, b: int) -> fx.Node:
-        node = self.d.box(b)
-        xs = self.aligned(b)
-        ins = [self.d.local_in_type(b, p) for p in range(len(xs))]
-        outs = [self.d.local_out_type(b, p) for p in range(len(self.d.box_outputs(b)))]
-        steps = self.size(node["simd"][-1][1])
-        if node["box"] == "learn":
-            mod, in_s, out_s = self.approximator(b)
-            cell = self.g.call_function(P.LearnableCell, (self.g.get_attr(mod), [len(s) for s in in_s], out_s))
-        elif node["box"] == "diagram":
-            key = node.get("instance", node["op"])
-            # the body's local weights belong to this instance: Cell#1/W, not W
-            # a generic cell at the sizes this loop uses it with (its own names for them may differ)
-            body = substituted(node["ref"], dict(node["generics"])) if node.get("generics") else node["ref"]
-            sub = Lowering(body, self.dims, self.make, nn.Module(), self.registry, native=self.native_prelude,
-                           path=f"{key}/", sites=self.sites)
-            attr = self.register(("cell", key), sub.module)
-            self.attrs.update({k: f"{attr}.{a}" for k, a in sub.attrs.items() if k not in self.attrs})
-            cell = self.g.get_attr(attr)
-        else:
-            raise DiagError(f"'{node['op']}' cannot be scanned by the compiler", node["pos"])
-        return self.g.call_function(P.scan, (cell, xs[0], xs[1:], len(ins[0]), [len(t) for t in ins[1:]], steps,
-                                             [len(t) for t in outs[1:]]))
+
+    def random(self, b: int) -> fx.Node:
+        """A fixed random tensor: drawn from N(0, 1) by its seed with a ``torch.Generator``
+        (in float64, so every dtype sees the same draw), a registered buffer when its shape is
+        fixed (not a parameter: never trained), drawn again from the seed at run time when a
+        seq length is in its shape. One box (name and seed) is one tensor wherever it is used."""
+        node = self.d.record(b)
+        shape = [self.size(x) for x in self.d.local_out_type(b, 0)]
+        if not all(isinstance(n, int) for n in shape):
+            return self.g.call_function(P.seeded, (node.seed, shape, self.ref), name=_ident(node.op))
+        key = ("random", node.op, node.seed, tuple(shape))
+        if key not in self.registry:
+            self.registry[key] = P.seeded(node.seed, shape, None)
+        # the one tensor, a buffer of every graph that reads it (a scanned or repeated body has its own root)
+        attr = next((n for n, t in self.root.named_buffers(recurse=False) if t is self.registry[key]), None)
+        if attr is None:
+            attr = _ident(f"{node.op}_seed{node.seed}")
+            while hasattr(self.root, attr):
+                attr += "_"
+            self.root.register_buffer(attr, self.registry[key])
+        return self.g.call_function(P.like, (self.g.get_attr(attr), self.ref), name=_ident(node.op))
 
 
 
@@ -440,9 +440,9 @@ def _ref_not_saved(gm: fx.GraphModule) -> fx.GraphModule:
     return gm
 
 
-def _axis_bounds(node: Mapping) -> tuple:
+def _axis_bounds(node: Box) -> tuple:
     """Per output axis of a learnable box, its largest length (``where s <= 512``) or None."""
-    ref = node.get("ref")
+    ref = node.ref
     return ref.axis_bounds() if hasattr(ref, "axis_bounds") else ()
 
 
@@ -453,50 +453,6 @@ def _flatten_batch(x: torch.Tensor, rank: int):
     return x.reshape(n, *x.shape[x.dim() - rank:]), batch, n
 
 
-def _repeat(self: Lowering, b: int) -> fx.Node:
-    """t copies of a definition in sequence: one module per copy, its weights at the path
-    ``B#1/k/`` (as ``expand(unroll=...)`` names them), or one module at ``B#1/`` when shared."""
-    node = self.d.box(b)
-    t = self.size(node["repeat"])
-    if not isinstance(t, int) or t < 1:
-        raise DiagError(f"repeat needs a fixed number of copies, at least one; '{node['repeat']}' is "
-                        f"{t if isinstance(t, int) else 'known only at run time'}", node["pos"])
-    key = node["instance"]
-    paths = [f"{key}/"] * t if node.get("shared") else [f"{key}/{k}/" for k in range(t)]
-    cells = {}
-    for path in paths:
-        if path not in cells:
-            sub = Lowering(node["ref"], self.dims, self.make, nn.Module(), self.registry,
-                           native=self.native_prelude, path=path, sites=self.sites)
-            attr = self.register(("layer", path.rstrip("/")), sub.module)
-            self.attrs.update({k: f"{attr}.{a}" for k, a in sub.attrs.items() if k not in self.attrs})
-            cells[path] = self.g.get_attr(attr)
-    ranks = [len(self.d.local_in_type(b, p)) for p in range(len(self.d.box_inputs(b)))]
-    return self.g.call_function(P.repeat, ([cells[p] for p in paths], self.aligned(b), ranks))
-
-
-def _random(self: Lowering, b: int) -> fx.Node:
-    """A fixed random tensor: drawn from N(0, 1) by its seed with a ``torch.Generator``
-    (in float64, so every dtype sees the same draw), a registered buffer when its shape is
-    fixed (not a parameter: never trained), drawn again from the seed at run time when a
-    seq length is in its shape. One box (name and seed) is one tensor wherever it is used."""
-    node = self.d.box(b)
-    shape = [self.size(x) for x in self.d.local_out_type(b, 0)]
-    if not all(isinstance(n, int) for n in shape):
-        return self.g.call_function(P.seeded, (node["seed"], shape, self.ref), name=_ident(node["op"]))
-    key = ("random", node["op"], node["seed"], tuple(shape))
-    if key not in self.registry:
-        self.registry[key] = P.seeded(node["seed"], shape, None)
-    # the one tensor, a buffer of every graph that reads it (a scanned or repeated body has its own root)
-    attr = next((n for n, t in self.root.named_buffers(recurse=False) if t is self.registry[key]), None)
-    if attr is None:
-        attr = _ident(f"{node['op']}_seed{node['seed']}")
-        while hasattr(self.root, attr):
-            attr += "_"
-        self.root.register_buffer(attr, self.registry[key])
-    return self.g.call_function(P.like, (self.g.get_attr(attr), self.ref), name=_ident(node["op"]))
-
-
-KINDS = {"const": Lowering.constant, "contract": Lowering.contract, "reindex": Lowering.reindex,
-         "scan": Lowering.scan, "repeat": _repeat, "learn": Lowering.learnable, "diagram": Lowering.primitive,
-         "fixed": Lowering.primitive, "random": _random}
+KINDS = {Kind.CONST: Lowering.constant, Kind.CONTRACT: Lowering.contract, Kind.REINDEX: Lowering.reindex,
+         Kind.LEARN: Lowering.learnable, Kind.DIAGRAM: Lowering.primitive, Kind.FIXED: Lowering.primitive,
+         Kind.RANDOM: Lowering.random, Scan: loops.scan, Repeat: loops.repeat}

@@ -18,6 +18,7 @@ import re
 
 from torch import nn
 
+from ..graph.box import Kind
 from ..graph.diagram import Diagram
 
 
@@ -31,22 +32,23 @@ def sites(d: Diagram, ipath: str = "", out: dict[str, str] | None = None) -> dic
     """Instance path (``EncoderLayer#2``, ``EncoderLayer#2/layernorm#1``) -> the name of that
     use in its body (``x3``, ``n1``), for every use of a definition at any depth."""
     out = {} if out is None else out
-    uses = [(b, d.box(b)) for b in d.boxes() if d.box(b)["box"] in ("diagram", "repeat") and "instance" in d.box(b)]
+    uses = [(b, d.record(b)) for b in d.boxes() if d.record(b).kind is Kind.DIAGRAM
+            and d.record(b).instance is not None]
     named: dict[int, str] = {}
     for b, node in uses:
         outs = d.box_outputs(b)
-        wire = d.graph.nodes[outs[0]].get("name") if outs else None
+        wire = d.wire_label(outs[0]) if outs else None
         if wire:
             named[b] = ident(wire)
-    taken = [n for n in named.values()] + [ident(str(d.box(b).get("param", ""))) for b in d.boxes()
-                                            if d.box(b)["box"] == "learn"]
+    taken = [n for n in named.values()] + [ident(str(d.record(b).param)) for b in d.boxes()
+                                            if d.record(b).kind is Kind.LEARN]
     for b, node in uses:
-        path = ipath + node["instance"]
+        path = ipath + node.instance
         if path in out:
             continue
         name = named.get(b)
-        out[path] = name if name is not None and taken.count(name) == 1 else ident(node["instance"])
-        sites(node["ref"], path + "/", out)
+        out[path] = name if name is not None and taken.count(name) == 1 else ident(node.instance)
+        sites(node.ref, path + "/", out)
     return out
 
 

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import fx, nn
 
 from ..errors import DiagError
+from ..graph.box import Box
 from ..graph.iso import definition_key
 from ..graph.program import prelude
 from . import chunked
@@ -72,7 +73,7 @@ def _within(c: "Call", *names: str) -> list:
     if any(isinstance(v, int) and v < 0 for v in sizes):
         shown = ", ".join(f"{n} = {v}" for n, v in zip(names, sizes))
         raise DiagError(f"this index or range does not lie within its axis at these sizes ({shown}); "
-                        "an axis of n entries has entries 0 to n - 1", c.node.get("pos"))
+                        "an axis of n entries has entries 0 to n - 1", c.node.pos)
     return sizes
 
 
@@ -154,11 +155,10 @@ PRIMITIVES: dict[str, Entry] = {**FIXED, **NATIVE_ENTRIES}
 NATIVE = frozenset(NATIVE_ENTRIES)  # what expansion keeps whole when lowering natively
 
 
-def native(node: Mapping) -> bool:
+def native(node: Box) -> bool:
     """Whether expansion keeps this box whole, to lower it by its entry: a use of the
     prelude's own definition of a native process. A definition of one's own that shares the
     name (a ``softmax`` that computes something else) is opened like any other."""
-    op = node["op"]
-    return op in NATIVE and definition_key(node["ref"]) == definition_key(prelude()[op])
+    return node.op in NATIVE and definition_key(node.ref) == definition_key(prelude()[node.op])
 
 __all__ = ["PRIMITIVES", "FIXED", "NATIVE", "Entry", "elementwise", "native"]

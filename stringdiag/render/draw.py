@@ -20,6 +20,7 @@ from pathlib import Path
 import graphviz
 import networkx as nx
 
+from ..graph.box import Box, Kind
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.hypergraph import repeated
@@ -60,37 +61,37 @@ def type_label(t, diagram: Diagram, name: str | None = None) -> str:
     return f"<{head}<font point-size='10'>&#91;{ticks}&#93;</font>>"
 
 
-def _box_style(node: dict) -> dict:
-    box = node["box"]
-    label = node["op"]
-    generics = node.get("generics", ())
+def _box_style(node: Box) -> dict:
+    box = node.kind
+    label = node.op
+    generics = node.generics
     # every parameter as written (window<s, w>, not window<s>), none where each is its own name
     shown = [str(d) for g, d in generics] if any(str(d) != g for g, d in generics) else []
     if shown:
         label += "<" + ", ".join(shown) + ">"
     style = {"label": label, "fontname": FONT, "shape": "box", "style": "rounded", "margin": "0.08,0.04",
              "height": "0.3"}
-    if box == "learn":
+    if box is Kind.LEARN:
         style.update(style="rounded,filled", fillcolor=LEARN_FILL, fontcolor="white", color="#2c3e50")
-    elif box == "abstract":
+    elif box is Kind.ABSTRACT:
         style.update(style="rounded,filled,bold", fillcolor=ABSTRACT_FILL, color="#b7791f")
-    elif box == "diagram" and repeated(node):  # t copies drawn as one box: "Block ×6"
-        shared = " shared" if node.get("shared") else ""
-        style.update(peripheries="3", style="rounded,bold", label=f"{label} ×{node['repeat']}{shared}")
-    elif box == "random":
+    elif box is Kind.DIAGRAM and repeated(node):  # t copies drawn as one box: "Block ×6"
+        shared = " shared" if node.shared else ""
+        style.update(peripheries="3", style="rounded,bold", label=f"{label} ×{node.repeat.count}{shared}")
+    elif box is Kind.RANDOM:
         style.update(style="rounded,filled,dashed", fillcolor=RANDOM_FILL, color="#566573",
-                     label=f"<{html.escape(label)}<font point-size='9'> seed {node['seed']}</font>>")
-    elif box == "diagram":
+                     label=f"<{html.escape(label)}<font point-size='9'> seed {node.seed}</font>>")
+    elif box is Kind.DIAGRAM:
         style.update(peripheries="2", style="rounded,bold")
-    elif box == "contract":
-        summed = ",".join(node.get("display", {}).get(lab, lab) for lab, _ in node.get("summed", ()))
+    elif box is Kind.CONTRACT:
+        summed = ",".join((node.display or {}).get(lab, lab) for lab, _ in node.summed)
         style.update(shape="circle", style="filled", fillcolor="black", fontcolor="white", width="0.3",
                      label="Σ" + (f"<sub>{summed}</sub>" if summed else ""), fixedsize="false")
         style["label"] = f"<Σ<font point-size='9'>{html.escape(summed)}</font>>" if summed else "Σ"
-    elif box == "reindex":
+    elif box is Kind.REINDEX:
         style.update(label="⤨", shape="box", style="rounded", fontsize="10")
-    elif box == "const":
-        style.update(shape="plaintext", style="", label=node["op"])
+    elif box is Kind.CONST:
+        style.update(shape="plaintext", style="", label=node.op)
     return style
 
 
@@ -139,7 +140,7 @@ def _mark(g: graphviz.Digraph, d: Diagram, P: str, marks: Marks) -> None:
     every box of one column there to every box of the next, and down each column; a hint that
     would close a cycle with the wires of this diagram (and the hints before it) is left out."""
     for b in sorted(marks.matched | marks.added):
-        style = _box_style(d.box(b))
+        style = _box_style(d.record(b))
         matched = b in marks.matched
         look = {"color": MATCHED if matched else ADDED, "penwidth": "2.5",
                 "class": " ".join(c for c, on in (("matched", matched), ("added", b in marks.added)) if on)}
@@ -222,7 +223,7 @@ class _Frames:
 
     def emit(self, graph, path: tuple) -> None:
         for b in self.tree[path]:
-            self.node(graph, f"{self.prefix}{b}", **_box_style(self.d.box(b)))
+            self.node(graph, f"{self.prefix}{b}", **_box_style(self.d.record(b)))
         for w in self.points.get(path, ()):  # a copy point in the frame its readers share
             self.node(graph, f"{self.prefix}copy{w}", **COPY_POINT)
         for child in self.children.get(path, []):
@@ -275,7 +276,7 @@ def _ends(d: Diagram, w: int, P: str) -> tuple[int | None, str, list[tuple[str, 
 
 def _wire_label(d: Diagram, w: int, producer: int | None) -> str:
     a = d.graph.nodes[w]
-    if a["type"] == () and producer is not None and d.graph.nodes[producer]["box"] == "const":
+    if a["type"] == () and producer is not None and d.record(producer).kind is Kind.CONST:
         return ""  # a constant's wire: the number says it all
     return type_label(a["type"], d, a.get("name"))
 

@@ -19,24 +19,26 @@ from typing import Hashable
 
 import networkx as nx
 
+from ..graph.box import Kind
+from ..graph.box import Box
 from ..graph.diagram import Diagram
 
 Frame = tuple  # ("simd", statement, label, dim, scan) or ("def", path, name, ...), as in ``clusters``
 Key = tuple  # (frame, part): one drawn frame
 
 
-def _shown(node: dict) -> list[tuple[str, str]]:
+def _shown(node: Box) -> list[tuple[str, str]]:
     """The box's SIMD indices as the picture names them: (label shown, range)."""
-    display = node.get("display", {})
-    return [(display.get(label, label), str(dim)) for label, dim in node["simd"]]
+    display = (node.display or {})
+    return [(display.get(label, label), str(dim)) for label, dim in node.simd]
 
 
-def recorded(node: dict, b: Hashable) -> list[Frame]:
+def recorded(node: Box, b: Hashable) -> list[Frame]:
     """The box's frames: its recorded ones, less the SIMD frames it does not iterate, plus
     a frame of its own (innermost) for each index it iterates that no frame records."""
     want = Counter(_shown(node))
     out: list[Frame] = []
-    for frame in node.get("clusters", ()):
+    for frame in node.clusters:
         if frame[0] != "simd":
             out.append(frame)
             continue
@@ -44,7 +46,7 @@ def recorded(node: dict, b: Hashable) -> list[Frame]:
         if want[key] > 0:
             want[key] -= 1
             out.append(frame)
-    scan = bool(node.get("scan"))
+    scan = bool(node.scan)
     for label, dim in _shown(node):
         if want[(label, dim)] > 0:
             want[(label, dim)] -= 1
@@ -68,7 +70,7 @@ def _parts(d: Diagram, members: list[int]) -> dict[int, int]:
 
 def frames(d: Diagram) -> dict[int, tuple[Key, ...]]:
     """Every box's drawn frames, outer to inner: SIMD frames split into connected parts."""
-    paths = {b: recorded(d.box(b), b) for b in d.boxes()}
+    paths = {b: recorded(d.record(b), b) for b in d.boxes()}
     drawn: dict[int, tuple[Key, ...]] = {b: () for b in paths}
     depth = max((len(p) for p in paths.values()), default=0)
     for k in range(depth):
@@ -84,7 +86,7 @@ def frames(d: Diagram) -> dict[int, tuple[Key, ...]]:
 
 
 # boxes that compute nothing from the picture: drawn where they are read
-_SOURCES = ("const", "fixed")
+_SOURCES = (Kind.CONST, Kind.FIXED)
 
 
 def _shared(paths: list[tuple]) -> tuple:
@@ -112,8 +114,7 @@ def placed(d: Diagram, drawn: dict[int, tuple[Key, ...]]) -> dict[int, tuple[Key
     frames a box iterates are ``frames``'."""
     out = dict(drawn)
     for b, path in drawn.items():
-        node = d.box(b)
-        if node["box"] not in _SOURCES or d.box_inputs(b):
+        if d.record(b).kind not in _SOURCES or d.box_inputs(b):
             continue
         readers = _readers(d, b)
         if readers:

@@ -17,6 +17,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from importlib.resources import files
 
+from ..graph.box import Kind
 from ..graph.diagram import Diagram
 from ..graph.diff import changed_boxes
 from ..graph.types import show_type
@@ -67,11 +68,11 @@ def wire_info(d: Diagram, w: int) -> str:
 
 def box_info(d: Diagram, b: int) -> str:
     """``softmax (fixed) over i : s; [s, s] -> [s, s]``: what a box is and its types."""
-    node = d.box(b)
-    over = ", ".join(f"{node.get('display', {}).get(lab, lab)} : {dim}" for lab, dim in node.get("simd", ()))
+    node = d.record(b)
+    over = ", ".join(f"{(node.display or {}).get(lab, lab)} : {dim}" for lab, dim in node.simd)
     ins = ", ".join(show_type(d.wire_type(w)) for w, _ in d.box_inputs(b))
     outs = ", ".join(show_type(d.wire_type(w)) for w in d.box_outputs(b))
-    return f"{node['op']} ({node['box']})" + (f" over {over}" if over else "") + f"; {ins or '()'} -> {outs or '()'}"
+    return f"{node.op} ({node.kind})" + (f" over {over}" if over else "") + f"; {ins or '()'} -> {outs or '()'}"
 
 
 def _edge_wires(d: Diagram, prefix: str) -> dict[tuple[str, str], int]:
@@ -109,7 +110,7 @@ def annotate(svg: str, d: Diagram, prefix: str = "", changed=frozenset(), matche
                 and int(name[len(prefix):]) in boxes:
             b = int(name[len(prefix):])
             info = box_info(d, b)
-            classes += ["sd-def"] * (d.box(b)["box"] == "diagram")
+            classes += ["sd-def"] * (d.record(b).kind is Kind.DIAGRAM)
             classes += ["sd-changed"] * (b in changed) + ["sd-matched"] * (b in matched)
             g.set("data-box", str(b))
         elif kind == "edge" and "->" in name:
@@ -162,7 +163,7 @@ def diagram_view(d: Diagram) -> str:
     its frame to close it)."""
     panes = [Pane("collapsed", d.signature(), annotate(to_svg(d), d))]
     controls = ""
-    if any(d.box(b)["box"] == "diagram" for b in d.boxes()):
+    if any(d.record(b).kind is Kind.DIAGRAM for b in d.boxes()):
         e = d.expand(unroll={})
         panes.append(Pane("expanded", f"{d.signature()} (definitions opened)", annotate(to_svg(e), e)))
         controls = ('<button type="button" data-opens="collapsed">collapsed</button>'

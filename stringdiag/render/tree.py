@@ -53,7 +53,7 @@ def tree(nodes: list[TreeNode], edges: list[TreeEdge], cuts: Cuts | None = None)
         caption = n.title + (f"  [{len(n.changed)} changed]" if n.changed else "")
         sub.attr(label=caption, labelloc="t", style="rounded", color="#bbbbbb", fontsize="13")
         for b in n.changed:
-            style = _box_style(n.diagram.box(b))
+            style = _box_style(n.diagram.record(b))
             sub.node(f"{prefix}{b}", style=f"{style['style']},dashed".lstrip(","), color=CHANGED, penwidth="2")
         g.subgraph(sub)
         ports = ("in", n.diagram.inputs) if n.diagram.inputs else ("out", n.diagram.outputs)

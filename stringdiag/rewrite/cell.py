@@ -15,13 +15,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from ..graph.box import Box, Instance, Kind
 from ..graph.diagram import Diagram
 from ..graph.expand import substituted
 from ..graph.types import Dim
 from .occurrence import Match
 from .unify import Unifier
 
-_IDENT = ("box", "op", "ref", "param", "local", "instance", "generics")
 
 
 @dataclass
@@ -29,7 +29,7 @@ class CellMatch:
     """A cell pattern's body found as a target cell's whole body."""
 
     dims: dict[str, Dim] = field(default_factory=dict)       # the pattern's dimension parameters
-    bound: dict[str, dict] = field(default_factory=dict)     # box variable -> the target box it is
+    bound: dict[str, Box] = field(default_factory=dict)      # box variable -> the target box it is
 
 
 def match_cell(pat: Diagram, target: Diagram, search: Callable[[Diagram, Diagram], Iterator[Match]]) -> CellMatch | None:
@@ -54,8 +54,7 @@ def match_cell(pat: Diagram, target: Diagram, search: Callable[[Diagram, Diagram
             continue
         u = uni.copy()
         if all(u.unify(Dim.var(n), d) for n, d in m.dims.items()) and u.settle():
-            bound = {n: {k: target.box(tb)[k] for k in _IDENT if k in target.box(tb)}
-                     for n, tb in m.idents.items() if _is_variable(pat, n)}
+            bound = {n: target.record(tb) for n, tb in m.idents.items() if _is_variable(pat, n)}
             return CellMatch(dict(u.sub), bound)
     return None
 
@@ -66,8 +65,8 @@ def _whole_body(pat: Diagram, target: Diagram, uni: Unifier) -> CellMatch | None
     body itself with the passed outputs left out, as a definition of its own (its boxes keep
     their weights). The variable must read the cell's inputs in order and make the rest."""
     (b,) = pat.boxes()
-    node = pat.box(b)
-    if not node.get("var") or [w for w, _ in pat.box_inputs(b)] != list(pat.inputs):
+    node = pat.record(b)
+    if not node.var or [w for w, _ in pat.box_inputs(b)] != list(pat.inputs):
         return None
     made = [k for k, y in enumerate(pat.outputs) if y not in pat.inputs]
     if [pat.outputs[k] for k in made] != pat.box_outputs(b) or not uni.settle():
@@ -76,8 +75,8 @@ def _whole_body(pat: Diagram, target: Diagram, uni: Unifier) -> CellMatch | None
     body.outputs = [target.outputs[k] for k in made]
     # the cell itself, as a definition: its weights are the loop's (``conditions.same_cell`` gives
     # it the loop's instance), so that no local weight of the body is renamed by the rewrite
-    bound = {"box": "diagram", "op": body.name, "ref": body, "instance": ""}
-    return CellMatch(dict(uni.sub), {node["op"]: bound})
+    bound = Box(Kind.DIAGRAM, body.name, ref=body, weights=Instance(""))
+    return CellMatch(dict(uni.sub), {node.op: bound})
 
 
 def _same_passing(pat: Diagram, target: Diagram) -> bool:
@@ -107,21 +106,19 @@ def _on_boundary(pat: Diagram, target: Diagram, m) -> bool:
 
 
 def _is_variable(pat: Diagram, name: str) -> bool:
-    return any(pat.box(b).get("var") and pat.box(b)["op"] == name for b in pat.boxes())
+    return any(pat.record(b).var and pat.record(b).op == name for b in pat.boxes())
 
 
-def build_cell(pat: Diagram, sub: dict[str, Dim], bound: dict[str, dict]) -> Diagram:
+def build_cell(pat: Diagram, sub: dict[str, Dim], bound: dict[str, Box]) -> Diagram:
     """The cell a rule's other side brings in: its pattern at the match's sizes, each box
     variable the process it was bound to (with that process's weights)."""
     body = substituted(pat, sub)
-    for b in body.boxes():
-        node = body.box(b)
-        if node.get("var"):
-            have = bound[node["op"]]
-            for k in _IDENT:
-                node.pop(k, None)
-            node.update({k: have[k] for k in _IDENT if k in have})
-            node.pop("var", None)
+    for b in list(body.boxes()):
+        box = body.record(b)
+        if box.var:
+            have = bound[box.op]
+            body.reset(b, box._replace(kind=have.kind, op=have.op, ref=have.ref, weights=have.weights,
+                                       generics=have.generics, var=False))
     return body
 
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..graph.box import Box, Instance, Kind, Local
 from ..graph.diagram import Diagram
-from ..graph.hypergraph import loop_tag, repeated
 from ..graph.iso import definition_key
 from ..graph.weights import weight_key
-from .index import PROCESSES, Index
+from .index import Index
 from .unify import Unifier
 from .view import View
 
@@ -40,45 +40,47 @@ def same_scan(pv: View, tv: View) -> bool:
     return pv.scan == tv.scan
 
 
-def same_box(pn: dict, tn: dict) -> bool:
+def same_box(pn: Box, tn: Box) -> bool:
     """Typing of the box: a box variable stands for any process (never a contraction or a
     constant); otherwise the same kind of box and, for a process, the same name. A repeat box
     is t copies of its definition: only a repeat of the same count and sharing matches it."""
-    if (repeated(pn) or repeated(tn)) and loop_tag(pn) != loop_tag(tn):
+    p, t = pn.identity(), tn.identity()
+    if (pn.repeat or tn.repeat) and p.loop != t.loop:
         return False
-    if pn.get("var"):
-        return tn["box"] in PROCESSES
-    if pn.get("cell"):
-        return tn["box"] == "diagram"
-    return pn["box"] == tn["box"] and (pn["box"] not in PROCESSES or pn["op"] == tn["op"])
+    if pn.var:
+        return t.kind.is_process
+    if pn.cell:
+        return t.kind is Kind.DIAGRAM
+    return p.kind is t.kind and (not p.kind.is_process or p.op == t.op)
 
 
-def same_definition(pn: dict, tn: dict) -> bool:
+def same_definition(pn: Box, tn: Box) -> bool:
     """A definition is told by its content, not its name: two files may each define a ``Sq``
     and mean different things."""
-    if pn["box"] != "diagram" or pn.get("var") or pn.get("cell") or pn["ref"] is tn["ref"]:
+    if pn.kind is not Kind.DIAGRAM or pn.var or pn.cell or pn.ref is tn.ref:
         return True
-    return definition_key(pn["ref"]) == definition_key(tn["ref"])
+    return definition_key(pn.ref) == definition_key(tn.ref)
 
 
-def same_locality(pn: dict, tn: dict) -> bool:
+def same_locality(pn: Box, tn: Box) -> bool:
     """A local learnable is fresh in each instance of its definition, a global one is one set
     of weights everywhere: one name, two kinds of function."""
-    return pn["box"] != "learn" or bool(pn.get("var")) or bool(pn.get("local")) == bool(tn.get("local"))
+    return pn.kind is not Kind.LEARN or pn.var or (isinstance(pn.identity().weights, Local)
+                                                   == isinstance(tn.identity().weights, Local))
 
 
-def same_constant(pn: dict, tn: dict, uni: Unifier) -> bool:
+def same_constant(pn: Box, tn: Box, uni: Unifier) -> bool:
     """A constant is its value, up to the rule's dimension variables (``sqrt(k)``)."""
-    return pn["box"] != "const" or uni.unify_value(pn.get("value"), tn.get("value"))
+    return pn.kind is not Kind.CONST or uni.unify_value(pn.value, tn.value)
 
 
-def same_generics(pn: dict, tn: dict, uni: Unifier) -> bool:
+def same_generics(pn: Box, tn: Box, uni: Unifier) -> bool:
     """A generic box is one function per size (``ones<s>``, a definition ``<n>``): its generic
     dimensions unify, even those its port types do not show (a cell pattern's, by its body:
     :func:`same_cell`)."""
-    if pn.get("var") or pn.get("cell"):
+    if pn.var or pn.cell:
         return True
-    pg, tg = tuple(pn.get("generics", ())), tuple(tn.get("generics", ()))
+    pg, tg = tuple(pn.generics), tuple(tn.generics)
     return [g for g, _ in pg] == [g for g, _ in tg] and all(uni.unify(a, b) for (_, a), (_, b) in zip(pg, tg))
 
 
@@ -90,32 +92,33 @@ def same_local_types(local: tuple[list, list], t: Diagram, tb: int, uni: Unifier
             and all(uni.unify_types(lt, t.local_out_type(tb, q)) for q, lt in enumerate(outs)))
 
 
-def same_cell(pn: dict, tn: dict, uni: Unifier, match_body) -> dict | None:
+def same_cell(pn: Box, tn: Box, uni: Unifier, match_body) -> dict | None:
     """A scanned cell pattern (a rule's ``where diagram``) names no definition: it is the
     target cell whose whole body it matches (``cell.match_cell``), and the sizes found there
     are the rule's. Returns the box variables bound inside the cell (name -> the target
     box's attributes; none for any other box), or ``None`` where the cell is not the pattern's.
     ``match_body(pattern body, target body)`` is ``cell.match_cell`` with the search's matcher."""
-    if not pn.get("cell"):
+    if not pn.cell:
         return {}
-    cm = match_body(pn["ref"], tn["ref"])
+    cm = match_body(pn.ref, tn.ref)
     if cm is None:
         return None
-    mine, theirs = dict(pn.get("generics", ())), dict(tn.get("generics", ()))
+    mine, theirs = dict(pn.generics), dict(tn.generics)
     for g, dim in cm.dims.items():
         if g in mine and not uni.unify(mine[g], dim.substitute(theirs)):
             return None
-    return {name: _owned(node, tn.get("instance", tn["op"])) for name, node in cm.bound.items()}
+    return {name: _owned(node, tn.instance if tn.instance is not None else tn.op) for name, node in cm.bound.items()}
 
 
-def _owned(node: dict, instance: str) -> dict:
+def _owned(box: Box, instance: str) -> Box:
     """A box bound inside a loop's cell, named as the loop owns it: weights local to the
     cell are that loop's (``Cell#1/E``), wherever a rewrite moves the box."""
-    if node["box"] == "learn" and node.get("local"):
-        return {**node, "param": f"{instance}/{node.get('param', node['op'])}"}
-    if node["box"] == "diagram" and "instance" in node:  # "": the whole cell, the loop's own weights
-        return {**node, "instance": f"{instance}/{node['instance']}" if node["instance"] else instance}
-    return node
+    w = box.weights
+    if isinstance(w, Local):
+        return box._replace(weights=Local(f"{instance}/{w.param}"))
+    if isinstance(w, Instance) and box.kind is Kind.DIAGRAM:  # "": the whole cell, the loop's own weights
+        return box._replace(weights=Instance(f"{instance}/{w.path}" if w.path else instance))
+    return box
 
 
 # -- a candidate box, its labels placed ----------------------------------------------------------
@@ -214,9 +217,9 @@ def weight_ties(p: Any, t: Diagram, boxes: dict[int, int]) -> tuple[frozenset, .
     sets: dict[Any, set] = {}
     for pb, tb in boxes.items():
         node = p.node[pb]
-        if node["box"] not in PROCESSES:
+        if not node.kind.is_process:
             continue
-        key = weight_key(t.box(tb))
+        key = weight_key(t.record(tb))
         if key is not None:  # one set of the pattern (or one box variable): one set here
-            sets.setdefault(weight_key(node) or node["op"], set()).add(key)
+            sets.setdefault(weight_key(node) or node.op, set()).add(key)
     return tuple(frozenset(s) for s in sets.values() if len(s) > 1)

@@ -50,7 +50,7 @@ class Slots:
         box_slots = {}
         for tb, labs in ctx.items():
             dims = dict(ix.view(tb).labels)
-            display = ix.d.box(tb).get("display", {})
+            display = (ix.d.record(tb).display or {})
             box_slots[tb] = ks = tuple(self.number[self.find(("b", tb, lab))] for lab in labs)
             for lab, k in zip(labs, ks):
                 if not slots[k][0]:  # a contraction's local axis is shown by its dimension

@@ -17,21 +17,21 @@ axis iterated (``y[i, c] = sum_j ...``), the form matching reads them in.
 """
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 from ..errors import DiagError
+from ..graph.box import Box, Instance, Kind, Repeat
 from ..graph.diagram import Diagram
+from ..graph.hypergraph import per_graph_cache
 from ..graph.constants import show as show_const, substitute as substitute_const
 from ..graph.types import Dim, show_type
 from ..graph.weights import fresh_instance, instances, tie
 from .cell import build_cell
-from .index import PROCESSES, Index
+from .index import Index
 from .names import WireNames
 from .occurrence import Match
 from .view import View, view
 
-_IDENT_ATTRS = ("box", "op", "ref", "param", "local", "instance")
 _counter = [0]
 
 
@@ -46,9 +46,8 @@ def rewrite(target: Diagram, match: Match, replacement: Diagram | None = None, *
             in_place: bool = False) -> Diagram:
     """The target with the match replaced by the other side of its rule (or ``replacement``).
 
-    Returns a new diagram unless ``in_place`` (then ``index``, if given, is kept current).
-    Rewrite in place only a diagram that nothing has expanded yet: ``expand`` caches its
-    plan of a graph by the graph's size, which a rewrite may leave unchanged.
+    Returns a new diagram unless ``in_place`` (then ``index``, if given, is kept current;
+    every edit goes through the graph's editing methods, so what is cached about it goes stale).
     """
     if replacement is None:
         if match.rule is None:
@@ -65,27 +64,19 @@ class _Plan:
     """A replacement side read once: its boxes in order, their views and local types."""
 
     def __init__(self, rep: Diagram):
-        self.size = (rep.graph.number_of_nodes(), rep.graph.number_of_edges())
         self.boxes = rep.topological_boxes()
         self.views = {b: view(rep, b) for b in self.boxes}
         self.locals = {b: [rep.local_out_type(b, k) for k in range(len(self.views[b].outs))] for b in self.boxes}
 
 
-_plans: "weakref.WeakKeyDictionary[object, _Plan]" = weakref.WeakKeyDictionary()
-
-
-def _plan(rep: Diagram) -> _Plan:
-    plan = _plans.get(rep.graph)
-    if plan is None or plan.size != (rep.graph.number_of_nodes(), rep.graph.number_of_edges()):
-        plan = _plans[rep.graph] = _Plan(rep)
-    return plan
+_plan = per_graph_cache(_Plan)
 
 
 class _Labels:
     """The labels of a box the splice inserts: its context slots named, and the rule's own
     labels renamed apart from them (a rule's ``i`` may meet a context index ``i``)."""
 
-    def __init__(self, m: Match, rn: dict, rv: View, slots: list[int]):
+    def __init__(self, m: Match, rn: Box, rv: View, slots: list[int]):
         taken: set[str] = set()
         self.ctx = {s: _unique(m.slots[s][0] or "c", taken) for s in slots}
         self.rename = {lab: _unique(_clean(lab, rn), taken) for lab, _ in rv.labels + rv.summed}
@@ -132,10 +123,10 @@ class _Splice:
         g, m, rep = self.g, self.m, self.rep
         env, goals = self.boundary()
         matched = list(m.boxes.values())
-        if any(tb not in g or g.nodes[tb]["kind"] != "box" for tb in matched):
+        if any(not self.d.is_box(tb) for tb in matched):
             raise DiagError("this match is not one of this diagram's (was it rewritten already?)")
-        idents = {**m.inner, **{n: dict(g.nodes[tb]) for n, tb in m.idents.items()}}
-        prefix = _common_prefix([tuple(g.nodes[tb].get("clusters", ())) for tb in matched])
+        idents = {**m.inner, **{n: self.d.record(tb) for n, tb in m.idents.items()}}
+        prefix = _common_prefix([tuple(self.d.record(tb).clusters) for tb in matched])
         self.delete(matched)
         # a replaced wire that still has a writer (an input of the match passed straight
         # through) is not the inserted boxes' to write
@@ -180,9 +171,9 @@ class _Splice:
         for tb in matched:
             if self.ix is not None:
                 self.ix.forget(tb)
-            self.g.remove_node(tb)
+            self.d.remove_box(tb, outputs=False)
         for w in interior:
-            self.g.remove_node(w)
+            self.d.remove_wire(w)
 
     def layout(self, b: tuple[int, tuple, tuple]) -> tuple[int, tuple]:
         w, perm, ctx = b
@@ -197,24 +188,23 @@ class _Splice:
     def insert(self, rb: int, env: dict, wants: dict, claimed: set, idents: dict, prefix: tuple) -> list[int]:
         """Insert the replacement's box ``rb`` inside the match's context and record in ``env``
         where its outputs went."""
-        m, rn, rv = self.m, self.rep.box(rb), self.plan.views[rb]
+        m, rn, rv = self.m, self.rep.record(rb), self.plan.views[rb]
         goals = [wants.get(w, [None])[0] for w in rv.outs]
         slots = self.slots_needed(rv, env, goals)
         labels = _Labels(m, rn, rv, slots)
-        scan = bool(rn.get("scan"))
+        scan = bool(rn.scan)
         order, direct = self.order(rv, goals, claimed, scan, slots)
         simd = [(labels.ctx[e[1]], m.slots[e[1]][1]) if e[0] == "s" else
                 (labels.rename[e[1]], self.dim(labels.dims[e[1]])) for e in order]
         inputs = [(env[w][0], labels.axes(env[w][1], alpha)) for w, alpha in rv.ins]
-        attrs = self.attrs(rn, labels.rename, idents)
-        self.decorate(attrs, rn, labels, slots, prefix)
-        if rn["box"] == "contract":
-            attrs["summed"] = tuple((labels.rename[lab], self.dim(dim)) for lab, dim in rv.summed)
+        box = self.decorate(self.identity(rn, idents), rn, labels, slots, prefix)._replace(simd=tuple(simd), pos=rn.pos)
+        if rn.kind is Kind.CONTRACT:
+            box = box._replace(summed=tuple((labels.rename[lab], self.dim(dim)) for lab, dim in rv.summed))
             out_locals = [()]
         else:
             out_locals = [tuple(self.dim(x) for x in t) for t in self.plan.locals[rb]]
-        names = [self.rep.graph.nodes[w].get("name") for w in rv.outs]
-        b = self.add_box(rn, attrs, inputs, simd, out_locals, direct, claimed, scan, names)
+        names = [self.rep.wire_label(w) for w in rv.outs]
+        b = self.add_box(box, inputs, out_locals, direct, claimed, scan, names)
         self.record(env, rv, b, order, scan, out_locals)
         return [b]
 
@@ -246,20 +236,20 @@ class _Splice:
             direct[k] = goal
         return order, direct
 
-    def decorate(self, attrs: dict, rn: dict, labels: _Labels, slots: list[int], prefix: tuple) -> None:
+    def decorate(self, box: Box, rn: Box, labels: _Labels, slots: list[int], prefix: tuple) -> Box:
         """Frames for the picture: those around every matched box, then the context indices
         (unless those frames already draw them), then the rule's own; and the labels' names."""
         m = self.m
         if sum(1 for c in prefix if c and c[0] == "simd") < len(slots):
             prefix = prefix + tuple(("simd", ("rewrite", self.tag, "slot", s), m.slots[s][0], m.slots[s][1], False)
                                     for s in slots)
-        attrs["clusters"] = prefix + tuple(
+        clusters = prefix + tuple(
             ("simd", ("rewrite", self.tag, c[1]), c[2], self.dim(c[3]), c[4]) if c and c[0] == "simd" else c
-            for c in rn.get("clusters", ()))
+            for c in rn.clusters)
         display = {labels.ctx[s]: m.slots[s][0] for s in slots}
-        shown = rn.get("display", {})
+        shown = (rn.display or {})
         display.update({new: shown.get(lab, _clean(lab, rn)) for lab, new in labels.rename.items()})
-        attrs["display"] = display
+        return box._replace(clusters=clusters, display=display)
 
     def record(self, env: dict, rv: View, b: int, order: list, scan: bool, out_locals: list) -> None:
         """Where each output of the new box went, as a layout over the rule wire's axes."""
@@ -269,50 +259,42 @@ class _Splice:
             lay += [("p", rv.layouts[k].index(j)) for j in range(len(out_locals[k]))]
             env[w_r] = (tw, tuple(lay))
 
-    def attrs(self, rn: dict, rename: dict, idents: dict) -> dict:
-        """The new box's attributes: a process named on both sides keeps the target's identity
-        (its weights), a box variable becomes the process it matched, a definition brought in
-        new gets an instance of its own; dimension variables take the match's values."""
-        skip = ("kind", "simd", "pos", "display", "clusters", "summed", "var", "cell")
-        attrs = {k: v for k, v in rn.items() if k not in skip}
-        name = rn["op"]
-        if rn["box"] in PROCESSES and name in idents:
-            keys = _IDENT_ATTRS + ("generics",) if rn.get("var") else _IDENT_ATTRS
-            attrs.update({k: idents[name][k] for k in keys if k in idents[name]})
-            for k in [k for k in _IDENT_ATTRS if k not in idents[name]]:
-                attrs.pop(k, None)
-            if rn.get("var"):
-                return attrs
-        elif rn.get("var"):
+    def identity(self, rn: Box, idents: dict) -> Box:
+        """The new box's identity: a process named on both sides keeps the target's (its
+        weights), a box variable becomes the process it matched, a definition brought in new
+        gets an instance of its own; dimension variables take the match's values."""
+        box = rn._replace(summed=(), var=False, cell=False)
+        name = rn.op
+        if rn.kind.is_process and name in idents:
+            have = idents[name]
+            box = box._replace(kind=have.kind, op=have.op, ref=have.ref, weights=have.weights)
+            if rn.var:
+                return box._replace(generics=have.generics)
+        elif rn.var:
             raise self.fail(f"box variable '{name}' is not bound by the matched side")
-        elif rn["box"] == "diagram":
+        elif rn.kind is Kind.DIAGRAM:
             if self.taken is None:
                 self.taken = instances(self.d)
-            attrs["instance"] = fresh_instance(name, self.taken)
-            if rn.get("cell"):  # a cell the rule brings in: its pattern, at these sizes, of these processes
-                attrs["ref"] = build_cell(rn["ref"], {g: self.dim(x) for g, x in rn.get("generics", ())}, idents)
-                attrs["generics"] = ()
-        if "generics" in attrs:
-            attrs["generics"] = tuple((gname, self.dim(x)) for gname, x in attrs["generics"])
-        if "repeat" in attrs:
-            attrs["repeat"] = self.dim(attrs["repeat"])
-        if "value" in attrs:
-            for x in _value_dims(attrs["value"]):
+            box = box._replace(weights=Instance(fresh_instance(name, self.taken)))
+            if rn.cell:  # a cell the rule brings in: its pattern, at these sizes, of these processes
+                ref = build_cell(rn.ref, {g: self.dim(x) for g, x in rn.generics}, idents)
+                box = box._replace(ref=ref, generics=())
+        box = box._replace(generics=tuple((gname, self.dim(x)) for gname, x in box.generics))
+        if box.repeat is not None:
+            box = box._replace(loop=Repeat(self.dim(box.repeat.count), box.repeat.shared))
+        if box.value is not None:
+            for x in _value_dims(box.value):
                 self.dim(x)  # a constant's dimension must be determined too (sqrt(m))
-            attrs["value"] = substitute_const(attrs["value"], self.sub)
-            attrs["op"] = show_const(attrs["value"])
-        return attrs
+            value = substitute_const(box.value, self.sub)
+            box = box._replace(value=value, op=show_const(value))
+        return box
 
-    def add_box(self, rn: dict, attrs: dict, inputs: list, simd: list, out_locals: list, direct: dict,
-                claimed: set, scan: bool, names: list) -> int:
+    def add_box(self, box: Box, inputs: list, out_locals: list, direct: dict, claimed: set, scan: bool,
+                names: list) -> int:
         """Add the box; outputs laid out as a replaced wire is go straight into that wire."""
-        d, g = self.d, self.g
-        box, op = attrs.pop("box"), attrs.pop("op")
-        b = d.new_id()
-        g.add_node(b, kind="box", box=box, op=op, simd=tuple(simd), pos=rn.get("pos"), **attrs)
-        for port, (w, axes) in enumerate(inputs):
-            g.add_edge(w, b, key=port, axes=tuple(axes))
-        dims = tuple(x for _, x in simd)
+        d = self.d
+        b = d.add(box, inputs)
+        dims = tuple(x for _, x in box.simd)
         for port, loc in enumerate(out_locals):
             t = (dims[:-1] if scan and port == 0 else dims) + tuple(loc)
             goal = direct.get(port)
@@ -323,8 +305,8 @@ class _Splice:
                                     f"has {show_type(d.wire_type(w))}")
                 claimed.add(w)
             else:
-                w = d.add_wire(t, name=self.fresh_name(names[port]), pos=rn.get("pos"))
-            g.add_edge(b, w, key=port)
+                w = d.add_wire(t, name=self.fresh_name(names[port]), pos=box.pos)
+            d.write(b, port, w)
         if self.ix is not None:
             self.ix.add(b)
         return b
@@ -345,15 +327,12 @@ class _Splice:
             raise self.fail("an output of the matched side is one of its inputs, which the other side "
                             "would overwrite")
         if lay == glay and tuple(d.wire_type(tw)) == tuple(d.wire_type(w)):
-            for _, c, k, a in list(g.out_edges(w, keys=True, data=True)):
-                g.remove_edge(w, c, key=k)
-                g.add_edge(tw, c, key=k, **a)
+            for c in d.replace_uses(w, tw):
                 if self.ix is not None:
                     self.ix.forget(c)
-            d.outputs = [tw if o == w else o for o in d.outputs]
-            if not g.nodes[tw].get("name"):
-                g.nodes[tw]["name"] = g.nodes[w].get("name")
-            g.remove_node(w)
+            if not d.wire_label(tw):
+                d.replace(tw, name=d.wire_label(w))
+            d.remove_wire(w)
             return []
         have = {e for e in lay}
         for e in have:
@@ -363,11 +342,8 @@ class _Splice:
         labels = [_unique(self.m.slots[e[1]][0] if e[0] == "s" else f"a{e[1]}", taken) for e in glay]
         simd = tuple((lab, x) for lab, x in zip(labels, d.wire_type(w)))
         axes = tuple(labels[glay.index(e)] for e in lay)
-        b = d.new_id()
-        g.add_node(b, kind="box", box="reindex", op="reindex", simd=simd, pos=self.rep.pos,
-                   display={lab: lab for lab in labels}, clusters=())
-        g.add_edge(tw, b, key=0, axes=axes)
-        g.add_edge(b, w, key=0)
+        b = d.place(dict(box="reindex", op="reindex", simd=simd, pos=self.rep.pos,
+                         display={lab: lab for lab in labels}, clusters=()), [(tw, axes)], [w])
         if self.ix is not None:
             self.ix.add(b)
         return [b]
@@ -386,9 +362,9 @@ def g_uses(d: Diagram, w: int) -> bool:
     return bool(d.graph.out_degree(w)) or w in d.outputs
 
 
-def _clean(label: str, node: dict) -> str:
+def _clean(label: str, node: Box) -> str:
     """A readable name for a rule's label (a contraction's local axis ``·0`` shows as ``c0``)."""
-    shown = node.get("display", {}).get(label)
+    shown = (node.display or {}).get(label)
     if shown:
         return shown
     return "c" + label[1:] if label.startswith("\u00b7") else label

@@ -8,20 +8,18 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Iterable
 
+from ..graph.box import Box, Kind
 from ..graph.diagram import Diagram
 from .names import WireNames
 from .view import View, view
 
-PROCESSES = ("learn", "abstract", "fixed", "diagram")  # what a box variable may stand for
-
-
-def key(node: dict, n_in: int) -> tuple:
+def key(box: Box, n_in: int) -> tuple:
     """What the index files a box under: boxes of one key are the candidates for each other."""
-    if node["box"] == "contract":
-        return ("contract", n_in)
-    if node["box"] in ("reindex", "const"):
-        return (node["box"],)
-    return (node["box"], node["op"])
+    if box.kind is Kind.CONTRACT:
+        return (box.kind, n_in)
+    if box.kind in (Kind.REINDEX, Kind.CONST):
+        return (box.kind,)
+    return (box.kind, box.op)
 
 
 class Index:
@@ -36,7 +34,7 @@ class Index:
         self._names: WireNames | None = None
         for b in d.topological_boxes():
             self.add(b)
-        self.n_processes = sum(len(v) for k, v in self.by_key.items() if k[0] in PROCESSES)
+        self.n_processes = sum(len(v) for k, v in self.by_key.items() if k[0].is_process)
 
     def fresh_name(self, name: str | None) -> str | None:
         """A wire name not used in the target yet (``bc``, ``bc'``, ...)."""
@@ -52,7 +50,7 @@ class Index:
             if p is not None:
                 lev = max(lev, self.level[p])
         self.level[b] = lev + 1
-        self.by_key[key(g.nodes[b], g.in_degree(b))].append(b)
+        self.by_key[key(self.d.record(b), g.in_degree(b))].append(b)
 
     def view(self, b: int) -> View:
         v = self._views.get(b)
@@ -79,4 +77,4 @@ class Index:
         return b in self.d.graph
 
 
-__all__ = ["PROCESSES", "key", "Index"]
+__all__ = ["key", "Index"]

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.gcpause import gc_paused
-from .index import PROCESSES, Index, key
+from .index import Index, key
 from .names import instance_path, wire_name
 from .occurrence import Match
 from .pattern import Pattern
@@ -96,4 +96,4 @@ def select(matches: list[Match], where: str) -> Match:
 
 
 __all__ = ["Match", "Index", "Matcher", "Pattern", "Unifier", "find_matches", "iter_matches", "pattern", "select",
-           "view", "View", "key", "identity", "instance_path", "wire_name", "PROCESSES", "LOCAL", "Perm"]
+           "view", "View", "key", "identity", "instance_path", "wire_name", "LOCAL", "Perm"]

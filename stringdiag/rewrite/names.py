@@ -6,12 +6,13 @@ name, made unique in the target (``bc``, ``bc'``) so that later steps can name i
 """
 from __future__ import annotations
 
+from ..graph.box import Box
 from ..graph.diagram import Diagram
 
 
-def instance_path(node: dict) -> str:
+def instance_path(box: Box) -> str:
     """``Layer#3/Head#2/`` for a box inlined from definitions by ``expand``; else empty."""
-    for c in reversed(tuple(node.get("clusters", ()))):
+    for c in reversed(tuple(box.clusters)):
         if c and c[0] == "def":
             return c[1]
     return ""
@@ -23,14 +24,14 @@ def wire_name(d: Diagram, w: int) -> str:
     definition named it; an unnamed wire by the box making it (``F@3:7``)."""
     node = d.graph.nodes[w]
     pr = d.producer(w)
-    path = instance_path(d.box(pr)) if pr is not None else ""
+    path = instance_path(d.record(pr)) if pr is not None else ""
     if "scope" in node:  # named by the definition that used the one making it
         path = node["scope"]
     if node.get("name"):
         return path + node["name"]
     if pr is not None:
-        pos = d.box(pr).get("pos")
-        op = d.box(pr)["op"]
+        pos = d.record(pr).pos
+        op = d.record(pr).op
         return path + (f"{op}@{pos.line}:{pos.col}" if pos else f"{op}#{pr}")
     return f"#{w}"
 

@@ -7,21 +7,21 @@ whether two diagrams are equal up to renaming *and* that spelling.
 """
 from __future__ import annotations
 
+from ..graph.box import Kind
 from ..graph.diagram import Diagram
 
 
 def iterated(d: Diagram) -> Diagram:
     """A copy in which every contraction's local axes are SIMD labels."""
     out = d.copy()
-    g = out.graph
     for b in list(out.boxes()):
-        node = g.nodes[b]
-        if node["box"] != "contract":
+        node = out.record(b)
+        if node.kind is not Kind.CONTRACT:
             continue
         loc = out.local_out_type(b, 0)
         if not loc:
             continue
-        taken = {lab for lab, _ in tuple(node["simd"]) + tuple(node.get("summed", ()))}
+        taken = {lab for lab, _ in tuple(node.simd) + tuple(node.summed)}
         labels = []
         for k, dim in enumerate(loc):
             lab = dim.name or f"c{k}"
@@ -29,10 +29,10 @@ def iterated(d: Diagram) -> Diagram:
                 lab += "'"
             taken.add(lab)
             labels.append(lab)
-        node["simd"] = tuple(node["simd"]) + tuple(zip(labels, loc))
-        node["display"] = {**node.get("display", {}), **{lab: lab for lab in labels}}
-        for w, _, k, a in list(g.in_edges(b, keys=True, data=True)):
-            a["axes"] = tuple(labels[x] if isinstance(x, int) else x for x in a["axes"])
+        out.replace(b, simd=tuple(node.simd) + tuple(zip(labels, loc)),
+                    display={**(node.display or {}), **{lab: lab for lab in labels}})
+        for port, (w, axes) in enumerate(out.box_inputs(b)):
+            out.rewire(b, port, w, tuple(labels[x] if isinstance(x, int) else x for x in axes))
     return out
 
 

@@ -9,6 +9,7 @@ from collections import defaultdict
 from typing import Callable
 
 from ..errors import DiagError
+from ..graph.box import Kind
 from ..graph.diagram import Diagram
 from .index import key
 from .view import view
@@ -30,11 +31,11 @@ class Pattern:
         if not passing:  # a cell's body may pass its carry straight through (``cell.py`` checks it)
             self._check_outputs()
         self.vars = frozenset(side.generics)
-        self.node = {b: side.box(b) for b in self.boxes}
-        self.keys = {b: (None if self.node[b].get("var") or self.node[b].get("cell")
+        self.node = {b: side.record(b) for b in self.boxes}
+        self.keys = {b: (None if self.node[b].var or self.node[b].cell
                          else key(self.node[b], len(self.views[b].ins)))
                      for b in self.boxes}
-        self.local = {b: self._local_types(b) for b in self.boxes if self.node[b]["box"] != "contract"}
+        self.local = {b: self._local_types(b) for b in self.boxes if self.node[b].kind is not Kind.CONTRACT}
         self.produced = {w: (b, p) for b in self.boxes for p, w in enumerate(self.views[b].outs)}
         self.readers: dict[int, list[tuple[int, int]]] = defaultdict(list)
         for b in self.boxes:

@@ -61,7 +61,7 @@ from ..graph.decls import BoxDecl, Program, generic_names, type_list
 from ..graph.diagram import Diagram
 from ..graph.gcpause import gc_paused
 from ..resources import argument, folder, locate
-from ..graph.hypergraph import loop_tag
+from ..graph.box import Box, Global, Kind, Local, Weights
 from ..syntax import ast as A
 from ..syntax import rules_ast as RA
 from ..syntax.source import read_source
@@ -195,7 +195,7 @@ def _rule(item: RA.Rule, prog: Program) -> Rule:
                     defs=dict(prog.defs), prelude=prog.prelude)
     cells = _cells(item, scope, variables)
     sides = [_side(item, side, label, scope, variables) for side, label in ((item.left, "left"), (item.right, "right"))]
-    unused = [v for v in variables if not any(d.box(b).get("var") and d.box(b)["op"] == v
+    unused = [v for v in variables if not any(d.record(b).var and d.record(b).op == v
                                                for d in sides + cells for b in d.boxes())]
     if unused:
         raise DiagError(f"box variable '{unused[0]}' is used by neither side of rule '{name}'",
@@ -248,9 +248,9 @@ def _cells(item: RA.Rule, scope: Program, variables: dict[str, BoxDecl]) -> list
 
 def _mark_variables(d: Diagram, variables: dict[str, BoxDecl]) -> None:
     for b in d.boxes():
-        node = d.box(b)
-        if node["box"] == "abstract" and variables.get(node["op"]) is node.get("ref"):
-            node["var"] = True
+        box = d.record(b)
+        if box.kind is Kind.ABSTRACT and variables.get(box.op) is box.ref:
+            d.replace(b, var=True)
 
 
 def _side(item: RA.Rule, side: RA.Side, label: str, scope: Program, variables: dict[str, BoxDecl]) -> Diagram:
@@ -263,17 +263,16 @@ def _side(item: RA.Rule, side: RA.Side, label: str, scope: Program, variables: d
     d = P.definition(A.Diagram(name, item.generics, item.params, item.outs, side.body, item.pos), scope).diagram()
     _mark_variables(d, variables)
     for b in d.boxes():
-        node = d.box(b)
-        if node["box"] == "diagram" and getattr(node["ref"], "cell_pattern", False):
-            if not node.get("scan"):
-                raise DiagError(f"'{node['op']}' is a cell pattern of rule '{item.name.text}': scan it",
-                                node.get("pos"), scope.source)
-            node["cell"] = True
+        box = d.record(b)
+        if box.kind is Kind.DIAGRAM and getattr(box.ref, "cell_pattern", False):
+            if not box.scan:
+                raise DiagError(f"'{box.op}' is a cell pattern of rule '{item.name.text}': scan it",
+                                box.pos, scope.source)
+            d.replace(b, cell=True)
     return d
 
 
 # -- reductions: the right side is an instance of the left ---------------------------------
-HOLES = ("learn", "abstract")  # the boxes a reduction may specialise
 
 
 def check_reduction(rule: Rule, source: str | None = None) -> dict[str, str]:
@@ -326,31 +325,27 @@ class _NotAnInstance(Exception):
         self.stage, self.message, self.pos = stage, message, pos
 
 
-def _hole_id(node: dict) -> tuple:
-    """Which hole a box is: a learnable box's weight set (as ``graph.weights`` keys it), or the
-    name of a box variable or abstract family."""
-    if node["box"] == "learn":
-        return ("learn", bool(node.get("local")), node.get("param", node["op"]))
-    return (node["box"], node["op"])
+def _hole_id(box: Box) -> tuple | Weights:
+    """Which hole a box is: a learnable box's weight set, or the name of a box variable or
+    abstract family."""
+    i = box.identity()
+    return i.weights if i.kind is Kind.LEARN else (i.kind, i.op)
 
 
 def _label(d: Diagram, b: int, drop: frozenset | set = frozenset()) -> tuple:
-    """What a box is, up to the names of its SIMD labels (those in ``drop`` left out)."""
-    node = d.box(b)
-    ident = _hole_id(node) if node["box"] == "learn" else node["op"]
-    ref = node.get("ref") if node["box"] == "diagram" else None
-    return (node["box"], ident, id(ref) if ref is not None else None,
-            tuple(str(dim) for lab, dim in node["simd"] if lab not in drop),
-            tuple(str(dim) for _, dim in node.get("summed", ())),
-            tuple((g, str(dim)) for g, dim in node.get("generics", ())), repr(node.get("value")),
-            loop_tag(node), len(d.box_inputs(b)),
+    """What a box is (its identity: a learnable by its weight set), up to the names of its
+    SIMD labels (those in ``drop`` left out), with its ports."""
+    i = d.record(b).identity()
+    return (i.kind, i.weights if i.kind is Kind.LEARN else i.name, id(i.ref) if i.ref is not None else None,
+            tuple(str(dim) for dim in i.dims(i.simd, drop)), tuple(str(dim) for dim in i.dims(i.summed)),
+            tuple((g, str(dim)) for g, dim in i.generics), repr(i.value), i.loop, len(d.box_inputs(b)),
             tuple(tuple(str(x) for x in d.local_out_type(b, k)) for k in range(len(d.box_outputs(b)))))
 
 
-def _axes(node: dict, axes: tuple) -> tuple:
+def _axes(node: Box, axes: tuple) -> tuple:
     """An input's indexing with the box's labels numbered (simd first, then summed)."""
-    simd = [lab for lab, _ in node["simd"]]
-    summed = [lab for lab, _ in node.get("summed", ())]
+    simd = [lab for lab, _ in node.simd]
+    summed = [lab for lab, _ in node.summed]
     return tuple(a if isinstance(a, int) else ("s", simd.index(a)) if a in simd else ("σ", summed.index(a))
                  for a in axes)
 
@@ -367,8 +362,8 @@ class _Instance:
     def __init__(self, rule: Rule, left: Diagram, right: Diagram, source: str | None):
         self.rule, self.L, self.R, self.source = rule, left, right, source
         order = left.topological_boxes()
-        self.holes = [b for b in order if left.box(b)["box"] in HOLES]
-        self.skel = [b for b in order if left.box(b)["box"] not in HOLES]
+        self.holes = [b for b in order if left.record(b).kind.is_hole]
+        self.skel = [b for b in order if not left.record(b).kind.is_hole]
         self.candidates: dict[tuple, list[int]] = {}
         for c in right.topological_boxes():
             self.candidates.setdefault(_label(right, c), []).append(c)
@@ -381,19 +376,19 @@ class _Instance:
         pos = pos if (pos is not None and here is not None and pos.file == here.file) else here
         return DiagError(f"rule '{self.rule.name}' is not a reduction: {message}", pos, self.source)
 
-    def where(self, node: dict) -> Pos | None:
-        pos, here = node.get("pos"), self.rule.pos
+    def where(self, node: Box) -> Pos | None:
+        pos, here = node.pos, self.rule.pos
         return pos if (pos is not None and here is not None and pos.file == here.file) else None
 
-    def describe(self, node: dict) -> str:
-        kind = node["box"]
-        what = {"contract": "contraction", "reindex": "reindexing"}.get(kind)
-        what = what or (f"constant {node['op']}" if kind == "const" else f"'{node['op']}'")
+    def describe(self, node: Box) -> str:
+        kind = node.kind
+        what = {Kind.CONTRACT: "contraction", Kind.REINDEX: "reindexing"}.get(kind)
+        what = what or (f"constant {node.op}" if kind is Kind.CONST else f"'{node.op}'")
         pos = self.where(node)
         return what + (f" (line {pos.line})" if pos is not None else "")
 
     def hole_names(self) -> str:
-        names = list(dict.fromkeys(self.L.box(h)["op"] for h in self.holes))
+        names = list(dict.fromkeys(self.L.record(h).op for h in self.holes))
         return ", ".join(f"'{n}'" for n in names)
 
     def note(self, e: _NotAnInstance) -> None:
@@ -439,20 +434,20 @@ class _Instance:
     def fresh_boxes(self) -> None:
         """Rule 5: the right side names no box the left lacks."""
         L, R = self.L, self.R
-        have = {_hole_id(L.box(b)) for b in self.holes}
+        have = {_hole_id(L.record(b)) for b in self.holes}
         for c in R.topological_boxes():
-            node = R.box(c)
-            if node["box"] not in HOLES or _hole_id(node) in have:
+            node = R.record(c)
+            if not node.kind.is_hole or _hole_id(node) in have:
                 continue
-            if node["box"] == "learn" and node.get("local"):
+            if node.kind is Kind.LEARN and node.local:
                 continue  # declared inside a helper diagram: a fresh approximator
-            name = node["op"]
-            if node["box"] == "learn":
+            name = node.op
+            if node.kind is Kind.LEARN:
                 msg = (f"its right side uses the learnable box '{name}', which its left side does not: on "
                        f"application it would be tied to whatever box '{name}' the target has; a reduction "
                        "specialises the left's boxes (declare a fresh approximator inside a helper diagram, "
                        "or reuse one of the left's)")
-            elif node.get("var"):
+            elif node.var:
                 msg = (f"box variable '{name}' is used on the right side only, so a match of the left side "
                        "cannot determine it")
             else:
@@ -481,14 +476,14 @@ class _Instance:
                     f"abstract families ({holes}), which it may replace by composites of their types" if holes else
                     "its left side has no learnable box, box variable or abstract family to specialise, so "
                     "its right side must be its left side")
-            self.note(_NotAnInstance(i, f"the left side's {self.describe(self.L.box(b))} has no counterpart on "
-                                        f"the right reading the same wires; {tail}", self.where(self.L.box(b))))
+            self.note(_NotAnInstance(i, f"the left side's {self.describe(self.L.record(b))} has no counterpart on "
+                                        f"the right reading the same wires; {tail}", self.where(self.L.record(b))))
 
     def pair(self, b: int, c: int, img: dict) -> dict | None:
         L, R = self.L, self.R
         new = dict(img)
         for (wl, al), (wr, ar) in zip(L.box_inputs(b), R.box_inputs(c)):
-            if _axes(L.box(b), al) != _axes(R.box(c), ar):
+            if _axes(L.record(b), al) != _axes(R.record(c), ar):
                 return None
             if wl in new:
                 if new[wl] != wr:
@@ -509,13 +504,13 @@ class _Instance:
                 new[wl] = wr
             elif new[wl] != wr:
                 p = self.L.producer(wl)
-                what = (f"the output of {self.describe(self.L.box(p))}" if p is not None else
+                what = (f"the output of {self.describe(self.L.record(p))}" if p is not None else
                         f"input {self.L.inputs.index(wl) + 1}")
                 self.note(_NotAnInstance(len(self.skel) + 0.5,
                                          f"on the left, output {j + 1} is {what}; on the right it is computed "
                                          "otherwise, and only learnable boxes, box variables and abstract "
                                          f"families ({self.hole_names() or 'none here'}) may be specialised",
-                                         self.where(self.R.box(self.R.producer(wr))) if self.R.producer(wr)
+                                         self.where(self.R.record(self.R.producer(wr))) if self.R.producer(wr)
                                          else None))
                 return
         yield new
@@ -554,32 +549,32 @@ class _Instance:
         for c in R.topological_boxes():
             if c not in covered:
                 holes = self.hole_names() or "none here"
-                raise _NotAnInstance(stage + 1, f"the right side's {self.describe(R.box(c))} is neither a box of "
+                raise _NotAnInstance(stage + 1, f"the right side's {self.describe(R.record(c))} is neither a box of "
                                                 "the left nor part of what replaces one of its learnable boxes, "
                                                 f"box variables or abstract families ({holes})",
-                                     self.where(R.box(c)))
+                                     self.where(R.record(c)))
         first: dict[tuple, int] = {}
         for h in self.holes:
-            ident = _hole_id(L.box(h))
+            ident = _hole_id(L.record(h))
             if ident not in first:
                 first[ident] = h
                 continue
             h0 = first[ident]
             if any(a is not None and b is not None and a != b for a, b in zip(sigs[h0], sigs[h])):
-                name = L.box(h)["op"]
-                what = "one set of weights" if ident[0] == "learn" else "one process"
+                name = L.record(h).op
+                what = "one set of weights" if isinstance(ident, (Global, Local)) else "one process"
                 raise _NotAnInstance(stage + 2, f"'{name}' is used more than once on the left ({what}), but its "
                                                 "uses are replaced by different composites on the right",
-                                     self.where(L.box(h)))
+                                     self.where(L.record(h)))
         out: dict[str, str] = {}
         for ident, h in first.items():
-            name, cone = L.box(h)["op"], cones[h]
+            name, cone = L.record(h).op, cones[h]
             if not cone:
                 out[name] = "the identity" if any(s is not None for s in sigs[h]) else "nothing (unused)"
-            elif len(cone) == 1 and _hole_id(R.box(next(iter(cone)))) == ident:
+            elif len(cone) == 1 and _hole_id(R.record(next(iter(cone)))) == ident:
                 out[name] = "itself"
-            elif len(cone) == 1 and _hole_id(R.box(next(iter(cone)))) in first:
-                out[name] = f"'{R.box(next(iter(cone)))['op']}' (tied)"
+            elif len(cone) == 1 and _hole_id(R.record(next(iter(cone)))) in first:
+                out[name] = f"'{R.record(next(iter(cone))).op}' (tied)"
             else:
                 out[name] = f"{len(cone)} box{'es' if len(cone) != 1 else ''}"
         return out, sum(len(c) for c in cones.values())
@@ -599,10 +594,10 @@ class _Cone:
     def __init__(self, inst: _Instance, h: int, img: dict, images: set, stage: float):
         self.inst, self.L, self.R = inst, inst.L, inst.R
         self.h, self.img, self.images, self.stage = h, img, images, stage
-        self.node = self.L.box(h)
-        self.name = self.node["op"]
-        simd = self.node["simd"]
-        scanned = simd[-1][0] if self.node.get("scan") and simd else None
+        self.node = self.L.record(h)
+        self.name = self.node.op
+        simd = self.node.simd
+        scanned = simd[-1][0] if self.node.scan and simd else None
         self.tag_of = {lab: j for j, (lab, _) in enumerate(simd) if lab != scanned}
         self.over = ", ".join(lab for lab in self.tag_of)
         self.tags: dict[int, tuple] = {}
@@ -614,7 +609,7 @@ class _Cone:
         self.boxes: set = set()
 
     def run(self) -> tuple[set, tuple]:
-        node, simd = self.node, self.node["simd"]
+        node, simd = self.node, self.node.simd
         out_sigs = []
         for k, wl in enumerate(self.L.box_outputs(self.h)):
             if wl not in self.img:  # read by nobody on the left: whatever replaces it is deleted
@@ -622,7 +617,7 @@ class _Cone:
                 continue
             wr = self.img[wl]
             self.visit(wr)
-            n = len(simd) - (1 if node.get("scan") and k == 0 else 0)
+            n = len(simd) - (1 if node.scan and k == 0 else 0)
             want = tuple(self.tag_of.get(simd[q][0]) for q in range(n)) + (None,) * (len(self.L.wire_type(wl)) - n)
             if self.tags[wr] != want:
                 c = self.R.producer(wr)
@@ -636,8 +631,8 @@ class _Cone:
         over = self.over
         return _NotAnInstance(self.stage, f"on the left '{self.name}' is applied for every {over} (a SIMD box), so "
                                           f"it can only become a composite applied for every {over}; the right "
-                                          f"side's {self.inst.describe(self.R.box(c))} in its replacement mixes "
-                                          f"positions along {over}", self.inst.where(self.R.box(c)))
+                                          f"side's {self.inst.describe(self.R.record(c))} in its replacement mixes "
+                                          f"positions along {over}", self.inst.where(self.R.record(c)))
 
     def visit(self, w: int) -> None:
         """Tag wire ``w`` and the boxes computing it, back to the hole's inputs."""
@@ -652,8 +647,8 @@ class _Cone:
                                  self.inst.where(self.node))
         if c in self.images:
             raise _NotAnInstance(self.stage, f"what replaces '{name}' on the right reads the output of "
-                                             f"{self.inst.describe(R.box(c))}, which '{name}' does not read on "
-                                             "the left", self.inst.where(R.box(c)))
+                                             f"{self.inst.describe(R.record(c))}, which '{name}' does not read on "
+                                             "the left", self.inst.where(R.record(c)))
         for wi, _ in R.box_inputs(c):
             self.visit(wi)
         self.boxes.add(c)
@@ -661,12 +656,12 @@ class _Cone:
 
     def tag(self, c: int) -> None:
         """Tag the outputs of box ``c`` from its inputs' tags, and sign it."""
-        R, cnode = self.R, self.R.box(c)
+        R, cnode = self.R, self.R.record(c)
         ins = R.box_inputs(c)
-        labels = [lab for lab, _ in cnode["simd"]]
+        labels = [lab for lab, _ in cnode.simd]
         lab_tag = self.label_tags(c, ins, labels)
         kept = [lab for lab in labels if lab not in lab_tag]
-        summed = [lab for lab, _ in cnode.get("summed", ())]
+        summed = [lab for lab, _ in cnode.summed]
 
         def ax(a):
             return a if isinstance(a, int) else ("s", kept.index(a)) if a in kept else ("σ", summed.index(a))
@@ -674,7 +669,7 @@ class _Cone:
         s_ins = tuple((tuple(ax(a) for a in ai if a not in lab_tag), self.sig[wi]) for wi, ai in ins)
         s_box = _label(R, c, drop=set(lab_tag))
         for k, wo in enumerate(R.box_outputs(c)):
-            n = len(labels) - (1 if cnode.get("scan") and k == 0 else 0)
+            n = len(labels) - (1 if cnode.scan and k == 0 else 0)
             self.tags[wo] = tuple(lab_tag.get(labels[q]) for q in range(n)) + (None,) * (len(R.wire_type(wo)) - n)
             self.sig[wo] = (s_box, k, s_ins)
 
@@ -696,7 +691,7 @@ class _Cone:
                 raise self.mixes(c)
             if real:
                 lab_tag[lab] = next(iter(real))
-        if len(set(lab_tag.values())) != len(lab_tag) or (self.R.box(c).get("scan") and labels[-1] in lab_tag):
+        if len(set(lab_tag.values())) != len(lab_tag) or (self.R.record(c).scan and labels[-1] in lab_tag):
             raise self.mixes(c)
         return lab_tag
 

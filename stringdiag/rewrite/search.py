@@ -18,7 +18,7 @@ from .conditions import (context_links, every_label_placed, holds, same_box, sam
 from ..graph.diagram import Diagram
 from .cell import CellMatch, match_cell
 from .context import Slots
-from .index import PROCESSES, Index
+from .index import Index
 from .names import wire_name
 from .occurrence import Match
 from .pattern import Pattern, Step
@@ -187,7 +187,7 @@ class Matcher:
         if k is not None:
             yield from (b for b in list(self.ix.by_key.get(k, ())) if alive(b))
             return
-        for bs in [bs for kk, bs in self.ix.by_key.items() if kk[0] in PROCESSES]:
+        for bs in [bs for kk, bs in self.ix.by_key.items() if kk[0].is_process]:
             yield from (b for b in bs if alive(b))
 
     def candidates(self, how: tuple, st: State) -> Iterator[int]:
@@ -234,7 +234,7 @@ class Matcher:
 
     def box(self, pb: int, tb: int, st: State) -> Iterator[State]:
         """Every way the pattern box ``pb`` can be the target box ``tb`` in state ``st``."""
-        pn, tn = self.p.node[pb], self.t.box(tb)
+        pn, tn = self.p.node[pb], self.t.record(tb)
         pv, tv = self.p.views[pb], self.ix.view(tb)
         if not (same_shape(pv, tv) and same_scan(pv, tv) and same_box(pn, tn) and same_definition(pn, tn)
                 and same_locality(pn, tn)):
@@ -246,8 +246,8 @@ class Matcher:
         if inner is None:
             return
         idents = st.idents
-        if pn["box"] in PROCESSES:
-            idents = bind_function(idents, pn["op"], identity(tn, with_generics=bool(pn.get("var"))), tb)
+        if pn.kind.is_process:
+            idents = bind_function(idents, pn.op, identity(tn, with_generics=bool(pn.var)), tb)
         for name, node in inner.items():  # one name, one function, inside a cell and out
             if idents is not None:
                 idents = bind_function(idents, name, identity(node, with_generics=True), None)

@@ -7,7 +7,7 @@ every process (``given f``); a match binds each variable once and then holds it 
 from __future__ import annotations
 
 from ..graph.constants import as_dim
-from ..graph.hypergraph import loop_tag
+from ..graph.box import Box
 from ..graph.iso import definition_key
 from ..graph.types import Dim
 
@@ -108,14 +108,13 @@ def solve_for(r: Dim, v: str, t: Dim) -> Dim | None:
     return Dim({mono: k // c for mono, k in diff.items()})
 
 
-def identity(node: dict, with_generics: bool = False) -> tuple:
+def identity(node: Box, with_generics: bool = False) -> tuple:
     """Which function a process box is, its weights aside: a name bound twice in a pattern
     must find one function twice; whether with one set of weights is :attr:`Match.ties`.
     A definition is told by its content, not its name alone."""
-    ref = definition_key(node["ref"]) if node["box"] == "diagram" else None
-    global_param = node.get("param") if node["box"] == "learn" and not node.get("local") else node.get("seed")
-    ident = (node["box"], node["op"], ref, global_param, loop_tag(node))
-    return ident + (tuple(node.get("generics", ())),) if with_generics else ident
+    i = node.identity()  # its name: a global learnable's weight set, a random tensor's seed
+    ident = (i.kind, i.op, definition_key(i.ref) if i.ref is not None else None, i.name, i.loop)
+    return ident + (i.generics,) if with_generics else ident
 
 
 def bind_function(idents: dict, name: str, ident: tuple, tb: int) -> dict | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..graph.box import Kind
 from ..graph.diagram import Diagram
 from ..graph.types import Dim
 
@@ -29,15 +30,15 @@ class View:
 
 def view(d: Diagram, b: int) -> View:
     """The box ``b`` of ``d`` as matching and rewriting read it."""
-    node = d.box(b)
-    simd, summed = tuple(node["simd"]), tuple(node.get("summed", ()))
+    node = d.record(b)
+    simd, summed = tuple(node.simd), tuple(node.summed)
     ins, outs = d.box_inputs(b), tuple(d.box_outputs(b))
-    if node["box"] == "contract":
+    if node.kind is Kind.CONTRACT:
         extra = tuple((f"{LOCAL}{k}", dim) for k, dim in enumerate(d.local_out_type(b, 0)))
         ins = [(w, tuple(f"{LOCAL}{a}" if isinstance(a, int) else a for a in axes)) for w, axes in ins]
         labels = simd + extra
         return View(labels, summed, tuple(ins), outs, (tuple(lab for lab, _ in labels),), False)
-    scan = bool(node.get("scan"))
+    scan = bool(node.scan)
     layouts = []
     for port, w in enumerate(outs):
         labs = [lab for lab, _ in simd][: len(simd) - (1 if scan and port == 0 else 0)]

@@ -18,6 +18,7 @@ import math
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from ..graph.box import Kind
 from ..errors import DiagError
 from ..syntax.source import write_atomic
 
@@ -57,11 +58,11 @@ def uses(diagram) -> list[str]:
             continue
         visited.add(id(d))
         for b in d.boxes():
-            node = d.box(b)
-            if node["box"] == "diagram":
-                seen.add(node["op"])
-                if node.get("ref") is not None:
-                    todo.append(node["ref"])
+            node = d.record(b)
+            if node.kind is Kind.DIAGRAM:
+                seen.add(node.op)
+                if node.ref is not None:
+                    todo.append(node.ref)
     return sorted(seen)
 
 

@@ -30,6 +30,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
+from ..graph.box import Kind
 from ..lower import compile
 from ..lower.approximators import Policy
 from ..lower.primitives import posenc
@@ -124,23 +125,21 @@ def stabilised(head: Diagram, after: Iterable[str] = STABILISED) -> Diagram:
     out = head.copy()
     norm = prelude()["layernorm"]
     for b in list(out.boxes()):
-        node = out.box(b)
-        if node["op"] not in names or node["box"] != "diagram":
+        node = out.record(b)
+        if node.op not in names or node.kind is not Kind.DIAGRAM:
             continue
         for w in list(out.box_outputs(b)):
             t = out.wire_type(w)
             if not t or not _is_fixed(t[-1], head.program):
-                raise DiagError(f"--norm-after: '{node['op']}' outputs {_show_type(t)}; a layer norm needs a last "
+                raise DiagError(f"--norm-after: '{node.op}' outputs {_show_type(t)}; a layer norm needs a last "
                                 "axis of a fixed dimension")
             readers = out.consumers(w)
             simd = tuple((f"n{k}", dim) for k, dim in enumerate(t[:-1]))
-            _, (w2,) = out.add_box("diagram", "layernorm", [(w, tuple(lab for lab, _ in simd) + (0,))], [t[-1:]],
+            _, (w2,) = out.add_box(Kind.DIAGRAM, "layernorm", [(w, tuple(lab for lab, _ in simd) + (0,))], [t[-1:]],
                                    simd=simd, generics=(("n", t[-1]),), ref=norm,
-                                   clusters=tuple(node.get("clusters", ())))
-            for r, port in readers:
-                axes = out.graph.edges[w, r, port]["axes"]
-                out.graph.remove_edge(w, r, key=port)
-                out.graph.add_edge(w2, r, key=port, axes=axes)
+                                   clusters=tuple(node.clusters))
+            for r, port in readers:  # (read before the norm was added: it reads w)
+                out.rewire(r, port, w2)
             out.outputs = [w2 if o == w else o for o in out.outputs]
     return out
 
@@ -152,8 +151,8 @@ def _show_type(t) -> str:
 def normed_ops(head: Diagram, after: Iterable[str] = STABILISED) -> list[str]:
     """The definitions named in ``after`` that the head uses as its own boxes, sorted."""
     names = frozenset(after)
-    return sorted({head.box(b)["op"] for b in head.boxes()
-                   if head.box(b)["op"] in names and head.box(b)["box"] == "diagram"})
+    return sorted({head.record(b).op for b in head.boxes()
+                   if head.record(b).op in names and head.record(b).kind is Kind.DIAGRAM})
 
 
 class BatchedHeads(nn.Module):

@@ -50,6 +50,7 @@ from typing import Mapping, Union
 import torch
 
 from ..errors import DiagError
+from ..graph.box import Global, Kind
 from ..graph.diagram import Diagram
 from ..graph.types import Dim, show_type
 from ..lower import compile
@@ -62,15 +63,15 @@ Instance = Union[Diagram, str]  # a definition, or "learn": a random universal a
 def dim_names(d: Diagram) -> set[str]:
     """Every dimension name the diagram's wires, SIMD boxes, generics and constants mention."""
     names: set[str] = set()
-    for n, a in d.graph.nodes(data=True):
-        if a["kind"] == "wire":
-            for dim in a["type"]:
-                names |= dim.names()
-        else:
-            for _, dim in tuple(a["simd"]) + tuple(a.get("summed", ())) + tuple(a.get("generics", ())):
-                names |= dim.names()
-            if a["box"] == "const":  # sqrt(k): a size only a constant names
-                names |= _const_dims(a.get("value"))
+    for w in d.wires():
+        for dim in d.wire_type(w):
+            names |= dim.names()
+    for b in d.boxes():
+        a = d.record(b)
+        for _, dim in tuple(a.simd) + tuple(a.summed) + tuple(a.generics):
+            names |= dim.names()
+        if a.kind is Kind.CONST:  # sqrt(k): a size only a constant names
+            names |= _const_dims(a.value)
     return names
 
 
@@ -98,30 +99,30 @@ def instantiated(d: Diagram, instantiate: Mapping[str, Instance] | None) -> Diag
     """The diagram with every definition opened and its abstract boxes filled in."""
     flat = d.expand()
     inst = dict(instantiate or {})
-    g = flat.graph
     for b in list(flat.boxes()):
-        node = g.nodes[b]
-        if node.get("scan") and node["box"] == "diagram" and instantiate:
-            node["ref"] = instantiated(node["ref"], instantiate)  # the cell a loop runs: filled in too
-        if node["box"] != "abstract":
+        node = flat.record(b)
+        if node.scan and node.kind is Kind.DIAGRAM and instantiate:
+            flat.replace(b, ref=instantiated(node.ref, instantiate))  # the cell a loop runs: filled in too
+        if node.kind is not Kind.ABSTRACT:
             continue
-        what = inst.get(node["op"])
+        what = inst.get(node.op)
         if what is None:
-            kind = "a box variable" if node.get("var") else "an abstract family"
-            raise DiagError(f"'{node['op']}' in '{d.name}' is {kind} and has no meaning to evaluate; "
-                            f"pass instantiate={{'{node['op']}': <Diagram> or 'learn'}}", node.get("pos"))
+            kind = "a box variable" if node.var else "an abstract family"
+            raise DiagError(f"'{node.op}' in '{d.name}' is {kind} and has no meaning to evaluate; "
+                            f"pass instantiate={{'{node.op}': <Diagram> or 'learn'}}", node.pos)
         if isinstance(what, str):
             if what != "learn":
-                raise DiagError(f"instantiate['{node['op']}'] must be a Diagram or 'learn', not {what!r}")
-            node.update(box="learn", local=False, param=node["op"])
+                raise DiagError(f"instantiate['{node.op}'] must be a Diagram or 'learn', not {what!r}")
+            flat.reset(b, node._replace(kind=Kind.LEARN, weights=Global(node.op)))
             continue
         ins = [flat.local_in_type(b, p) for p in range(len(flat.box_inputs(b)))]
         outs = [flat.local_out_type(b, p) for p in range(len(flat.box_outputs(b)))]
         sub = _bind(what, ins, outs)
         if sub is None:
             want = ", ".join(show_type(t) for t in ins) + " -> " + ", ".join(show_type(t) for t in outs)
-            raise DiagError(f"'{what.name}' ({what.signature()}) cannot stand for '{node['op']}' : {want}")
-        node.update(box="diagram", op=what.name, ref=what, generics=tuple((gname, sub[gname]) for gname in what.generics))
+            raise DiagError(f"'{what.name}' ({what.signature()}) cannot stand for '{node.op}' : {want}")
+        flat.reset(b, node._replace(kind=Kind.DIAGRAM, op=what.name, ref=what,
+                                    generics=tuple((gname, sub[gname]) for gname in what.generics)))
     return flat.expand() if instantiate else flat
 
 
@@ -292,7 +293,7 @@ def translate(key: tuple, correspond: Mapping[tuple, tuple]) -> tuple:
         return correspond[key]
     name = str(key[-1])
     for new, old in correspond.items():
-        if new[0] == "diagram" and name.startswith(new[1] + "/"):
+        if new[0] == Kind.DIAGRAM and name.startswith(new[1] + "/"):
             return (*key[:-1], old[1] + name[len(new[1]):])
     return key
 
@@ -353,8 +354,8 @@ def verify_rule(rule: Rule, trials: int = 1, seed: int = 0, tol: float = RTOL) -
     """Evaluate both sides of an equation on the same random float64 inputs (:func:`equal`):
     box variables and abstract families are instantiated as random universal approximators,
     the same on both sides. Returns the verdict (:func:`compare`)."""
-    abstract = {side.box(b)["op"] for side in (rule.lhs.expand(), rule.rhs.expand()) for b in side.boxes()
-                if side.box(b)["box"] == "abstract"} | set(rule.vars)
+    abstract = {side.record(b).op for side in (rule.lhs.expand(), rule.rhs.expand()) for b in side.boxes()
+                if side.record(b).kind is Kind.ABSTRACT} | set(rule.vars)
     return compare(rule.lhs, rule.rhs, trials=trials, seed=seed, tol=tol,
                  instantiate={name: "learn" for name in sorted(abstract)})
 

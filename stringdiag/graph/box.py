@@ -1,0 +1,246 @@
+"""What a box is, typed: its :class:`Kind`, and :class:`Box`, the record a box node reads as.
+
+A diagram stores each box as the attributes of a networkx node (``hypergraph.py``); this
+module is the one place that knows those attributes' names. :meth:`Box.of` reads them into a
+frozen record (kind, name, SIMD, summed and generic dimensions, definition, loop, weights,
+value), and :meth:`Box.identity` says which function a box computes: the one definition that
+isomorphism, rule loading, reduction checking and the matcher's conditions compare.
+
+Loops and weights are small records rather than flags: a box runs its body once, as a
+:class:`Scan` or as a :class:`Repeat`; it computes with :class:`Global` weights (one set per
+name, everywhere), :class:`Local` ones (fresh in each instance of its definition) or, for a
+use of a definition, the weights of its :class:`Instance`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Mapping, NamedTuple
+
+
+class Kind(str, Enum):
+    """The class of a box. A ``str`` enum, so a kind is stored and printed as its name."""
+
+    LEARN = "learn"        # a universal approximator (a typed hole, filled by training)
+    ABSTRACT = "abstract"  # a family to instantiate (``sim``)
+    FIXED = "fixed"        # a primitive process of the prelude or a user declaration
+    DIAGRAM = "diagram"    # a definition used as a box
+    CONTRACT = "contract"  # sum over summed indices of the product of the inputs
+    REINDEX = "reindex"    # transpose, broadcast
+    CONST = "const"        # a symbolic number
+    RANDOM = "random"      # a tensor drawn from N(0, 1) by its seed, never trained
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def is_process(self) -> bool:
+        """A process (a function of its ports): what a rule's box variable may stand for."""
+        return self in _PROCESSES
+
+    @property
+    def is_hole(self) -> bool:
+        """A box a reduction may specialise: a learnable box or an abstract family."""
+        return self in _HOLES
+
+
+_PROCESSES = frozenset({Kind.LEARN, Kind.ABSTRACT, Kind.FIXED, Kind.DIAGRAM})
+_HOLES = frozenset({Kind.LEARN, Kind.ABSTRACT})
+KINDS = tuple(Kind)  # in the order boxes are listed (summaries)
+_KIND_OF = {k.value: k for k in Kind}  # faster than Kind(name), for reading many boxes
+
+
+# -- loops ------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """The innermost SIMD index iterated in sequence, a state carried on port 0."""
+
+    def tag(self) -> str:
+        return "scan"
+
+
+@dataclass(frozen=True, slots=True)
+class Repeat:
+    """The definition applied ``count`` times in sequence (one weight set if ``shared``)."""
+
+    count: Any  # a Dim
+    shared: bool = False
+
+    def tag(self) -> str:
+        return f"repeat {self.count}{' shared' if self.shared else ''}"
+
+
+Loop = Scan | Repeat
+
+
+# -- weights ----------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Global:
+    """A learnable's weights, one set per name wherever the name appears."""
+
+    param: str
+
+
+@dataclass(frozen=True, slots=True)
+class Local:
+    """A learnable's weights, fresh in each instance of the definition declaring it."""
+
+    param: str
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """A use of a definition: the weights of that instance (``""``: its loop's own)."""
+
+    path: str
+
+
+Weights = Global | Local | Instance
+
+
+class Identity(NamedTuple):
+    """Which function a box computes, up to the names of its labels. Each reader compares the
+    parts its notion of sameness needs: isomorphism the ``name`` (local weight sets are
+    joined by edges, not named), reductions the ``weights``, the matcher the ``op``."""
+
+    kind: Kind
+    op: str
+    name: str  # op; a global learnable's weight set; a random tensor's op@seed
+    weights: "Weights | None"
+    ref: Any  # the definition a diagram box uses (compare with ``is``), else None
+    simd: tuple  # (label, Dim): the labels are names, the dims structure
+    summed: tuple  # (label, Dim)
+    generics: tuple  # (generic, Dim)
+    loop: str  # loop_tag
+    value: Any  # a constant's value (None: not a constant)
+
+    def dims(self, pairs: tuple, drop: "frozenset | set" = frozenset()) -> tuple:
+        """The dimensions of ``simd`` or ``summed`` pairs, leaving out the labels in ``drop``."""
+        return tuple(d for lab, d in pairs if lab not in drop)
+
+
+class Box(NamedTuple):
+    """A box node read as a record (see the module docstring). A named tuple: frozen, slotted,
+    and quick to make, since boxes are read many times over."""
+
+    kind: Kind
+    op: str
+    simd: tuple = ()
+    summed: tuple = ()
+    generics: tuple = ()
+    ref: Any = None  # the Diagram of a ``diagram`` box, the declaration of a ``fixed`` one
+    pos: Any = None
+    loop: Loop | None = None
+    weights: Weights | None = None
+    value: Any = None  # a ``const`` box's value (None: not a constant)
+    seed: int | None = None
+    display: Mapping | None = None  # pictures only: display names of labels
+    clusters: tuple = ()            # pictures only: the frames drawn around the box
+    var: bool = False   # pattern side: a rule's box variable (``given f``)
+    cell: bool = False  # pattern side: a rule's cell pattern (``where diagram``)
+
+    @staticmethod
+    def of(a: Mapping) -> "Box":
+        """The record of a box node's attributes."""
+        get = a.get
+        return Box(_KIND_OF[a["box"]], a["op"], a["simd"], get("summed", ()), get("generics", ()), get("ref"),
+                   get("pos"), loop_of(a), weights_of(a), get("value"), get("seed"), get("display"),
+                   get("clusters", ()), bool(get("var")), bool(get("cell")))
+
+    @property
+    def scan(self) -> bool:
+        return isinstance(self.loop, Scan)
+
+    @property
+    def repeat(self) -> Repeat | None:
+        return self.loop if isinstance(self.loop, Repeat) else None
+
+    @property
+    def shared(self) -> bool:
+        """A repeat whose copies share one set of weights."""
+        return isinstance(self.loop, Repeat) and self.loop.shared
+
+    @property
+    def local(self) -> bool:
+        """A learnable whose weights are fresh in each instance."""
+        return isinstance(self.weights, Local)
+
+    @property
+    def param(self) -> str | None:
+        """A learnable's weight set (its name, or a path to it), else None."""
+        return self.weights.param if isinstance(self.weights, (Global, Local)) else None
+
+    @property
+    def instance(self) -> str | None:
+        """The instance a use of a definition computes with, else None."""
+        return self.weights.path if isinstance(self.weights, Instance) else None
+
+    @property
+    def name(self) -> str:
+        """The name that tells this box's function apart from others of its kind: a global
+        learnable's weight set, a random tensor's seed, else its op."""
+        if isinstance(self.weights, Global):
+            return self.weights.param
+        if self.kind is Kind.RANDOM:
+            return f"{self.op}@{self.seed}"  # the seed is part of which tensor it is
+        return self.op
+
+    def attrs(self) -> dict:
+        """The node attributes of this record (:meth:`of` reads them back): what the graph
+        stores. Only the attributes that say something are written."""
+        a = {"box": self.kind.value, "op": self.op, "simd": self.simd, "pos": self.pos, "clusters": self.clusters}
+        for k, v in zip(_EXTRA, (self.summed, self.generics, self.ref, self.value, self.seed, self.display, self.var,
+                                 self.cell)):
+            if v is not None and v is not False and v != ():
+                a[k] = v
+        if isinstance(self.loop, Scan):
+            a["scan"] = True
+        elif isinstance(self.loop, Repeat):
+            a.update(repeat=self.loop.count, shared=self.loop.shared)
+        if self.weights is not None:
+            a.update(weight_attrs(self.weights))
+        return a
+
+    def identity(self) -> Identity:
+        """Which function this box computes (see :class:`Identity`): the one definition of
+        what a box is, for isomorphism, rules, reductions and the matcher."""
+        return Identity(self.kind, self.op, self.name, self.weights, self.ref if self.kind is Kind.DIAGRAM else None,
+                        tuple(self.simd), tuple(self.summed), tuple(self.generics), loop_tag(self), self.value)
+
+
+_EXTRA = ("summed", "generics", "ref", "value", "seed", "display", "var", "cell")  # written when they say something
+
+
+def loop_of(a: Mapping) -> Loop | None:
+    if a.get("scan"):
+        return Scan()
+    if a.get("repeat") is not None:
+        return Repeat(a["repeat"], bool(a.get("shared")))
+    return None
+
+
+def weights_of(a: Mapping) -> Weights | None:
+    if a["box"] == Kind.LEARN:
+        param = a.get("param", a["op"])
+        return Local(param) if a.get("local") else Global(param)
+    if a["box"] == Kind.DIAGRAM and "instance" in a:
+        return Instance(a["instance"])
+    return None
+
+
+def loop_tag(box: "Box | Mapping") -> str:
+    """How a box runs its body beyond SIMD, as part of which function it is: ``''``,
+    ``'scan'``, or ``'repeat t'`` (``'repeat t shared'``)."""
+    loop = box.loop if isinstance(box, Box) else loop_of(box)
+    return "" if loop is None else loop.tag()
+
+
+def weight_attrs(w: Weights) -> dict:
+    """The node attributes that give a box the weights ``w`` (of its own kind)."""
+    if isinstance(w, Instance):
+        return {"instance": w.path}
+    return {"local": isinstance(w, Local), "param": w.param}
+
+
+__all__ = ["Kind", "KINDS", "Box", "Identity", "Scan", "Repeat", "Loop", "Global", "Local", "Instance", "Weights",
+           "loop_of", "weights_of", "loop_tag", "weight_attrs"]
