@@ -183,7 +183,8 @@ def test_train_on_the_synthetic_corpus_and_resume(tmp_path, capsys):
     assert result["steps"] == 40 and result["test_ppl"] < result["unigram_ppl"]
     last = out.strip().splitlines()[-1]  # the verdict comes last, with both numbers
     assert last.startswith(f"test perplexity {result['test_ppl']:.1f}")
-    assert f": better than unigram on test ({result['unigram_test_ppl']:.1f})" in last
+    assert f": better than unigram on the same targets ({result['unigram_scored_ppl']:.1f})" in last
+    assert result["unigram_scored_ppl"] == result["unigram_test_ppl"]  # the whole split: the same targets
     assert "over the first" not in last and result["test_tokens"] > 0  # all of it: no budget was given
     assert len((tmp_path / "run" / "log.csv").read_text().splitlines()) == 3  # header, step 20, step 40
 

@@ -184,7 +184,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
 @pytest.mark.parametrize("extra, says", [
     (["-o", "mech.svg"], "must end with .diag"),
     (["-o", "out/"], "must end with .diag"),
-    (["--grid", "grid.jpg"], "picture format"),
+    (["--grid", "grid.jpg"], "a grid is drawn as .svg or .html"),
     (["--rules", "absorb_prep"], "--rule absorb_prep"),
     (["--paired", "ConcatFF", "--symmetric", "ConcatFF"], "not also --symmetric"),
     (["--copy", "input", "--copy-outputs"], "contradicts"),

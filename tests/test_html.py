@@ -153,7 +153,9 @@ def test_a_derivation_steps_on_a_slider_beside_its_table(browser, pages):
         slider.send_keys(Keys.RIGHT)
         assert view.get_attribute("data-shown") == str(k)
         step = deriv.steps[k]
-        assert browser.find_element("css selector", ".sd-caption").text == f"{step.relation} {step.number}. {step.text}"
+        caption = " ".join(browser.find_element("css selector", ".sd-caption").text.split())
+        assert caption == " ".join(f"{step.relation} {deriv.frames()[k][0]}".split())  # and the cost change
+        assert caption.startswith(f"{step.relation} {step.number}. {step.text}")
         assert browser.find_element("css selector", "tr.sd-current").get_attribute("data-opens") == str(k)
         pane = shown(browser)
         assert sorted(boxes_in(pane)) == sorted(step.diagram.boxes())

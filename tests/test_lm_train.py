@@ -108,6 +108,7 @@ def test_sampling_is_reproducible_and_greedy_at_temperature_zero(run_dir, capsys
         for _ in range(5):  # greedy, written out
             ids.append(int(run.model(torch.tensor([ids[-8:]]))[0, -1].argmax()))
     assert generate(run.model, prompt, 5, temperature=0, context=8) == ids[3:]
+    assert generate(run.model, torch.tensor(prompt), 5, temperature=0, context=8) == ids[3:]  # a tensor prompt too
     assert generate(run.model, prompt, 5, top_k=1, context=8, seed=3) == ids[3:]  # one candidate: the argmax
     a, b = (generate(run.model, prompt, 6, temperature=1.5, seed=7, context=8) for _ in range(2))
     assert a == b

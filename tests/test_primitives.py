@@ -105,12 +105,14 @@ def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
     return 0.0 if scale == 0.0 else (a - b).abs().max().item() / scale
 
 
-def wrapper_source(name: str, ins, outs, generics: tuple[str, ...]) -> str:
+def wrapper_source(name: str, ins, outs, generics: tuple[str, ...], ranges=()) -> str:
     """A .diag file whose diagram ``Use`` applies ``name`` once, its dimension parameters
-    declared as fixed dimensions (so that their sizes are given by ``dims``)."""
+    declared as fixed dimensions (so that their sizes are given by ``dims``); ``ranges`` gives
+    a token-id input its range (``[] of v``)."""
     head = f"dim {', '.join(generics)} : fixed\n" if generics else ""
     gen = f"<{', '.join(generics)}>" if generics else ""
-    params = ", ".join(f"x{i}: {show_type(t)}" for i, t in enumerate(ins))
+    ranges = tuple(ranges) or (None,) * len(ins)
+    params = ", ".join(f"x{i}: {show_type(t, r)}" for i, (t, r) in enumerate(zip(ins, ranges)))
     args = ", ".join(f"x{i}" for i in range(len(ins)))
     ys = ", ".join(f"y{i}" for i in range(len(outs)))
     res = ", ".join(show_type(t) for t in outs)
@@ -291,7 +293,7 @@ def test_primitive_table_matches_the_prelude():
 
 
 def _fixed_use(name: str, decl: BoxDecl, n: int):
-    src = wrapper_source(name, decl.ins, decl.outs, decl.generics)
+    src = wrapper_source(name, decl.ins, decl.outs, decl.generics, decl.port_ranges())
     w = stringdiag.loads(src, f"fixed_{name}.diag")["Use"]
     sizes = {g: n + k for k, g in enumerate(decl.generics)}
     return w, sizes
@@ -308,7 +310,8 @@ def test_every_fixed_primitive_compiles_or_says_why_not(name):
         return
     gen = torch.Generator().manual_seed(3)
     xs = [torch.rand(2, *[dim.evaluate(sizes) for dim in t], generator=gen, dtype=torch.float64) + 0.5
-          for t in decl.ins]
+          if r is None else torch.randint(0, r.evaluate(sizes), (2, *[dim.evaluate(sizes) for dim in t]), generator=gen)
+          for t, r in zip(decl.ins, decl.port_ranges())]
     with torch.no_grad():
         ys = m(*xs)
     ys = ys if isinstance(ys, tuple) else (ys,)

@@ -72,4 +72,5 @@ def draw(deriv, path: str, output: str, tikz_body: bool = False) -> list:
     from .outputs import names_directory
 
     out = Path(output) / (Path(path).stem + ".svg") if names_directory(output) else Path(output)
-    return save_chain(deriv.heading(), deriv.frames(), deriv.text_rows(), out, tikz_body)
+    return save_chain(deriv.heading(), deriv.frames(), deriv.text_rows(), out, tikz_body,
+                      [s.changes for s in deriv.steps])

@@ -10,7 +10,6 @@ has no dimension named d. The recipe (context, batch, schedule, budget, test) is
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 from pathlib import Path
@@ -38,6 +37,7 @@ def run_lm(args: argparse.Namespace, diagram, started: float, recipe: Recipe) ->
 
     from ..data import load_corpus
     from ..train.lm import Spec, WholeModel, sizes, sources
+    from ..lower.lower import copy_module
     from ..train.loop import train
     from ..train.run import Tokenizer
     _config, _test, check_windows, memory_errors, device = recipe
@@ -61,7 +61,7 @@ def run_lm(args: argparse.Namespace, diagram, started: float, recipe: Recipe) ->
     n = sum(p.numel() for p in built.parameters())
 
     def make():
-        return copy.deepcopy(built)
+        return copy_module(built)
 
     say(f"corpus {corpus.name}: {len(corpus.vocab):,} words; {corpus.train.numel():,} / {corpus.valid.numel():,} / "
         f"{corpus.test.numel():,} tokens (train / valid / test)")

@@ -13,6 +13,8 @@ per copy, or one for all when shared), its definition lowered once per copy, nev
 """
 from __future__ import annotations
 
+import copy
+
 import math
 import operator
 from typing import Any, Mapping
@@ -433,11 +435,18 @@ class Lowering:
 
 
 
-def _ref_not_saved(gm: fx.GraphModule) -> fx.GraphModule:
-    """``dtype_ref`` (made non-persistent) out of the state dict: fx copies buffers as persistent."""
-    if "dtype_ref" in gm._buffers:
-        gm._non_persistent_buffers_set.add("dtype_ref")
+def _ref_not_saved(gm: nn.Module) -> nn.Module:
+    """``dtype_ref`` (made non-persistent) out of the state dict, in ``gm`` and every module in it:
+    fx copies buffers as persistent, when it builds a graph module and when it deep-copies one."""
+    for m in gm.modules():
+        if "dtype_ref" in m._buffers:
+            m._non_persistent_buffers_set.add("dtype_ref")
     return gm
+
+
+def copy_module(module: nn.Module) -> nn.Module:
+    """A deep copy of a compiled module, with the same state-dict keys as the original."""
+    return _ref_not_saved(copy.deepcopy(module))
 
 
 def _axis_bounds(node: Box) -> tuple:

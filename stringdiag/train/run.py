@@ -114,20 +114,21 @@ def load_run(folder: str | Path) -> Run:
 
 
 @torch.no_grad()
-def generate(model: torch.nn.Module, prompt: list[int], tokens: int, temperature: float = 1.0,
+def generate(model: torch.nn.Module, prompt: "list[int] | torch.Tensor", tokens: int, temperature: float = 1.0,
              top_k: int | None = None, seed: int = 0, context: int | None = None) -> list[int]:
     """``tokens`` ids sampled one by one after ``prompt``, each from the softmax of the last logits
     divided by ``temperature`` (0: the most likely), among the ``top_k`` likeliest when given; the
     model sees the last ``context`` ids. Draws from a generator seeded by ``seed``: reproducible."""
-    if not prompt:
+    ids = [int(t) for t in (prompt.flatten().tolist() if isinstance(prompt, torch.Tensor) else prompt)]
+    if not ids:
         raise DiagError("the prompt has no tokens to continue")
     g = torch.Generator().manual_seed(seed)
-    ids = list(prompt)
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
     was = model.training
     model.eval()
     for _ in range(tokens):
-        window = torch.tensor(ids[-context:] if context else ids)[None]
-        logits = model(window)[0, -1].double()
+        window = torch.tensor(ids[-context:] if context else ids, device=device)[None]
+        logits = model(window)[0, -1].double().cpu()
         if temperature == 0:
             ids.append(int(logits.argmax()))
             continue
@@ -136,7 +137,7 @@ def generate(model: torch.nn.Module, prompt: list[int], tokens: int, temperature
             logits = logits.masked_fill(logits < cut, float("-inf"))
         ids.append(int(torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=g)))
     model.train(was)
-    return ids[len(prompt):]
+    return ids[len(ids) - tokens:]
 
 
 def save_pretrained(model: WholeModel, folder: str | Path, tokenizer: Tokenizer | None = None) -> Path:
