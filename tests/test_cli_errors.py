@@ -216,7 +216,7 @@ def test_file_names_too_long(capsys, tmp_path):
         err = fails(capsys, argv)
         assert err.startswith(f"error: cannot read {str(tmp_path)[:20]}") and "..." in err, err  # the long name kept by its two ends
         assert err.endswith(f"aaa{Path(argv[1]).suffix}: the file name is too long"), err
-    assert fails(capsys, COMPILE + ["--dims", "d=4,k=4", "-o", f"{long}.py"]).startswith(
+    assert fails(capsys, COMPILE + ["--dims", "d=4,k=4", "-o", f"{long}.py"], 2).startswith(  # a .py: usage
         f"error: cannot write {str(tmp_path)[:20]}")
     assert "File name too long" in fails(capsys, COMPILE + ["--dims", "d=4,k=4", "-o", f"{long}/m"])
     assert "File name too long" in fails(capsys, ["render", ANATOMY, "-d", "M1", "-o", f"{long}.svg"])

@@ -221,21 +221,21 @@ def test_compile_writes_the_folder_and_reports_it_as_json(tmp_path, capsys):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folders left
 
 
-@pytest.mark.parametrize("output, message", [
+@pytest.mark.parametrize("output, message, status", [  # a name never right: usage (2); the disk's state: 1
     ("m.py", "compile -o writes a folder (the module, its weights and its source), not one .py file; "
-             "give a folder name, e.g. -o m"),
-    ("1st", "the folder's name must be a Python identifier"),
-    ("class", "the folder's name must be a Python identifier"),
-    ("a_file", "it is a file, and compile -o writes a folder"),
-    ("theirs", "the folder is not empty and was not written by compile -o (give a new folder)"),
-    ("a_file/m", "is not a folder one may write in"),
+             "give a folder name, e.g. -o m", 2),
+    ("1st", "the folder's name must be a Python identifier", 2),
+    ("class", "the folder's name must be a Python identifier", 2),
+    ("a_file", "it is a file, and compile -o writes a folder", 1),
+    ("theirs", "the folder is not empty and was not written by compile -o (give a new folder)", 1),
+    ("a_file/m", "is not a folder one may write in", 1),
 ])
-def test_compile_refuses_an_output_before_any_work(tmp_path, capsys, output, message):
+def test_compile_refuses_an_output_before_any_work(tmp_path, capsys, output, message, status):
     (tmp_path / "a_file").write_text("x")
     (tmp_path / "theirs").mkdir()
     (tmp_path / "theirs" / "notes.txt").write_text("mine")
     # the diagram file does not exist: the output is checked first
-    assert main(["compile", str(tmp_path / "missing.diag"), "-d", "M1", "-o", str(tmp_path / output)]) == 1
+    assert main(["compile", str(tmp_path / "missing.diag"), "-d", "M1", "-o", str(tmp_path / output)]) == status
     err = capsys.readouterr().err
     assert err.startswith(f"error: cannot write {tmp_path / output}: ") and message in err, err
     assert (tmp_path / "theirs" / "notes.txt").read_text() == "mine"

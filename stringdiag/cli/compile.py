@@ -8,7 +8,8 @@ import json
 from ..graph.types import show_type
 from . import options
 from .common import load_reporting, pick
-from .options import short
+from ..errors import DiagError
+from .options import UsageError, short
 
 WEIGHTS = "weights.safetensors"
 
@@ -53,8 +54,12 @@ def run(args: argparse.Namespace) -> int:
     from ..lower import compile
 
     if args.output:  # before any work: a bad folder name costs nothing
-        from ..lower.export import check_folder
+        from ..lower.export import check_folder, check_name
 
+        try:
+            check_name(args.output)
+        except DiagError as e:  # a name that can never be an export folder: the command line is wrong
+            raise UsageError(e.message) from None
         check_folder(args.output)
     prog = load_reporting(args.file)
     (diagram,) = pick(prog, args.diagram)

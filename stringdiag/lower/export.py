@@ -317,6 +317,12 @@ def _plain_torch(m: nn.Module) -> bool:
 # -- the folder --------------------------------------------------------------------------
 def check_folder(path: str | Path) -> Path:
     """Refuse, before any work, an output that cannot become an importable export folder."""
+    return _disk(check_name(path), shown_path(str(path)))
+
+
+def check_name(path: str | Path) -> Path:
+    """Refuse an output whose name cannot be an export folder (a ``.py`` file, not an identifier):
+    wrong whatever the disk holds (the command line reports it as a usage error)."""
     out, shown = Path(path), shown_path(str(path))
     name = out.name
     if out.suffix == ".py":
@@ -325,6 +331,10 @@ def check_folder(path: str | Path) -> Path:
     if not name.isidentifier() or keyword.iskeyword(name):
         raise DiagError(f"cannot write {shown}: the folder's name must be a Python identifier (letters, digits, "
                         f"'_'), so that `import {name}` finds it")
+    return out
+
+
+def _disk(out: Path, shown: str) -> Path:
     try:
         if out.exists() and not out.is_dir():
             raise DiagError(f"cannot write {shown}: it is a file, and compile -o writes a folder")
