@@ -117,6 +117,10 @@ def _check_render_info_from_an_empty_folder(installed: Installed) -> None:
     assert "attention.diag: ok (4 diagrams" in installed.stringdiag("check", "attention.diag")
     installed.stringdiag("render", "attention.diag", "-d", "SelfAttention", "-o", "att.svg")
     assert "<svg" in (installed.work / "att.svg").read_text()
+    installed.stringdiag("render", "attention.diag", "-d", "SelfAttention", "-o", "att.html")
+    page = (installed.work / "att.html").read_text()  # the view's script and style are package data
+    script = (ROOT / "stringdiag" / "render" / "assets" / "view.js").read_text(encoding="utf-8")
+    assert "<svg" in page and script.strip().splitlines()[-1] in page
     assert "SelfAttention : [s, d] -> [s, d]" in installed.stringdiag("info", "attention.diag", "-d", "SelfAttention")
 
 
