@@ -32,7 +32,9 @@ from ..graph.expand import expand
 from ..graph.hypergraph import repeated
 from ..graph.resize import resized
 from ..graph.types import Dim
-from ..graph.weights import WeightKey, boxes_by_weights, fresh_instance, instances, rename_key, weight_key
+from ..graph.weights import WeightKey, fresh_instance, instances, rename_key, weight_key
+from ..graph.weights import has_local_weights
+from ..graph.weightuse import Use, nested_uses, uses
 from ..rewrite.dpo import rewrite
 from ..rewrite.match import Match, wire_name
 from ..rewrite.names import WireNames
@@ -88,9 +90,28 @@ def apply_rule(cur: Diagram, rule: Rule, match: Match) -> Outcome:
     """One rewrite at one match."""
     out = rewrite(cur, match)
     if match.ties:
+        _refuse_partial_ties(out, match.ties)
         shown = "; ".join(" = ".join(sorted(str(k[-1]) for k in group)) for group in match.ties)
         return Outcome(out, RED, f"ties the weights of {shown}")
     return Outcome(out, EQ if rule.kind == EQUATION else RED)
+
+
+def _refuse_partial_ties(out: Diagram, ties) -> None:
+    """A tie makes several weight sets one by renaming the boxes that use them; a box inside a
+    definition box, a scanned cell or a stack keeps its set, which would be one set split in
+    two (its top-level uses tied, the inner ones not). Checked on the result: each group
+    must be one set there, wherever it is used."""
+    for group in ties:
+        left = [(k, found) for k in sorted(group, key=repr) if (found := uses(out, k))]
+        if len(left) > 1:
+            k, where = next(((k, _where(f)) for k, f in left if _where(f)), (left[-1][0], "here"))
+            raise DiagError(f"tying the weights of {' and '.join(sorted(str(g[-1]) for g in group))} here would "
+                            f"leave the uses of '{k[-1]}' {where} apart: one set of weights split in two")
+
+
+def _where(found: list[Use]) -> str:
+    """Where the first nested use of a set is (``inside 'H' (a definition box)``), else ''."""
+    return next((u.where() for u in found if u.nested), "")
 
 
 def apply_everywhere(cur: Diagram, rule: Rule, reverse: bool = False) -> tuple[Outcome, int]:
@@ -210,9 +231,11 @@ def specialise(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[st
         return _specialise_in_cells(cur, name, defn, definitions)
     if not uses:
         raise DiagError(f"no learnable or abstract box '{name}' in the diagram to specialise")
+    _refuse_unreached(cur, name, {weight_key(cur.record(b)) for b in uses} if at is None else set())
     note = ""
     if at is not None:
         key = _weights_at(cur, name, uses, at)
+        _refuse_unreached(cur, name, {key})
         uses = [b for b in uses if weight_key(cur.record(b)) == key]
         others = sorted({str(k[-1]) for b in cur.boxes() if cur.record(b).op == name
                          and (k := weight_key(cur.record(b))) is not None and k != key})
@@ -227,6 +250,17 @@ def specialise(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[st
     trace: dict[int, list[int]] = {}
     res = expand(out, keep=definitions - {op}, trace=trace)
     return Outcome(res, RED, note, kept=_traced(cur, res, trace))
+
+
+def _refuse_unreached(d: Diagram, name: str, keys: set) -> None:
+    """Specialising rewrites the top-level uses of a weight set; one used also inside a
+    definition box, a scanned cell or a stack would be split in two (the composite here, the
+    learner there)."""
+    for key in sorted(keys - {None}, key=repr):
+        inner = nested_uses(d, key)
+        if inner:
+            raise DiagError(f"'{name}' is also used {inner[0].where()}: specialising only its uses here would "
+                            f"split its weights ({key[-1]}) in two")
 
 
 def uses_of(d: Diagram, name: str) -> list[dict]:
@@ -247,13 +281,19 @@ def _specialise_in_cells(cur: Diagram, name: str, defn: Diagram, definitions: fr
     loop's new cell (primed: ``AttendStep'``, a definition of its own; its weights keep the
     loop's instance). The loop stays a loop: rewriting inside a scan."""
     out = cur.copy()
-    for b in list(out.boxes()):
+    cells = [b for b in out.boxes() if out.record(b).scan and out.record(b).kind is Kind.DIAGRAM
+             and uses_of(out.record(b).ref, name)]
+    shared = {g for b in cells for g in (weight_key(u) for u in uses_of(out.record(b).ref, name))
+              if g is not None and not g[1]}  # global sets: one set in every cell
+    if shared and has_local_weights(defn) and len({out.record(b).instance or out.record(b).op for b in cells}) > 1:
+        raise DiagError(f"'{name}' is one set of weights in {len(cells)} loops: the composite's weights would be "
+                        "one set per loop, splitting it")
+    for b in cells:
         node = out.record(b)
-        if not (node.scan and node.kind is Kind.DIAGRAM and uses_of(node.ref, name)):
-            continue
         body = specialise(node.ref, name, defn, definitions).diagram
         body.name = node.ref.name + "'"
         out.replace(b, ref=body, op=node.op + "'")
+    _refuse_unreached(out, name, shared)  # still used where no cell reaches: a definition box, a stack
     return Outcome(out, RED, f"inside the loop's cell ({', '.join(sorted(_cells_using(cur, name)))})")
 
 
@@ -345,12 +385,12 @@ def _refuse_splits(cur: Diagram, name: str, match: Match, pairs: dict[WeightKey,
                             f"are '{kt[-1]}': folding would split one set into two")
         seen[kt] = kp
     inside = set(match.boxes.values())
-    owners = boxes_by_weights(cur)
     for kt in seen:
-        outside = [b for b in owners.get(kt, ()) if b not in inside]
+        outside = [u for u in uses(cur, kt) if u.box not in inside]  # at any depth
         if outside:
-            by = cur.record(outside[0]).op
-            raise DiagError(f"the weights '{kt[-1]}' are also used outside the fold (by '{by}'): "
+            u = outside[0]
+            by = cur.record(u.box).op + (f"', {u.where()}" if u.nested else "'")
+            raise DiagError(f"the weights '{kt[-1]}' are also used outside the fold (by '{by}): "
                             "folding would split one set of weights into two")
 
 
