@@ -308,22 +308,81 @@ def test_a_rule_tie_must_reach_every_use_of_the_sets_it_ties(extra, refused):
     assert torch.allclose(ma(x), mb(x), rtol=1e-12, atol=1e-12)
 
 
-# -- specialise (a reduction: it must specialise every use of the set, or none) -------------------
-@pytest.mark.parametrize("place, where", [
-    ("def", "inside 'H' (a definition box)"),
-    ("scan", "inside 'Cell' (a scanned cell)"),
-    ("stack", "inside 'Blk' (a repeat stack)"),
-])
-def test_specialise_refuses_to_reach_only_some_uses_of_a_set(tmp_path, place, where):
-    with pytest.raises(DiagError, match=re.escape(where)):
-        derive(tmp_path, [place], "specialise R(v) := { return relu(v) }\n")
+# -- specialise (a reduction: it reaches every use of the set, or is refused) ----------------------
+COMP = "diagram Comp(v: [d]) -> [d] {\n  learn W : [d] -> [d]\n  return relu(W(v))\n}\n"
 
 
-def test_specialise_of_every_use_is_a_reduction(tmp_path):
-    res = derive(tmp_path, ["top", "def"], "unfold H\nspecialise R(v) := { return relu(v) }\n")
+def by_hand_relu(m, places, x: torch.Tensor) -> torch.Tensor:
+    """``T`` with every ``R`` made ``relu``, written out (``E`` read off the module's weights)."""
+    out = torch.relu(mlp(m, m.weight_sets[("learn", False, "E")], x))
+    for p in places:
+        if p in ("top", "def"):
+            out = out + torch.relu(x)
+        elif p == "scan":  # s_t = s_{t-1} + relu(x_t), from zeros: a running sum
+            out = out + torch.cumsum(torch.relu(x), dim=0)
+        else:  # two copies of x + relu(x), shared or not: relu has no weights
+            z = x + torch.relu(x)
+            out = out + z + torch.relu(z)
+    return out
+
+
+@pytest.mark.parametrize("places", [["top"], ["def"], ["scan"], ["stack"], ["shared"],
+                                    ["top", "def", "scan", "stack", "shared"]])
+def test_specialise_reaches_every_use_of_the_set(tmp_path, places):
+    """``R := relu`` everywhere: in a definition box (opened, as ``unfold`` would), a scanned
+    cell and a stack (their bodies specialised); the function is relu at every use."""
+    res = derive(tmp_path, places, "specialise R(v) := { return relu(v) }\n")
     assert res.steps[-1].relation == "⇒"
     m = compiled(res.result)
     assert ("learn", False, "R") not in m.weight_sets
     x = torch.randn(DIMS["n"], 3, dtype=torch.float64)
-    e = mlp(m, m.weight_sets[("learn", False, "E")], x)
-    assert torch.allclose(m(x), torch.relu(e) + 2 * torch.relu(x), rtol=1e-12, atol=1e-12)
+    assert torch.allclose(m(x), by_hand_relu(m, places, x), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("composite", ["R(v) := { return relu(v) }", "R := Comp"])
+def test_specialise_verdict_and_result_do_not_depend_on_unfolding_first(tmp_path, composite):
+    (tmp_path / "w.diag").write_text(diag(["top", "def"]) + COMP)
+    results = []
+    for script in ("", "unfold H\n"):
+        (tmp_path / "x.deriv").write_text(f"start w.diag:T\n{script}specialise {composite}\n")
+        res = load_derivation(tmp_path / "x.deriv")
+        assert res.steps[-1].relation == "⇒"
+        results.append(res.result)
+    assert results[0].expand().isomorphic(results[1].expand())
+    sets = [set(compiled(r).weight_sets) for r in results]
+    assert sets[0] == sets[1]
+    if composite == "R := Comp":  # the composite's weights: one set, as R's were
+        assert sets[0] == {("learn", False, "E"), ("learn", True, "R/W")}
+
+
+@pytest.mark.parametrize("place, where", [
+    ("scan", "inside 'Cell' (a scanned cell)"),
+    ("stack", "inside 'Blk' (a repeat stack)"),
+    ("shared", "inside 'Blk' (a repeat stack)"),
+])
+def test_specialise_refuses_a_composite_whose_weights_a_loop_would_split(tmp_path, place, where):
+    (tmp_path / "w.diag").write_text(diag([place]) + COMP)
+    (tmp_path / "x.deriv").write_text("start w.diag:T\nspecialise R := Comp\n")
+    with pytest.raises(DiagError, match=re.escape(f"'R' is one function here and {where}")) as e:
+        load_derivation(tmp_path / "x.deriv")
+    assert e.value.pos is not None and e.value.pos.line == 2
+
+
+def test_specialise_inside_one_cell_only_is_a_reduction(tmp_path):
+    """Where every use is inside one loop, its weights are one set there: accepted."""
+    (tmp_path / "w.diag").write_text(HEAD + COMP + "diagram U(x: [n, d]) -> [n, d] {\n"
+                                     "  _h, y[t] = scan Cell(zeros<d>(), x[t])\n  return y\n}\n")
+    (tmp_path / "x.deriv").write_text("start w.diag:U\nspecialise R := Comp\n")
+    res = load_derivation(tmp_path / "x.deriv")
+    assert res.steps[-1].relation == "⇒" and "Cell" in res.steps[-1].note
+
+
+def test_specialise_leaves_another_definition_s_local_learner_of_the_same_name(tmp_path):
+    """``G`` declares its own ``F`` (a set per instance): specialising the global ``F`` does
+    not open ``G``, whose ``F`` is another function."""
+    (tmp_path / "w.diag").write_text(HEAD + "learn F : [d] -> [d]\ndiagram V(x: [n, d]) -> [n, d] {\n"
+                                     "  return F(x) + G(x)\n}\n")
+    (tmp_path / "x.deriv").write_text("start w.diag:V\nspecialise F(v) := { return relu(v) }\n")
+    res = load_derivation(tmp_path / "x.deriv")
+    assert res.steps[-1].relation == "⇒" and "opens" not in res.steps[-1].note
+    assert set(compiled(res.result).weight_sets) == {("learn", True, "G#1/F")}

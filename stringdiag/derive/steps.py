@@ -26,15 +26,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import DiagError
-from ..graph.box import Box, Global, Instance, Kind, Local, weight_attrs
+from ..graph.box import Box, Global, Instance, Kind, weight_attrs
 from ..graph.diagram import Diagram
 from ..graph.expand import expand
 from ..graph.hypergraph import repeated
 from ..graph.resize import resized
 from ..graph.types import Dim
 from ..graph.weights import WeightKey, fresh_instance, instances, rename_key, weight_key
-from ..graph.weights import has_local_weights
-from ..graph.weightuse import Use, nested_uses, uses
+from ..graph.weightuse import Use, uses
 from ..rewrite.dpo import rewrite
 from ..rewrite.match import Match, wire_name
 from ..rewrite.names import WireNames
@@ -218,117 +217,6 @@ def copy(cur: Diagram, wire: str) -> Outcome:
     return Outcome(out, EQ, f"the copies share the weights of {key[-1]}" if key else "")
 
 
-def specialise(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[str],
-               at: str | None = None) -> Outcome:
-    """Every use of the learnable or abstract box ``name`` becomes the composite ``defn``.
-
-    Uses that shared weights share the composite's (one instance per weight set); an
-    abstract family is one function wherever it is used. With ``at`` (a wire's name), only
-    the uses that share the weight set of the box making that wire are specialised: the
-    other sets of ``name`` (other instances of its definition) stay universal approximators."""
-    uses = [b for b in cur.boxes() if cur.record(b).op == name and cur.record(b).kind in (Kind.LEARN, Kind.ABSTRACT)]
-    if not uses and at is None and uses_of(cur, name):
-        return _specialise_in_cells(cur, name, defn, definitions)
-    if not uses:
-        raise DiagError(f"no learnable or abstract box '{name}' in the diagram to specialise")
-    _refuse_unreached(cur, name, {weight_key(cur.record(b)) for b in uses} if at is None else set())
-    note = ""
-    if at is not None:
-        key = _weights_at(cur, name, uses, at)
-        _refuse_unreached(cur, name, {key})
-        uses = [b for b in uses if weight_key(cur.record(b)) == key]
-        others = sorted({str(k[-1]) for b in cur.boxes() if cur.record(b).op == name
-                         and (k := weight_key(cur.record(b))) is not None and k != key})
-        note = f"only the weights {key[-1]}" + (f" (not {', '.join(others)})" if others else "")
-    out = cur.copy()
-    op = f"{name} :=" if defn.name.startswith("__") else defn.name  # how the opened box is labelled
-    for b in uses:
-        node = out.record(b)
-        w = node.weights  # the composite's instance: one per weight set
-        path = name if w is None else ("~" if isinstance(w, Local) else "") + str(w.param)
-        out.reset(b, node._replace(kind=Kind.DIAGRAM, op=op, ref=defn, weights=Instance(path)))
-    trace: dict[int, list[int]] = {}
-    res = expand(out, keep=definitions - {op}, trace=trace)
-    return Outcome(res, RED, note, kept=_traced(cur, res, trace))
-
-
-def _refuse_unreached(d: Diagram, name: str, keys: set) -> None:
-    """Specialising rewrites the top-level uses of a weight set; one used also inside a
-    definition box, a scanned cell or a stack would be split in two (the composite here, the
-    learner there)."""
-    for key in sorted(keys - {None}, key=repr):
-        inner = nested_uses(d, key)
-        if inner:
-            raise DiagError(f"'{name}' is also used {inner[0].where()}: specialising only its uses here would "
-                            f"split its weights ({key[-1]}) in two")
-
-
-def uses_of(d: Diagram, name: str) -> list[dict]:
-    """The learnable or abstract boxes ``name`` of ``d``, and of the cells its loops scan
-    (a box inside a scanned cell is still a box of the diagram: it runs once per step)."""
-    found = []
-    for b in d.boxes():
-        node = d.record(b)
-        if node.op == name and node.kind in (Kind.LEARN, Kind.ABSTRACT):
-            found.append(node)
-        elif node.scan and node.kind is Kind.DIAGRAM:
-            found += uses_of(node.ref, name)
-    return found
-
-
-def _specialise_in_cells(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[str]) -> Outcome:
-    """Specialise the box where a loop's cell uses it: in the cell's body, which becomes the
-    loop's new cell (primed: ``AttendStep'``, a definition of its own; its weights keep the
-    loop's instance). The loop stays a loop: rewriting inside a scan."""
-    out = cur.copy()
-    cells = [b for b in out.boxes() if out.record(b).scan and out.record(b).kind is Kind.DIAGRAM
-             and uses_of(out.record(b).ref, name)]
-    shared = {g for b in cells for g in (weight_key(u) for u in uses_of(out.record(b).ref, name))
-              if g is not None and not g[1]}  # global sets: one set in every cell
-    if shared and has_local_weights(defn) and len({out.record(b).instance or out.record(b).op for b in cells}) > 1:
-        raise DiagError(f"'{name}' is one set of weights in {len(cells)} loops: the composite's weights would be "
-                        "one set per loop, splitting it")
-    for b in cells:
-        node = out.record(b)
-        body = specialise(node.ref, name, defn, definitions).diagram
-        body.name = node.ref.name + "'"
-        out.replace(b, ref=body, op=node.op + "'")
-    _refuse_unreached(out, name, shared)  # still used where no cell reaches: a definition box, a stack
-    return Outcome(out, RED, f"inside the loop's cell ({', '.join(sorted(_cells_using(cur, name)))})")
-
-
-def _cells_using(d: Diagram, name: str) -> set[str]:
-    return {d.record(b).op for b in d.boxes() if d.record(b).scan and d.record(b).kind is Kind.DIAGRAM
-            and uses_of(d.record(b).ref, name)}
-
-
-def _weights_at(cur: Diagram, name: str, uses: list[int], at: str) -> WeightKey:
-    """The weight set of the box ``name`` that makes the wire ``at`` (named in full,
-    ``ConcatFF#2/y``, or by its own name where that is unambiguous)."""
-    at = at.strip()
-    full = {w: wire_name(cur, w) for w in cur.wires()}
-    wires = [w for w, n in full.items() if n == at] or \
-            [w for w, n in full.items() if cur.wire_label(w) == at]
-    if not wires:
-        near = sorted({full[w] for b in uses for w in cur.box_outputs(b)})
-        raise DiagError(f"no wire named '{at}' (the boxes '{name}' make: {', '.join(near)})")
-    made = [w for w in wires if cur.producer(w) in uses]
-    if not made:
-        pr = cur.producer(wires[0])
-        what = "an input of the diagram, not made" if pr is None else \
-            f"made by '{cur.record(pr).op}' (a {cur.record(pr).kind} box), not"
-        near = sorted({full[w] for b in uses for w in cur.box_outputs(b)})
-        raise DiagError(f"wire '{at}' is {what} by a box '{name}' (the boxes '{name}' make: {', '.join(near)})")
-    if any(cur.record(b).kind is Kind.ABSTRACT for b in uses):
-        raise DiagError(f"'{name}' is an abstract family, one function wherever it is used: specialise every use "
-                        f"(without 'at')")
-    keys = {weight_key(cur.record(cur.producer(w))) for w in made}
-    if len(keys) > 1:
-        raise DiagError(f"'{at}' names wires made by {len(keys)} different weight sets of '{name}' "
-                        f"({', '.join(sorted(full[w] for w in made))}); name one in full")
-    return keys.pop()
-
-
 def fold(cur: Diagram, body: Diagram, call: Diagram, matches: list[Match]) -> Outcome:
     """Close a match of a definition's body into one use of it (``call``): an equation only
     when the matched weights are exactly those of one instance of the definition."""
@@ -409,4 +297,4 @@ def _common_prefix(pairs: dict[WeightKey, WeightKey]) -> str | None:
 
 
 __all__ = ["Outcome", "Changes", "changes", "EQ", "RED", "REWIRE", "ABSORB", "apply_rule", "apply_everywhere", "unfold", "copy", "copy_box",
-           "specialise", "fold", "wire_name"]
+           "fold", "wire_name"]
