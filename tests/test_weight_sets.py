@@ -386,3 +386,48 @@ def test_specialise_leaves_another_definition_s_local_learner_of_the_same_name(t
     res = load_derivation(tmp_path / "x.deriv")
     assert res.steps[-1].relation == "⇒" and "opens" not in res.steps[-1].note
     assert set(compiled(res.result).weight_sets) == {("learn", True, "G#1/F")}
+
+
+# -- a reduction rule fills a hole: every use of its set, or none ----------------------------------
+DROP = """\
+rule drop<m>(x: [m]) -> [m] given f : [m] -> [m] {
+  return f(x)
+} => {
+  return relu(x)
+}
+"""
+
+
+def derive_rule(tmp: Path, places, script: str):
+    """``script`` after ``start``, with the rule ``drop`` in use."""
+    (tmp / "drop.rules").write_text(DROP)
+    (tmp / "w.diag").write_text(diag(places))
+    (tmp / "x.deriv").write_text('use "drop.rules"\nstart w.diag:T\n' + script)
+    return load_derivation(tmp / "x.deriv")
+
+
+@pytest.mark.parametrize("place, where", [
+    ("top", "by 'R'"),
+    ("def", "inside 'H' (a definition box)"),
+    ("scan", "inside 'Cell' (a scanned cell)"),
+    ("stack", "inside 'Blk' (a repeat stack)"),
+    ("shared", "inside 'Blk' (a repeat stack)"),
+])
+def test_a_reduction_rule_refuses_to_fill_one_use_of_a_shared_set(tmp_path, place, where):
+    with pytest.raises(DiagError, match=re.escape(f"its weights (R) are also used {where}, outside the match")):
+        derive_rule(tmp_path, [place], "apply drop at r\n")
+    if place == "def":  # unfold first: the same verdict
+        with pytest.raises(DiagError, match=re.escape("its weights (R) are also used by 'R', outside the match")):
+            derive_rule(tmp_path, [place], "unfold H\napply drop at r\n")
+    with pytest.raises(DiagError, match="outside the match"):  # every match: each leaves the other uses
+        derive_rule(tmp_path, [place, "top"], "apply drop everywhere\n")
+
+
+def test_a_reduction_rule_filling_the_only_use_is_a_reduction(tmp_path):
+    res = derive_rule(tmp_path, ["mapdef"], "apply drop at r\n")
+    assert res.steps[-1].relation == "⇒"
+    m = compiled(res.result)
+    assert ("learn", False, "R") not in m.weight_sets
+    x = torch.randn(DIMS["n"], 3, dtype=torch.float64)
+    e = mlp(m, m.weight_sets[("learn", False, "E")], x)
+    assert torch.allclose(m(x), torch.relu(e) + e, rtol=1e-12, atol=1e-12)  # HE(x) = E(x): one set

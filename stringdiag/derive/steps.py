@@ -33,12 +33,13 @@ from ..graph.hypergraph import repeated
 from ..graph.resize import resized
 from ..graph.types import Dim
 from ..graph.weights import WeightKey, fresh_instance, instances, rename_key, weight_key
-from ..graph.weightuse import Use, uses
+from ..graph.weightuse import uses
 from ..rewrite.dpo import rewrite
-from ..rewrite.match import Match, wire_name
+from ..rewrite.match import Match, find_matches, wire_name
 from ..rewrite.names import WireNames
 from ..rewrite.rule import EQUATION, Rule
 from ..rewrite.strategy import rewrite_all
+from .splits import refuse_partial_fill, refuse_partial_ties
 
 EQ, RED, REWIRE = "≡", "⇒", "≠"
 ABSORB = "⇔"  # as expressive, given a stated assumption (absorb.py): neither ≡ nor ⇒
@@ -87,34 +88,22 @@ def _traced(before: Diagram, after: Diagram, trace: dict[int, list[int]]) -> dic
 
 def apply_rule(cur: Diagram, rule: Rule, match: Match) -> Outcome:
     """One rewrite at one match."""
+    if rule.kind != EQUATION:
+        refuse_partial_fill(cur, rule, match)
     out = rewrite(cur, match)
     if match.ties:
-        _refuse_partial_ties(out, match.ties)
+        refuse_partial_ties(out, match.ties)
         shown = "; ".join(" = ".join(sorted(str(k[-1]) for k in group)) for group in match.ties)
         return Outcome(out, RED, f"ties the weights of {shown}")
     return Outcome(out, EQ if rule.kind == EQUATION else RED)
 
 
-def _refuse_partial_ties(out: Diagram, ties) -> None:
-    """A tie makes several weight sets one by renaming the boxes that use them; a box inside a
-    definition box, a scanned cell or a stack keeps its set, which would be one set split in
-    two (its top-level uses tied, the inner ones not). Checked on the result: each group
-    must be one set there, wherever it is used."""
-    for group in ties:
-        left = [(k, found) for k in sorted(group, key=repr) if (found := uses(out, k))]
-        if len(left) > 1:
-            k, where = next(((k, _where(f)) for k, f in left if _where(f)), (left[-1][0], "here"))
-            raise DiagError(f"tying the weights of {' and '.join(sorted(str(g[-1]) for g in group))} here would "
-                            f"leave the uses of '{k[-1]}' {where} apart: one set of weights split in two")
-
-
-def _where(found: list[Use]) -> str:
-    """Where the first nested use of a set is (``inside 'H' (a definition box)``), else ''."""
-    return next((u.where() for u in found if u.nested), "")
-
-
 def apply_everywhere(cur: Diagram, rule: Rule, reverse: bool = False) -> tuple[Outcome, int]:
-    """The rule at every match that ties no weights (an equation stays an equation)."""
+    """The rule at every match that ties no weights (an equation stays an equation); a
+    reduction only where each match holds every use of the sets it fills."""
+    if rule.kind != EQUATION:
+        for match in find_matches(cur, rule, reverse):
+            refuse_partial_fill(cur, rule, match)
     out, n = rewrite_all(cur, rule, reverse)
     return Outcome(out, EQ if rule.kind == EQUATION else RED), n
 
