@@ -24,8 +24,8 @@ from ..graph.box import Box, Global, Kind, Local
 from ..graph.decls import BoxDecl
 from ..graph.diagram import Diagram
 from ..graph.types import show_type
-from ..graph.weights import boxes_by_weights, weight_key
-from ..graph.weightuse import nested_uses, used
+from ..graph.weights import boxes_by_weights
+from ..graph.weightuse import learner_key, nested_uses, used
 from .steps import ABSORB, Outcome, drop_dead, wire_named
 
 
@@ -143,20 +143,15 @@ def _decl(d: Diagram, learner: BoxDecl | str, u: int, w: int, readers: list[int]
         ins = tuple(row if x == w else t for (x, _), t in zip(d.box_inputs(readers[0]), r.ref.ins))
         outs = r.ref.outs
     if isinstance(learner, str):
-        if any(d.record(b).op == learner for b in d.boxes()) or used(d, _key(learner, False)):
+        if any(d.record(b).op == learner for b in d.boxes()) or used(d, learner_key(learner)):
             raise DiagError(f"'{learner}' is a box here already: name the new learner otherwise")
         return BoxDecl(learner, "learn", (), ins, outs, None, local=True)
     if learner.box != Kind.LEARN or learner.generics or (learner.ins, learner.outs) != (ins, outs):
         want = ", ".join(show_type(t) for t in ins) + " -> " + ", ".join(show_type(t) for t in outs)
         raise DiagError(f"'{learner.name}' ({learner.signature()}) cannot take the place of {want}")
-    if used(d, _key(learner.name, learner.local)):  # at any depth: a definition box's too
+    if used(d, learner_key(learner.name, learner.local)):  # at any depth: a definition box's too
         raise DiagError(f"'{learner.name}' is used here already: absorbing into it would tie two weight sets")
     return learner
-
-
-def _key(name: str, local: bool):
-    """The weight set of a learner ``name``."""
-    return weight_key(Box(Kind.LEARN, name, weights=Local(name) if local else Global(name)))
 
 
 def _learner(decl: BoxDecl, simd, old: Box) -> Box:

@@ -24,7 +24,7 @@ from ..graph.hypergraph import per_graph_cache
 from ..graph.weights import WeightKey, has_local_weights, weight_key
 from ..graph.weightuse import Via, uses as set_uses
 from ..rewrite.match import wire_name
-from .steps import RED, Outcome, _traced
+from .steps import RED, Outcome, traced
 
 _HOLES = (Kind.LEARN, Kind.ABSTRACT)
 
@@ -62,7 +62,7 @@ def specialise(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[st
         out.replace(b, ref=body, op=node.op + "'")
     trace: dict[int, list[int]] = {}
     res = expand(out, keep=definitions - {op}, trace=trace)
-    return Outcome(res, RED, _note(cur, name, key, loops), kept=_traced(cur, res, trace))
+    return Outcome(res, RED, _note(cur, name, key, loops), kept=traced(cur, res, trace))
 
 
 def _note(cur: Diagram, name: str, key: WeightKey | None, loops: list[int]) -> str:
@@ -84,7 +84,7 @@ def _opened_first(cur: Diagram, ops: set[str], name: str, defn: Diagram, definit
     opened = expand(cur, keep=definitions - ops, trace=trace)
     res = specialise(opened, name, defn, definitions, at)
     after = res.kept if res.kept is not None else {b: b for b in res.diagram.boxes()}
-    kept = {b: after[o] for b, o in _traced(cur, opened, trace).items() if o in after}
+    kept = {b: after[o] for b, o in traced(cur, opened, trace).items() if o in after}
     note = f"opens {', '.join(sorted(ops))} (where '{name}' is used too)" + (f"; {res.note}" if res.note else "")
     return Outcome(res.diagram, RED, note, kept=kept)
 

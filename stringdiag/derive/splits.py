@@ -14,10 +14,10 @@ some uses of the set and not others, and is refused:
 from __future__ import annotations
 
 from ..errors import DiagError
-from ..graph.box import Box, Global, Kind
+from ..graph.box import Box, Kind
 from ..graph.diagram import Diagram
 from ..graph.weights import weight_key
-from ..graph.weightuse import Use, uses
+from ..graph.weightuse import Use, learner_key, uses
 from ..rewrite.match import Match
 from ..rewrite.rule import Rule
 
@@ -51,7 +51,7 @@ def refuse_partial_fill(cur: Diagram, rule: Rule, match: Match) -> None:
         targets[tb] = pn.op if direct else min(inside)
         keys.setdefault(weight_key(cur.record(tb)), targets[tb])
         for name in inside:  # a global learnable filled inside: its set is the target's too
-            keys.setdefault(weight_key(Box(Kind.LEARN, name, weights=Global(name))), name)
+            keys.setdefault(learner_key(name), name)
     for key, hole in sorted(keys.items(), key=repr):
         outside = [u for u in uses(cur, key) if key is not None and u.box not in targets]
         if outside:

@@ -7,16 +7,19 @@ weights (Khatri et al. (2024), App. A.2; ``graph/weights.py``).
 - folding a definition: ≡ only when the matched weights are exactly one instance's: the
   same sets, none shared with boxes outside the fold, none of two merged; else refused;
 - copying a box: ≡ (the copies share its weights);
-- specialising a learnable or abstract box into a composite: ⇒ (its uses share the
-  composite's weights exactly when they shared the box's); ``at WIRE`` specialises only one
-  weight set of the box (the one making the wire), leaving its other sets as they were;
+- specialising a learnable or abstract box into a composite: ⇒ (``specialise.py``: at every
+  use, inside definition boxes, cells and stacks too; its uses share the composite's weights
+  exactly when they shared the box's); ``at WIRE`` specialises only one weight set of the box
+  (the one making the wire), leaving its other sets as they were;
 - making two fixed dimensions one (``dim g := d``): ⇒ (the family at equal sizes);
 - absorbing an invertible learner into the trainable box reading it: ⇔ (``absorb.py``: as
   expressive given the assumption it states; weights of the absorbed map stay shared with
   its other readers);
 - plugging an input in where a copied state was: ≠, a boundary change (``plug.py``).
 
-Turning one weight set into several is never a step: it is refused with the reason.
+Turning one weight set into several is never a step: it is refused with the reason, counting
+every use of the set, inside definition boxes, scanned cells and stacks too
+(``graph/weightuse.py``; the rule steps' refusals are in ``splits.py``).
 Each step returns an :class:`Outcome`; ``correspond`` says which weight set of the result
 is which of the diagram before, where the step renamed one, so that the oracle can give
 both sides the same weights.
@@ -80,7 +83,7 @@ def changes(before: Diagram, after: Diagram, kept: dict[int, int] | None = None)
                    dict(kept))
 
 
-def _traced(before: Diagram, after: Diagram, trace: dict[int, list[int]]) -> dict[int, int]:
+def traced(before: Diagram, after: Diagram, trace: dict[int, list[int]]) -> dict[int, int]:
     """Untouched boxes of an expansion: those copied as one box of the same kind and name."""
     return {b: made[0] for b, made in trace.items()
             if len(made) == 1 and _same(before.record(b), after.record(made[0]))}
@@ -119,7 +122,7 @@ def unfold(cur: Diagram, name: str, definitions: frozenset[str]) -> Outcome:
         raise DiagError(f"'{name}' is used by repeat here: its copies are one box, not unfolded by a step")
     trace: dict[int, list[int]] = {}
     out = expand(cur, keep=definitions - {name}, trace=trace)
-    return Outcome(out, EQ, kept=_traced(cur, out, trace))
+    return Outcome(out, EQ, kept=traced(cur, out, trace))
 
 
 def copy_box(d: Diagram, box: int, readers: list[tuple[int, int]]) -> Diagram:

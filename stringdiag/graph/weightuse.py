@@ -27,7 +27,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import NamedTuple
 
-from .box import Box, Global, Kind
+from .box import Box, Global, Kind, Local
 from .hypergraph import per_graph_cache
 from .weights import WeightKey, weight_key
 
@@ -80,6 +80,11 @@ def nested_uses(d, key: WeightKey) -> list[Use]:
 def used(d, key: WeightKey) -> bool:
     """Whether any box of ``d``, at any depth, computes with the set ``key``."""
     return bool(uses(d, key))
+
+
+def learner_key(name: str, local: bool = False) -> WeightKey:
+    """The weight set of a learnable box declared as ``name`` (global, or ``local``)."""
+    return weight_key(Box(Kind.LEARN, name, weights=Local(name) if local else Global(name)))
 
 
 def _inside(box: Box, key: WeightKey) -> tuple | None:
@@ -136,4 +141,4 @@ def globals_in(defn) -> frozenset[str]:
     return frozenset(names)
 
 
-__all__ = ["Via", "Use", "uses", "nested_uses", "used", "globals_in"]
+__all__ = ["Via", "Use", "uses", "nested_uses", "used", "learner_key", "globals_in"]
