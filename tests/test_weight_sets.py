@@ -198,7 +198,7 @@ def test_absorb_accepted_keeps_the_map_s_weights_shared(tmp_path):
     assert torch.allclose(rest_after, rest_before, rtol=1e-12, atol=1e-12)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(places=st.sets(st.sampled_from(sorted(PLACES))), unfold=st.booleans())
 def test_absorb_is_refused_exactly_when_the_reader_is_used_again_anywhere(tmp_path, places, unfold):
     order = sorted(places)
@@ -431,3 +431,26 @@ def test_a_reduction_rule_filling_the_only_use_is_a_reduction(tmp_path):
     x = torch.randn(DIMS["n"], 3, dtype=torch.float64)
     e = mlp(m, m.weight_sets[("learn", False, "E")], x)
     assert torch.allclose(m(x), torch.relu(e) + e, rtol=1e-12, atol=1e-12)  # HE(x) = E(x): one set
+
+
+STEPS = {  # the step, and whether a second use of R anywhere must refuse it
+    "absorb": ("absorb enc into R as S\n", True),
+    "fill": ("apply drop at r\n", True),
+    "specialise": ("specialise R(v) := { return relu(v) }\n", False),
+}
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(step=st.sampled_from(sorted(STEPS)), places=st.sets(st.sampled_from(sorted(PLACES))))
+def test_no_verdict_depends_on_unfolding_first(tmp_path, step, places):
+    """Each step, with the definition boxes opened first or not: one verdict, the expected one."""
+    script, refused_by_another_use = STEPS[step]
+    opened = "".join(f"unfold {n}\n" for p, n in (("def", "H"), ("mapdef", "HE")) if p in places)
+    verdicts = set()
+    for first in ("", opened):
+        try:
+            verdicts.add(derive_rule(tmp_path, sorted(places), first + script).steps[-1].relation)
+        except DiagError:
+            verdicts.add("refused")
+    want = "refused" if refused_by_another_use and OF_R & places else {"absorb": "⇔"}.get(step, "⇒")
+    assert verdicts == {want}
