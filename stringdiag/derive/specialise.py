@@ -22,7 +22,7 @@ from ..graph.diagram import Diagram
 from ..graph.expand import expand
 from ..graph.hypergraph import per_graph_cache
 from ..graph.weights import WeightKey, has_local_weights, weight_key
-from ..graph.weightuse import Via, uses as set_uses
+from ..graph.weightuse import Via, uses as set_uses, via
 from ..rewrite.match import wire_name
 from .steps import RED, Outcome, traced
 
@@ -114,17 +114,17 @@ def _inside(d: Diagram, name: str, key: WeightKey | None, shared: bool) -> dict[
     each with the kind of box it is."""
     if key is not None:
         return {u.box: u.within[0][1] for u in set_uses(d, key) if u.nested}
-    return {b: Via.SCAN if node.scan else Via.STACK if node.repeat is not None else Via.DEFINITION
-            for b in d.boxes() if (node := d.record(b)).kind is Kind.DIAGRAM and _holds(node.ref, name, shared)}
+    return {b: via(node) for b in d.boxes() if (node := d.record(b)).kind is Kind.DIAGRAM
+            and _holds(node.ref, name, shared)}
 
 
 def _definitions_holding(d: Diagram, name: str, key: WeightKey | None) -> set[str]:
     """The definition boxes to open: those holding a use of one function with the top level's."""
-    return {d.record(b).op for b, via in _inside(d, name, key, True).items() if via is Via.DEFINITION}
+    return {d.record(b).op for b, how in _inside(d, name, key, True).items() if how is Via.DEFINITION}
 
 
 def _loops_holding(d: Diagram, name: str, key: WeightKey | None, shared: bool) -> list[int]:
-    return sorted(b for b, via in _inside(d, name, key, shared).items() if via is not Via.DEFINITION)
+    return sorted(b for b, how in _inside(d, name, key, shared).items() if how is not Via.DEFINITION)
 
 
 def _refuse_split_composite(d: Diagram, name: str, defn: Diagram, top: list[int], loops: list[int]) -> None:

@@ -94,7 +94,7 @@ def _inside(box: Box, key: WeightKey) -> tuple | None:
     inner = _inner_key(box, key)
     if inner is None:
         return None
-    here = ((box.op, _via(box)),)
+    here = ((box.op, via(box)),)
     for b in box.ref.boxes():
         node = box.ref.record(b)
         if weight_key(node) == inner:
@@ -123,7 +123,8 @@ def _inner_key(box: Box, key: WeightKey) -> WeightKey | None:
     return (*key[:-1], rest)
 
 
-def _via(box: Box) -> Via:
+def via(box: Box) -> Via:
+    """How a diagram box holds its body: a definition box, a scanned cell or a stack."""
     return Via.SCAN if box.scan else Via.STACK if box.repeat is not None else Via.DEFINITION
 
 
@@ -141,4 +142,4 @@ def globals_in(defn) -> frozenset[str]:
     return frozenset(names)
 
 
-__all__ = ["Via", "Use", "uses", "nested_uses", "used", "learner_key", "globals_in"]
+__all__ = ["Via", "Use", "uses", "nested_uses", "used", "learner_key", "via", "globals_in"]
