@@ -60,6 +60,8 @@ def specialise(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[st
         body = specialise(node.ref, name, defn, definitions).diagram
         body.name = node.ref.name + "'"
         out.replace(b, ref=body, op=node.op + "'")
+    if not top:  # only loops changed, in place: every other box keeps its id
+        return Outcome(out, RED, _note(cur, name, key, loops))
     trace: dict[int, list[int]] = {}
     res = expand(out, keep=definitions - {op}, trace=trace)
     return Outcome(res, RED, _note(cur, name, key, loops), kept=traced(cur, res, trace))
