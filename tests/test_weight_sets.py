@@ -151,6 +151,45 @@ def test_a_local_set_is_found_inside_the_instance_that_owns_it():
     assert {("layer", "G#2/0"), ("layer", "G#2/1"), ("layer", "G#3")} <= set(m.weight_sets)
 
 
+MENU = {  # a statement making y{k} from v, each holding weights differently
+    "def": "y{k} = G({v})",
+    "nested": "y{k} = GG({v})",
+    "stack": "y{k} = repeat 2 G({v})",
+    "shared": "y{k} = repeat 2 shared G({v})",
+    "cell": "_h{k}, y{k}[t] = scan LC(zeros<d>(), {v}[t])",
+    "global": "y{k} = H({v})",
+    "copy": "y{k} = {v} + R({v})",
+}
+MORE = """\
+diagram GG(x: [n, d]) -> [n, d] {
+  return G(G(x))
+}
+diagram LC(h: [d], x: [d]) -> [d], [d] {
+  learn L : [d] -> [d]
+  s = h + L(x) + R(x)
+  return s, s
+}
+"""
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.sampled_from(sorted(MENU)), min_size=1, max_size=4))
+def test_the_query_finds_every_set_the_compiled_module_has(chain):
+    """The reference: the weight sets the compiled module registers (lowering names every set
+    by its path, inside stacks and cells too). Each is found; sets it lacks are not."""
+    lines = [f"  {MENU[what].format(k=k, v=f'y{k - 1}' if k else 'x')}\n" for k, what in enumerate(chain)]
+    src = HEAD + MORE + "diagram W(x: [n, d]) -> [n, d] {\n" + "".join(lines) + f"  return y{len(chain) - 1}\n}}\n"
+    w = stringdiag.loads(src)["W"]
+    have = {k for k in stringdiag.compile(w, dims=DIMS).weight_sets if k[0] == "learn"}
+    for key in have:
+        assert uses(w, key), key
+    made_up = {("learn", True, p) for k in have if k[1] for p in (k[2] + "x", "X#1/" + k[2], k[2].replace("#", "#9"),
+                                                                 k[2].replace("/0/", "/2/"))}
+    made_up |= {("learn", False, "F"), ("learn", False, "L"), ("learn", True, "F")}
+    for key in made_up - have:
+        assert not uses(w, key), key
+
+
 # -- absorb -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("place, where", [
     ("top", "used 2 times"),

@@ -28,7 +28,7 @@ from enum import Enum
 from typing import NamedTuple
 
 from .box import Box, Global, Kind, Local
-from .hypergraph import per_graph_cache
+from .hypergraph import count_value, per_graph_cache
 from .weights import WeightKey, weight_key
 
 
@@ -118,7 +118,8 @@ def _inner_key(box: Box, key: WeightKey) -> WeightKey | None:
     rest = path[len(inst) + 1:]
     if box.repeat is not None and not box.shared:
         copy, _, rest = rest.partition("/")
-        if not copy.isdigit() or not rest:
+        count = count_value(box.repeat.count, box.ref.program, {})  # None: sized only when compiled
+        if not copy.isdigit() or not rest or count is not None and int(copy) >= count:
             return None
     return (*key[:-1], rest)
 
