@@ -159,10 +159,20 @@ MENU = {  # a statement making y{k} from v, each holding weights differently
     "cell": "_h{k}, y{k}[t] = scan LC(zeros<d>(), {v}[t])",
     "global": "y{k} = H({v})",
     "copy": "y{k} = {v} + R({v})",
+    "defcell": "y{k} = DC({v})",
+    "defstack": "y{k} = DS({v})",
 }
 MORE = """\
 diagram GG(x: [n, d]) -> [n, d] {
   return G(G(x))
+}
+diagram DC(x: [n, d]) -> [n, d] {
+  _h, y[t] = scan LC(zeros<d>(), x[t])
+  return y
+}
+diagram DS(x: [n, d]) -> [n, d] {
+  y = repeat 2 G(x)
+  return G(y)
 }
 diagram LC(h: [d], x: [d]) -> [d], [d] {
   learn L : [d] -> [d]
