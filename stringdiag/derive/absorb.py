@@ -25,6 +25,7 @@ from ..graph.decls import BoxDecl
 from ..graph.diagram import Diagram
 from ..graph.types import show_type
 from ..graph.weights import boxes_by_weights
+from ..graph.weightuse import learner_key, nested_uses, used
 from .steps import ABSORB, Outcome, drop_dead, wire_named
 
 
@@ -90,10 +91,15 @@ def _readers(d: Diagram, w: int, name: str, into: str) -> tuple[list[int], int |
     if len(sets) != 1:
         raise DiagError(f"no trainable box '{into}' here" if not sets else
                         f"'{into}' names {len(sets)} weight sets here; absorbing needs one")
-    boxes = owners[sets.pop()]
+    key = sets.pop()
+    boxes = owners[key]
     node = d.record(boxes[0])
     if node.kind is not Kind.LEARN:
         raise DiagError(f"'{into}' is not a learner: only a trainable box can take in another")
+    inner = nested_uses(d, key)  # the same weights, used where this step does not reach
+    if inner:
+        raise DiagError(f"'{into}' is also used {inner[0].where()}: absorbing into its uses here would split "
+                        "its weights in two")
     if node.ref.ins:
         reading = [b for b in boxes if any(x == w for x, _ in d.box_inputs(b))]
         if not reading:
@@ -137,13 +143,13 @@ def _decl(d: Diagram, learner: BoxDecl | str, u: int, w: int, readers: list[int]
         ins = tuple(row if x == w else t for (x, _), t in zip(d.box_inputs(readers[0]), r.ref.ins))
         outs = r.ref.outs
     if isinstance(learner, str):
-        if any(d.record(b).op == learner for b in d.boxes()):
+        if any(d.record(b).op == learner for b in d.boxes()) or used(d, learner_key(learner)):
             raise DiagError(f"'{learner}' is a box here already: name the new learner otherwise")
         return BoxDecl(learner, "learn", (), ins, outs, None, local=True)
     if learner.box != Kind.LEARN or learner.generics or (learner.ins, learner.outs) != (ins, outs):
         want = ", ".join(show_type(t) for t in ins) + " -> " + ", ".join(show_type(t) for t in outs)
         raise DiagError(f"'{learner.name}' ({learner.signature()}) cannot take the place of {want}")
-    if any(d.record(b).weights == Global(learner.name) for b in d.boxes()):
+    if used(d, learner_key(learner.name, learner.local)):  # at any depth: a definition box's too
         raise DiagError(f"'{learner.name}' is used here already: absorbing into it would tie two weight sets")
     return learner
 

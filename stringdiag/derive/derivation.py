@@ -34,6 +34,7 @@ from ..syntax.source import read_source
 from . import steps
 from .absorb import absorb
 from .plug import plug
+from .specialise import specialise as specialise_step, uses_of
 from .steps import ABSORB, EQ, RED, REWIRE  # noqa: F401  (the relations, re-exported for callers)
 
 
@@ -369,10 +370,10 @@ class Runner:
 
     def specialise(self, item: D.Specialise, cur: Diagram) -> steps.Outcome:
         name = item.box.text
-        uses = steps.uses_of(cur, name)  # inside the cells of loops too
-        if not uses:
+        use = next(uses_of(cur, name), None)  # inside definition boxes, cells and stacks too
+        if use is None:
             raise self.err(f"no learnable or abstract box '{name}' in the diagram to specialise", item.box.pos)
-        decl = uses[0].ref
+        decl = use.ref
         if isinstance(item.value, D.Body):
             defn = self.inline(name, decl, item.params, item.value)
         else:
@@ -384,10 +385,10 @@ class Runner:
             raise self.err(f"'{defn.name}' has type {_sig(defn.input_types, defn.output_types)} but '{name}' "
                            f"has type {_sig(decl.ins, decl.outs)}", item.value.pos)
         if item.at is None:
-            return steps.specialise(cur, name, defn, all_definitions(cur))
+            return specialise_step(cur, name, defn, all_definitions(cur))
         where = item.at.text
         try:
-            return steps.specialise(cur, name, defn, all_definitions(cur), where)
+            return specialise_step(cur, name, defn, all_definitions(cur), where)
         except DiagError as e:
             if e.pos is not None:
                 raise

@@ -7,16 +7,19 @@ weights (Khatri et al. (2024), App. A.2; ``graph/weights.py``).
 - folding a definition: ≡ only when the matched weights are exactly one instance's: the
   same sets, none shared with boxes outside the fold, none of two merged; else refused;
 - copying a box: ≡ (the copies share its weights);
-- specialising a learnable or abstract box into a composite: ⇒ (its uses share the
-  composite's weights exactly when they shared the box's); ``at WIRE`` specialises only one
-  weight set of the box (the one making the wire), leaving its other sets as they were;
+- specialising a learnable or abstract box into a composite: ⇒ (``specialise.py``: at every
+  use, inside definition boxes, cells and stacks too; its uses share the composite's weights
+  exactly when they shared the box's); ``at WIRE`` specialises only one weight set of the box
+  (the one making the wire), leaving its other sets as they were;
 - making two fixed dimensions one (``dim g := d``): ⇒ (the family at equal sizes);
 - absorbing an invertible learner into the trainable box reading it: ⇔ (``absorb.py``: as
   expressive given the assumption it states; weights of the absorbed map stay shared with
   its other readers);
 - plugging an input in where a copied state was: ≠, a boundary change (``plug.py``).
 
-Turning one weight set into several is never a step: it is refused with the reason.
+Turning one weight set into several is never a step: it is refused with the reason, counting
+every use of the set, inside definition boxes, scanned cells and stacks too
+(``graph/weightuse.py``; the rule steps' refusals are in ``splits.py``).
 Each step returns an :class:`Outcome`; ``correspond`` says which weight set of the result
 is which of the diagram before, where the step renamed one, so that the oracle can give
 both sides the same weights.
@@ -26,18 +29,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import DiagError
-from ..graph.box import Box, Global, Instance, Kind, Local, weight_attrs
+from ..graph.box import Box, Global, Instance, Kind, weight_attrs
 from ..graph.diagram import Diagram
 from ..graph.expand import expand
 from ..graph.hypergraph import repeated
 from ..graph.resize import resized
 from ..graph.types import Dim
-from ..graph.weights import WeightKey, boxes_by_weights, fresh_instance, instances, rename_key, weight_key
+from ..graph.weights import WeightKey, fresh_instance, instances, rename_key, weight_key
+from ..graph.weightuse import uses
 from ..rewrite.dpo import rewrite
-from ..rewrite.match import Match, wire_name
+from ..rewrite.match import Match, find_matches, wire_name
 from ..rewrite.names import WireNames
 from ..rewrite.rule import EQUATION, Rule
 from ..rewrite.strategy import rewrite_all
+from .splits import refuse_partial_fill, refuse_partial_ties
 
 EQ, RED, REWIRE = "≡", "⇒", "≠"
 ABSORB = "⇔"  # as expressive, given a stated assumption (absorb.py): neither ≡ nor ⇒
@@ -78,7 +83,7 @@ def changes(before: Diagram, after: Diagram, kept: dict[int, int] | None = None)
                    dict(kept))
 
 
-def _traced(before: Diagram, after: Diagram, trace: dict[int, list[int]]) -> dict[int, int]:
+def traced(before: Diagram, after: Diagram, trace: dict[int, list[int]]) -> dict[int, int]:
     """Untouched boxes of an expansion: those copied as one box of the same kind and name."""
     return {b: made[0] for b, made in trace.items()
             if len(made) == 1 and _same(before.record(b), after.record(made[0]))}
@@ -86,15 +91,22 @@ def _traced(before: Diagram, after: Diagram, trace: dict[int, list[int]]) -> dic
 
 def apply_rule(cur: Diagram, rule: Rule, match: Match) -> Outcome:
     """One rewrite at one match."""
+    if rule.kind != EQUATION:
+        refuse_partial_fill(cur, rule, match)
     out = rewrite(cur, match)
     if match.ties:
+        refuse_partial_ties(out, match.ties)
         shown = "; ".join(" = ".join(sorted(str(k[-1]) for k in group)) for group in match.ties)
         return Outcome(out, RED, f"ties the weights of {shown}")
     return Outcome(out, EQ if rule.kind == EQUATION else RED)
 
 
 def apply_everywhere(cur: Diagram, rule: Rule, reverse: bool = False) -> tuple[Outcome, int]:
-    """The rule at every match that ties no weights (an equation stays an equation)."""
+    """The rule at every match that ties no weights (an equation stays an equation); a
+    reduction only where each match holds every use of the sets it fills."""
+    if rule.kind != EQUATION:
+        for match in find_matches(cur, rule, reverse):
+            refuse_partial_fill(cur, rule, match)
     out, n = rewrite_all(cur, rule, reverse)
     return Outcome(out, EQ if rule.kind == EQUATION else RED), n
 
@@ -110,7 +122,7 @@ def unfold(cur: Diagram, name: str, definitions: frozenset[str]) -> Outcome:
         raise DiagError(f"'{name}' is used by repeat here: its copies are one box, not unfolded by a step")
     trace: dict[int, list[int]] = {}
     out = expand(cur, keep=definitions - {name}, trace=trace)
-    return Outcome(out, EQ, kept=_traced(cur, out, trace))
+    return Outcome(out, EQ, kept=traced(cur, out, trace))
 
 
 def copy_box(d: Diagram, box: int, readers: list[tuple[int, int]]) -> Diagram:
@@ -197,98 +209,6 @@ def copy(cur: Diagram, wire: str) -> Outcome:
     return Outcome(out, EQ, f"the copies share the weights of {key[-1]}" if key else "")
 
 
-def specialise(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[str],
-               at: str | None = None) -> Outcome:
-    """Every use of the learnable or abstract box ``name`` becomes the composite ``defn``.
-
-    Uses that shared weights share the composite's (one instance per weight set); an
-    abstract family is one function wherever it is used. With ``at`` (a wire's name), only
-    the uses that share the weight set of the box making that wire are specialised: the
-    other sets of ``name`` (other instances of its definition) stay universal approximators."""
-    uses = [b for b in cur.boxes() if cur.record(b).op == name and cur.record(b).kind in (Kind.LEARN, Kind.ABSTRACT)]
-    if not uses and at is None and uses_of(cur, name):
-        return _specialise_in_cells(cur, name, defn, definitions)
-    if not uses:
-        raise DiagError(f"no learnable or abstract box '{name}' in the diagram to specialise")
-    note = ""
-    if at is not None:
-        key = _weights_at(cur, name, uses, at)
-        uses = [b for b in uses if weight_key(cur.record(b)) == key]
-        others = sorted({str(k[-1]) for b in cur.boxes() if cur.record(b).op == name
-                         and (k := weight_key(cur.record(b))) is not None and k != key})
-        note = f"only the weights {key[-1]}" + (f" (not {', '.join(others)})" if others else "")
-    out = cur.copy()
-    op = f"{name} :=" if defn.name.startswith("__") else defn.name  # how the opened box is labelled
-    for b in uses:
-        node = out.record(b)
-        w = node.weights  # the composite's instance: one per weight set
-        path = name if w is None else ("~" if isinstance(w, Local) else "") + str(w.param)
-        out.reset(b, node._replace(kind=Kind.DIAGRAM, op=op, ref=defn, weights=Instance(path)))
-    trace: dict[int, list[int]] = {}
-    res = expand(out, keep=definitions - {op}, trace=trace)
-    return Outcome(res, RED, note, kept=_traced(cur, res, trace))
-
-
-def uses_of(d: Diagram, name: str) -> list[dict]:
-    """The learnable or abstract boxes ``name`` of ``d``, and of the cells its loops scan
-    (a box inside a scanned cell is still a box of the diagram: it runs once per step)."""
-    found = []
-    for b in d.boxes():
-        node = d.record(b)
-        if node.op == name and node.kind in (Kind.LEARN, Kind.ABSTRACT):
-            found.append(node)
-        elif node.scan and node.kind is Kind.DIAGRAM:
-            found += uses_of(node.ref, name)
-    return found
-
-
-def _specialise_in_cells(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[str]) -> Outcome:
-    """Specialise the box where a loop's cell uses it: in the cell's body, which becomes the
-    loop's new cell (primed: ``AttendStep'``, a definition of its own; its weights keep the
-    loop's instance). The loop stays a loop: rewriting inside a scan."""
-    out = cur.copy()
-    for b in list(out.boxes()):
-        node = out.record(b)
-        if not (node.scan and node.kind is Kind.DIAGRAM and uses_of(node.ref, name)):
-            continue
-        body = specialise(node.ref, name, defn, definitions).diagram
-        body.name = node.ref.name + "'"
-        out.replace(b, ref=body, op=node.op + "'")
-    return Outcome(out, RED, f"inside the loop's cell ({', '.join(sorted(_cells_using(cur, name)))})")
-
-
-def _cells_using(d: Diagram, name: str) -> set[str]:
-    return {d.record(b).op for b in d.boxes() if d.record(b).scan and d.record(b).kind is Kind.DIAGRAM
-            and uses_of(d.record(b).ref, name)}
-
-
-def _weights_at(cur: Diagram, name: str, uses: list[int], at: str) -> WeightKey:
-    """The weight set of the box ``name`` that makes the wire ``at`` (named in full,
-    ``ConcatFF#2/y``, or by its own name where that is unambiguous)."""
-    at = at.strip()
-    full = {w: wire_name(cur, w) for w in cur.wires()}
-    wires = [w for w, n in full.items() if n == at] or \
-            [w for w, n in full.items() if cur.wire_label(w) == at]
-    if not wires:
-        near = sorted({full[w] for b in uses for w in cur.box_outputs(b)})
-        raise DiagError(f"no wire named '{at}' (the boxes '{name}' make: {', '.join(near)})")
-    made = [w for w in wires if cur.producer(w) in uses]
-    if not made:
-        pr = cur.producer(wires[0])
-        what = "an input of the diagram, not made" if pr is None else \
-            f"made by '{cur.record(pr).op}' (a {cur.record(pr).kind} box), not"
-        near = sorted({full[w] for b in uses for w in cur.box_outputs(b)})
-        raise DiagError(f"wire '{at}' is {what} by a box '{name}' (the boxes '{name}' make: {', '.join(near)})")
-    if any(cur.record(b).kind is Kind.ABSTRACT for b in uses):
-        raise DiagError(f"'{name}' is an abstract family, one function wherever it is used: specialise every use "
-                        f"(without 'at')")
-    keys = {weight_key(cur.record(cur.producer(w))) for w in made}
-    if len(keys) > 1:
-        raise DiagError(f"'{at}' names wires made by {len(keys)} different weight sets of '{name}' "
-                        f"({', '.join(sorted(full[w] for w in made))}); name one in full")
-    return keys.pop()
-
-
 def fold(cur: Diagram, body: Diagram, call: Diagram, matches: list[Match]) -> Outcome:
     """Close a match of a definition's body into one use of it (``call``): an equation only
     when the matched weights are exactly those of one instance of the definition."""
@@ -345,12 +265,12 @@ def _refuse_splits(cur: Diagram, name: str, match: Match, pairs: dict[WeightKey,
                             f"are '{kt[-1]}': folding would split one set into two")
         seen[kt] = kp
     inside = set(match.boxes.values())
-    owners = boxes_by_weights(cur)
     for kt in seen:
-        outside = [b for b in owners.get(kt, ()) if b not in inside]
+        outside = [u for u in uses(cur, kt) if u.box not in inside]  # at any depth
         if outside:
-            by = cur.record(outside[0]).op
-            raise DiagError(f"the weights '{kt[-1]}' are also used outside the fold (by '{by}'): "
+            u = outside[0]
+            by = cur.record(u.box).op + (f"', {u.where()}" if u.nested else "'")
+            raise DiagError(f"the weights '{kt[-1]}' are also used outside the fold (by '{by}): "
                             "folding would split one set of weights into two")
 
 
@@ -369,4 +289,4 @@ def _common_prefix(pairs: dict[WeightKey, WeightKey]) -> str | None:
 
 
 __all__ = ["Outcome", "Changes", "changes", "EQ", "RED", "REWIRE", "ABSORB", "apply_rule", "apply_everywhere", "unfold", "copy", "copy_box",
-           "specialise", "fold", "wire_name"]
+           "fold", "wire_name"]

@@ -1,0 +1,83 @@
+"""The refusals of rule steps that would split one weight set in two (``graph/weightuse.py``).
+
+Weight sharing is semantics: every box computing with one set is one function. A rule step
+touches the boxes of its match; where a set it changes is also used outside the match (at
+the top level, or inside a definition box, a scanned cell or a stack), the step would change
+some uses of the set and not others, and is refused:
+
+- a tie (a rule naming one process where the target has several sets, ⇒) renames the boxes
+  of the tied sets: each group must be one set afterwards, wherever it is used;
+- a reduction fills holes (Khatri et al. (2024), Definition 3.1: a universal approximator
+  specialised to a composite): a filled hole's set must have every use in the match, filled
+  there, or the composite would hold here and the approximator elsewhere.
+"""
+from __future__ import annotations
+
+from ..errors import DiagError
+from ..graph.box import Box, Kind
+from ..graph.diagram import Diagram
+from ..graph.weights import weight_key
+from ..graph.weightuse import Use, learner_key, uses
+from ..rewrite.match import Match
+from ..rewrite.rule import Rule
+
+
+def refuse_partial_ties(out: Diagram, ties) -> None:
+    """A tie renames the top-level boxes of the tied sets; a box inside a definition box, a
+    scanned cell or a stack keeps its set. Checked on the result ``out``: each group must be
+    one set there, wherever it is used."""
+    for group in ties:
+        left = [(k, found) for k in sorted(group, key=repr) if (found := uses(out, k))]
+        if len(left) > 1:
+            k, where = next(((k, _where(f)) for k, f in left if _where(f)), (left[-1][0], "here"))
+            raise DiagError(f"tying the weights of {' and '.join(sorted(str(g[-1]) for g in group))} here would "
+                            f"leave the uses of '{k[-1]}' {where} apart: one set of weights split in two")
+
+
+def refuse_partial_fill(cur: Diagram, rule: Rule, match: Match) -> None:
+    """A reduction's filled holes at ``match``: each of their weight sets used only by the
+    matched boxes that fill it (a set inside a matched definition box counts as that box)."""
+    filled = {h for h, how in rule.specialised.items() if how != "itself"}
+    if not filled:
+        return
+    targets: dict[int, str] = {}  # target box -> the hole it fills
+    keys: dict = {}  # weight set -> the hole filled
+    for pb, tb in match.boxes.items():
+        pn = match.pattern.record(pb)
+        inside = _holes_inside(pn, filled)
+        direct = pn.op in filled and (pn.var or pn.kind.is_hole)
+        if not (direct or inside):
+            continue
+        targets[tb] = pn.op if direct else min(inside)
+        keys.setdefault(weight_key(cur.record(tb)), targets[tb])
+        for name in inside:  # a global learnable filled inside: its set is the target's too
+            keys.setdefault(learner_key(name), name)
+    for key, hole in sorted(keys.items(), key=repr):
+        outside = [u for u in uses(cur, key) if key is not None and u.box not in targets]
+        if outside:
+            u = outside[0]
+            by = u.where() if u.nested else f"by '{cur.record(u.box).op}'"
+            raise DiagError(f"rule '{rule.name}' specialises '{hole}' here, but its weights ({key[-1]}) are also "
+                            f"used {by}, outside the match: specialising one use would split one set of weights "
+                            "in two")
+
+
+def _holes_inside(node: Box, names: set[str]) -> set[str]:
+    """The holes ``names`` a pattern's definition box holds, at any depth (rule sides are small)."""
+    if node.kind is not Kind.DIAGRAM or node.var or node.cell or node.ref is None:
+        return set()
+    found = set()
+    for b in node.ref.boxes():
+        inner = node.ref.record(b)
+        if inner.op in names and inner.kind.is_hole:
+            found.add(inner.op)
+        found |= _holes_inside(inner, names)
+    return found
+
+
+def _where(found: list[Use]) -> str:
+    """Where the first nested use of a set is (``inside 'H' (a definition box)``), else ''."""
+    return next((u.where() for u in found if u.nested), "")
+
+
+__all__ = ["refuse_partial_ties", "refuse_partial_fill"]
