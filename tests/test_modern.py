@@ -1,0 +1,115 @@
+"""gallery/modern/ against Hugging Face (random small configs built here, nothing downloaded)
+and hand-written float64 references: each member checks, renders, compiles, loads the
+reference's weights with one map per layer (``{layer}``), and agrees with it on the forward
+pass and on the gradient of every weight; ``info --json`` reports its true cost.
+
+Precision, by reference: where a Hugging Face class computes in the dtype it is given, the
+agreement is float64's (1e-10). Llama, Mistral and GPT-NeoX compute their rotary angles in
+float32 whatever the dtype (``inv_freq.float()``), Llama's and Mistral's RMSNorm its variance in
+float32, and every eager attention its softmax in float32 (``softmax(..., dtype=float32)``):
+those agree at float32's precision, 1e-5 relative (their error is ~1e-7); each test says which."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import stringdiag
+from stringdiag.cli.main import main
+
+MODERN = Path(__file__).resolve().parent.parent / "gallery" / "modern"
+V, S = 29, 9
+F64 = 1e-10   # float64 throughout
+F32 = 1e-5    # a reference that casts to float32 inside
+
+
+def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    assert a.shape == b.shape, (a.shape, b.shape)
+    return (a - b).abs().max().item() / max(a.abs().max().item(), b.abs().max().item(), 1e-300)
+
+
+def randomise(module: torch.nn.Module, seed: int, scale: float = 0.5) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * scale)
+
+
+def compiled(file: str, name: str, dims: dict) -> torch.nn.Module:
+    return stringdiag.compile(stringdiag.load(str(MODERN / file))[name], dims=dims, approximator="linear",
+                              dtype=torch.float64)
+
+
+def token_ids(seed: int = 5) -> torch.Tensor:
+    return torch.randint(0, V, (2, S), generator=torch.Generator().manual_seed(seed))
+
+
+def agreement(ours: torch.nn.Module, twin: torch.nn.Module, ref: torch.nn.Module, y: torch.Tensor,
+              y_ref: torch.Tensor, mapping: dict, transpose=()) -> tuple[float, float]:
+    """(forward error, worst gradient error over every weight): the same random cotangent
+    pulled back through both, the reference's gradients carried to our names by the same map
+    that carried its weights (``load_weights`` into ``twin``, another compile of the same diagram),
+    so that each of ours is compared."""
+    w = torch.randn(y.shape, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    (y * w).sum().backward()
+    (y_ref * w).sum().backward()
+    grads = {n: (p.grad if p.grad is not None else torch.zeros_like(p)) for n, p in ref.named_parameters()}
+    stringdiag.load_weights(twin, grads, mapping, transpose=transpose)
+    mine = dict(ours.named_parameters())
+    worst = max(relative_error(mine[n].grad, p.detach()) for n, p in twin.named_parameters())
+    return relative_error(y, y_ref), worst
+
+
+def cost(capsys, file: str, name: str) -> dict:
+    capsys.readouterr()
+    assert main(["info", str(MODERN / file), "-d", name, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)["complexity"]
+
+
+def checks_and_renders(tmp_path, capsys, file: str) -> None:
+    assert main(["check", str(MODERN / file)]) == 0
+    assert main(["render", str(MODERN / file), "-o", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert list(tmp_path.glob("*.svg"))
+
+
+# -- Llama --------------------------------------------------------------------------------------------
+# one map for one decoder layer, {layer} its number: ports LlamaForCausalLM's every layer
+LLAMA_MAP = {
+    "model.embed_tokens.weight": "model.embed_tokens.weight", "model.norm.weight": "model.norm.gain.weight",
+    "lm_head.weight": "lm_head.weight",
+    **{f"model.layers.{{layer}}.self_attn.{p}_proj.weight": f"model.layers.{{layer}}.LlamaAttn_1.W{p.upper()}.weight"
+       for p in "qkvo"},
+    "model.layers.{layer}.mlp.*_proj.weight": "model.layers.{layer}.LlamaMLP_1.*.weight",
+    "model.layers.{layer}.input_layernorm.weight": "model.layers.{layer}.n1.gain.weight",
+    "model.layers.{layer}.post_attention_layernorm.weight": "model.layers.{layer}.n2.gain.weight",
+}
+
+
+def test_llama_checks_and_renders(tmp_path, capsys):
+    checks_and_renders(tmp_path, capsys, "llama.diag")
+
+
+@pytest.mark.parametrize("theta", [10000, 500000])
+def test_a_two_layer_hugging_face_llama_ports_with_one_map_per_layer(theta):
+    """float32's precision: LlamaRMSNorm, the rotary angles and the eager softmax cast to float32."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(vocab_size=V, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, rope_theta=theta,
+                                      rms_norm_eps=1e-6, tie_word_embeddings=False, attention_bias=False)
+    config._attn_implementation = "eager"
+    ref = transformers.LlamaForCausalLM(config).to(torch.float64).eval()
+    randomise(ref, 2)
+    ours, twin = (compiled("llama.diag", "LlamaForCausalLM", dict(v=V, d=16, g=2, n=2, r=2, f=24, L=2, theta=theta))
+                  for _ in range(2))
+    stringdiag.load_weights(ours, ref.state_dict(), LLAMA_MAP)
+    t = token_ids()
+    fwd, grad = agreement(ours, twin, ref, ours(t), ref(t).logits, LLAMA_MAP)
+    assert fwd < F32 and grad < F32, (fwd, grad)
+
+
+def test_llama_costs_s_squared_in_its_attention_only(capsys):
+    c = cost(capsys, "llama.diag", "LlamaForCausalLM")
+    assert c["time"] == "s^2·L·g·n·r + s·L·d·g·n·r + s·L·d·f + s·d·v" and c["seq_time"] == "s^2"
