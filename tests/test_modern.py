@@ -113,3 +113,43 @@ def test_a_two_layer_hugging_face_llama_ports_with_one_map_per_layer(theta):
 def test_llama_costs_s_squared_in_its_attention_only(capsys):
     c = cost(capsys, "llama.diag", "LlamaForCausalLM")
     assert c["time"] == "s^2·L·g·n·r + s·L·d·g·n·r + s·L·d·f + s·d·v" and c["seq_time"] == "s^2"
+
+
+# -- Mistral ------------------------------------------------------------------------------------------
+# Llama's names, the attention called MistralAttention_1
+MISTRAL_MAP = {src: dst.replace("LlamaAttn_1", "MistralAttention_1") for src, dst in LLAMA_MAP.items()}
+
+
+def test_mistral_checks_and_renders(tmp_path, capsys):
+    checks_and_renders(tmp_path, capsys, "mistral.diag")
+
+
+def test_a_two_layer_hugging_face_mistral_with_a_sliding_window_ports_with_one_map_per_layer():
+    """float32's precision, as Llama's. The window (3) is shorter than the sequence (9): a wrong
+    mask (causal alone, or |i - j| < w both ways) changes the answer by far more than 1e-5."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.MistralConfig(vocab_size=V, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
+                                        num_attention_heads=4, num_key_value_heads=2, rope_theta=10000.0,
+                                        sliding_window=3, rms_norm_eps=1e-6, tie_word_embeddings=False)
+    config._attn_implementation = "eager"
+    ref = transformers.MistralForCausalLM(config).to(torch.float64).eval()
+    randomise(ref, 3)
+    ours, twin = (compiled("mistral.diag", "MistralForCausalLM", dict(v=V, d=16, g=2, n=2, r=2, f=24, L=2, w=3,
+                                                                      theta=10000)) for _ in range(2))
+    stringdiag.load_weights(ours, ref.state_dict(), MISTRAL_MAP)
+    t = token_ids()
+    fwd, grad = agreement(ours, twin, ref, ours(t), ref(t).logits, MISTRAL_MAP)
+    assert fwd < F32 and grad < F32, (fwd, grad)
+    wide = compiled("mistral.diag", "MistralForCausalLM", dict(v=V, d=16, g=2, n=2, r=2, f=24, L=2, w=S, theta=10000))
+    stringdiag.load_weights(wide, ref.state_dict(), MISTRAL_MAP)
+    assert relative_error(wide(t), ref(t).logits) > 1e-3  # the window matters at these sizes
+
+
+def test_mistral_costs_its_window_not_s_squared_in_the_stack_too(capsys):
+    """O(s·w) in the attention, in one layer, and in the 2-layer stack (a repeat's body is
+    costed on its mask's support too), the head s·d·v."""
+    assert cost(capsys, "mistral.diag", "MistralAttention")["time"] == "s·w·g·n·r + s·d·g·n·r"
+    c = cost(capsys, "mistral.diag", "MistralForCausalLM")
+    assert c["time"] == "s·w·L·g·n·r + s·L·d·g·n·r + s·L·d·f + s·d·v", c
+    assert c["memory"] == "s·w·L·g·n + s·L·g·n·r + s·L·d + s·L·f + s·v + d·v", c
+    assert c["seq_time"] == "s·w" and c["seq_memory"] == "s·w"
