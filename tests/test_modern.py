@@ -153,3 +153,34 @@ def test_mistral_costs_its_window_not_s_squared_in_the_stack_too(capsys):
     assert c["time"] == "s·w·L·g·n·r + s·L·d·g·n·r + s·L·d·f + s·d·v", c
     assert c["memory"] == "s·w·L·g·n + s·L·g·n·r + s·L·d + s·L·f + s·v + d·v", c
     assert c["seq_time"] == "s·w" and c["seq_memory"] == "s·w"
+
+
+# -- GPT-NeoX -----------------------------------------------------------------------------------------
+def test_gpt_neox_checks_and_renders(tmp_path, capsys):
+    checks_and_renders(tmp_path, capsys, "gpt_neox.diag")
+
+
+def test_a_two_layer_hugging_face_gpt_neox_ports_by_its_own_names():
+    """Parallel attention and feed-forward, rotary on 2 of each head's 8 features. The diagram's
+    names are Hugging Face's (gpt_neox.layers.{layer}.attention.query_key_value.weight ...): no
+    map at all. float32's precision: the rotary angles and the eager softmax cast."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPTNeoXConfig(vocab_size=V, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
+                                        num_attention_heads=2, rotary_pct=0.25, rotary_emb_base=10000,
+                                        hidden_act="gelu", use_parallel_residual=True, attention_bias=True,
+                                        tie_word_embeddings=False)
+    config._attn_implementation = "eager"
+    ref = transformers.GPTNeoXForCausalLM(config).to(torch.float64).eval()
+    assert ref.gpt_neox.layers[0].attention.rotary_ndims == 2
+    randomise(ref, 4)
+    ours, twin = (compiled("gpt_neox.diag", "GPTNeoXForCausalLM", dict(v=V, d=16, h=2, rh=1, p=6, f=24, L=2))
+                  for _ in range(2))
+    stringdiag.load_weights(ours, ref.state_dict())
+    t = token_ids()
+    fwd, grad = agreement(ours, twin, ref, ours(t), ref(t).logits, {})
+    assert fwd < F32 and grad < F32, (fwd, grad)
+
+
+def test_gpt_neox_costs_s_squared_in_its_attention(capsys):
+    c = cost(capsys, "gpt_neox.diag", "GPTNeoXForCausalLM")
+    assert c["time"] == "s^2·L·h·p + s^2·L·h·rh + s·L·d·h·p + s·L·d·h·rh + s·L·d·f + s·d·v", c
