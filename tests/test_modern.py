@@ -184,3 +184,55 @@ def test_a_two_layer_hugging_face_gpt_neox_ports_by_its_own_names():
 def test_gpt_neox_costs_s_squared_in_its_attention(capsys):
     c = cost(capsys, "gpt_neox.diag", "GPTNeoXForCausalLM")
     assert c["time"] == "s^2·L·h·p + s^2·L·h·rh + s·L·d·h·p + s·L·d·h·rh + s·L·d·f + s·d·v", c
+
+
+# -- BLOOM --------------------------------------------------------------------------------------------
+# the block's names are Hugging Face's; only the tied table is global here (word_embeddings)
+BLOOM_MAP = {"transformer.word_embeddings.weight": "word_embeddings.weight", "lm_head.weight": None}
+
+
+def test_bloom_checks_and_renders(tmp_path, capsys):
+    checks_and_renders(tmp_path, capsys, "bloom.diag")
+
+
+def test_a_two_layer_hugging_face_bloom_with_alibi_ports():
+    """ALiBi over 4 heads (slopes 2^-2, 2^-4, 2^-6, 2^-8: exact in float32 too), the tied head.
+    float32's precision: the eager softmax casts (softmax(..., dtype=float32))."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BloomConfig(vocab_size=V, hidden_size=16, n_layer=2, n_head=4, layer_norm_epsilon=1e-5,
+                                      hidden_dropout=0.0, attention_dropout=0.0, tie_word_embeddings=True)
+    ref = transformers.BloomForCausalLM(config).to(torch.float64).eval()
+    randomise(ref, 7)
+    ours, twin = (compiled("bloom.diag", "BloomForCausalLM", dict(v=V, d=16, h=4, k=4, L=2)) for _ in range(2))
+    stringdiag.load_weights(ours, ref.state_dict(), BLOOM_MAP)
+    t = token_ids()
+    y_ref = ref(t).logits
+    fwd, grad = agreement(ours, twin, ref, ours(t), y_ref, BLOOM_MAP)
+    assert fwd < F32 and grad < F32, (fwd, grad)
+
+
+ALIBI = """import "bloom.diag"
+diagram Bias(x: [s]) -> [h, s, s] {
+  b = alibi<h, s>()
+  y[a, i, j] = b[a, i, j] + 0 * x[j]
+  return y
+}
+"""
+
+
+def test_alibi_is_the_papers_linear_bias_with_geometric_slopes():
+    """Press et al.'s bias -m_a (i - j), m_a = 2^(-8 (a + 1) / h), written here from the paper."""
+    bias = stringdiag.compile(stringdiag.loads(ALIBI, str(MODERN / "alibi_test.diag"))["Bias"], dims=dict(h=8),
+                              dtype=torch.float64)
+    got = bias(torch.zeros(6, dtype=torch.float64))
+    i = torch.arange(6, dtype=torch.float64)
+    slopes = torch.tensor([2.0 ** (-8 * (a + 1) / 8) for a in range(8)], dtype=torch.float64)
+    want = -slopes[:, None, None] * (i[:, None] - i[None, :])
+    assert torch.equal(got, want)
+
+
+def test_bloom_costs_its_biases_as_its_scores(capsys):
+    """The ALiBi biases cost what the scores do (s^2 per head), no more."""
+    c = cost(capsys, "bloom.diag", "BloomForCausalLM")
+    assert c["time"] == "s^2·L·h·k + s·L·d·h·k + s·L·d^2 + s·d·v", c
+    assert c["memory"] == "s^2·L·h + s·L·h·k + s·L·d + s·v + d·v", c
