@@ -236,3 +236,64 @@ def test_bloom_costs_its_biases_as_its_scores(capsys):
     c = cost(capsys, "bloom.diag", "BloomForCausalLM")
     assert c["time"] == "s^2·L·h·k + s·L·d·h·k + s·L·d^2 + s·d·v", c
     assert c["memory"] == "s^2·L·h + s·L·h·k + s·L·d + s·v + d·v", c
+
+
+# -- T5 -----------------------------------------------------------------------------------------------
+T5_MAP = {
+    "shared.weight": "shared.weight", "encoder.embed_tokens.weight": None,  # the same table as shared: tied
+    "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight": "relative_attention_bias.weight",
+    **{f"encoder.block.{{layer}}.layer.0.SelfAttention.{p}.weight": f"block.{{layer}}.T5Attention_1.W{p.upper()}.weight"
+       for p in "qkvo"},
+    "encoder.block.{layer}.layer.0.layer_norm.weight": "block.{layer}.n0.gain.weight",
+    "encoder.block.{layer}.layer.1.DenseReluDense.*.weight": "block.{layer}.T5DenseReluDense_1.*.weight",
+    "encoder.block.{layer}.layer.1.layer_norm.weight": "block.{layer}.n1.gain.weight",
+    "encoder.final_layer_norm.weight": "final_layer_norm.gain.weight",
+}
+BUCKETS = """import "t5.diag"
+diagram Buckets(x: [s]) -> [s] {
+  y[i] = t5_bucket<nb, md>(x[i])
+  return y
+}
+"""
+
+
+def test_t5_checks_and_renders(tmp_path, capsys):
+    checks_and_renders(tmp_path, capsys, "t5.diag")
+
+
+@pytest.mark.parametrize("nb, md", [(8, 20), (32, 128)])
+def test_t5_buckets_are_hugging_faces_over_relative_positions_both_ways(nb, md):
+    transformers = pytest.importorskip("transformers")
+    rp = torch.arange(-300, 301)
+    want = transformers.models.t5.modeling_t5.T5Attention._relative_position_bucket(
+        rp, bidirectional=True, num_buckets=nb, max_distance=md)
+    ours = stringdiag.compile(stringdiag.loads(BUCKETS, str(MODERN / "buckets_test.diag"))["Buckets"],
+                              dims=dict(nb=nb, md=md), dtype=torch.float64)
+    got = ours(rp.to(torch.float64))
+    assert torch.equal(got, want.to(torch.float64)), (rp[got != want], got[got != want], want[got != want])
+
+
+def test_a_two_block_hugging_face_t5_encoder_ports_with_one_map_per_block():
+    """8 buckets up to distance 20 over 9 positions: exact, logarithmic and both halves are used.
+    float32's precision: T5LayerNorm's variance and the softmax are computed in float32."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.T5Config(vocab_size=V, d_model=16, d_kv=4, d_ff=24, num_layers=2, num_heads=2,
+                                   relative_attention_num_buckets=8, relative_attention_max_distance=20,
+                                   dropout_rate=0.0, layer_norm_epsilon=1e-6, feed_forward_proj="relu",
+                                   is_encoder_decoder=False, use_cache=False)
+    config._attn_implementation = "eager"
+    ref = transformers.T5EncoderModel(config).to(torch.float64).eval()
+    randomise(ref, 8)
+    ours, twin = (compiled("t5.diag", "T5EncoderModel", dict(v=V, d=16, h=2, k=4, f=24, nb=8, md=20, L=2))
+                  for _ in range(2))
+    stringdiag.load_weights(ours, ref.state_dict(), T5_MAP)
+    t = token_ids()
+    fwd, grad = agreement(ours, twin, ref, ours(t), ref(input_ids=t).last_hidden_state, T5_MAP)
+    assert fwd < F32 and grad < F32, (fwd, grad)
+
+
+def test_t5_computes_its_position_bias_once_for_every_block(capsys):
+    """The bucketed bias is s^2·h·nb once (the one-hot read of the table: NOTES-modern.md), not
+    once per block; the blocks' attention is s^2·L·h·k."""
+    c = cost(capsys, "t5.diag", "T5EncoderModel")
+    assert c["time"] == "s^2·L·h·k + s·L·d·h·k + s^2·h·nb + s·L·d·f + d·v", c
