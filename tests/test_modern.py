@@ -297,3 +297,83 @@ def test_t5_computes_its_position_bias_once_for_every_block(capsys):
     once per block; the blocks' attention is s^2·L·h·k."""
     c = cost(capsys, "t5.diag", "T5EncoderModel")
     assert c["time"] == "s^2·L·h·k + s·L·d·h·k + s^2·h·nb + s·L·d·f + d·v", c
+
+
+# -- Mamba --------------------------------------------------------------------------------------------
+MAMBA_MAP = {
+    "embeddings.weight": "embeddings.weight", "norm_f.weight": "norm_f.gain.weight",
+    "layers.{layer}.norm.weight": "layers.{layer}.norm.gain.weight",
+    "layers.{layer}.mixer.conv1d.bias": "layers.{layer}.mixer.conv1d_bias.weight",
+    "layers.{layer}.mixer.conv1d.weight": "layers.{layer}.mixer.conv1d.weight",
+    "layers.{layer}.mixer.A_log": "layers.{layer}.mixer.A_log.weight",
+    "layers.{layer}.mixer.D": "layers.{layer}.mixer.D.weight",
+    "layers.{layer}.mixer.*_proj.*": "layers.{layer}.mixer.*_proj.*",
+}
+MAMBA_DIMS = dict(v=V, d=8, e=16, N=4, w=4, rk=2, L=2)
+
+
+def selective_scan_block(x: torch.Tensor, p: dict) -> torch.Tensor:
+    """Gu and Dao's Mamba mixer (Algorithm 2 inside Fig. 3), written here in float64 from the
+    paper: in_proj to (x, z); depthwise causal conv1d of width w, SiLU; dt = softplus(dt_proj(.)),
+    B, C from x_proj; h_t = exp(dt A) h_{t-1} + dt B x_t, y_t = C h_t + D x_t; y SiLU(z); out_proj."""
+    e, w = p["conv1d.weight"].shape[0], p["conv1d.weight"].shape[-1]
+    xz = x @ p["in_proj.weight"].t()
+    u, z = xz[..., :e], xz[..., e:]
+    padded = torch.nn.functional.pad(u.transpose(1, 2), (w - 1, 0))
+    conv = torch.stack([sum(padded[:, c, t + j] * p["conv1d.weight"][c, 0, j] for j in range(w))
+                        for t in range(x.shape[1]) for c in range(e)], -1).view(x.shape[0], x.shape[1], e)
+    u = torch.nn.functional.silu(conv + p["conv1d_bias.weight"])
+    rk = p["dt_proj.weight"].shape[1]
+    n = (p["x_proj.weight"].shape[0] - rk) // 2
+    dbc = u @ p["x_proj.weight"].t()
+    dt = torch.nn.functional.softplus(dbc[..., :rk] @ p["dt_proj.weight"].t() + p["dt_proj.bias"])
+    B, C = dbc[..., rk:rk + n], dbc[..., rk + n:]
+    A = -torch.exp(p["A_log.weight"])
+    h = torch.zeros(x.shape[0], e, n, dtype=x.dtype)
+    ys = []
+    for t in range(x.shape[1]):
+        h = torch.exp(dt[:, t, :, None] * A) * h + dt[:, t, :, None] * B[:, t, None, :] * u[:, t, :, None]
+        ys.append((h * C[:, t, None, :]).sum(-1) + p["D.weight"] * u[:, t])
+    y = torch.stack(ys, 1) * torch.nn.functional.silu(z)
+    return y @ p["out_proj.weight"].t()
+
+
+def test_mamba_checks_and_renders(tmp_path, capsys):
+    checks_and_renders(tmp_path, capsys, "mamba.diag")
+
+
+def test_the_mamba_mixer_is_the_papers_selective_scan_in_float64():
+    ours = compiled("mamba.diag", "MambaMixer", MAMBA_DIMS)
+    randomise(ours, 9)
+    x = torch.randn(2, S, 8, generator=torch.Generator().manual_seed(10), dtype=torch.float64, requires_grad=True)
+    y = ours(x)
+    params = dict(ours.named_parameters())
+    want = selective_scan_block(x, params)
+    assert relative_error(y, want) < F64
+    w = torch.randn(y.shape, generator=torch.Generator().manual_seed(11), dtype=torch.float64)
+    got = torch.autograd.grad((y * w).sum(), [x, *params.values()])
+    ref = torch.autograd.grad((want * w).sum(), [x, *params.values()])
+    assert max(relative_error(a, b) for a, b in zip(got, ref)) < F64
+
+
+def test_a_two_block_hugging_face_mamba_ports_with_one_map_per_block():
+    """MambaMixer's sequential path (no CUDA kernels here). float32's precision: it casts A, B
+    and the input to float32 (A_log.float(), B.float()), and MambaRMSNorm its variance."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.MambaConfig(vocab_size=V, hidden_size=8, state_size=4, num_hidden_layers=2, expand=2,
+                                      conv_kernel=4, time_step_rank=2, use_bias=False, use_conv_bias=True,
+                                      hidden_act="silu", layer_norm_epsilon=1e-6, residual_in_fp32=False)
+    ref = transformers.MambaModel(config).to(torch.float64).eval()
+    randomise(ref, 12)
+    ours, twin = (compiled("mamba.diag", "MambaModel", MAMBA_DIMS) for _ in range(2))
+    stringdiag.load_weights(ours, ref.state_dict(), MAMBA_MAP)
+    t = token_ids()
+    fwd, grad = agreement(ours, twin, ref, ours(t), ref(input_ids=t).last_hidden_state, MAMBA_MAP)
+    assert fwd < F32 and grad < F32, (fwd, grad)
+
+
+def test_mamba_costs_its_convolution_s_w_and_its_scan_s_e_n(capsys):
+    """Linear in s: the convolution s·e·w (not the s^2·e of a banded matrix), the scan s·N·e."""
+    c = cost(capsys, "mamba.diag", "MambaModel")
+    assert c["time"] == "s·L·N·e + s·L·d·e + s·L·e·rk + s·L·e·w + d·v", c
+    assert c["seq_time"] == "s" and c["seq_memory"] == "s"
