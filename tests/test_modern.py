@@ -377,3 +377,52 @@ def test_mamba_costs_its_convolution_s_w_and_its_scan_s_e_n(capsys):
     c = cost(capsys, "mamba.diag", "MambaModel")
     assert c["time"] == "s·L·N·e + s·L·d·e + s·L·e·rk + s·L·e·w + d·v", c
     assert c["seq_time"] == "s" and c["seq_memory"] == "s"
+
+
+# -- RetNet: multi-scale retention, parallel and recurrent ---------------------------------------------
+RETNET_DIMS = dict(dm=8, h=3, k=4, d=5)
+
+
+def multi_scale_retention(x: torch.Tensor, p: dict, h: int) -> torch.Tensor:
+    """Sun et al.'s MSR written here in float64 from the paper: per head (Q K^T o D) V with
+    D_ij = gamma_a^(i - j) (j <= i), gamma_a = 1 - 2^(-5 - a); torch's GroupNorm(h, h d) over the
+    concatenated heads at each position; (swish(X W_G) o Y) W_O."""
+    s = x.shape[1]
+    q = (x @ p["WQ.weight"].t()).unflatten(-1, (h, -1)).transpose(1, 2)   # [b, h, s, k]
+    k = (x @ p["WK.weight"].t()).unflatten(-1, (h, -1)).transpose(1, 2)
+    v = (x @ p["WV.weight"].t()).unflatten(-1, (h, -1)).transpose(1, 2)   # [b, h, s, d]
+    gamma = 1 - 2.0 ** (-5 - torch.arange(h, dtype=x.dtype))
+    i = torch.arange(s, dtype=x.dtype)
+    diff = i[:, None] - i[None, :]
+    decay = torch.where(diff >= 0, gamma[:, None, None] ** diff.clamp(min=0), torch.zeros(()))
+    heads = ((q @ k.transpose(-1, -2)) * decay) @ v                         # [b, h, s, d]
+    cat = heads.transpose(1, 2).flatten(-2)                                 # [b, s, h d]
+    y = torch.nn.functional.group_norm(cat.flatten(0, 1), h, p["GNW.weight"].flatten(),   # each position apart
+                                       p["GNB.weight"].flatten(), eps=1e-5).view(cat.shape)
+    return (torch.nn.functional.silu(x @ p["WG.weight"].t()) * y) @ p["WO.weight"].t()
+
+
+def test_retnet_checks_and_renders(tmp_path, capsys):
+    checks_and_renders(tmp_path, capsys, "retnet.diag")
+
+
+def test_multi_scale_retention_parallel_and_recurrent_are_the_papers_in_float64():
+    par, rec = (compiled("retnet.diag", name, RETNET_DIMS) for name in ("MSRParallel", "MSRRecurrent"))
+    randomise(par, 13)
+    rec.load_state_dict(par.state_dict())
+    x = torch.randn(2, S, 8, generator=torch.Generator().manual_seed(14), dtype=torch.float64)
+    params = dict(par.named_parameters())
+    want = multi_scale_retention(x, params, 3)
+    w = torch.randn(want.shape, generator=torch.Generator().manual_seed(15), dtype=torch.float64)
+    ref_grads = torch.autograd.grad((want * w).sum(), list(params.values()))
+    for form in (par, rec):
+        y = form(x)
+        assert relative_error(y, want) < F64
+        got = torch.autograd.grad((y * w).sum(), [dict(form.named_parameters())[n] for n in params])
+        assert max(relative_error(a, b) for a, b in zip(got, ref_grads)) < F64
+
+
+def test_retention_is_s_squared_in_parallel_and_linear_recurrently(capsys):
+    par, rec = (cost(capsys, "retnet.diag", name) for name in ("MSRParallel", "MSRRecurrent"))
+    assert par["seq_time"] == "s^2" and par["time"] == "s^2·d·h + s^2·h·k + s·d·dm·h + s·dm·h·k", par
+    assert rec["seq_time"] == "s" and rec["seq_memory"] == "s" and rec["time"] == "s·d·dm·h + s·d·h·k + s·dm·h·k", rec
