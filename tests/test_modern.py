@@ -442,3 +442,52 @@ def test_retention_is_s_squared_in_parallel_and_linear_recurrently(capsys):
     par, rec = (cost(capsys, "retnet.diag", name) for name in ("MSRParallel", "MSRRecurrent"))
     assert par["seq_time"] == "s^2" and par["time"] == "s^2·d·h + s^2·h·k + s·d·dm·h + s·dm·h·k", par
     assert rec["seq_time"] == "s" and rec["seq_memory"] == "s" and rec["time"] == "s·d·dm·h + s·d·h·k + s·dm·h·k", rec
+
+
+# -- gated linear attention, parallel and recurrent -------------------------------------------------------
+GLA_DIMS = dict(dm=8, h=2, k=3, d=4, ra=2)
+
+
+def gated_linear_attention(x: torch.Tensor, p: dict, h: int) -> torch.Tensor:
+    """Yang et al.'s GLA layer written here in float64 from the paper, as a loop over positions:
+    alpha_t = sigmoid(x_t W_a1 W_a2 + b)^(1/16), S_t = Diag(alpha_t) S_{t-1} + k_t^T v_t,
+    o_t = q_t S_t per head; RMSNorm per head (eps 1e-5); (swish(x W_r) o norm(o)) W_O."""
+    def heads(w):
+        return (x @ w.t()).unflatten(-1, (h, -1))                           # [b, s, h, .]
+    q, k, v, r = heads(p["WQ.weight"]), heads(p["WK.weight"]), heads(p["WV.weight"]), x @ p["WR.weight"].t()
+    alpha = torch.sigmoid((x @ p["WA1.weight"].t()) @ p["WA2.weight"].t() + p["WA2.bias"]).unflatten(-1, (h, -1)) ** (1 / 16)
+    state = torch.zeros(x.shape[0], h, k.shape[-1], v.shape[-1], dtype=x.dtype)
+    outs = []
+    for t in range(x.shape[1]):
+        state = alpha[:, t, :, :, None] * state + k[:, t, :, :, None] * v[:, t, :, None, :]
+        outs.append((q[:, t, :, :, None] * state).sum(-2))                 # [b, h, d]
+    o = torch.stack(outs, 1)
+    o = o / torch.sqrt((o * o).mean(-1, keepdim=True) + 1e-5) * p["NW.weight"]
+    return (torch.nn.functional.silu(r) * o.flatten(-2)) @ p["WO.weight"].t()
+
+
+def test_gla_checks_and_renders(tmp_path, capsys):
+    checks_and_renders(tmp_path, capsys, "gla.diag")
+
+
+def test_gated_linear_attention_parallel_and_recurrent_are_the_papers_in_float64():
+    par, rec = (compiled("gla.diag", name, GLA_DIMS) for name in ("GLAParallel", "GLARecurrent"))
+    randomise(par, 16)
+    rec.load_state_dict(par.state_dict())
+    x = torch.randn(2, S, 8, generator=torch.Generator().manual_seed(17), dtype=torch.float64)
+    params = dict(par.named_parameters())
+    want = gated_linear_attention(x, params, 2)
+    w = torch.randn(want.shape, generator=torch.Generator().manual_seed(18), dtype=torch.float64)
+    ref_grads = torch.autograd.grad((want * w).sum(), list(params.values()))
+    for form in (par, rec):
+        y = form(x)
+        assert relative_error(y, want) < F64
+        got = torch.autograd.grad((y * w).sum(), [dict(form.named_parameters())[n] for n in params])
+        assert max(relative_error(a, b) for a, b in zip(got, ref_grads)) < F64
+
+
+def test_gated_linear_attention_is_s_squared_in_parallel_and_linear_recurrently(capsys):
+    par, rec = (cost(capsys, "gla.diag", name) for name in ("GLAParallel", "GLARecurrent"))
+    assert par["seq_time"] == "s^2" and par["seq_memory"] == "s^2", par
+    assert rec["seq_time"] == "s" and rec["seq_memory"] == "s", rec
+    assert rec["time"] == "s·d·dm·h + s·d·h·k + s·dm·h·k + s·h·k·ra + s·dm·ra", rec
