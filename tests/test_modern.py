@@ -58,16 +58,20 @@ def hidden(ref: torch.nn.Module, t: torch.Tensor) -> torch.Tensor:
     return ref(input_ids=t).last_hidden_state
 
 
+def ours_on(module: torch.nn.Module, t: torch.Tensor) -> torch.Tensor:
+    return module(t)
+
+
 def ported(ref: torch.nn.Module, file: str, name: str, dims: dict, mapping: dict | None,
-           output=logits) -> tuple[float, float]:
+           output=logits, mine=ours_on) -> tuple[float, float]:
     """Compile ``file``'s ``name``, load ``ref``'s weights by ``mapping``, run both on the same
-    token ids: (forward error, worst gradient error over every weight). The same random cotangent
+    token ids (``output`` runs the reference, ``mine`` ours): (forward error, worst gradient error over every weight). The same random cotangent
     is pulled back through both; the reference's gradients are carried to our names by the map
     that carried its weights (``load_weights`` into a second compile), so each of ours is compared."""
     ours, twin = (compiled(file, name, dims) for _ in range(2))
     stringdiag.load_weights(ours, ref.state_dict(), mapping)
     t = token_ids()
-    y, y_ref = ours(t), output(ref, t)
+    y, y_ref = mine(ours, t), output(ref, t)
     w = torch.randn(y.shape, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
     (y * w).sum().backward()
     (y_ref * w).sum().backward()
@@ -273,20 +277,30 @@ def test_bloom_costs_its_biases_as_its_scores(capsys):
 
 
 # -- T5 -----------------------------------------------------------------------------------------------
-T5_MAP = {
-    "shared.weight": "shared.weight", "encoder.embed_tokens.weight": None,  # the same table as shared: tied
-    "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight": "relative_attention_bias.weight",
-    **{f"encoder.block.{{layer}}.layer.0.SelfAttention.{p}.weight": f"block.{{layer}}.T5Attention_1.W{p.upper()}.weight"
+# one block of either stack ({stack}: encoder or decoder); the tied embeddings are shared's
+T5_STACK = {
+    "shared.weight": "shared.weight", "{stack}.embed_tokens.weight": None,
+    "{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight": "{stack}.relative_attention_bias.weight",
+    **{f"{{stack}}.block.{{layer}}.layer.0.SelfAttention.{p}.weight": f"{{stack}}.block.{{layer}}.SelfAttention.W{p.upper()}.weight"
        for p in "qkvo"},
-    "encoder.block.{layer}.layer.0.layer_norm.weight": "block.{layer}.n0.gain.weight",
-    "encoder.block.{layer}.layer.1.DenseReluDense.*.weight": "block.{layer}.T5DenseReluDense_1.*.weight",
-    "encoder.block.{layer}.layer.1.layer_norm.weight": "block.{layer}.n1.gain.weight",
-    "encoder.final_layer_norm.weight": "final_layer_norm.gain.weight",
+    "{stack}.block.{layer}.layer.0.layer_norm.weight": "{stack}.block.{layer}.n0.gain.weight",
+    "{stack}.final_layer_norm.weight": "{stack}.final_layer_norm.gain.weight",
 }
+T5_MAP = {**T5_STACK,  # the encoder's blocks: self-attention, then the feed-forward
+          "encoder.block.{layer}.layer.1.DenseReluDense.*.weight": "encoder.block.{layer}.DenseReluDense.*.weight",
+          "encoder.block.{layer}.layer.1.layer_norm.weight": "encoder.block.{layer}.n1.gain.weight"}
+T5_MODEL_MAP = {**T5_MAP,  # the decoder's: self-attention, cross-attention, the feed-forward
+                **{f"decoder.block.{{layer}}.layer.1.EncDecAttention.{p}.weight":
+                   f"decoder.block.{{layer}}.EncDecAttention.W{p.upper()}.weight" for p in "qkvo"},
+                "decoder.block.{layer}.layer.1.layer_norm.weight": "decoder.block.{layer}.n1.gain.weight",
+                "decoder.block.{layer}.layer.2.DenseReluDense.*.weight": "decoder.block.{layer}.DenseReluDense.*.weight",
+                "decoder.block.{layer}.layer.2.layer_norm.weight": "decoder.block.{layer}.n2.gain.weight"}
+T5_DIMS = dict(v=V, d=16, h=2, k=4, f=24, nb=8, md=20, L=2)
 BUCKETS = """import "t5.diag"
-diagram Buckets(x: [s]) -> [s] {
+diagram Buckets(x: [s]) -> [s], [s] {
   y[i] = t5_bucket<nb, md>(x[i])
-  return y
+  z[i] = t5_causal_bucket<nb, md>(x[i])
+  return y, z
 }
 """
 
@@ -296,15 +310,15 @@ def test_t5_checks_and_renders(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("nb, md", [(8, 20), (32, 128)])
-def test_t5_buckets_are_hugging_faces_over_relative_positions_both_ways(nb, md):
+def test_t5_buckets_are_hugging_faces_over_relative_positions_both_ways_and_causal(nb, md):
     transformers = pytest.importorskip("transformers")
     rp = torch.arange(-300, 301)
-    want = transformers.models.t5.modeling_t5.T5Attention._relative_position_bucket(
-        rp, bidirectional=True, num_buckets=nb, max_distance=md)
+    bucket = transformers.models.t5.modeling_t5.T5Attention._relative_position_bucket
     ours = stringdiag.compile(stringdiag.loads(BUCKETS, str(MODERN / "buckets_test.diag"))["Buckets"],
                               dims=dict(nb=nb, md=md), dtype=torch.float64)
-    got = ours(rp.to(torch.float64))
-    assert torch.equal(got, want.to(torch.float64)), (rp[got != want], got[got != want], want[got != want])
+    both, causal = ours(rp.to(torch.float64))
+    assert torch.equal(both, bucket(rp, bidirectional=True, num_buckets=nb, max_distance=md).to(torch.float64))
+    assert torch.equal(causal, bucket(rp, bidirectional=False, num_buckets=nb, max_distance=md).to(torch.float64))
 
 
 @pytest.mark.parametrize("in_float64", [False, True])
@@ -321,8 +335,32 @@ def test_a_two_block_hugging_face_t5_encoder_ports_with_one_map_per_block(in_flo
     config._attn_implementation = "eager"
     ref = transformers.T5EncoderModel(config).to(torch.float64).eval()
     randomise(ref, 8)
-    dims = dict(v=V, d=16, h=2, k=4, f=24, nb=8, md=20, L=2)
-    fwd, grad = ported(ref, "t5.diag", "T5EncoderModel", dims, T5_MAP, hidden)
+    fwd, grad = ported(ref, "t5.diag", "T5EncoderModel", T5_DIMS, T5_MAP, hidden)
+    assert fwd < tol and grad < tol, (fwd, grad)
+
+
+def decoded(ref: torch.nn.Module, t: torch.Tensor) -> torch.Tensor:
+    """T5Model's decoder output for target ids that differ from the source (reversed)."""
+    return ref(input_ids=t, decoder_input_ids=t.flip(-1)).last_hidden_state
+
+
+def decoding(module: torch.nn.Module, t: torch.Tensor) -> torch.Tensor:
+    return module(t, t.flip(-1))
+
+
+@pytest.mark.parametrize("in_float64", [False, True])
+def test_a_two_block_hugging_face_t5_encoder_decoder_ports_with_one_map_per_block(in_float64, monkeypatch):
+    """Encoder and decoder, the decoder's causal buckets and its cross-attention; precision as
+    the encoder's."""
+    transformers = pytest.importorskip("transformers")
+    tol = reference_dtype(transformers, "t5", in_float64, monkeypatch)
+    config = transformers.T5Config(vocab_size=V, d_model=16, d_kv=4, d_ff=24, num_layers=2, num_decoder_layers=2,
+                                   num_heads=2, relative_attention_num_buckets=8, relative_attention_max_distance=20,
+                                   dropout_rate=0.0, layer_norm_epsilon=1e-6, feed_forward_proj="relu", use_cache=False)
+    config._attn_implementation = "eager"
+    ref = transformers.T5Model(config).to(torch.float64).eval()
+    randomise(ref, 19)
+    fwd, grad = ported(ref, "t5.diag", "T5Model", T5_DIMS, T5_MODEL_MAP, decoded, decoding)
     assert fwd < tol and grad < tol, (fwd, grad)
 
 
@@ -331,6 +369,9 @@ def test_t5_computes_its_position_bias_once_for_every_block(capsys):
     once per block; the blocks' attention is s^2·L·h·k."""
     c = cost(capsys, "t5.diag", "T5EncoderModel")
     assert c["time"] == "s^2·L·h·k + s·L·d·h·k + s^2·h·nb + s·L·d·f + d·v", c
+    c = cost(capsys, "t5.diag", "T5Model")  # each stack's bias once; the cross-attention s·t
+    assert c["time"] == ("s^2·L·h·k + t^2·L·h·k + s·t·L·h·k + s·L·d·h·k + t·L·d·h·k + s^2·h·nb + t^2·h·nb"
+                         " + s·L·d·f + t·L·d·f + d·v"), c
 
 
 # -- Mamba --------------------------------------------------------------------------------------------
