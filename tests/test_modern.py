@@ -226,9 +226,41 @@ def test_gpt_neox_costs_s_squared_in_its_attention(capsys):
     assert c["time"] == "s^2·L·h·p + s^2·L·h·rh + s·L·d·h·p + s·L·d·h·rh + s·L·d·f + s·d·v", c
 
 
+# -- Falcon -------------------------------------------------------------------------------------------
+# Falcon's and BLOOM's blocks carry Hugging Face's names; only the tied table is global here
+TIED_MAP = {"transformer.word_embeddings.weight": "word_embeddings.weight", "lm_head.weight": None}
+
+
+def test_falcon_checks_and_renders(tmp_path, capsys):
+    checks_and_renders(tmp_path, capsys, "falcon.diag")
+
+
+@pytest.mark.parametrize("in_float64", [False, True])
+def test_a_two_layer_hugging_face_falcon_with_multi_query_attention_ports(in_float64, monkeypatch):
+    """Multi-query attention (4 query heads, one key/value head), parallel attention and
+    feed-forward from one layer norm, the tied head: the names are Hugging Face's but for the
+    global table. float32's precision as it is (the rotary angles), float64's without that cast."""
+    transformers = pytest.importorskip("transformers")
+    tol = reference_dtype(transformers, "falcon", in_float64, monkeypatch)
+    config = transformers.FalconConfig(vocab_size=V, hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
+                                       multi_query=True, parallel_attn=True, new_decoder_architecture=False,
+                                       alibi=False, bias=False, layer_norm_epsilon=1e-5, activation="gelu",
+                                       tie_word_embeddings=True)
+    config._attn_implementation = "eager"
+    ref = transformers.FalconForCausalLM(config).to(torch.float64).eval()
+    assert ref.transformer.h[0].self_attention.num_kv_heads == 1
+    randomise(ref, 20)
+    fwd, grad = ported(ref, "falcon.diag", "FalconForCausalLM", dict(v=V, d=16, h=4, kh=2, L=2), TIED_MAP)
+    assert fwd < tol and grad < tol, (fwd, grad)
+
+
+def test_falcon_costs_its_one_key_head_once(capsys):
+    """The key and value projections are one head's (s·d·kh), beside the queries' s·d·h·kh."""
+    c = cost(capsys, "falcon.diag", "FalconForCausalLM")
+    assert c["time"] == "s^2·L·h·kh + s·L·d·h·kh + s·L·d^2 + s·d·v", c
+
+
 # -- BLOOM --------------------------------------------------------------------------------------------
-# the block's names are Hugging Face's; only the tied table is global here (word_embeddings)
-BLOOM_MAP = {"transformer.word_embeddings.weight": "word_embeddings.weight", "lm_head.weight": None}
 
 
 def test_bloom_checks_and_renders(tmp_path, capsys):
@@ -246,7 +278,7 @@ def test_a_two_layer_hugging_face_bloom_with_alibi_ports(in_float64, monkeypatch
                                       hidden_dropout=0.0, attention_dropout=0.0, tie_word_embeddings=True)
     ref = transformers.BloomForCausalLM(config).to(torch.float64).eval()
     randomise(ref, 7)
-    fwd, grad = ported(ref, "bloom.diag", "BloomForCausalLM", dict(v=V, d=16, h=4, k=4, L=2), BLOOM_MAP)
+    fwd, grad = ported(ref, "bloom.diag", "BloomForCausalLM", dict(v=V, d=16, h=4, k=4, L=2), TIED_MAP)
     assert fwd < tol and grad < tol, (fwd, grad)
 
 ALIBI = """import "bloom.diag"
