@@ -8,8 +8,9 @@ agreement is float64's (1e-10). Several cast to float32 inside a float64 run: ev
 attention but T5's and Falcon's its softmax (``softmax(..., dtype=float32)``), Llama's and
 Mistral's RMSNorm and T5's layer norm their variance, Llama, Mistral, GPT-NeoX and Falcon their
 rotary angles, Mamba its A, B and input (``.float()``). Those agree at float32's precision, 1e-5
-relative (their errors are 9e-9 to 5e-6); and each port whose casts name ``torch.float32`` or ``torch.float`` runs again
-with them meaning float64 (``TorchWithoutFloat32``), agreeing at 1e-10 (errors 3e-16 to 6e-13).
+relative (their errors are 9e-9 to 5e-6); and each port whose casts name ``torch.float32`` or
+``torch.float`` runs again with them meaning float64 (``TorchWithoutFloat32``), agreeing at 1e-10
+(errors 3e-16 to 6e-13).
 Mamba's ``.float()`` cannot be taken out so; its mixer agrees in float64 with a reference written
 here from the paper instead."""
 from __future__ import annotations
@@ -65,9 +66,10 @@ def ours_on(module: torch.nn.Module, t: torch.Tensor) -> torch.Tensor:
 def ported(ref: torch.nn.Module, file: str, name: str, dims: dict, mapping: dict | None,
            output=logits, mine=ours_on) -> tuple[float, float]:
     """Compile ``file``'s ``name``, load ``ref``'s weights by ``mapping``, run both on the same
-    token ids (``output`` runs the reference, ``mine`` ours): (forward error, worst gradient error over every weight). The same random cotangent
-    is pulled back through both; the reference's gradients are carried to our names by the map
-    that carried its weights (``load_weights`` into a second compile), so each of ours is compared."""
+    token ids (``output`` runs the reference, ``mine`` ours): (forward error, worst gradient error
+    over every weight). The same random cotangent is pulled back through both; the reference's
+    gradients are carried to our names by the map that carried its weights (``load_weights`` into
+    a second compile), so each of ours is compared."""
     ours, twin = (compiled(file, name, dims) for _ in range(2))
     stringdiag.load_weights(ours, ref.state_dict(), mapping)
     t = token_ids()
@@ -313,8 +315,8 @@ def test_bloom_costs_its_biases_as_its_scores(capsys):
 T5_STACK = {
     "shared.weight": "shared.weight", "{stack}.embed_tokens.weight": None,
     "{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight": "{stack}.relative_attention_bias.weight",
-    **{f"{{stack}}.block.{{layer}}.layer.0.SelfAttention.{p}.weight": f"{{stack}}.block.{{layer}}.SelfAttention.W{p.upper()}.weight"
-       for p in "qkvo"},
+    **{f"{{stack}}.block.{{layer}}.layer.0.SelfAttention.{p}.weight":
+       f"{{stack}}.block.{{layer}}.SelfAttention.W{p.upper()}.weight" for p in "qkvo"},
     "{stack}.block.{layer}.layer.0.layer_norm.weight": "{stack}.block.{layer}.n0.gain.weight",
     "{stack}.final_layer_norm.weight": "{stack}.final_layer_norm.gain.weight",
 }
@@ -325,7 +327,8 @@ T5_MODEL_MAP = {**T5_MAP,  # the decoder's: self-attention, cross-attention, the
                 **{f"decoder.block.{{layer}}.layer.1.EncDecAttention.{p}.weight":
                    f"decoder.block.{{layer}}.EncDecAttention.W{p.upper()}.weight" for p in "qkvo"},
                 "decoder.block.{layer}.layer.1.layer_norm.weight": "decoder.block.{layer}.n1.gain.weight",
-                "decoder.block.{layer}.layer.2.DenseReluDense.*.weight": "decoder.block.{layer}.DenseReluDense.*.weight",
+                "decoder.block.{layer}.layer.2.DenseReluDense.*.weight":
+                "decoder.block.{layer}.DenseReluDense.*.weight",
                 "decoder.block.{layer}.layer.2.layer_norm.weight": "decoder.block.{layer}.n2.gain.weight"}
 T5_DIMS = dict(v=V, d=16, h=2, k=4, f=24, nb=8, md=20, L=2)
 BUCKETS = """import "t5.diag"
@@ -402,8 +405,8 @@ def test_t5_computes_its_position_bias_once_for_every_block(capsys):
     c = cost(capsys, "t5.diag", "T5EncoderModel")
     assert c["time"] == "s^2·L·h·k + s·L·d·h·k + s^2·h·nb + s·L·d·f + d·v", c
     c = cost(capsys, "t5.diag", "T5Model")  # each stack's bias once; the cross-attention s·t
-    assert c["time"] == ("s^2·L·h·k + t^2·L·h·k + s·t·L·h·k + s·L·d·h·k + t·L·d·h·k + s^2·h·nb + t^2·h·nb"
-                         " + s·L·d·f + t·L·d·f + d·v"), c
+    assert c["time"] == ("s^2·L·h·k + t^2·L·h·k + s·t·L·h·k + s·L·d·h·k + t·L·d·h·k"
+                         " + s^2·h·nb + t^2·h·nb + s·L·d·f + t·L·d·f + d·v"), c
 
 
 # -- Mamba --------------------------------------------------------------------------------------------
