@@ -20,16 +20,19 @@ what the compiler computes for a window (``window_attention``: no s x s matrix) 
 tokens, alone or beside a window (``window_global_attention``).
 
 Counted on the expansion, so only when a supported mask is reachable (and no ``scan`` is:
-its body is costed per step by ``combine.py``); otherwise :func:`sparse_cost` says None.
+its body is costed per step by ``combine.py``); otherwise :func:`sparse_cost` says None. A
+``repeat`` stays one box in the expansion: its body is costed as a diagram of its own (on its
+mask's support when it has one) and counted once per copy, as ``combine.py`` counts it.
 """
 from __future__ import annotations
 
 from typing import Mapping
 
-from ..graph.box import Kind
+from ..graph.box import Box, Kind
 from ..graph.diagram import Diagram
 from ..graph.types import Dim
-from .combine import _of_dims, _own_time, _post_order
+from ..graph.hypergraph import repeated
+from .combine import _of_dims, _own_time, _post_order, _substitute, _times, cost_monomials
 from .monomials import Monomial, covers, prune
 
 # mask primitive -> its generic parameter p: the support of mask<n, p> is O(n·p) entries
@@ -152,19 +155,42 @@ def sparse_cost(d: Diagram) -> tuple[frozenset, frozenset, set[str]] | None:
     supported mask is reachable."""
     if not reaches_support(d):
         return None
+    time, memory, bound = _sparse(d)
+    return time, memory, set(bound)
+
+
+def _sparse(d: Diagram) -> tuple[frozenset, frozenset, dict[str, str]]:
+    """:func:`sparse_cost`'s figures, with each support parameter the length it is at most
+    (``w`` -> ``s``)."""
     flat = d.expand()
     sup = _Support(flat)
     time: set = set()
+    memory: set = set()
+    bound = {name: n for n, supp in sup.boxes.values() for s in supp for name, _p in s if name != n}
     for b in sup.order:
         node = flat.record(b)
         own = _own_time(flat, node, flat.box_inputs(b), flat.box_outputs(b))
         time |= _on(own, *sup.boxes[b]) if b in sup.boxes else own
-    memory: set = set()
+        if node.kind is Kind.DIAGRAM and repeated(node):
+            body_time, body_memory, body_bound = _stacked(node)
+            time |= body_time
+            memory |= body_memory
+            bound.update(body_bound)
     for w in flat.wires():
         ms = _of_dims(flat.wire_type(w))
         memory |= _on(ms, *sup.wires[w][:2]) if w in sup.wires else ms
-    bound = {name: n for n, supp in sup.boxes.values() for s in supp for name, _p in s if name != n}
-    return _within(time, bound), _within(memory, bound), set(bound)
+    return _within(time, bound), _within(memory, bound), bound
+
+
+def _stacked(node: Box) -> tuple[frozenset, frozenset, dict[str, str]]:
+    """A ``repeat`` box's body, costed on its own mask's support when it has one, times its
+    count and SIMD dimensions (training keeps every copy's intermediate values), and the
+    support parameters it bounds (``w`` by ``s``)."""
+    d = node.ref
+    time, memory, bound = _sparse(d) if reaches_support(d) else (*cost_monomials(d), {})
+    sub = {g: dim for g, dim in node.generics}
+    steps = _of_dims([dim for _, dim in node.simd] + [node.repeat.count])
+    return _times(_substitute(time, sub), steps), _times(_substitute(memory, sub), steps), bound
 
 
 def _within(ms: set, bound: Mapping[str, str]) -> frozenset:
