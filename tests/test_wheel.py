@@ -90,7 +90,7 @@ class Installed:
 
 def _the_wheel_ships_the_data_and_not_the_pictures(installed: Installed) -> None:
     names = set(zipfile.ZipFile(installed.wheel).namelist())
-    for folder in ("grammars", "rules", "gallery", "gallery/proofs"):
+    for folder in ("grammars", "rules", "gallery", "gallery/proofs", "gallery/modern"):
         want = {f"stringdiag/{p.relative_to(ROOT).as_posix()}" for p in (ROOT / folder).glob("*")
                 if p.suffix in (".lark", ".rules", ".diag", ".deriv", ".tax")}
         assert want and want <= names, sorted(want - names)
