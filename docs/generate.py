@@ -80,15 +80,17 @@ def rule_pictures() -> None:
 def gallery_part() -> str:
     gallery = ROOT / "gallery"
     parts = [MARKER, ""]
-    for path in sorted(gallery.glob("*.diag")) + sorted(gallery.glob("*.deriv")) + sorted(gallery.glob("*.tax")):
-        text = path.read_text(encoding="utf-8")
-        parts += [f"### {path.name}", "", leading_comment(text), ""]
-        if path.name in SKIP_SOURCE:
+    files = [p for pattern in ("*.diag", "*.deriv", "*.tax", "modern/*.diag") for p in sorted(gallery.glob(pattern))]
+    for path in files:
+        text, name = path.read_text(encoding="utf-8"), path.relative_to(gallery).as_posix()
+        parts += [f"### {name}", "", leading_comment(text), ""]
+        if name in SKIP_SOURCE:
             parts += [f"The file is written by `stringdiag enumerate` ({len(text.splitlines())} lines).", ""]
         else:
-            parts += [f"```{path.suffix[1:]}", f"# gallery/{path.name}", text.rstrip("\n"), "```", ""]
-        pictures = sorted(gallery.glob(f"{path.stem}.*.svg")) if path.suffix == ".diag" else \
-            [p for p in [gallery / f"{path.stem}.svg"] if p.exists()]
+            parts += [f"```{path.suffix[1:]}", f"# gallery/{name}", text.rstrip("\n"), "```", ""]
+        stem = name.removesuffix(path.suffix).replace("/", ".")  # modern/llama.diag draws modern.llama.*.svg
+        pictures = sorted(gallery.glob(f"{stem}.*.svg")) if path.suffix == ".diag" else \
+            [p for p in [gallery / f"{stem}.svg"] if p.exists()]
         for picture in pictures:
             parts += [f"![{picture.stem}](gallery/{picture.name})", ""]
     return "\n".join(parts)
