@@ -124,6 +124,7 @@ def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str
     frames = _Frames(d, prefix, cuts=cuts, before=marks.before if marks else None)
     if marks is not None and marks.before:  # few passes of crossing reduction: the order given mostly stays
         g.attr(mclimit=MCLIMIT, **{"class": "ordered"})
+        g.node(f"{prefix}hubS", label="", shape="point", width="0.01", style="invis")
     frames.emit(g, ())
     _boundary(g, d, prefix, ranked=not cluster)
     row = rows(d, frames.drawn) or {}
@@ -157,11 +158,18 @@ def _mark(g: graphviz.Digraph, d: Diagram, P: str, marks: Marks) -> None:
     held = nx.DiGraph(d.graph)  # the wires, and the hints so far: a hint closing a cycle is left out
     pairs = [(a, b) for left, right in zip(order, order[1:]) for a in left for b in right]
     if marks.columns:  # where two stay in one column, dot (left to right) keeps this edge's head above its tail
-        pairs += [(b, a) for column in order for a, b in zip(column, column[1:])]
+        pairs += [(a, b) for column in order for a, b in zip(column, column[1:])]
+    down = set(pairs[len(pairs) - sum(max(len(c) - 1, 0) for c in order):]) if marks.columns else set()
+    tops = sorted(marks.before, key=lambda b: (marks.before[b][1], marks.before[b][0]))
+    for b in tops:
+        g.edge(f"{P}hubS", f"{P}{b}", **hidden)
+    g.node(f"{P}hubT", label="", shape="point", width="0.01", style="invis")
+    for b in tops:
+        g.edge(f"{P}{b}", f"{P}hubT", **hidden)
     for a, b in pairs:
         if not nx.has_path(held, b, a):
             held.add_edge(a, b)
-            g.edge(f"{P}{a}", f"{P}{b}", **hidden)
+            g.edge(f"{P}{a}", f"{P}{b}", **(hidden | {"weight": "1"} if (a, b) in down else hidden))
 
 
 def _digraph(name: str, label: str) -> graphviz.Digraph:
