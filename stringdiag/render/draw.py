@@ -109,6 +109,7 @@ class Marks:
     added: frozenset[int] = frozenset()
     before: dict[int, tuple[float, float]] = field(default_factory=dict)
     columns: bool = True  # also an invisible edge down each column (dot's router fails on a few)
+    strict: bool = False  # also start dot's ordering from the order before, and let it reorder little
 
 
 def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str | None = None,
@@ -123,8 +124,10 @@ def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str
     g = _digraph(cluster or d.name, label=d.signature())
     frames = _Frames(d, prefix, cuts=cuts, before=marks.before if marks else None)
     if marks is not None and marks.before:  # few passes of crossing reduction: the order given mostly stays
-        g.attr(mclimit=MCLIMIT, **{"class": "ordered"})
-        g.node(f"{prefix}hubS", label="", shape="point", width="0.01", style="invis")
+        g.attr(mclimit=STRICT_MCLIMIT if marks.strict else MCLIMIT, **{"class": "ordered"})
+        if marks.strict:  # dot's first ordering is a search from the first node: this one, reaching all
+            g.attr(remincross="false")
+            g.node(f"{prefix}{HUB}in", **HUB_NODE)
     frames.emit(g, ())
     _boundary(g, d, prefix, ranked=not cluster)
     row = rows(d, frames.drawn) or {}
@@ -138,8 +141,11 @@ def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str
 def _mark(g: graphviz.Digraph, d: Diagram, P: str, marks: Marks) -> None:
     """Highlight what a derivation step changed, and keep the untouched boxes in the order
     they had in the previous picture: invisible edges of length 0 or more (``minlen=0``) from
-    every box of one column there to every box of the next, and down each column; a hint that
-    would close a cycle with the wires of this diagram (and the hints before it) is left out."""
+    every box of one column there to every box of the next, and down each column (weighted:
+    dot orders a rank by the edges within it only when they weigh something); a hint that
+    would close a cycle with the wires of this diagram (and the hints before it) is left out.
+    ``strict`` adds edges from a first node to every untouched box, top to bottom, and from
+    them to a last one: dot's first ordering, a search from there, meets them in that order."""
     for b in sorted(marks.matched | marks.added):
         style = _box_style(d.record(b))
         matched = b in marks.matched
@@ -155,21 +161,37 @@ def _mark(g: graphviz.Digraph, d: Diagram, P: str, marks: Marks) -> None:
         columns.setdefault(round(x), []).append(b)  # each column top to bottom
     order = [columns[x] for x in sorted(columns)]
     hidden = {"style": "invis", "minlen": "0", "weight": "0"}
+    if marks.strict:
+        g.node(f"{P}{HUB}out", **HUB_NODE)
+        for b in sorted(marks.before, key=lambda b: marks.before[b][::-1]):
+            g.edge(f"{P}{HUB}in", f"{P}{b}", **hidden)
+            g.edge(f"{P}{b}", f"{P}{HUB}out", **hidden)
     held = nx.DiGraph(d.graph)  # the wires, and the hints so far: a hint closing a cycle is left out
-    pairs = [(a, b) for left, right in zip(order, order[1:]) for a in left for b in right]
-    if marks.columns:  # where two stay in one column, dot (left to right) keeps this edge's head above its tail
-        pairs += [(a, b) for column in order for a, b in zip(column, column[1:])]
-    down = set(pairs[len(pairs) - sum(max(len(c) - 1, 0) for c in order):]) if marks.columns else set()
-    tops = sorted(marks.before, key=lambda b: (marks.before[b][1], marks.before[b][0]))
-    for b in tops:
-        g.edge(f"{P}hubS", f"{P}{b}", **hidden)
-    g.node(f"{P}hubT", label="", shape="point", width="0.01", style="invis")
-    for b in tops:
-        g.edge(f"{P}{b}", f"{P}hubT", **hidden)
-    for a, b in pairs:
+    pairs = [(a, b, hidden) for left, right in zip(order, order[1:]) for a in left for b in right]
+    if marks.columns:  # where two stay in one column, dot (left to right) draws this edge's tail above its head
+        pairs += [(a, b, hidden | {"weight": "1"}) for column in order for a, b in zip(column, column[1:])]
+    for a, b, attrs in pairs:
         if not nx.has_path(held, b, a):
             held.add_edge(a, b)
-            g.edge(f"{P}{a}", f"{P}{b}", **(hidden | {"weight": "1"} if (a, b) in down else hidden))
+            g.edge(f"{P}{a}", f"{P}{b}", **attrs)
+
+
+def disorder(svg: str, before: dict[int, tuple[float, float]]) -> int:
+    """Pairs of boxes drawn in ``svg`` out of the order ``before`` (box -> centre) had: the
+    columns swapped, or one above the other the other way round within one column."""
+    now = centres(svg)
+    at = [(before[b], now[str(b)]) for b in sorted(before) if str(b) in now]
+    out = 0
+    for k, ((x0, y0), (u0, v0)) in enumerate(at):
+        for (x1, y1), (u1, v1) in at[k + 1:]:
+            if abs(x1 - x0) > EPS:
+                out += (x1 - x0) * (u1 - u0) < 0 and abs(u1 - u0) > EPS
+            elif abs(u1 - u0) <= EPS:
+                out += (y1 - y0) * (v1 - v0) < 0 and abs(y1 - y0) > EPS and abs(v1 - v0) > EPS
+    return out
+
+
+EPS = 1.0  # points: the boxes of one column of dot's layout share their x
 
 
 def _digraph(name: str, label: str) -> graphviz.Digraph:
@@ -320,6 +342,10 @@ class Cuts:
 
 
 MCLIMIT = "0.2"
+STRICT_MCLIMIT = "0.01"  # no pass of crossing reduction (dot's last transposition still runs)
+HUB = "order_"  # the first and last node of a strict ordering (invisible)
+HUB_NODE = {"label": "", "shape": "point", "width": "0.01", "style": "invis"}
+ROUNDS = 8  # of untangling: most pictures settle in two or three
 HEAVY = "8"  # the weight of an edge that crossed a frame: dot keeps it short and straight
 
 
@@ -502,28 +528,38 @@ STUB = re.compile(r"→ \(\d+\)")
 
 
 def _marked_svg(d: Diagram, marks: Marks | None) -> str:
-    """``to_svg`` with the marks. The order hints are kept unless they cost the picture stubs
-    (a frame stretched by them lets an edge run through another): then the picture with fewer
-    hints (none down the columns, then none at all) that needs no more stubs than a free
-    layout. A picture drawn with hints says so (its graph has the class ``ordered``); dot's
-    edge router also gives up on a few hinted layouts ("triangulation failed")."""
+    """``to_svg`` with the marks, the untouched boxes in their order before where dot can.
+    Layouts tried in turn: the order hints, the hints with a strict first ordering, the hints
+    but none down the columns; the first with the boxes in order is kept, else the one with
+    the fewest pairs out of order (``disorder``). A layout needing more stubs than the free
+    one (a frame stretched by the hints lets an edge run through another) is not taken; the
+    free layout is the last resort. A picture drawn with hints says so (its graph has the
+    class ``ordered``); dot's edge router gives up on a few hinted layouts ("triangulation failed")."""
     if marks is None or not marks.before:
         return to_svg(d, marks=marks)
-    free: list[str] = []  # drawn only when a hinted picture has stubs to compare
+    free: list[str] = []  # drawn only when needed
 
     def unhinted() -> str:
         if not free:
             free.append(to_svg(d, marks=replace(marks, before={})))
         return free[0]
 
-    for m in (marks, replace(marks, columns=False)):
+    best: tuple[int, str] | None = None
+    for m in (marks, replace(marks, strict=True), replace(marks, columns=False)):
         try:
             svg = to_svg(d, marks=m)
         except subprocess.CalledProcessError:
             continue
-        if stubs(svg) == 0 or stubs(svg) <= stubs(unhinted()):
-            return svg
-    return unhinted()
+        if stubs(svg) and stubs(svg) > stubs(unhinted()):
+            continue
+        n = disorder(svg, marks.before)
+        if best is None or n < best[0]:
+            best = (n, svg)
+        if n == 0:
+            break
+    if best is None or (best[0] and disorder(unhinted(), marks.before) < best[0]):
+        return unhinted()
+    return best[1]
 
 
 def grid_svg(frames: list[tuple[str, Diagram]], columns: int = 6, progress=None) -> str:
@@ -592,18 +628,30 @@ def untangled(draw, keep=lambda edge: True) -> str:
     """``draw(cut, heavy)``'s SVG once no edge it accepts (``keep``) crosses a frame. An edge
     that crosses one is first made heavy (``HEAVY``: dot draws it short and straight, clear of
     the frames, in most cases); one that still crosses joins ``cut`` and is drawn as stubs. A
-    stub's own short edge may cross a frame too, so a few rounds settle it."""
+    stub's own short edge may cross a frame too, so a few rounds settle it. In a crowded
+    picture the heavy edges can push others through frames round after round (RetentionChunkwise):
+    then every crossing edge is cut at once, which settles."""
+    svg, left = _settle(draw, keep, weigh=True)
+    if left:
+        again, still = _settle(draw, keep, weigh=False)
+        if len(still) < len(left):
+            return again
+    return svg
+
+
+def _settle(draw, keep, weigh: bool) -> tuple[str, set[tuple[str, str]]]:
+    """The last SVG of the rounds and the edges that still cross in it."""
     cut: set[tuple[str, str]] = set()
     heavy: set[tuple[str, str]] = set()
-    for _ in range(8):
+    for _ in range(ROUNDS):
         svg = draw(cut, heavy)
         bad = {e for e in crossings(svg) - cut if keep(e)}
         if not bad:
             break
-        fresh = bad - heavy
+        fresh = bad - heavy if weigh else set()
         heavy |= fresh
         cut |= bad - fresh
-    return svg
+    return svg, bad
 
 
 def render(d: Diagram, out: str | Path, expand: bool = False) -> Path:
