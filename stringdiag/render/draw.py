@@ -110,6 +110,7 @@ class Marks:
     before: dict[int, tuple[float, float]] = field(default_factory=dict)
     columns: bool = True  # also an invisible edge down each column (dot's router fails on a few)
     strict: bool = False  # also start dot's ordering from the order before, and let it reorder little
+    ranks: bool = True  # the edges from each column to the next (off: dot ranks the boxes freely)
 
 
 def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str | None = None,
@@ -122,7 +123,7 @@ def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str
     if expand:
         d = d.expand(unroll={})  # stacks of known size drawn as their layers
     g = _digraph(cluster or d.name, label=d.signature())
-    frames = _Frames(d, prefix, cuts=cuts, before=marks.before if marks else None)
+    frames = _Frames(d, prefix, cuts=cuts, before=marks.before if marks else None, up=bool(marks and marks.strict))
     if marks is not None and marks.before:  # few passes of crossing reduction: the order given mostly stays
         g.attr(mclimit=STRICT_MCLIMIT if marks.strict else MCLIMIT, **{"class": "ordered"})
         if marks.strict:  # dot's first ordering is a search from the first node: this one, reaching all
@@ -163,11 +164,11 @@ def _mark(g: graphviz.Digraph, d: Diagram, P: str, marks: Marks) -> None:
     hidden = {"style": "invis", "minlen": "0", "weight": "0"}
     if marks.strict:
         g.node(f"{P}{HUB}out", **HUB_NODE)
-        for b in sorted(marks.before, key=lambda b: marks.before[b][::-1]):
+        for b in sorted(marks.before, key=lambda b: (-marks.before[b][1], marks.before[b][0])):
             g.edge(f"{P}{HUB}in", f"{P}{b}", **hidden)
             g.edge(f"{P}{b}", f"{P}{HUB}out", **hidden)
     held = nx.DiGraph(d.graph)  # the wires, and the hints so far: a hint closing a cycle is left out
-    pairs = [(a, b, hidden) for left, right in zip(order, order[1:]) for a in left for b in right]
+    pairs = [(a, b, hidden) for left, right in zip(order, order[1:]) for a in left for b in right if marks.ranks]
     if marks.columns:  # where two stay in one column, dot (left to right) draws this edge's tail above its head
         pairs += [(a, b, hidden | {"weight": "1"}) for column in order for a, b in zip(column, column[1:])]
     for a, b, attrs in pairs:
@@ -219,7 +220,7 @@ class _Frames:
     as nested Graphviz clusters with the boxes inside."""
 
     def __init__(self, d: Diagram, prefix: str, only: set[int] | None = None, cuts: "Cuts | None" = None,
-                 before: dict[int, tuple[float, float]] | None = None):
+                 before: dict[int, tuple[float, float]] | None = None, up: bool = False):
         self.d, self.prefix, self.count = d, prefix, 0
         self.stubs: dict[str, list[str]] = {}  # a box's node -> the stubs drawn in its frame
         for a, b in sorted(cuts.edges if cuts else ()):  # sorted: the same picture in every run
@@ -239,7 +240,8 @@ class _Frames:
             if path:
                 self.children.setdefault(path[:-1], []).append(path)
         if before:  # top to bottom as in the picture before: dot starts from the order given
-            self._sort(lambda b: before[b][1] if b in before else math.inf)
+            sign = -1 if up else 1  # up: bottom to top (a strict ordering, which dot turns round)
+            self._sort(lambda b: sign * before[b][1] if b in before else math.inf)
 
     def _sort(self, key) -> None:
         top: dict[tuple, float] = {}
@@ -530,8 +532,9 @@ STUB = re.compile(r"→ \(\d+\)")
 def _marked_svg(d: Diagram, marks: Marks | None) -> str:
     """``to_svg`` with the marks, the untouched boxes in their order before where dot can.
     Layouts tried in turn: the order hints, the hints with a strict first ordering, the hints
-    but none down the columns; the first with the boxes in order is kept, else the one with
-    the fewest pairs out of order (``disorder``). A layout needing more stubs than the free
+    but none down the columns, none but the boxes given to dot in their order before; the
+    first with the boxes in order is kept, else the one with the fewest pairs out of order
+    (``disorder``). A layout needing more stubs than the free
     one (a frame stretched by the hints lets an edge run through another) is not taken; the
     free layout is the last resort. A picture drawn with hints says so (its graph has the
     class ``ordered``); dot's edge router gives up on a few hinted layouts ("triangulation failed")."""
@@ -545,7 +548,8 @@ def _marked_svg(d: Diagram, marks: Marks | None) -> str:
         return free[0]
 
     best: tuple[int, str] | None = None
-    for m in (marks, replace(marks, strict=True), replace(marks, columns=False)):
+    for m in (marks, replace(marks, strict=True), replace(marks, columns=False),
+              replace(marks, columns=False, ranks=False)):
         try:
             svg = to_svg(d, marks=m)
         except subprocess.CalledProcessError:
@@ -619,7 +623,9 @@ def to_svg(d: Diagram, expand: bool = False, marks: Marks | None = None) -> str:
         graphs = stacked_rows(d, cut, heavy)
         if graphs:
             return _stack(graphs)
-        return to_graphviz(d, cuts=Cuts(cut, heavy=heavy), marks=marks).pipe(format="svg", encoding="utf-8")
+        quiet = marks is not None and bool(marks.before)  # a hinted layout dot fails on is not taken: no warning
+        return to_graphviz(d, cuts=Cuts(cut, heavy=heavy), marks=marks).pipe(format="svg", encoding="utf-8",
+                                                                             quiet=quiet)
 
     return untangled(draw)
 
