@@ -173,7 +173,8 @@ def test_a_derivation_steps_on_a_slider_beside_its_table(browser, pages):
         assert outlined(pane) == expected(k), k
         # and, independently of Step.changes: an operation the step brings in (more often than before) is outlined
         ops = lambda d, bs: Counter(d.box(b)["op"] for b in bs)  # noqa: E731
-        new = ops(step.diagram, step.diagram.boxes()) - ops(deriv.steps[k - 1].diagram, deriv.steps[k - 1].diagram.boxes())
+        new = ops(step.diagram, step.diagram.boxes()) \
+            - ops(deriv.steps[k - 1].diagram, deriv.steps[k - 1].diagram.boxes())
         assert not new - ops(step.diagram, outlined(pane)[1]), (k, new)
     assert sum(len(m) + len(c) for m, c in map(expected, range(len(deriv.steps)))) > 10  # steps do highlight
     rows[1].click()  # a row of the table opens its step

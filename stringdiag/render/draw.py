@@ -532,12 +532,12 @@ STUB = re.compile(r"→ \(\d+\)")
 def _marked_svg(d: Diagram, marks: Marks | None) -> str:
     """``to_svg`` with the marks, the untouched boxes in their order before where dot can.
     Layouts tried in turn: the order hints, the hints with a strict first ordering, the hints
-    but none down the columns, none but the boxes given to dot in their order before; the
-    first with the boxes in order is kept, else the one with the fewest pairs out of order
-    (``disorder``). A layout needing more stubs than the free
-    one (a frame stretched by the hints lets an edge run through another) is not taken; the
-    free layout is the last resort. A picture drawn with hints says so (its graph has the
-    class ``ordered``); dot's edge router gives up on a few hinted layouts ("triangulation failed")."""
+    but none down the columns, none but the boxes given to dot in their order before; kept is
+    the one with the fewest stubs, then the fewest pairs out of order (``disorder``), and a
+    layout needing more stubs than the free one (a frame stretched by the hints lets an edge
+    run through another) is not taken: the free layout is the last resort. A picture drawn
+    with hints says so (its graph has the class ``ordered``); dot's edge router gives up on a
+    few hinted layouts ("triangulation failed")."""
     if marks is None or not marks.before:
         return to_svg(d, marks=marks)
     free: list[str] = []  # drawn only when needed
@@ -547,7 +547,7 @@ def _marked_svg(d: Diagram, marks: Marks | None) -> str:
             free.append(to_svg(d, marks=replace(marks, before={})))
         return free[0]
 
-    best: tuple[int, str] | None = None
+    best: tuple[int, int, str] | None = None  # (stubs, pairs out of order, svg)
     for m in (marks, replace(marks, strict=True), replace(marks, columns=False),
               replace(marks, columns=False, ranks=False)):
         try:
@@ -556,14 +556,13 @@ def _marked_svg(d: Diagram, marks: Marks | None) -> str:
             continue
         if stubs(svg) and stubs(svg) > stubs(unhinted()):
             continue
-        n = disorder(svg, marks.before)
-        if best is None or n < best[0]:
-            best = (n, svg)
-        if n == 0:
+        mine = (stubs(svg), disorder(svg, marks.before), svg)
+        best = mine if best is None or mine[:2] < best[:2] else best
+        if best[:2] == (0, 0):
             break
-    if best is None or (best[0] and disorder(unhinted(), marks.before) < best[0]):
+    if best is None or (best[1] and (stubs(unhinted()), disorder(unhinted(), marks.before)) < best[:2]):
         return unhinted()
-    return best[1]
+    return best[2]
 
 
 def grid_svg(frames: list[tuple[str, Diagram]], columns: int = 6, progress=None) -> str:
