@@ -109,7 +109,7 @@ class Marks:
     added: frozenset[int] = frozenset()
     before: dict[int, tuple[float, float]] = field(default_factory=dict)
     columns: bool = True  # also an invisible edge down each column (dot's router fails on a few)
-    strict: bool = False  # also start dot's ordering from the order before, and let it reorder little
+    strict: str = ""  # dot's mclimit, to start its ordering from the order before ("": off)
     ranks: bool = True  # the edges from each column to the next (off: dot ranks the boxes freely)
 
 
@@ -125,8 +125,9 @@ def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str
     g = _digraph(cluster or d.name, label=d.signature())
     frames = _Frames(d, prefix, cuts=cuts, before=marks.before if marks else None, up=bool(marks and marks.strict))
     if marks is not None and marks.before:  # few passes of crossing reduction: the order given mostly stays
-        g.attr(mclimit=STRICT_MCLIMIT if marks.strict else MCLIMIT, **{"class": "ordered"})
+        g.attr(mclimit=marks.strict or MCLIMIT, **{"class": "ordered"})
         if marks.strict:  # dot's first ordering is a search from the first node: this one, reaching all
+            # (and no crossing reduction again once the frames are filled in)
             g.attr(remincross="false")
             g.node(f"{prefix}{HUB}in", **HUB_NODE)
     frames.emit(g, ())
@@ -145,8 +146,9 @@ def _mark(g: graphviz.Digraph, d: Diagram, P: str, marks: Marks) -> None:
     every box of one column there to every box of the next, and down each column (weighted:
     dot orders a rank by the edges within it only when they weigh something); a hint that
     would close a cycle with the wires of this diagram (and the hints before it) is left out.
-    ``strict`` adds edges from a first node to every untouched box, top to bottom, and from
-    them to a last one: dot's first ordering, a search from there, meets them in that order."""
+    ``strict`` adds edges from a first node to every untouched box and from them to a last
+    one: dot's first ordering, a search from there, meets them in their order (``_Frames``
+    gives them bottom to top: dot turns its first ordering round in a left-to-right picture)."""
     for b in sorted(marks.matched | marks.added):
         style = _box_style(d.record(b))
         matched = b in marks.matched
@@ -344,7 +346,8 @@ class Cuts:
 
 
 MCLIMIT = "0.2"
-STRICT_MCLIMIT = "0.01"  # no pass of crossing reduction (dot's last transposition still runs)
+STRICT = ("0.01",)  # mclimit of the strict layouts: no pass of crossing reduction (with "1", a full one,
+# some steps keep their order and others lose it: over the gallery 354 pairs out of order against 306)
 HUB = "order_"  # the first and last node of a strict ordering (invisible)
 HUB_NODE = {"label": "", "shape": "point", "width": "0.01", "style": "invis"}
 ROUNDS = 8  # of untangling: most pictures settle in two or three
@@ -531,13 +534,13 @@ STUB = re.compile(r"→ \(\d+\)")
 
 def _marked_svg(d: Diagram, marks: Marks | None) -> str:
     """``to_svg`` with the marks, the untouched boxes in their order before where dot can.
-    Layouts tried in turn: the order hints, the hints with a strict first ordering, the hints
-    but none down the columns, none but the boxes given to dot in their order before; kept is
-    the one with the fewest stubs, then the fewest pairs out of order (``disorder``), and a
-    layout needing more stubs than the free one (a frame stretched by the hints lets an edge
-    run through another) is not taken: the free layout is the last resort. A picture drawn
-    with hints says so (its graph has the class ``ordered``); dot's edge router gives up on a
-    few hinted layouts ("triangulation failed")."""
+    Layouts tried in turn: the order hints, the hints with a strict first ordering (``STRICT``),
+    the hints but none down the columns, none but the boxes given to dot in their order
+    before; kept is the one with the fewest stubs, then the fewest pairs out of order
+    (``disorder``), and a layout needing more stubs than the free one (a frame stretched by
+    the hints lets an edge run through another) is not taken: the free layout is the last
+    resort. A picture drawn with hints says so (its graph has the class ``ordered``); dot's
+    edge router gives up on a few hinted layouts ("triangulation failed")."""
     if marks is None or not marks.before:
         return to_svg(d, marks=marks)
     free: list[str] = []  # drawn only when needed
@@ -548,7 +551,7 @@ def _marked_svg(d: Diagram, marks: Marks | None) -> str:
         return free[0]
 
     best: tuple[int, int, str] | None = None  # (stubs, pairs out of order, svg)
-    for m in (marks, replace(marks, strict=True), replace(marks, columns=False),
+    for m in (marks, *(replace(marks, strict=c) for c in STRICT), replace(marks, columns=False),
               replace(marks, columns=False, ranks=False)):
         try:
             svg = to_svg(d, marks=m)
