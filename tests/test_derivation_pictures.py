@@ -2,10 +2,11 @@
 
 Read off the committed gallery pictures (``tests/test_pictures.py`` fails when one is stale):
 each step's picture highlights the boxes the next step replaces (class ``matched``) and the
-boxes its own step put in (class ``added``), exactly those; in a picture drawn with the order
-hints (class ``ordered``: most) no two untouched boxes swap left and right from the picture
-before, and few that share a column swap top and bottom; the match a rule step records is one
-the matcher finds; the stub pairs over the gallery are at most half of what they were.
+boxes its own step put in (class ``added``), exactly those; over every step of every
+derivation, the untouched boxes keep the order they had in the picture before (left and right,
+and top and bottom within a column), but for few steps, and few pairs in them; the match a rule
+step records is one the matcher finds; the stub pairs over the gallery are at most half of what
+they were.
 """
 from __future__ import annotations
 
@@ -24,10 +25,10 @@ ROOT = Path(__file__).resolve().parent.parent
 GALLERY = ROOT / "gallery"
 SVG = "{http://www.w3.org/2000/svg}"
 EPS = 1.0  # points: one column of Graphviz's layout has one x
-# measured on the gallery (NOTES-strips.md): 110 of 143 steps drawn with the order hints; 136 of 445
-# pairs that share a column swap top and bottom. The bounds guard against regressions.
-ORDERED = 0.75  # the share of steps drawn in the order of the picture before
-DOWN = 0.33  # the share of pairs in one column that may swap top and bottom
+# measured on the gallery (NOTES-pictures.md): 51 of 151 steps have a pair of untouched boxes out of the
+# order before, 306 of 14,700 pairs (before this work: 80 steps, 412 pairs). The bounds guard against regressions.
+OUT_OF_ORDER_STEPS = 52
+OUT_OF_ORDER_PAIRS = 0.025  # the share of pairs
 
 
 def derivation_pictures() -> list[tuple[Path, Path]]:
@@ -93,47 +94,49 @@ def test_each_picture_highlights_exactly_the_next_match_and_the_replacement(chai
     assert highlighted > 100  # the pictures do highlight
 
 
-def swaps(steps, drawn) -> tuple[int, list[str], int, int]:
-    """Pairs of untouched boxes compared between consecutive pictures drawn in order, and
-    those that swap left and right; pairs that share a column in both, and those of them that
-    swap top and bottom. A pair joined by a wire is left out: the wire decides its order."""
-    pairs, across, column, down = 0, [], 0, 0
+def out_of_order(steps, drawn) -> dict[int, list[str]]:
+    """For each step, the pairs of its untouched boxes drawn out of the order they had in the
+    picture before: left and right swapped, or, in one column in both pictures, top and bottom.
+    A pair that a path of wires in the new diagram now runs the other way is left out (left to
+    right, a wire decides: the rewrite turned that pair round)."""
+    out: dict[int, list[str]] = {}
     for k in range(1, len(steps)):
-        if not drawn[k][0]:
-            continue
         before, after = drawn[k - 1][1], drawn[k][1]
         kept = {a: b for a, b in steps[k].changes.kept.items() if str(a) in before and str(b) in after}
         reach = {b: nx.descendants(steps[k].diagram.graph, b) for b in kept.values()}
         for a in kept:
             for c in kept:
-                if a >= c or kept[a] in reach[kept[c]] or kept[c] in reach[kept[a]]:
-                    continue
-                pairs += 1
                 (x0, y0), (x1, y1) = before[str(a)][0], before[str(c)][0]
                 (u0, v0), (u1, v1) = after[str(kept[a])][0], after[str(kept[c])][0]
-                if (x1 - x0 > EPS and u0 - u1 > EPS) or (x0 - x1 > EPS and u1 - u0 > EPS):
-                    across.append(f"step {k}: boxes {a}, {c} swap left and right")
-                if abs(x1 - x0) <= EPS and abs(u1 - u0) <= EPS:
-                    column += 1
-                    down += (y1 - y0 > EPS and v0 - v1 > EPS) or (y0 - y1 > EPS and v1 - v0 > EPS)
-    return pairs, across, column, down
+                if x1 - x0 > EPS and u0 - u1 > EPS and kept[a] not in reach[kept[c]]:
+                    out.setdefault(k, []).append(f"{a}, {c} swap left and right")
+                if a < c and abs(x1 - x0) <= EPS and abs(u1 - u0) <= EPS and (y1 - y0) * (v1 - v0) < 0 \
+                        and min(abs(y1 - y0), abs(v1 - v0)) > EPS:
+                    out.setdefault(k, []).append(f"{a}, {c} swap top and bottom")
+    return out
 
 
 def test_untouched_boxes_keep_their_order_between_consecutive_pictures(chains):
-    total = wrong = 0
-    column = down = 0
-    ordered = steps_ = 0
+    steps_ = pairs = 0
+    wrong: dict[tuple[str, int], list[str]] = {}
     for name, steps, drawn in chains:
-        pairs, across, c, dn = swaps(steps, drawn)
-        assert not across, f"{name}: " + "; ".join(across[:10])
-        total, column, down = total + pairs, column + c, down + dn
-        steps_ += sum(1 for s in steps[1:] if s.changes.kept)
-        ordered += sum(1 for k, s in enumerate(steps) if k and s.changes.kept and drawn[k][0])
-    assert total > 1000
-    # dot keeps the hints unless they cost the picture stubs (then it is drawn free: rare)
-    assert ordered >= ORDERED * steps_, (ordered, steps_)
-    # within a column dot orders the frames itself: most pairs keep their order, not all
-    assert down <= DOWN * column, (down, column)
+        for k in range(1, len(steps)):
+            n = sum(1 for a in steps[k].changes.kept if str(a) in drawn[k - 1][1])
+            steps_ += n > 1
+            pairs += n * (n - 1) // 2
+        wrong.update(((name, k), v) for k, v in out_of_order(steps, drawn).items())
+    assert steps_ > 140 and pairs > 14000  # what is compared: every step of every derivation
+    report = "\n".join(f"{name} step {k}: {len(v)} pairs, {v[0]}" for (name, k), v in sorted(wrong.items()))
+    # The exceptions, by their reason (NOTES-pictures.md): dot orders the boxes of one column that lie
+    # in different frames itself (it ignores an order edge between frames; the strict layout, which
+    # starts its ordering from the order before, holds most, not all), and in the largest steps every
+    # layout in the order before routes wires through frames, so the free layout (no stubs) is drawn.
+    # The bounds are the figures measured on the gallery, to catch a regression.
+    big = {name for name, _ in wrong if name.startswith("sumformer_thm")}
+    assert len(wrong) <= OUT_OF_ORDER_STEPS, report
+    assert sum(map(len, wrong.values())) <= OUT_OF_ORDER_PAIRS * pairs, report
+    small = [(name, k) for (name, k), v in wrong.items() if name not in big and len(v) > 3]
+    assert len(small) <= 3, report  # outside the three theorem derivations a step swaps 1 to 3 pairs, as a rule
 
 
 def test_a_rule_steps_recorded_match_is_a_match_the_rule_finds(chains):

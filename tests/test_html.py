@@ -149,6 +149,17 @@ def test_a_derivation_steps_on_a_slider_beside_its_table(browser, pages):
     slider = browser.find_element("css selector", ".sd-slider")
     slider.click()
     slider.send_keys(Keys.HOME)
+
+    def expected(k: int) -> tuple[set[int], set[int]]:
+        """The DPO match the next step replaces, and the boxes this step put in (``Step.changes``)."""
+        nxt = deriv.steps[k + 1].changes.matched if k + 1 < len(deriv.steps) else ()
+        return set(nxt), set(deriv.steps[k].changes.added if k else ())
+
+    def outlined(pane) -> tuple[set[int], set[int]]:
+        return tuple({int(g.get_attribute("data-box")) for g in pane.find_elements("css selector", f"g.sd-{c}")}
+                     for c in ("matched", "changed"))
+
+    assert outlined(shown(browser)) == expected(0)
     for k in range(1, len(deriv.steps)):
         slider.send_keys(Keys.RIGHT)
         assert view.get_attribute("data-shown") == str(k)
@@ -159,11 +170,13 @@ def test_a_derivation_steps_on_a_slider_beside_its_table(browser, pages):
         assert browser.find_element("css selector", "tr.sd-current").get_attribute("data-opens") == str(k)
         pane = shown(browser)
         assert sorted(boxes_in(pane)) == sorted(step.diagram.boxes())
-        # every box a step brings in (an operation more often than before) is outlined as changed
+        assert outlined(pane) == expected(k), k
+        # and, independently of Step.changes: an operation the step brings in (more often than before) is outlined
         ops = lambda d, bs: Counter(d.box(b)["op"] for b in bs)  # noqa: E731
-        new = ops(step.diagram, step.diagram.boxes()) - ops(deriv.steps[k - 1].diagram, deriv.steps[k - 1].diagram.boxes())
-        marked = [int(g.get_attribute("data-box")) for g in pane.find_elements("css selector", "g.sd-changed")]
-        assert not new - ops(step.diagram, marked), (k, new)
+        new = ops(step.diagram, step.diagram.boxes()) \
+            - ops(deriv.steps[k - 1].diagram, deriv.steps[k - 1].diagram.boxes())
+        assert not new - ops(step.diagram, outlined(pane)[1]), (k, new)
+    assert sum(len(m) + len(c) for m, c in map(expected, range(len(deriv.steps)))) > 10  # steps do highlight
     rows[1].click()  # a row of the table opens its step
     assert view.get_attribute("data-shown") == "1" and slider.get_attribute("value") == "1"
 

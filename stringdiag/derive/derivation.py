@@ -107,7 +107,7 @@ class Derivation:
         """In a notebook: the steps on a slider beside the table (``render/html.py``)."""
         from ..render.html import derivation_view
 
-        return derivation_view(self.heading(), self.frames(), self.text_rows())
+        return derivation_view(self.heading(), self.frames(), self.text_rows(), [s.changes for s in self.steps])
 
     def heading(self) -> str:
         """``FILE: N steps, from A to B (isomorphic)``: the line ``derive`` prints first."""

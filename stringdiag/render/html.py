@@ -171,15 +171,21 @@ def diagram_view(d: Diagram) -> str:
     return view("diagram", d.name, panes, controls=controls)
 
 
-def derivation_view(heading: str, frames: list[tuple[str, str, Diagram]], rows: list[tuple[str, ...]]) -> str:
+def derivation_view(heading: str, frames: list[tuple[str, str, Diagram]], rows: list[tuple[str, ...]],
+                    changes: list | None = None) -> str:
     """A derivation's steps on a slider, its table beside (a row opens its step): on each
-    step's picture the boxes it changed from the step before, and those the next step
-    rewrites, are outlined (``graph/diff.py``: boxes with no counterpart across the step)."""
+    step's picture the boxes its step put in, and those the next step replaces, are outlined.
+    ``changes`` (per step, ``derive/steps.Changes``: the DPO match replaced, the boxes put in)
+    says which; without it, boxes with no counterpart across the step (``graph/diff.py``)."""
     ds = [d for _, _, d in frames]
     panes = []
     for k, (caption, relation, d) in enumerate(frames):
-        changed = changed_boxes(ds[k - 1], d) if k else frozenset()
-        matched = changed_boxes(ds[k + 1], d) if k + 1 < len(ds) else frozenset()
+        if changes is not None:
+            changed = changes[k].added if k else frozenset()
+            matched = changes[k + 1].matched if k + 1 < len(changes) else frozenset()
+        else:
+            changed = changed_boxes(ds[k - 1], d) if k else frozenset()
+            matched = changed_boxes(ds[k + 1], d) if k + 1 < len(ds) else frozenset()
         label = f"{relation} {caption}" if k else caption
         panes.append(Pane(str(k), label, annotate(to_svg(d), d, changed=changed, matched=matched)))
     header, *body = rows

@@ -41,10 +41,10 @@ def save_diagram(d: Diagram, out: str | Path, expand: bool = False, tikz_body: b
 def save_chain(heading: str, frames: list[tuple[str, str, Diagram]], rows: list[tuple[str, ...]],
                out: str | Path, tikz_body: bool = False, changes: list | None = None) -> list[Path]:
     """A derivation: its steps (``frames``: caption, relation, diagram) and table (``rows``);
-    ``changes`` (per step, what it replaced, put in and kept) highlights the rewrites in an SVG chain."""
+    ``changes`` (per step, what it replaced, put in and kept) highlights the rewrites (SVG, HTML)."""
     out = Path(out)
     if _suffix(out) == ".html":
-        return _page(heading, html.derivation_view(heading, frames, rows), out)
+        return _page(heading, html.derivation_view(heading, frames, rows, changes), out)
     if _suffix(out) == ".tex":
         return _tikz([tikz.chain(frames)], out, tikz_body)
     # an SVG chain reads top to bottom; other formats are one Graphviz strip, left to right
