@@ -10,6 +10,7 @@ stack's weights and the box counts to the unrolled expansion."""
 from __future__ import annotations
 
 import os
+import functools
 import json
 import subprocess
 import sys
@@ -198,7 +199,12 @@ def test_a_long_stack_is_listed_once_with_the_weight_sets_of_its_copies(outer, i
         assert [e["name"] for e in entries] == sorted({n.param for n in learn}, key=[n.param for n in learn].index)
 
 
-PROGRAMS = [(f.name, name) for f in sorted(GALLERY.glob("*.diag")) for name in stringdiag.load(f).own]
+@functools.cache
+def gallery(file: str):
+    return stringdiag.load(GALLERY / file)
+
+
+PROGRAMS = [(f.name, name) for f in sorted(GALLERY.glob("*.diag")) for name in gallery(f.name).own]
 
 
 def _ref_boxes(d) -> tuple[int, int]:
@@ -210,7 +216,7 @@ def _ref_boxes(d) -> tuple[int, int]:
 
 def test_box_counts_are_those_of_the_expansion_on_the_gallery():
     for file, name in PROGRAMS:
-        d = stringdiag.load(GALLERY / file)[name]
+        d = gallery(file)[name]
         every, not_reindex = _ref_boxes(d)
         assert not_reindex <= boxes(d, Build.EXPANDED) <= every, (file, name)
 
@@ -299,7 +305,7 @@ def _key(found) -> set:
 def test_obstacles_per_definition_are_those_of_the_expansion_on_the_gallery():
     memo: dict = {}
     for file, name in PROGRAMS:
-        d = stringdiag.load(GALLERY / file)[name]
+        d = gallery(file)[name]
         assert _key(obstacles(d, IMPLEMENTED, memo)) == _ref_obstacles(d), (file, name)
 
 
