@@ -14,7 +14,7 @@ run interleaved on the same sources; the median of the repeats is reported, with
 level (``ms/level``: near-constant means linear growth) and ``check / info``.
 
     .venv/bin/python benchmarks/bench_depth.py            # depths 4 .. 64, encoders of 24 .. 192 layers
-    .venv/bin/python benchmarks/bench_depth.py --quick    # fewer sizes, one repeat less
+    .venv/bin/python benchmarks/bench_depth.py --quick    # fewer sizes
 """
 from __future__ import annotations
 
@@ -71,12 +71,12 @@ def table(title: str, unit: str, cases: list[tuple[int, str]], repeats: int) -> 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
+    ap.add_argument("--quick", action="store_true", help="fewer sizes")
     quick = ap.parse_args().quick
     stringdiag.loads("dim s : seq\n")  # the prelude and grammar loaded outside the timings
     depths = (4, 16, 64) if quick else (4, 8, 16, 32, 64)
     layers = (24, 96) if quick else (24, 48, 96, 192)
-    repeats = 3 if quick else 5
+    repeats = 3
     table("doubling chain (D_k uses D_k+1 twice; 2^(depth-1) boxes expanded)", "depth",
           [(n, doubling(n)) for n in depths], repeats)
     table("encoder written as separate lines (transformer_source flat=True, 8 heads)", "layers",

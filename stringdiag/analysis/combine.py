@@ -531,7 +531,9 @@ def learnables(d: Diagram, limit: int = LIST_LIMIT) -> list[dict]:
     When there are more than ``limit`` weight sets, a local learnable with several weight
     sets is listed once for its declaration instead: name ``F (local to H)``, with
     ``weight_sets`` (how many the expansion holds: one per instance of ``H``), ``local_to``
-    and ``uses`` (over all of its weight sets)."""
+    and ``uses`` (over all of its weight sets). A stack whose copies would take more than
+    ``LIST_LIMIT`` lines is listed once, its path naming the count (``B#1/k<1000000000/F``),
+    with ``weight_sets`` and ``uses`` over its copies."""
     ws, bodies = weights(d, through=_opened)
     top = ws[id(d.graph)]
     grouped = len(top.glob) + top.listed > limit
@@ -563,10 +565,9 @@ def learnables(d: Diagram, limit: int = LIST_LIMIT) -> list[dict]:
                     counted[key] += here
             elif _opened(node):
                 c = ws[id(node.ref.graph)]
-                if grouped or not c.has_local:
-                    if all(k in entries for k in c.keys):
-                        continue
                 for seg, times, sets in _layer_segments(node, segs[b], c):
+                    if (grouped or not c.has_local) and all(k in entries for k in c.keys):
+                        break  # the copies list nothing new (their global uses are counted below)
                     inst = (seg, id(node.ref.graph))
                     if inst not in walked:
                         csub = {g: dim.substitute(sub) for g, dim in node.generics}
@@ -576,8 +577,6 @@ def learnables(d: Diagram, limit: int = LIST_LIMIT) -> list[dict]:
                     for k, n in walked[inst].items():  # copies of an instance walked: the same weight sets again
                         entries[k]["uses"] += n * times
                         counted[k] += n * times
-                    if (grouped or not c.has_local) and all(k in entries for k in c.keys):
-                        break  # the other copies list nothing new (their global uses are counted below)
         return counted
 
     walk(d, "", {})

@@ -81,7 +81,8 @@ class _Found:
 def obstacles(d: Hypergraph, implemented: frozenset[str], memo: dict | None = None) -> list[Obstacle]:
     """Why ``d`` cannot be compiled: every reason, in the order of the expanded boxes.
     ``implemented`` names the fixed processes the compiler has code for (the prelude's);
-    ``memo`` (a dict) shares the definitions read between calls on one program."""
+    ``memo`` (a dict) shares the definitions read between calls on one program as it stands
+    (``check`` reads each definition once for all the diagrams of a file)."""
     found = _found(d, implemented, {} if memo is None else memo)
     out = [o for i in found.items if (o := _settled(i, d)) is not None] + list(_unsized(d, found.used))
     return list({(o.message, o.pos): o for o in out}.values())
