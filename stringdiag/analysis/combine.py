@@ -34,7 +34,7 @@ import itertools
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ..graph.box import Box, Kind
 from ..graph.constants import dims_in
@@ -442,6 +442,7 @@ class Weights:
     loc_sets: Counter = field(default_factory=Counter)  # local declaration -> weight sets
     keys: frozenset = frozenset()  # global sets and local declarations reached
     has_local: bool = False
+    listed: int = 0  # local weight sets as info lists them: a long stack's copies once (_collapsed)
 
 
 def _param(node: Box) -> str:
@@ -476,6 +477,7 @@ def weights(d: Diagram, through: Callable[[Mapping], bool] = _inlined) -> tuple[
                 if node.local:
                     decl = (id(x.graph), _param(node))
                     w.loc_uses[decl] += 1
+                    w.listed += decl not in w.loc_sets
                     w.loc_sets[decl] = 1
                     keys.add(decl)
                     w.has_local = True
@@ -494,6 +496,7 @@ def weights(d: Diagram, through: Callable[[Mapping], bool] = _inlined) -> tuple[
                     instances.add(inst)
                     sets = 1 if node.shared else t
                     w.loc_sets.update({k: n * sets for k, n in c.loc_sets.items()})
+                    w.listed += c.listed * (1 if _collapsed(node, c) else sets)
         w.keys = frozenset(keys)
         done[id(x.graph)] = w
         bodies[id(x.graph)] = body
@@ -513,6 +516,13 @@ def _signature(d: Diagram, b: int, sub: Mapping[str, Dim]) -> str:
 LIST_LIMIT = 1000
 
 
+def _collapsed(node: Box, callee: Weights) -> bool:
+    """A stack listed once for all its copies (``B#1/k<1000000000/F``): one of known count with
+    weights of its own whose copies would make more than LIST_LIMIT lines."""
+    t = _copies(node) if repeated(node) and not node.shared else None
+    return t is not None and t > 1 and t * callee.listed > LIST_LIMIT
+
+
 def learnables(d: Diagram, limit: int = LIST_LIMIT) -> list[dict]:
     """The learnable boxes of the compiled module (those of ``d.expand()`` and of the bodies
     of its scans): one entry per weight set in order of first use (name, box, signature,
@@ -521,15 +531,17 @@ def learnables(d: Diagram, limit: int = LIST_LIMIT) -> list[dict]:
     When there are more than ``limit`` weight sets, a local learnable with several weight
     sets is listed once for its declaration instead: name ``F (local to H)``, with
     ``weight_sets`` (how many the expansion holds: one per instance of ``H``), ``local_to``
-    and ``uses`` (over all of its weight sets)."""
+    and ``uses`` (over all of its weight sets). A stack whose copies would take more than
+    ``LIST_LIMIT`` lines is listed once, its path naming the count (``B#1/k<1000000000/F``),
+    with ``weight_sets`` and ``uses`` over its copies."""
     ws, bodies = weights(d, through=_opened)
     top = ws[id(d.graph)]
-    n_sets = len(top.glob) + sum(top.loc_sets.values())
-    grouped = n_sets > limit
+    grouped = len(top.glob) + top.listed > limit
     entries: dict[Any, dict] = {}
 
-    def walk(x: Diagram, path: str, sub: Mapping[str, Dim]) -> Counter:
-        """List the weight sets of ``x`` not listed yet; returns the uses of local sets it counted."""
+    def walk(x: Diagram, path: str, sub: Mapping[str, Dim], here: int = 1) -> Counter:
+        """List the weight sets of ``x`` not listed yet, each standing for ``here`` sets (the
+        copies of the stacks around it listed once); returns the uses of local sets it counted."""
         body = bodies[id(x.graph)]
         segs = _segments(body)
         counted: Counter = Counter()
@@ -542,30 +554,29 @@ def learnables(d: Diagram, limit: int = LIST_LIMIT) -> list[dict]:
                 key: Any = (id(x.graph), param) if group else f"{path}{param}" if local else param
                 entry = entries.get(key)
                 if entry is None:
-                    sets = top.loc_sets[key] if group else 1
-                    name = f"{param} (local to {x.name})" if sets > 1 else f"{path}{param}" if local else param
+                    sets = top.loc_sets[key] if group else here if local else 1
+                    name = f"{param} (local to {x.name})" if group and sets > 1 else f"{path}{param}" if local else param
                     entry = entries[key] = {"name": name, "box": node.op, "signature": _signature(x, b, sub),
                                             "uses": top.loc_uses[key] if group else 0, "shared": not local}
                     if sets > 1:
                         entry["weight_sets"], entry["local_to"] = sets, x.name
                 if local and not group:
-                    entry["uses"] += 1
-                    counted[key] += 1
+                    entry["uses"] += here
+                    counted[key] += here
             elif _opened(node):
                 c = ws[id(node.ref.graph)]
-                if grouped or not c.has_local:
-                    if all(k in entries for k in c.keys):
-                        continue
-                for seg in _layer_segments(node, segs[b]):
+                for seg, times, sets in _layer_segments(node, segs[b], c):
+                    if (grouped or not c.has_local) and all(k in entries for k in c.keys):
+                        break  # the copies list nothing new (their global uses are counted below)
                     inst = (seg, id(node.ref.graph))
-                    if inst in walked:  # a copy of an instance walked already: the same weight sets again
-                        for k, n in walked[inst].items():
-                            entries[k]["uses"] += n
+                    if inst not in walked:
+                        csub = {g: dim.substitute(sub) for g, dim in node.generics}
+                        walked[inst] = walk(node.ref, f"{path}{seg}/", csub, here * sets)
                         counted.update(walked[inst])
-                        continue
-                    csub = {g: dim.substitute(sub) for g, dim in node.generics}
-                    walked[inst] = walk(node.ref, f"{path}{seg}/", csub)
-                    counted.update(walked[inst])
+                        times -= 1
+                    for k, n in walked[inst].items():  # copies of an instance walked: the same weight sets again
+                        entries[k]["uses"] += n * times
+                        counted[k] += n * times
         return counted
 
     walk(d, "", {})
@@ -574,14 +585,20 @@ def learnables(d: Diagram, limit: int = LIST_LIMIT) -> list[dict]:
     return list(entries.values())
 
 
-def _layer_segments(node: Box, seg: str) -> list[str]:
-    """The instance paths of the copies a box runs (``B#1/0`` ... for a repeat with weights of
-    its own, ``B#1`` for each copy when shared); one path ``B#1/k<L`` stands for the copies of a
-    count whose size is not given."""
+def _layer_segments(node: Box, seg: str, callee: Weights) -> Iterator[tuple[str, int, int]]:
+    """The instance paths of the copies a box runs, each with how many copies run it and how
+    many weight sets it stands for: ``B#1/0`` ... for a repeat with weights of its own, ``B#1``
+    for all copies when shared; one path ``B#1/k<L`` stands for the copies of a count whose size
+    is not given (counted once), ``B#1/k<1000000000`` for those of a long stack (_collapsed)."""
     t = _copies(node)
     if t is None:
-        return [seg if node.shared else f"{seg}/k<{node.repeat.count}"]
-    return [seg] * t if node.shared else [f"{seg}/{k}" for k in range(t)] if repeated(node) else [seg]
+        yield (seg if node.shared else f"{seg}/k<{node.repeat.count}"), 1, 1
+    elif node.shared or not repeated(node):
+        yield seg, t, 1
+    elif _collapsed(node, callee):
+        yield f"{seg}/k<{t}", 1, t
+    else:
+        yield from ((f"{seg}/{k}", 1, 1) for k in range(t))
 
 
 # -- parameters --------------------------------------------------------------------------------

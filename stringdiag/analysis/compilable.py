@@ -13,17 +13,25 @@ Two kinds of obstacle:
   step in one): ``check`` warns.
 
 ``tests/test_check_compile.py`` holds this to what the compiler does on the whole gallery.
+
+The report is made per definition and combined, never on the expansion (which has ``2^n``
+boxes for ``n`` definitions each using the next twice): each definition's body is read once,
+its callees' findings placed into it with their generics bound, so ``check`` is linear in the
+source like ``info`` (``analysis/combine.py``; ``benchmarks/bench_depth.py`` measures it). The
+bodies of ``repeat`` boxes are read as the compiler lowers them (once, as if inlined), and the
+bodies of ``scan`` boxes in their own names.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterable, Mapping
 
-from ..graph.box import Kind
 from ..errors import Pos
+from ..graph.box import Box, Kind
 from ..graph.constants import dims_in
-from ..graph.decls import Definition
 from ..graph.hypergraph import Hypergraph
+from ..graph.types import Dim
+from .combine import _body, _post_order
 
 
 @dataclass(frozen=True)
@@ -33,77 +41,137 @@ class Obstacle:
     defect: bool  # True: an error in the file; False: the diagram is not compilable as it stands
 
 
-def obstacles(d: Hypergraph, implemented: frozenset[str]) -> list[Obstacle]:
-    """Why ``d`` cannot be compiled: every reason, in source order of the boxes. ``implemented``
-    names the fixed processes the compiler has code for (the prelude's)."""
-    e = d.expand()
-    found = list(_box_obstacles(e, implemented, set())) + list(_unsized(d, e))
-    unique = {(o.message, o.pos): o for o in found}
-    return list(unique.values())
+@dataclass(frozen=True)
+class _Learnable:
+    """A learnable box whose own type names ``names`` (in the names of the definition being
+    read): an obstacle once one of them is a sequence dimension, known only where the
+    generics are bound."""
+
+    names: frozenset
+    op: str
+    pos: Pos | None
+
+    def bound(self, sub: Mapping[str, Dim]) -> "_Learnable":
+        return _Learnable(_rename(self.names, sub), self.op, self.pos)
+
+    def obstacle(self, d: Hypergraph) -> Obstacle | None:
+        """The obstacle, read in the names of ``d`` (whose program says which are sequences)."""
+        if not _seq(d, self.names):
+            return None
+        return Obstacle(f"learnable box '{self.op}' has a sequence dimension in its own type: its size "
+                        "would be known only at run time", self.pos, False)
 
 
-def _box_obstacles(d: Hypergraph, implemented: frozenset[str], seen: set[int]) -> Iterator[Obstacle]:
-    for b in d.boxes():
-        node = d.record(b)
-        op, kind, pos = node.op, node.kind, node.pos
-        if kind is Kind.ABSTRACT:
-            yield Obstacle(f"'{op}' is an abstract family: specialise it (in a derivation) or replace it "
-                           "by a definition to compile", pos, False)
-        elif kind is Kind.FIXED and op not in implemented:
-            yield Obstacle(f"fixed process '{op}' has no implementation to compile; define it as a diagram",
-                           pos, True)
-        elif kind is Kind.LEARN and not d.box_inputs(b) and len(d.box_outputs(b)) > 1:
-            yield Obstacle(f"learnable box '{op}' has no inputs and several outputs; declare one learnable "
-                           "tensor per output", pos, True)
-        elif kind is Kind.LEARN and _unbounded_seq(d, b):
-            yield Obstacle(f"learnable box '{op}' has a sequence dimension in its own type: its size "
-                           "would be known only at run time", pos, False)
-        if node.scan:
-            yield from _scan_obstacles(d, b, implemented, seen)
+@dataclass(frozen=True)
+class _Found:
+    """What one use of a definition contributes, in its own names: obstacles and pending
+    learnable boxes in the order of the expansion, and the dimension names its wires and
+    constants mention."""
+
+    items: tuple  # Obstacle | _Learnable, without repeats
+    used: frozenset
+
+    def bound(self, sub: Mapping[str, Dim]) -> "_Found":
+        if not sub:
+            return self
+        return _Found(tuple(i.bound(sub) if isinstance(i, _Learnable) else i for i in self.items),
+                      _rename(self.used, sub))
 
 
-def _scan_obstacles(d: Hypergraph, b: int, implemented: frozenset[str], seen: set[int]) -> Iterator[Obstacle]:
-    node = d.record(b)
-    if node.kind not in (Kind.LEARN, Kind.DIAGRAM):
-        yield Obstacle(f"'{node.op}' cannot be scanned by the compiler: scan a learnable box or a "
-                       "diagram", node.pos, True)
-    ref = node.ref
-    if node.kind is Kind.DIAGRAM and ref is not None and id(ref) not in seen:
-        seen.add(id(ref))
-        body = ref.diagram if isinstance(ref, Definition) else ref
-        yield from _box_obstacles(body.expand(), implemented, seen)
+def obstacles(d: Hypergraph, implemented: frozenset[str], memo: dict | None = None) -> list[Obstacle]:
+    """Why ``d`` cannot be compiled: every reason, in the order of the expanded boxes.
+    ``implemented`` names the fixed processes the compiler has code for (the prelude's);
+    ``memo`` (a dict) shares the definitions read between calls on one program as it stands
+    (``check`` reads each definition once for all the diagrams of a file)."""
+    found = _found(d, implemented, {} if memo is None else memo)
+    out = [o for i in found.items if (o := _settled(i, d)) is not None] + list(_unsized(d, found.used))
+    return list({(o.message, o.pos): o for o in out}.values())
 
 
-def _unbounded_seq(d: Hypergraph, b: int) -> bool:
-    """A seq dimension in the box's own type, other than an axis declared with a largest
+def _settled(item, d: Hypergraph) -> Obstacle | None:
+    return item.obstacle(d) if isinstance(item, _Learnable) else item
+
+
+def _found(d: Hypergraph, implemented: frozenset[str], memo: dict) -> _Found:
+    """Each definition reachable from ``d`` read once, callees first."""
+    for x, version, body in _post_order(d, lambda node: True):
+        key = id(x.graph)
+        if key not in memo or memo[key][0] != version:
+            memo[key] = (version, _read(x, body, implemented, memo))
+    return memo[id(d.graph)][1]
+
+
+def _read(x: Hypergraph, body: list, implemented: frozenset[str], memo: dict) -> _Found:
+    items: dict = {}
+    used = {n for w in x.wires() for dim in x.wire_type(w) for n in dim.names()}
+    for b, node, _ins, _outs in body:
+        for item in _own(x, b, node, implemented):
+            items.setdefault(item, None)
+        if node.kind is not Kind.DIAGRAM or node.ref is None:
+            continue
+        callee = memo[id(node.ref.graph)][1]
+        if node.scan:  # a cell's body, in its own names; its lengths are the loop's
+            for item in callee.items:
+                if (o := _settled(item, node.ref)) is not None:
+                    items.setdefault(o, None)
+            continue
+        placed = callee.bound({g: dim for g, dim in node.generics})
+        items.update(dict.fromkeys(placed.items))
+        used |= placed.used
+    used |= {n for b, node, _i, _o in body if node.kind is Kind.CONST for dim in dims_in(node.value)
+             for n in dim.names()}
+    return _Found(tuple(items), frozenset(used))
+
+
+def _own(d: Hypergraph, b: int, node: Box, implemented: frozenset[str]) -> Iterable:
+    """What one box says of itself, whatever it is inside of."""
+    op, kind, pos = node.op, node.kind, node.pos
+    if kind is Kind.ABSTRACT:
+        yield Obstacle(f"'{op}' is an abstract family: specialise it (in a derivation) or replace it "
+                       "by a definition to compile", pos, False)
+    elif kind is Kind.FIXED and op not in implemented:
+        yield Obstacle(f"fixed process '{op}' has no implementation to compile; define it as a diagram",
+                       pos, True)
+    elif kind is Kind.LEARN and not d.box_inputs(b) and len(d.box_outputs(b)) > 1:
+        yield Obstacle(f"learnable box '{op}' has no inputs and several outputs; declare one learnable "
+                       "tensor per output", pos, True)
+    elif kind is Kind.LEARN and (names := _own_type_names(d, b)):
+        yield _Learnable(names, op, pos)
+    if node.scan and kind not in (Kind.LEARN, Kind.DIAGRAM):
+        yield Obstacle(f"'{op}' cannot be scanned by the compiler: scan a learnable box or a "
+                       "diagram", pos, True)
+
+
+def _own_type_names(d: Hypergraph, b: int) -> frozenset:
+    """The names in a learnable box's own type, but for an axis declared with a largest
     length (``learn E : -> [r, s] where s <= 512``, held at 512 and sliced)."""
     ref = d.record(b).ref
     bounds = ref.axis_bounds() if hasattr(ref, "axis_bounds") else ()
     if bounds and not d.box_inputs(b):
-        free = [dim for dim, m in zip(d.local_out_type(b, 0), bounds) if m is None]
-        return bool(_seq_names(d, free))
-    return any(_seq_names(d, t) for t in _local_types(d, b))
+        types = [[dim for dim, m in zip(d.local_out_type(b, 0), bounds) if m is None]]
+    else:
+        types = [d.local_in_type(b, p) for p in range(len(d.box_inputs(b)))] + \
+                [d.local_out_type(b, p) for p in range(len(d.box_outputs(b)))]
+    return frozenset(n for t in types for dim in t for n in dim.names())
 
 
-def _local_types(d: Hypergraph, b: int):
-    yield from (d.local_in_type(b, p) for p in range(len(d.box_inputs(b))))
-    yield from (d.local_out_type(b, p) for p in range(len(d.box_outputs(b))))
+def _rename(names: frozenset, sub: Mapping[str, Dim]) -> frozenset:
+    """Names of a callee seen from its caller: its generics replaced by what they are bound to."""
+    if not sub or not names & sub.keys():
+        return names
+    return frozenset(m for n in names for m in (sub[n].names() if n in sub else (n,)))
 
 
-def _seq_names(d: Hypergraph, t) -> set[str]:
+def _seq(d: Hypergraph, names: Iterable[str]) -> set[str]:
     prog = d.program
-    names = {n for dim in t for n in dim.names()}
     return {n for n in names if prog is not None and (decl := prog.lookup_dim(n)) is not None
             and decl.kind == "seq"}
 
 
-def _unsized(d: Hypergraph, e: Hypergraph) -> Iterator[Obstacle]:
+def _unsized(d: Hypergraph, used: frozenset):
     """A sequence length is read off an input that has it as an axis; one no input carries
     has no size at run time."""
     carried = {dim.name for w in d.inputs for dim in d.wire_type(w) if dim.name}
-    used = set().union(*(_seq_names(d, e.wire_type(w)) for w in e.wires()),
-                       *(_seq_names(d, dims_in(e.record(b).value)) for b in e.boxes()
-                         if e.record(b).kind is Kind.CONST))
-    for n in sorted(used - carried):
+    for n in sorted(_seq(d, used) - carried):
         yield Obstacle(f"the length of '{n}' is unknown when '{d.name}' runs: it is a sequence dimension "
                        "that no input has as an axis of its own", d.pos, False)

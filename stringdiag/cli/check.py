@@ -81,9 +81,9 @@ def report_obstacles(prog, report: Report = to_stderr) -> int:
     from ..graph.program import prelude
 
     implemented = frozenset(n for n, b in prelude().boxes.items() if b.box == Kind.FIXED)
-    seen, defects = set(), 0
+    seen, defects, memo = set(), 0, {}  # memo: each definition read once for all the diagrams
     for name in prog.own:
-        for o in obstacles(prog[name], implemented):
+        for o in obstacles(prog[name], implemented, memo):
             if (o.message, o.pos) in seen:  # a box used by several diagrams: said once
                 continue
             seen.add((o.message, o.pos))

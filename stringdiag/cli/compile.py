@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..graph.budget import MAX_LOWERED, Build, refuse_above
 from ..graph.types import show_type
 from . import options
 from .common import load_reporting, pick
@@ -27,6 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "named after the diagram), DIR/weights.safetensors, DIR/diag/ (the source); "
                         "without it, print the forward code")
     p.add_argument("--json", action="store_true", help="print the signature and parameters as JSON")
+    p.add_argument("--max-boxes", type=options.positive, default=MAX_LOWERED, metavar="N",
+                   help="refuse, before any work, a diagram that would lower more than N boxes, each copy of a "
+                        f"stack counted (default: {MAX_LOWERED:,}; the gallery's largest model has under 200)")
 
 
 def parse_dims(text: str, diagram=None) -> dict[str, int]:
@@ -35,12 +39,15 @@ def parse_dims(text: str, diagram=None) -> dict[str, int]:
     return options.parse_dims(text, diagram)
 
 
-def check_size(diagram, dims: dict[str, int], approximator: str) -> int | None:
-    """Refuse sizes whose parameters cannot be allocated here; the count when it is known."""
-    from ..lower import compile
+def check_size(diagram, dims: dict[str, int], approximator: str, max_boxes: int = MAX_LOWERED) -> int | None:
+    """Refuse a diagram too large to lower (``graph/budget.py``) or sizes whose parameters cannot
+    be allocated here; the parameter count when it is known."""
+    refuse_above(diagram, Build.LOWERED, max_boxes, "compile --max-boxes", dims)
+    from ..lower import compile  # torch: only once the diagram is known to fit
 
     try:
-        n = options.count_parameters(lambda make: compile(diagram, dims=dims, approximator=make), approximator)
+        n = options.count_parameters(lambda make: compile(diagram, dims=dims, approximator=make, max_boxes=max_boxes),
+                                     approximator)
     except options.TooLarge:
         raise options.too_large() from None
     if n is not None:
@@ -51,8 +58,6 @@ def check_size(diagram, dims: dict[str, int], approximator: str) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..lower import compile
-
     if args.output:  # before any work: a bad folder name costs nothing
         from ..lower.export import check_folder, check_name
 
@@ -63,10 +68,13 @@ def run(args: argparse.Namespace) -> int:
         check_folder(args.output)
     prog = load_reporting(args.file)
     (diagram,) = pick(prog, args.diagram)
-    dims = parse_dims(args.dims, diagram)
-    check_size(diagram, dims, args.approximator)
+    refuse_above(diagram, Build.LOWERED, args.max_boxes, "compile --max-boxes", parse_dims(args.dims))  # before
+    dims = parse_dims(args.dims, diagram)  # ... the names are checked on the expansion
+    check_size(diagram, dims, args.approximator, args.max_boxes)
+    from ..lower import compile  # torch: once the diagram is known to fit
+
     try:
-        gm = compile(diagram, dims=dims, approximator=args.approximator)
+        gm = compile(diagram, dims=dims, approximator=args.approximator, max_boxes=args.max_boxes)
     except (RuntimeError, MemoryError) as e:
         raise (options.out_of_memory(e) or e) from None
     n = sum(p.numel() for p in gm.parameters())

@@ -19,6 +19,7 @@ from typing import Callable, Mapping, Union
 
 from ..errors import DiagError
 from .box import Box, Instance, Kind, Local, Repeat
+from .budget import MAX_EXPANDED, Build, refuse_above
 from .hypergraph import Hypergraph, count_value, per_graph_cache, repeated
 from .gcpause import gc_paused
 from .constants import show as show_const, substitute as substitute_const
@@ -35,7 +36,8 @@ def _kept(node: Box, keep: Keep) -> bool:
 
 
 def expand(d: Hypergraph, keep: Keep = frozenset(), path: str = "",
-           unroll: Mapping[str, int] | None = None, trace: dict[int, list[int]] | None = None) -> Hypergraph:
+           unroll: Mapping[str, int] | None = None, trace: dict[int, list[int]] | None = None,
+           limit: int = MAX_EXPANDED) -> Hypergraph:
     """Inline definitions, except those named in ``keep`` or, when ``keep`` is a predicate on
     a box, those it accepts (a backend's native processes: the prelude's own definitions).
 
@@ -47,7 +49,12 @@ def expand(d: Hypergraph, keep: Keep = frozenset(), path: str = "",
     does not give, they stay boxes. ``trace``, if given, receives each box of ``d`` and the
     boxes it became (one box kept as it was; an opened definition's body): a picture of a
     derivation step keeps the untouched boxes in place with it.
+
+    Unrolling is refused, before any work, when it would make more than ``limit`` boxes
+    (``graph/budget.py``): ``repeat 1000000000 B(x)`` is one box until then.
     """
+    if unroll is not None:
+        refuse_above(d, Build.EXPANDED, limit, "the limit of expand(..., limit=N) and of render --expand", unroll)
     with gc_paused():
         return _expand(d, keep, path, unroll, trace=trace)
 

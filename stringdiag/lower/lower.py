@@ -26,6 +26,7 @@ from ..errors import DiagError
 from ..graph import constants
 from ..graph.diagram import Diagram
 from ..graph.box import Box, Kind, Repeat, Scan
+from ..graph.budget import MAX_LOWERED, Build, refuse_above
 from ..graph.expand import substituted
 from ..graph.types import Dim
 from ..graph.weights import weight_key
@@ -41,7 +42,8 @@ LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def compile(diagram: Diagram, dims: Mapping[str, int] | None = None, approximator: Policy = "mlp",
-            dtype: torch.dtype | None = None, fast: bool = True, native: bool = True) -> fx.GraphModule:
+            dtype: torch.dtype | None = None, fast: bool = True, native: bool = True,
+            max_boxes: int = MAX_LOWERED) -> fx.GraphModule:
     """Lower a diagram to a module taking tensors shaped by its input types.
 
     Inputs may carry extra leading batch axes (the same for every input). ``dims`` gives
@@ -51,8 +53,12 @@ def compile(diagram: Diagram, dims: Mapping[str, int] | None = None, approximato
     bodies' own primitives are compiled (tests/test_primitives.py checks that both agree).
     With ``fast`` and ``native``, the rules of ``rules/fastpath.rules`` first replace softmax
     and causal linear attention by fused processes (``F.scaled_dot_product_attention``, say).
+    A diagram that would lower more than ``max_boxes`` boxes (a stack's copies each count) is
+    refused before any work, with the figure (``graph/budget.py``).
     """
-    gm = Lowering(diagram, _with_defaults(diagram, dims), factory(approximator), nn.Module(), {}, fast,
+    sizes = _with_defaults(diagram, dims)
+    refuse_above(diagram, Build.LOWERED, max_boxes, "max_boxes, compile --max-boxes", sizes)
+    gm = Lowering(diagram, sizes, factory(approximator), nn.Module(), {}, fast,
                   native).module()
     return gm.to(dtype) if dtype is not None else gm
 

@@ -1,0 +1,331 @@
+"""Sources whose expansion is huge answer at once: ``repeat 1000000000 B(x)`` and 21 definitions
+each using the next twice (2^20 boxes expanded). ``check``, ``info`` and ``info --json`` answer in
+full; ``compile`` and ``render --expand`` refuse with the figure; ``enumerate`` on a space too
+large refuses with its estimate. Each command runs as a real process whose CPU time and peak
+memory are read from the kernel (``os.wait4``): within 10 s and 1 GB, exit 0 or 1, no traceback.
+
+In-process, the per-definition results are held to references computed another way: the
+compilability report to the same questions asked of the expanded diagram, the listing of a long
+stack's weights and the box counts to the unrolled expansion."""
+from __future__ import annotations
+
+import os
+import functools
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import stringdiag
+from stringdiag import DiagError
+from stringdiag.analysis.combine import learnables, parameter_count
+from stringdiag.analysis.compilable import obstacles
+from stringdiag.graph.box import Kind
+from stringdiag.graph.budget import MAX_EXPANDED, Build, boxes
+from stringdiag.graph.expand import expand
+from stringdiag.graph.program import prelude
+
+ROOT = Path(__file__).resolve().parents[1]
+GALLERY = ROOT / "gallery"
+IMPLEMENTED = frozenset(n for n, b in prelude().boxes.items() if b.box == Kind.FIXED)
+CPU_SECONDS, PEAK_BYTES = 10.0, 2 ** 30
+
+BLOCK = """\
+dim s : seq
+dim d : fixed
+
+diagram B(x: [s, d]) -> [s, d] {
+  learn F : [d] -> [d]
+  return x + F(relu(x))
+}
+"""
+STACK = BLOCK + """
+diagram Bomb(x: [s, d]) -> [s, d] {
+  y = repeat 1000000000 B(x)
+  return y
+}
+"""
+
+
+def doubling(depth: int) -> str:
+    """``D1`` uses ``D2`` twice, ... down to ``Dn``, which holds one local learnable box."""
+    lines = ["dim d : fixed", f"diagram D{depth}(x: [d]) -> [d] {{", "  learn F : [d] -> [d]", "  return F(x)", "}"]
+    lines += [f"diagram D{k}(x: [d]) -> [d] {{ return D{k + 1}(x) + D{k + 1}(x) }}" for k in range(depth - 1, 0, -1)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def bombs(tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("bombs")
+    (folder / "stack.diag").write_text(STACK)
+    (folder / "deep.diag").write_text(doubling(21))
+    return {"stack": folder / "stack.diag", "deep": folder / "deep.diag"}
+
+
+# The command runs in a fresh interpreter that writes its own peak resident size (VmHWM, which
+# exec resets) when it exits: the kernel's ru_maxrss would include this process's size at the fork.
+WRAPPER = """\
+import atexit, os, runpy, sys
+def peak():
+    with open('/proc/self/status') as f, open(os.environ['BOMB_PEAK'], 'w') as out:
+        out.write(next(line for line in f if line.startswith('VmHWM:')).split()[1])
+atexit.register(peak)
+sys.argv[0] = 'stringdiag'
+runpy.run_module('stringdiag.cli.main', run_name='__main__', alter_sys=True)
+"""
+
+
+def measured(args: list, tmp: Path) -> tuple[int, str, str, float, int]:
+    """Run the CLI as a process: exit status, stdout, stderr, CPU seconds (the child's own, from
+    ``os.wait4``) and peak resident bytes; a watchdog kills it after 120 s of wall clock."""
+    peak_path, out_path, err_path = tmp / "peak.txt", tmp / "out.txt", tmp / "err.txt"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "BOMB_PEAK": str(peak_path)}
+    peak_path.unlink(missing_ok=True)
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        p = subprocess.Popen([sys.executable, "-c", WRAPPER, *map(str, args)], stdout=out, stderr=err, env=env,
+                             cwd=ROOT)
+    watchdog = threading.Timer(120, p.kill)
+    watchdog.start()
+    try:
+        _, status, usage = os.wait4(p.pid, 0)
+    finally:
+        watchdog.cancel()
+    p.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
+    return (p.returncode, out_path.read_text(), err_path.read_text(), usage.ru_utime + usage.ru_stime,
+            int(peak_path.read_text()) * 1024)
+
+
+def bounded(args: list, tmp: Path) -> tuple[int, str, str]:
+    """The command's exit status and output, once it is seen to stay within the bounds."""
+    code, out, err, cpu, peak = measured(args, tmp)
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert code in (0, 1), (code, err)
+    assert cpu < CPU_SECONDS, f"{args}: {cpu:.1f} s of CPU"
+    assert 2 ** 20 < peak < PEAK_BYTES, f"{args}: {peak / 2 ** 20:.0f} MiB at peak"  # a real figure, under 1 GiB
+    return code, out, err
+
+
+# -- the commands on the bombs -----------------------------------------------------------------
+
+@pytest.mark.parametrize("bomb", ["stack", "deep"])
+def test_check_answers(bombs, bomb, tmp_path):
+    code, out, _ = bounded(["check", bombs[bomb]], tmp_path)
+    assert code == 0 and ": ok (" in out
+
+
+def test_info_names_a_stack_s_weights_once(bombs, tmp_path):
+    code, out, _ = bounded(["info", bombs["stack"], "-d", "Bomb"], tmp_path)
+    assert code == 0
+    (line,) = [line for line in out.splitlines() if "B#1/" in line]
+    assert line.split() == ["B#1/k<1000000000/F", "[d]", "->", "[d]", "x1000000000", "(1,000,000,000", "weight",
+                            "sets)"]
+
+
+def test_info_json_of_a_stack(bombs, tmp_path):
+    code, out, _ = bounded(["info", bombs["stack"], "-d", "Bomb", "--json"], tmp_path)
+    assert code == 0
+    (entry,) = json.loads(out)["learnable"]
+    assert (entry["name"], entry["uses"], entry["weight_sets"]) == ("B#1/k<1000000000/F", 10 ** 9, 10 ** 9)
+
+
+def test_info_on_the_doubling_chain(bombs, tmp_path):
+    code, out, _ = bounded(["info", bombs["deep"], "-d", "D1", "--json"], tmp_path)
+    s = json.loads(out)
+    assert code == 0 and s["boxes"]["expanded"] == {"learn": 2 ** 20, "fixed": 2 ** 20 - 1}
+    (entry,) = s["learnable"]
+    assert (entry["uses"], entry["weight_sets"]) == (2 ** 20, 2 ** 20)
+
+
+@pytest.mark.parametrize("bomb,name,figure", [("stack", "Bomb", "4,000,000,000"), ("deep", "D1", "2,097,151")])
+def test_compile_refuses_with_the_figure(bombs, bomb, name, figure, tmp_path):
+    code, _, err = bounded(["compile", bombs[bomb], "-d", name, "--dims", "d=4"], tmp_path)
+    assert code == 1
+    assert f"error: refusing to compile '{name}': it would make about {figure} boxes, about " in err
+    assert "GB of memory, over 200,000 (compile --max-boxes)" in err
+
+
+@pytest.mark.parametrize("bomb,name,figure", [("stack", "Bomb", "3,000,000,000"), ("deep", "D1", "2,097,151")])
+def test_render_expand_refuses_with_the_figure(bombs, bomb, name, figure, tmp_path):
+    code, _, err = bounded(["render", bombs[bomb], "-d", name, "--expand", "-o", tmp_path / "x.svg"], tmp_path)
+    assert code == 1 and not (tmp_path / "x.svg").exists()
+    assert f"error: refusing to expand '{name}': it would make about {figure} boxes, over {MAX_EXPANDED:,}" in err
+
+
+ANATOMY = ["enumerate", GALLERY / "anatomy.diag", "--generators", "AttPrep,AttApply,LinAttPrep,LinAttApply,ConcatFF",
+           "--symmetric", "ConcatFF", "--interchangeable", "LinAttPrep", "--require", "AttApply,LinAttApply",
+           "--rules", ROOT / "rules/absorb.rules", ROOT / "rules/merge.rules"]
+
+
+@pytest.mark.parametrize("extra", [["--max", "7"], ["--max", "9"], ["--max", "6", "--copy-outputs"]])
+def test_enumerate_refuses_a_space_too_large_with_its_estimate(extra, tmp_path):
+    code, out, err = bounded(ANATOMY + extra + ["--time-budget", "5"], tmp_path)
+    assert code == 1
+    assert f"estimate: about " in out + err and f"wirings with ordered ports at --max {extra[1]}" in out + err
+    assert f"error: enumerating --max {extra[1]} would take about " in err
+
+
+# -- the same answers, computed another way --------------------------------------------------------
+
+def test_the_python_api_refuses_too():
+    d = stringdiag.loads(STACK)["Bomb"]
+    with pytest.raises(DiagError, match="it would make about 3,000,000,000 boxes"):
+        d.expand(unroll={})
+    with pytest.raises(DiagError, match="it would make about 4,000,000,000 boxes"):
+        stringdiag.compile(d, dims={"d": 4})
+    assert parameter_count(d, {"d": 4}, "linear") == 10 ** 9 * (4 * 4 + 4)  # counted, not built
+
+
+def _stacks(outer: int, inner: int) -> str:
+    return BLOCK + f"""
+diagram A(x: [s, d]) -> [s, d] {{
+  y = repeat {inner} B(x)
+  return y
+}}
+
+diagram Top(x: [s, d]) -> [s, d] {{
+  y = repeat {outer} A(x)
+  return y
+}}
+"""
+
+
+@pytest.mark.parametrize("outer,inner,listed", [(3, 4, 12), (1, 1000, 1000), (1, 1001, 1), (40, 40, 40),
+                                                (30, 1, 30), (2, 600, 600)])
+def test_a_long_stack_is_listed_once_with_the_weight_sets_of_its_copies(outer, inner, listed):
+    """Against the unrolled expansion: the listed weight sets add up to its local weight sets, the
+    uses to its learnable boxes; a stack is listed once when its copies would take more than
+    1000 lines (the outermost such stack: 2 x 600 copies are 600 lines of 2 weight sets each)."""
+    d = stringdiag.loads(_stacks(outer, inner))["Top"]
+    entries = learnables(d)
+    flat = expand(d, unroll={}, limit=10 ** 5)
+    learn = [flat.record(b) for b in flat.boxes() if flat.record(b).kind is Kind.LEARN]
+    assert len(entries) == listed
+    assert sum(e.get("weight_sets", 1) for e in entries) == len({n.param for n in learn}) == outer * inner
+    assert sum(e["uses"] for e in entries) == len(learn)
+    stacked = [e for e in entries if "k<" in e["name"]]
+    for e in stacked:  # the stack's path names its count
+        count = int(e["name"].split("k<")[1].split("/")[0])
+        assert e["weight_sets"] % count == 0
+    if listed == outer * inner:  # listed one by one: the expansion's own names
+        assert [e["name"] for e in entries] == sorted({n.param for n in learn}, key=[n.param for n in learn].index)
+
+
+@functools.cache
+def gallery(file: str):
+    return stringdiag.load(GALLERY / file)
+
+
+PROGRAMS = [(f.name, name) for f in sorted(GALLERY.glob("*.diag")) for name in gallery(f.name).own]
+
+
+def _ref_boxes(d) -> tuple[int, int]:
+    """The boxes of the unrolled expansion: all, and those that are not ``reindex`` boxes (which
+    expansion adds where an output skips a SIMD index: the estimate counts only those written)."""
+    flat = expand(d, unroll={}, limit=10 ** 6)
+    return len(flat), sum(1 for b in flat.boxes() if flat.record(b).op != "reindex")
+
+
+def test_box_counts_are_those_of_the_expansion_on_the_gallery():
+    for file, name in PROGRAMS:
+        d = gallery(file)[name]
+        every, not_reindex = _ref_boxes(d)
+        assert not_reindex <= boxes(d, Build.EXPANDED) <= every, (file, name)
+
+
+@pytest.mark.parametrize("outer,inner", [(3, 4), (2, 1)])
+def test_box_counts_of_stacks(outer, inner):
+    d = stringdiag.loads(_stacks(outer, inner))["Top"]
+    assert (boxes(d, Build.EXPANDED),) * 2 == _ref_boxes(d) == (3 * outer * inner,) * 2
+    # compiled: one body per copy, and a loop over them at each level
+    assert boxes(d, Build.LOWERED) == outer + outer * (inner + 3 * inner)
+    assert boxes(stringdiag.loads(doubling(30))["D1"], Build.EXPANDED) == 2 ** 29 + (2 ** 29 - 1)  # learnable boxes and additions
+
+
+# -- the compilability report, against the expanded diagram ---------------------------------------
+
+def _ref_obstacles(d) -> set[tuple]:
+    """What stops ``d`` compiling, found on its expansion (every stack opened once): no
+    definition is left to combine, every box is read where it lands."""
+    flat = expand(d, unroll={n: 1 for n in _count_names(d)}, limit=10 ** 6)
+    return _key(obstacles(flat, IMPLEMENTED))
+
+
+def _count_names(d) -> set[str]:
+    names: set[str] = set()
+    todo, seen = [d], set()
+    while todo:
+        x = todo.pop()
+        if id(x.graph) in seen:
+            continue
+        seen.add(id(x.graph))
+        for b in x.boxes():
+            node = x.record(b)
+            if node.repeat is not None:
+                names |= node.repeat.count.names()
+            if node.kind is Kind.DIAGRAM and node.ref is not None:
+                todo.append(node.ref)
+    return names
+
+
+GENERIC = """\
+dim s : seq
+dim d : fixed
+fixed mystery : [d] -> [d]
+abstract f : [d] -> [d]
+
+diagram G<n>(x: [n, d]) -> [n, d] {
+  learn W : [n, d] -> [n, d]
+  return W(x)
+}
+
+diagram OverSeq(x: [s, d]) -> [s, d] { return G<s>(x) }
+diagram OverFixed(x: [d, d]) -> [d, d] { return G<d>(x) }
+diagram Twice(x: [s, d]) -> [s, d] { return OverSeq(x) + OverSeq(x) }
+
+diagram R(x: [s, d]) -> [s, d] {
+  y[i] = f(x[i])
+  return y
+}
+
+diagram Stacked(x: [s, d]) -> [s, d] {
+  y = repeat 2 R(x)
+  return y
+}
+
+diagram Broken(x: [d]) -> [d] { return mystery(x) }
+diagram UsesBroken(x: [d]) -> [d] { return Broken(Broken(x)) }
+"""
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("OverSeq", ["learnable box 'W' has a sequence dimension"]), ("OverFixed", []),
+    ("Twice", ["learnable box 'W' has a sequence dimension"]), ("Stacked", ["'f' is an abstract family"]),
+    ("UsesBroken", ["fixed process 'mystery' has no implementation"])])
+def test_obstacles_through_generics_and_stacks(name, expected):
+    d = stringdiag.loads(GENERIC, "generic.diag")[name]
+    found = obstacles(d, IMPLEMENTED)
+    assert [o.message.split(":")[0][:len(e)] for o, e in zip(found, expected)] == expected and \
+        len(found) == len(expected)
+    assert _key(found) == _ref_obstacles(d)
+
+
+def _key(found) -> set:
+    return {(o.message, o.pos, o.defect) for o in found}
+
+
+def test_obstacles_per_definition_are_those_of_the_expansion_on_the_gallery():
+    memo: dict = {}
+    for file, name in PROGRAMS:
+        d = gallery(file)[name]
+        assert _key(obstacles(d, IMPLEMENTED, memo)) == _ref_obstacles(d), (file, name)
+
+
+def test_obstacles_of_the_doubling_chain_without_expanding():
+    d = stringdiag.loads(doubling(40).replace("return F(x)", "return f(F(x))").replace(
+        "dim d : fixed", "dim d : fixed\nabstract f : [d] -> [d]"))["D1"]
+    (o,) = obstacles(d, IMPLEMENTED)  # 2^39 uses of one abstract box: said once
+    assert o.message.startswith("'f' is an abstract family") and not o.defect
