@@ -158,7 +158,7 @@ class Calls(ElabState):
         port = show_type(substitute_type(use.ins[k], sub), want.substitute(sub) if want is not None else None)
         if want is None and have is not None:
             raise self.err(f"input {k + 1} of '{_shown(use.name)}' takes real numbers ({port}) but is given token ids "
-                           f"({show_type(self.local_type(v), have)}); turn ids into vectors with embed(ids, table)", arg)
+                           f"({show_type(self.local_type(v), have)}); turn ids into vectors with gather(ids, table) (embed for token ids)", arg)
         if want is not None and have is None:
             raise self.err(f"input {k + 1} of '{_shown(use.name)}' takes token ids ({port}) but is given real numbers "
                            f"({show_type(self.local_type(v))}); token ids enter as a diagram input typed [s] of v", arg)

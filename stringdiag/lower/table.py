@@ -77,6 +77,15 @@ def _within(c: "Call", *names: str) -> list:
     return sizes
 
 
+def _chooses(c: "Call") -> object:
+    """topk's k, refused when compiling where it exceeds the n entries it chooses from."""
+    k, n = c.size("k"), c.size("n")
+    if isinstance(k, int) and isinstance(n, int) and not 0 <= k <= n:
+        raise DiagError(f"topk<{k}> chooses {k} entries from an axis of {n} at these sizes; give k <= n",
+                        c.node.pos)
+    return k
+
+
 FIXED: dict[str, Entry] = {
     "add": elementwise(torch.add),
     "sub": elementwise(torch.sub),
@@ -118,7 +127,7 @@ FIXED: dict[str, Entry] = {
     "shift": lambda c: c.call(P.shift, c.x, *_within(c, "k")),
     "causal_conv": lambda c: c.call(P.causal_conv, *c.xs),
     "embed": lambda c: c.spread(c.call(P.embed, *c.xs)),
-    "topk": lambda c: c.call(P.topk, c.x, c.size("k")),
+    "topk": lambda c: c.call(P.topk, c.x, _chooses(c)),
     "rev": lambda c: c.method("flip", c.x, -1),
     "flatten": lambda c: c.method("flatten", c.x, -2),
     "unflatten": lambda c: c.method("unflatten", c.x, -1, (c.size("n"), c.size("m"))),
