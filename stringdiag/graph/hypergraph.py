@@ -140,17 +140,6 @@ class Hypergraph:
         """The range of the token ids a wire carries (``[s] of v``), None for real numbers."""
         return self.graph.nodes[w].get("of")
 
-    def _out_ranges(self, kind: str, ref: Any, generics, inputs, n: int) -> list[Dim | None]:
-        """The range of the ids each new output wire carries: a fixed box's declared ones
-        (topk's indices, ``[k] of n``) at its dimension parameters, a reindex's input's."""
-        if kind == Kind.REINDEX and inputs:
-            return [self.id_range(next(iter(inputs))[0])] * n
-        declared = getattr(ref, "out_ranges", None) if kind == Kind.FIXED else None
-        if declared is None:
-            return [None] * n
-        sub = dict(generics)
-        return [None if r is None else r.substitute(sub) for r in declared()]
-
     def add_box(
         self,
         box: str,
@@ -170,7 +159,7 @@ class Hypergraph:
         self.place(dict(box=box, op=op, simd=tuple(simd), pos=pos, **attrs), inputs, (), b)
         simd_dims = tuple(d for _, d in simd)
         scan = attrs.get("scan", False)
-        ranges = self._out_ranges(box, attrs.get("ref"), attrs.get("generics", ()), inputs, len(out_types))
+        ranges = _out_ranges(self, box, attrs.get("ref"), attrs.get("generics", ()), inputs, len(out_types))
         outs = []
         for port, t in enumerate(out_types):
             dims = simd_dims[:-1] if (scan and port == 0) else simd_dims
@@ -188,7 +177,7 @@ class Hypergraph:
             box = box._replace(weights=Instance(f"{box.op}#b{b}"))
         self.add(box, inputs, (), b)
         scan, dims = box.scan, tuple(d for _, d in box.simd)
-        ranges = self._out_ranges(box.kind, box.ref, box.generics, inputs, len(out_types))
+        ranges = _out_ranges(self, box.kind, box.ref, box.generics, inputs, len(out_types))
         outs = []
         for port, t in enumerate(out_types):
             lead = dims[:-1] if (scan and port == 0) else dims
@@ -397,3 +386,15 @@ class Hypergraph:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.signature()}, {len(self)} boxes>"
+
+
+def _out_ranges(d: Hypergraph, kind: str, ref: Any, generics, inputs, n: int) -> list[Dim | None]:
+    """The range of the ids each new output wire of a box carries: a fixed box's declared ones
+    (topk's indices, ``[k] of n``) at its dimension parameters, a reindex's input's."""
+    if kind == Kind.REINDEX and inputs:
+        return [d.id_range(next(iter(inputs))[0])] * n
+    declared = getattr(ref, "out_ranges", None) if kind == Kind.FIXED else None
+    if declared is None:
+        return [None] * n
+    sub = dict(generics)
+    return [None if r is None else r.substitute(sub) for r in declared()]
