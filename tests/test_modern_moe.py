@@ -87,7 +87,8 @@ def block_reference(x, gate, gate_up, down, k):
     for j in range(k):
         gu = gate_up[ids[..., j]]  # [..., 2f, d]
         h = torch.einsum("...fd,...d->...f", gu, x)
-        out = out + w[..., j, None] * torch.einsum("...df,...f->...d", down[ids[..., j]], F.silu(h[..., :f]) * h[..., f:])
+        swiglu = F.silu(h[..., :f]) * h[..., f:]
+        out = out + w[..., j, None] * torch.einsum("...df,...f->...d", down[ids[..., j]], swiglu)
     return out
 
 

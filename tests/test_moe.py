@@ -215,3 +215,16 @@ def test_cli_check_reports_an_index_used_as_a_number_without_a_traceback(tmp_pat
     err = capsys.readouterr().err
     assert f"{path}:5:10: error: input 1 of '*' takes real numbers" in err and "gather(ids, table)" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("name, instead", [
+    ("argmax", "topk<1>(x) gives the largest entry and its index"),
+    ("index_select", "gather(ids, table) picks rows by index"),
+    ("scatter", "moe_swiglu(x, ids, w, ...), or as a sum over the chosen ones"),
+    ("route", "moe_swiglu(x, ids, w, ...), or as a sum over the chosen ones"),
+])
+def test_torch_names_for_routing_point_to_the_construct_that_works(name, instead):
+    """Not difflib's nearest name (scatter is not scale, route not rope)."""
+    with pytest.raises(DiagError, match=r"undefined box") as e:
+        stringdiag.loads(HEAD + f"diagram B(x: [s, n]) -> [s, n] {{\n  return {name}(x)\n}}\n", "b.diag")["B"]
+    assert instead in e.value.message and "did you mean" not in e.value.message

@@ -137,7 +137,8 @@ def use(name: str):
     """The diagram ``Use`` applying the prelude definition ``name``, and that definition."""
     d = prelude()[name]
     ranges = [d.id_range(w) for w in d.inputs]
-    p = stringdiag.loads(wrapper_source(name, d.input_types, d.output_types, d.generics, ranges), f"use_{name}.diag")
+    p = stringdiag.loads(wrapper_source(name, d.input_types, d.output_types, d.generics, ranges),
+                         f"use_{name}.diag")
     return p["Use"], d
 
 
