@@ -170,8 +170,7 @@ class Calls(ElabState):
         port = show_type(substitute_type(use.ins[k], sub), want.substitute(sub) if want is not None else None)
         if want is None and have is not None:
             raise self.err(f"input {k + 1} of '{_shown(use.name)}' takes real numbers ({port}) but is given token ids "
-                           f"({show_type(self.local_type(v), have)}); turn ids into vectors with gather(ids, table) "
-                           "(embed for token ids)", arg)
+                           f"({show_type(self.local_type(v), have)}); {_read_ids(self.d, v.wire)}", arg)
         if want is not None and have is None:
             raise self.err(f"input {k + 1} of '{_shown(use.name)}' takes token ids ({port}) but is given real numbers "
                            f"({show_type(self.local_type(v))}); token ids enter as a diagram input typed [s] of v", arg)
@@ -309,3 +308,11 @@ def _fresh_labels(dims: list[Dim], scope: Scope) -> list[str]:
 def _shown(op: str) -> str:
     """How a box is named in messages: arithmetic by its operator."""
     return {"add": "+", "sub": "-", "mul": "*", "div": "/"}.get(op, op)
+
+
+def _read_ids(d, w: int) -> str:
+    """How to turn ids into numbers: token ids (a diagram's input) by embed, a box's indices
+    (topk's) by gather."""
+    if d.producer(w) is None:
+        return "turn ids into vectors with embed(ids, table)"
+    return "turn indices into vectors with gather(ids, table)"
