@@ -208,16 +208,14 @@ def moe_swiglu(x: Tensor, ids: Tensor, w: Tensor, wg: Tensor, wu: Tensor, wd: Te
         return torch.einsum("...j,...jdf,...jf->...d", w, _chosen(wd, ids), F.silu(hg) * hu)
     x, ids, w = broadcast_lead([x, ids, w], [1, 1, 1])
     lead, (k, d) = x.shape[:-1], (ids.shape[-1], x.shape[-1])
-    tokens, flat = x.reshape(-1, d), ids.reshape(-1)
-    order = torch.argsort(flat, stable=True)
-    counts = torch.bincount(flat, minlength=wg.shape[-3]).tolist()
+    tokens, flat, weight = x.reshape(-1, d), ids.reshape(-1), w.reshape(-1)
     wg, wu, wd = (t.reshape(t.shape[-3:]) for t in (wg, wu, wd))
     out = torch.zeros_like(tokens)
-    for e, part in enumerate(torch.split(order, counts)):
-        if len(part):
-            rows = part // k
-            h = F.silu(F.linear(tokens[rows], wg[e])) * F.linear(tokens[rows], wu[e])
-            out = out.index_add(0, rows, F.linear(h, wd[e]) * w.reshape(-1)[part, None])
+    for e in torch.bincount(flat, minlength=wg.shape[0]).nonzero()[:, 0].tolist():  # the experts chosen
+        part = (flat == e).nonzero()[:, 0]  # the (token, slot) pairs routed to expert e
+        rows = part // k
+        h = F.silu(F.linear(tokens[rows], wg[e])) * F.linear(tokens[rows], wu[e])
+        out.index_add_(0, rows, F.linear(h, wd[e]) * weight[part, None])
     return out.reshape(*lead, d)
 
 
