@@ -201,6 +201,20 @@ diagram B(x: [s, n]) -> [s, k, m] {
     assert torch.equal(m(x), params(m)["T"][torch.topk(x, 2, dim=-1).indices])
 
 
+def test_indices_keep_their_range_through_a_transpose():
+    src = HEAD + """diagram B(x: [s, n]) -> [k, s, m] {
+  learn T : -> [n, m]
+  v[i], ids[i] = topk<k>(x[i])
+  t[j, i] = ids[i, j]
+  y[j, i] = gather(t[j, i], T())
+  return y
+}
+"""
+    m = compile(stringdiag.loads(src, "b.diag")["B"], dims=SIZES, dtype=torch.float64)
+    x = x_(4, 5)
+    assert torch.equal(m(x), params(m)["T"][torch.topk(x, 2, dim=-1).indices.T])
+
+
 def test_topk_choosing_more_than_there_are_is_refused_when_compiling():
     with pytest.raises(DiagError, match=r"topk<6> chooses 6 entries from an axis of 5 at these sizes; give k <= n"):
         compile(prog()["Top"], dims={**SIZES, "k": 6}, dtype=torch.float64)
