@@ -168,10 +168,10 @@ def test_the_cost_counts_the_chosen_experts_not_all():
     ("  z[i] = sum_j ids[i, j] * v[i, j]\n  return z",
      5, 16, "a sum multiplies real numbers, but this factor is indices ([] of n); read them with gather(ids, table)"),
     ("  return v + ids",
-     5, 10, "input 2 of '+' takes real numbers ([]) but is given token ids ([s, k] of n); turn indices into vectors "
+     5, 10, "input 2 of '+' takes real numbers ([]) but is given indices ([s, k] of n); turn indices into vectors "
             "with gather(ids, table)"),
     ("  learn F : [k] -> []\n  return F(ids)",
-     6, 12, "input 1 of 'F' takes real numbers ([k]) but is given token ids ([s, k] of n); turn indices into vectors "
+     6, 12, "input 1 of 'F' takes real numbers ([k]) but is given indices ([s, k] of n); turn indices into vectors "
             "with gather(ids, table)"),
     ("  learn T : -> [d, 3]\n  g = gather(ids, T())\n  return v",
      6, 19, "input 2 of 'gather' must have type [n, m] but has type [d, 3]"),

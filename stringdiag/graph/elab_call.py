@@ -169,8 +169,10 @@ class Calls(ElabState):
         want, have = use.ranges[k], self.d.id_range(v.wire)
         port = show_type(substitute_type(use.ins[k], sub), want.substitute(sub) if want is not None else None)
         if want is None and have is not None:
-            raise self.err(f"input {k + 1} of '{_shown(use.name)}' takes real numbers ({port}) but is given token ids "
-                           f"({show_type(self.local_type(v), have)}); {_read_ids(self.d, v.wire)}", arg)
+            what, read = _ids(self.d, v.wire)
+            raise self.err(f"input {k + 1} of '{_shown(use.name)}' takes real numbers ({port}) but is given {what} "
+                           f"({show_type(self.local_type(v), have)}); turn {what.split()[-1]} into vectors with {read}",
+                           arg)
         if want is not None and have is None:
             raise self.err(f"input {k + 1} of '{_shown(use.name)}' takes token ids ({port}) but is given real numbers "
                            f"({show_type(self.local_type(v))}); token ids enter as a diagram input typed [s] of v", arg)
@@ -310,9 +312,7 @@ def _shown(op: str) -> str:
     return {"add": "+", "sub": "-", "mul": "*", "div": "/"}.get(op, op)
 
 
-def _read_ids(d, w: int) -> str:
-    """How to turn ids into numbers: token ids (a diagram's input) by embed, a box's indices
-    (topk's) by gather."""
-    if d.producer(w) is None:
-        return "turn ids into vectors with embed(ids, table)"
-    return "turn indices into vectors with gather(ids, table)"
+def _ids(d, w: int) -> tuple[str, str]:
+    """What a wire of ids is and what reads it: token ids (a diagram's input) embed, a box's
+    indices (topk's) gather."""
+    return ("token ids", "embed(ids, table)") if d.producer(w) is None else ("indices", "gather(ids, table)")
