@@ -173,6 +173,9 @@ def test_the_cost_counts_the_chosen_experts_not_all():
     ("  learn F : [k] -> []\n  return F(ids)",
      6, 12, "input 1 of 'F' takes real numbers ([k]) but is given indices ([s, k] of n); turn indices into vectors "
             "with gather(ids, table)"),
+    ("  learn T : -> [n, 3]\n  g = gather(v, T())\n  return v",
+     6, 14, "input 1 of 'gather' takes token ids ([] of n) but is given real numbers ([s, k]); token ids enter as "
+            "a diagram input typed [s] of v, indices as topk's second output"),
     ("  learn T : -> [d, 3]\n  g = gather(ids, T())\n  return v",
      6, 19, "input 2 of 'gather' must have type [n, m] but has type [d, 3]"),
 ])

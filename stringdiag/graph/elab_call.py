@@ -175,7 +175,8 @@ class Calls(ElabState):
                            arg)
         if want is not None and have is None:
             raise self.err(f"input {k + 1} of '{_shown(use.name)}' takes token ids ({port}) but is given real numbers "
-                           f"({show_type(self.local_type(v))}); token ids enter as a diagram input typed [s] of v", arg)
+                           f"({show_type(self.local_type(v))}); token ids enter as a diagram input typed [s] of v"
+                           + ("" if use.name == "embed" else ", indices as topk's second output"), arg)
         if want is None:
             return
         ws = want.substitute(sub)
