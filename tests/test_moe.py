@@ -218,6 +218,33 @@ def test_indices_keep_their_range_through_a_transpose():
     assert torch.equal(m(x), params(m)["T"][torch.topk(x, 2, dim=-1).indices.T])
 
 
+TOPK_ATTENTION = HEAD + """# each query reads only its k best keys (top-k attention, Gupta et al. 2021)
+diagram TopKAttention(q: [s, d], x: [s, d]) -> [s, d] {
+  e[i, j] = sum_a q[i, a] * x[j, a]
+  v[i], ids[i] = topk<k>(e[i])
+  w = softmax(v)
+  y[i] = sum_j w[i, j] * gather(ids[i, j], x)
+  return y
+}
+"""
+
+
+def test_topk_over_a_sequence_axis_top_k_attention():
+    """n is the sequence length here, known only at run time: k is checked then."""
+    m = compile(stringdiag.loads(TOPK_ATTENTION, "t.diag")["TopKAttention"], dims=SIZES, dtype=torch.float64)
+    q, x = x_(3, 7, 6, seed=1).requires_grad_(True), x_(3, 7, 6, seed=2).requires_grad_(True)
+    v, ids = torch.topk(q @ x.transpose(-1, -2), 2, dim=-1)
+    ref = torch.einsum("bij,bijd->bid", torch.softmax(v, -1), torch.stack([x[b][ids[b]] for b in range(3)]))
+    y = m(q, x)
+    assert (y - ref).abs().max() < 1e-14
+    for a, b in zip(grads(y, [q, x]), grads(ref, [q, x])):
+        assert (a - b).abs().max() < 1e-13
+    with pytest.raises(DiagError, match=r"topk<2> needs at most as many entries as it chooses from, but the axis has 1"):
+        m(q[:, :1], x[:, :1])
+    # the scores are all computed (s^2·d); the values read, k per query (s·d·k), not s per query
+    assert analyse(stringdiag.loads(TOPK_ATTENTION, "t.diag")["TopKAttention"]).time == "s^2·d + s·d·k"
+
+
 def test_topk_choosing_more_than_there_are_is_refused_when_compiling():
     with pytest.raises(DiagError, match=r"topk<6> chooses 6 entries from an axis of 5 at these sizes; give k <= n"):
         compile(prog()["Top"], dims={**SIZES, "k": 6}, dtype=torch.float64)
