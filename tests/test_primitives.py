@@ -66,6 +66,14 @@ def decayed(q, k, v, r):
     return ((q @ k.transpose(-1, -2)) * decay) @ v
 
 
+def experts(x, ids, w, wg, wu, wd):
+    """sum_j w_j Wd_e (silu(Wg_e x) * (Wu_e x)), e = ids_j: every expert run on every token, the
+    unchosen ones weighted 0 (the dense form a sparse mixture must agree with)."""
+    dense = torch.zeros(*w.shape[:-1], wg.shape[-3], dtype=w.dtype).scatter_add(-1, ids, w)  # [..., n]
+    h = F.silu(torch.einsum("...efd,...d->...ef", wg, x)) * torch.einsum("...efd,...d->...ef", wu, x)
+    return torch.einsum("...e,...edf,...ef->...d", dense, wd, h)
+
+
 def layer_norm(x, eps, gain, bias):
     """Layer norm with one eps per position (eps has x's shape less its last axis)."""
     c = x - x.mean(-1, keepdim=True)
@@ -92,6 +100,7 @@ REFERENCE: dict[str, Reference] = {
     "causal_decay_attention": lambda xs, s, w: decayed(*xs),
     "window_sdpa": lambda xs, s, w: attention(*xs, 1 / math.sqrt(s["c"]), window=s["w"]),
     "window_global_sdpa": lambda xs, s, w: attention(*xs, 1 / math.sqrt(s["c"]), window=s["w"], glob=s["g"]),
+    "moe_swiglu": lambda xs, s, w: experts(*xs),
 }
 # definitions whose opened body cannot be evaluated, and why (their tests are expected to fail)
 
@@ -105,24 +114,31 @@ def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
     return 0.0 if scale == 0.0 else (a - b).abs().max().item() / scale
 
 
-def wrapper_source(name: str, ins, outs, generics: tuple[str, ...], ranges=()) -> str:
+def wrapper_source(name: str, ins, outs, generics: tuple[str, ...], ranges=(), out_ranges=()) -> str:
     """A .diag file whose diagram ``Use`` applies ``name`` once, its dimension parameters
     declared as fixed dimensions (so that their sizes are given by ``dims``); ``ranges`` gives
     a token-id input its range (``[] of v``)."""
     head = f"dim {', '.join(generics)} : fixed\n" if generics else ""
     gen = f"<{', '.join(generics)}>" if generics else ""
     ranges = tuple(ranges) or (None,) * len(ins)
+    out_ranges = tuple(out_ranges) or (None,) * len(outs)
     params = ", ".join(f"x{i}: {show_type(t, r)}" for i, (t, r) in enumerate(zip(ins, ranges)))
     args = ", ".join(f"x{i}" for i in range(len(ins)))
     ys = ", ".join(f"y{i}" for i in range(len(outs)))
     res = ", ".join(show_type(t) for t in outs)
-    return f"{head}diagram Use({params}) -> {res} {{\n  {ys} = {name}{gen}({args})\n  return {ys}\n}}\n"
+    # an output of indices (topk's) is returned as numbers: the entry of positions it picks
+    back = "".join(f"  z{i} = pick<0, 0>(gather(y{i}, unflatten<{r}, 1>(positions<{r}>())))\n"
+                   for i, r in enumerate(out_ranges) if r is not None)
+    zs = ", ".join(f"{'y' if r is None else 'z'}{i}" for i, r in enumerate(out_ranges))
+    return f"{head}diagram Use({params}) -> {res} {{\n  {ys} = {name}{gen}({args})\n{back}  return {zs}\n}}\n"
 
 
 def use(name: str):
     """The diagram ``Use`` applying the prelude definition ``name``, and that definition."""
     d = prelude()[name]
-    p = stringdiag.loads(wrapper_source(name, d.input_types, d.output_types, d.generics), f"use_{name}.diag")
+    ranges = [d.id_range(w) for w in d.inputs]
+    p = stringdiag.loads(wrapper_source(name, d.input_types, d.output_types, d.generics, ranges),
+                         f"use_{name}.diag")
     return p["Use"], d
 
 
@@ -157,8 +173,11 @@ def tie(name: str, native: nn.Module, opened: nn.Module, gen: torch.Generator) -
 def inputs(d, sizes: dict, gen: torch.Generator, magnitude: float = 1.0) -> list[torch.Tensor]:
     """Random float64 inputs with two leading batch axes, some entries far from zero."""
     xs = []
-    for k, t in enumerate(d.input_types):
+    for k, (t, w) in enumerate(zip(d.input_types, d.inputs)):
         shape = (2, 3, *[dim.evaluate(sizes) for dim in t])
+        if d.id_range(w) is not None:  # indices (moe_swiglu's chosen experts): distinct along the last axis
+            xs.append(torch.rand(*shape[:-1], d.id_range(w).evaluate(sizes), generator=gen).argsort(-1)[..., :shape[-1]])
+            continue
         x = torch.randn(*shape, generator=gen, dtype=torch.float64) * magnitude
         x += (torch.rand(*shape, generator=gen, dtype=torch.float64) < 0.1) * 4 * magnitude  # outliers
         xs.append(x.abs() + 1e-3 if k in POSITIVE_INPUTS.get(d.name, ()) else x)
@@ -238,10 +257,10 @@ def test_native_and_opened_have_the_same_gradients(name):
     xs = inputs(d, sizes, gen)
     grads = []
     for m in (native, opened):
-        xg = [x.clone().requires_grad_(True) for x in xs]
+        xg = [x.clone().requires_grad_(True) if x.is_floating_point() else x for x in xs]  # not indices
         y = m(*xg)
         (y * torch.linspace(-1, 1, y.numel(), dtype=torch.float64).reshape(y.shape)).sum().backward()
-        grads.append(torch.cat([x.grad.flatten() for x in xg]))
+        grads.append(torch.cat([x.grad.flatten() for x in xg if x.is_floating_point()]))
     assert relative_error(*grads) < 1e-10
 
 
@@ -293,7 +312,7 @@ def test_primitive_table_matches_the_prelude():
 
 
 def _fixed_use(name: str, decl: BoxDecl, n: int):
-    src = wrapper_source(name, decl.ins, decl.outs, decl.generics, decl.port_ranges())
+    src = wrapper_source(name, decl.ins, decl.outs, decl.generics, decl.port_ranges(), decl.out_ranges())
     w = stringdiag.loads(src, f"fixed_{name}.diag")["Use"]
     sizes = {g: n + k for k, g in enumerate(decl.generics)}
     return w, sizes

@@ -65,15 +65,20 @@ class BoxDecl:
         return tuple(bounds.get(dim.name) for dim in self.outs[0]) if bounds else ()
     seed: int | None = None  # a random box's seed
     ins_of: tuple[Dim | None, ...] = ()  # per input: the range v of a token-id port ([] of v), else None
+    outs_of: tuple[Dim | None, ...] = ()  # per output: the range of the ids a fixed box computes (topk's)
 
     def port_ranges(self) -> tuple[Dim | None, ...]:
         """Per input, the range of its token ids (``[s] of v``) or None (real numbers)."""
         return self.ins_of or (None,) * len(self.ins)
 
+    def out_ranges(self) -> tuple[Dim | None, ...]:
+        """Per output, the range of the ids it carries (``[k] of n``: topk's indices) or None."""
+        return self.outs_of or (None,) * len(self.outs)
+
     def signature(self) -> str:
         g = f"<{', '.join(self.generics)}>" if self.generics else ""
         ins = ", ".join(show_type(t, r) for t, r in zip(self.ins, self.port_ranges()))
-        outs = ", ".join(show_type(t) for t in self.outs)
+        outs = ", ".join(show_type(t, r) for t, r in zip(self.outs, self.out_ranges()))
         seed = f" seed {self.seed}" if self.seed is not None else ""
         return f"{self.box} {self.name}{g} : {ins} -> {outs}{seed}"
 
@@ -248,15 +253,17 @@ def box_decls(item: A.BoxDecl, prog: Program, local: bool, outer_generics=()) ->
         generics = generic_names(dn.generics, prog)
         scope = set(generics) | set(outer_generics)
         ins, outs = type_list(item.ins, prog, scope), type_list(item.outs, prog, scope)
-        no_ids(item.outs, "no output of a box", prog)
         if box != Kind.FIXED:
+            no_ids(item.outs, "no output of a box but a fixed one (topk's indices)", prog)
             no_ids(item.ins, f"an input of a fixed box only, not of a {box} box", prog)
         ins_of = tuple(id_range(t, prog, scope) for t in item.ins) if box == Kind.FIXED else ()
+        outs_of = tuple(id_range(t, prog, scope) for t in item.outs) if box == Kind.FIXED else ()
         if via is not None and not ins:
             raise DiagError(f"'{dn.name.text}' has no inputs: a learnable tensor has no approximator", item.via.pos,
                             prog.source)
         decls.append(BoxDecl(dn.name.text, box, generics, ins, outs, dn.name.pos, local, via,
-                             bounds(item, ins, outs, prog), seed, ins_of if any(ins_of) else ()))
+                             bounds(item, ins, outs, prog), seed, ins_of if any(ins_of) else (),
+                             outs_of if any(outs_of) else ()))
     return decls
 
 

@@ -16,6 +16,16 @@ from .elab_base import ElabState, Scope, Val
 from .types import Dim, TensorType, show_type, substitute_type
 
 
+# torch's names for routing, which the prelude spells otherwise: what to write instead
+_GATHER = "gather(ids, table) picks rows by index (ids typed [k] of n, as topk gives them)"
+_SCATTER = ("a mixture of experts adds the chosen experts' results back with moe_swiglu(x, ids, w, ...), "
+            "or as a sum over the chosen ones: y[i] = sum_j w[i, j] * ...")
+_SORT = "topk<n>(x) sorts (values, indices)"
+INSTEAD = {"argmax": "topk<1>(x) gives the largest entry and its index", "argsort": _SORT, "sort": _SORT,
+           "index_select": _GATHER, "take": _GATHER, "one_hot": _GATHER,
+           "scatter": _SCATTER, "scatter_add": _SCATTER, "index_add": _SCATTER, "route": _SCATTER}
+
+
 @dataclass
 class Use:
     """What one use of a box needs: its name, dimension parameters, port types, class and
@@ -77,6 +87,8 @@ class Calls(ElabState):
             raise self.err(f"'{name}' is a wire, not a box; index it with [...] instead", n.pos)
         if name in self.generics or self.prog.lookup_dim(name):
             raise self.err(f"'{name}' is a dimension, not a box", n.pos)
+        if name in INSTEAD:
+            raise self.err(f"undefined box '{name}'; {INSTEAD[name]}", n.pos)
         boxes = [b for b in self.prog.all_names() if not self.prog.lookup_dim(b)] + list(self.local_boxes)
         raise self.err(f"undefined box '{name}'{suggest(name, boxes)}", n.pos)
 
@@ -157,11 +169,14 @@ class Calls(ElabState):
         want, have = use.ranges[k], self.d.id_range(v.wire)
         port = show_type(substitute_type(use.ins[k], sub), want.substitute(sub) if want is not None else None)
         if want is None and have is not None:
-            raise self.err(f"input {k + 1} of '{_shown(use.name)}' takes real numbers ({port}) but is given token ids "
-                           f"({show_type(self.local_type(v), have)}); turn ids into vectors with embed(ids, table)", arg)
+            what, read = _ids(self.d, v.wire)
+            raise self.err(f"input {k + 1} of '{_shown(use.name)}' takes real numbers ({port}) but is given {what} "
+                           f"({show_type(self.local_type(v), have)}); turn {what.split()[-1]} into vectors with {read}",
+                           arg)
         if want is not None and have is None:
             raise self.err(f"input {k + 1} of '{_shown(use.name)}' takes token ids ({port}) but is given real numbers "
-                           f"({show_type(self.local_type(v))}); token ids enter as a diagram input typed [s] of v", arg)
+                           f"({show_type(self.local_type(v))}); token ids enter as a diagram input typed [s] of v"
+                           + ("" if use.name == "embed" else ", indices as topk's second output"), arg)
         if want is None:
             return
         ws = want.substitute(sub)
@@ -296,3 +311,9 @@ def _fresh_labels(dims: list[Dim], scope: Scope) -> list[str]:
 def _shown(op: str) -> str:
     """How a box is named in messages: arithmetic by its operator."""
     return {"add": "+", "sub": "-", "mul": "*", "div": "/"}.get(op, op)
+
+
+def _ids(d, w: int) -> tuple[str, str]:
+    """What a wire of ids is and what reads it: token ids (a diagram's input) embed, a box's
+    indices (topk's) gather."""
+    return ("token ids", "embed(ids, table)") if d.producer(w) is None else ("indices", "gather(ids, table)")

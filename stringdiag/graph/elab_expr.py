@@ -149,6 +149,11 @@ class Expressions(ElabState):
                 raise self.err(f"summed index '{n.text}' is never used", n.pos)
         scope.active = saved
         vals = self.wired(vals, t.pos)
+        for v, f in zip(vals, factors):
+            if self.d.id_range(v.wire) is not None:
+                raise self.err(f"a sum multiplies real numbers, but this factor is indices "
+                               f"({show_type(self.local_type(v), self.d.id_range(v.wire))}); read them with "
+                               "gather(ids, table) (embed for token ids)", f.pos)
         locals_ = [self.local_type(v) for v in vals]
         common = max(locals_, key=len)
         for lt, f in zip(locals_, factors):

@@ -111,7 +111,7 @@ class Elaborator(Expressions, Calls):
             got = self.type_of(v)
             if self.d.id_range(v.wire) is not None:
                 raise self.err(f"output {k + 1} of '{self.d.name}' is token ids ({show_type(got, self.d.id_range(v.wire))}); "
-                               "a diagram returns real numbers (embed the ids to return vectors)", e.pos)
+                               "a diagram returns real numbers (gather or embed by the ids to return vectors)", e.pos)
             if got != want:
                 raise self.err(f"output {k + 1} of '{self.d.name}' has type {show_type(got)} "
                                f"but the diagram declares {show_type(want)}", e.pos)

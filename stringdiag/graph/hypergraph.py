@@ -159,10 +159,12 @@ class Hypergraph:
         self.place(dict(box=box, op=op, simd=tuple(simd), pos=pos, **attrs), inputs, (), b)
         simd_dims = tuple(d for _, d in simd)
         scan = attrs.get("scan", False)
+        ranges = _out_ranges(self, box, attrs.get("ref"), attrs.get("generics", ()), inputs, len(out_types))
         outs = []
         for port, t in enumerate(out_types):
             dims = simd_dims[:-1] if (scan and port == 0) else simd_dims
-            outs.append(self.add_wire(dims + tuple(t), name=out_names[port] if out_names else None, pos=pos))
+            outs.append(self.add_wire(dims + tuple(t), name=out_names[port] if out_names else None, pos=pos,
+                                      of=ranges[port]))
             self.write(b, port, outs[-1])
         return b, outs
 
@@ -175,10 +177,12 @@ class Hypergraph:
             box = box._replace(weights=Instance(f"{box.op}#b{b}"))
         self.add(box, inputs, (), b)
         scan, dims = box.scan, tuple(d for _, d in box.simd)
+        ranges = _out_ranges(self, box.kind, box.ref, box.generics, inputs, len(out_types))
         outs = []
         for port, t in enumerate(out_types):
             lead = dims[:-1] if (scan and port == 0) else dims
-            outs.append(self.add_wire(lead + tuple(t), name=out_names[port] if out_names else None, pos=box.pos))
+            outs.append(self.add_wire(lead + tuple(t), name=out_names[port] if out_names else None, pos=box.pos,
+                                      of=ranges[port]))
             self.write(b, port, outs[-1])
         return b, outs
 
@@ -230,7 +234,8 @@ class Hypergraph:
         outs = []
         for port, w in enumerate(self.box_outputs(b)):
             name = out_names[port] if out_names else self.wire_label(w)
-            outs.append(self.add_wire(self.wire_type(w), name=name, pos=self.graph.nodes[w].get("pos")))
+            outs.append(self.add_wire(self.wire_type(w), name=name, pos=self.graph.nodes[w].get("pos"),
+                                      of=self.id_range(w)))
             self.write(nb, port, outs[-1])
         return nb, outs
 
@@ -381,3 +386,15 @@ class Hypergraph:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.signature()}, {len(self)} boxes>"
+
+
+def _out_ranges(d: Hypergraph, kind: str, ref: Any, generics, inputs, n: int) -> list[Dim | None]:
+    """The range of the ids each new output wire of a box carries: a fixed box's declared ones
+    (topk's indices, ``[k] of n``) at its dimension parameters, a reindex's input's."""
+    if kind == Kind.REINDEX and inputs:
+        return [d.id_range(next(iter(inputs))[0])] * n
+    declared = getattr(ref, "out_ranges", None) if kind == Kind.FIXED else None
+    if declared is None:
+        return [None] * n
+    sub = dict(generics)
+    return [None if r is None else r.substitute(sub) for r in declared()]

@@ -180,6 +180,45 @@ def embed(ids: Tensor, table: Tensor) -> Tensor:
     return table.gather(-2, index)[..., 0, :]
 
 
+def topk(x: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """The k largest entries of the last axis, largest first, and their indices (int64)."""
+    if not 0 <= int(k) <= x.shape[-1]:
+        raise DiagError(f"topk<{int(k)}> needs at most as many entries as it chooses from, but the axis has "
+                        f"{x.shape[-1]}")
+    values, indices = torch.topk(x, int(k), dim=-1)
+    return values, indices
+
+
+def _chosen(weights: Tensor, ids: Tensor) -> Tensor:
+    """The chosen experts' weights ``[..., k, out, in]`` of a stack ``[..., n, out, in]``,
+    leading axes matched (one gather: k copies of one matrix per token)."""
+    weights, ids = broadcast_lead([weights, ids], [3, 1])
+    return weights.gather(-3, ids[..., None, None].expand(*ids.shape, *weights.shape[-2:]))
+
+
+def moe_swiglu(x: Tensor, ids: Tensor, w: Tensor, wg: Tensor, wu: Tensor, wd: Tensor) -> Tensor:
+    """sum_j w[j] Wd[ids[j]] (silu(Wg[ids[j]] x) * (Wu[ids[j]] x)) over the last axes (``x :
+    [..., d]``, ``ids, w : [..., k]``, weights ``[..., n, out, in]``). With one stack of experts
+    (the weights have no leading axes of their own), the tokens are grouped by expert: each
+    chosen expert runs once on its tokens (``F.linear``) and the weighted results are added
+    back in place (``index_add``), as Hugging Face's MixtralExperts does; O(k d f) per token,
+    unchosen experts never run. Otherwise the chosen weights are gathered per token."""
+    if any(n != 1 for t in (wg, wu, wd) for n in t.shape[:-3]):
+        hg, hu = (torch.einsum("...jfd,...d->...jf", _chosen(t, ids), x) for t in (wg, wu))
+        return torch.einsum("...j,...jdf,...jf->...d", w, _chosen(wd, ids), F.silu(hg) * hu)
+    x, ids, w = broadcast_lead([x, ids, w], [1, 1, 1])
+    lead, (k, d) = x.shape[:-1], (ids.shape[-1], x.shape[-1])
+    tokens, flat, weight = x.reshape(-1, d), ids.reshape(-1), w.reshape(-1)
+    wg, wu, wd = (t.reshape(t.shape[-3:]) for t in (wg, wu, wd))
+    out = torch.zeros_like(tokens)
+    for e in torch.bincount(flat, minlength=wg.shape[0]).nonzero()[:, 0].tolist():  # the experts chosen
+        part = (flat == e).nonzero()[:, 0]  # the (token, slot) pairs routed to expert e
+        rows = part // k
+        h = F.silu(F.linear(tokens[rows], wg[e])) * F.linear(tokens[rows], wu[e])
+        out.index_add_(0, rows, F.linear(h, wd[e]) * weight[part, None])
+    return out.reshape(*lead, d)
+
+
 def learnable(module: Callable, xs: list[Tensor], in_ranks: list[int], out_shapes: list[tuple[int, ...]]):
     """Apply a universal approximator to the flattened concatenation of its inputs."""
     xs = broadcast_lead(xs, in_ranks) if len(xs) > 1 else xs

@@ -77,6 +77,15 @@ def _within(c: "Call", *names: str) -> list:
     return sizes
 
 
+def _chooses(c: "Call") -> object:
+    """topk's k, refused when compiling where it exceeds the n entries it chooses from."""
+    k, n = c.size("k"), c.size("n")
+    if isinstance(k, int) and isinstance(n, int) and not 0 <= k <= n:
+        raise DiagError(f"topk<{k}> chooses {k} entries from an axis of {n} at these sizes; give k <= n",
+                        c.node.pos)
+    return k
+
+
 FIXED: dict[str, Entry] = {
     "add": elementwise(torch.add),
     "sub": elementwise(torch.sub),
@@ -118,6 +127,7 @@ FIXED: dict[str, Entry] = {
     "shift": lambda c: c.call(P.shift, c.x, *_within(c, "k")),
     "causal_conv": lambda c: c.call(P.causal_conv, *c.xs),
     "embed": lambda c: c.spread(c.call(P.embed, *c.xs)),
+    "topk": lambda c: c.call(P.topk, c.x, _chooses(c)),
     "rev": lambda c: c.method("flip", c.x, -1),
     "flatten": lambda c: c.method("flatten", c.x, -2),
     "unflatten": lambda c: c.method("unflatten", c.x, -1, (c.size("n"), c.size("m"))),
@@ -145,6 +155,7 @@ NATIVE_ENTRIES: dict[str, Entry] = {
     "causal_linear_sum": lambda c: c.call(P.causal_linear, *c.xs, None),
     "causal_decay_attention": lambda c: c.call(chunked.causal_decay_linear, *c.xs[:3],
                                                c.call(operator.neg, c.xs[3])),  # the kernel takes log gates
+    "moe_swiglu": lambda c: c.spread(c.call(P.moe_swiglu, *c.xs)),
     "window_sdpa": lambda c: c.call(P.window_attention, *c.xs, c.size("w"),
                                     c.constant(("div", ("num", 1.0), ("sqrt", ("dim", c.generics["c"]))))),
     "window_global_sdpa": lambda c: c.call(P.window_global_attention, *c.xs, c.size("w"), c.size("g"),
