@@ -15,11 +15,11 @@ in every order (a product is the same in any order; ``commuted``).
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from functools import lru_cache
 
 from ..graph.box import Kind
 from ..graph.diagram import Diagram
+from ..rewrite import cell
 from ..rewrite.dpo import rewrite
 from ..rewrite.match import Index, Match, find_matches, iter_matches
 from ..rewrite.rule import RULES_DIR, Rule, load_rules
@@ -30,16 +30,11 @@ RULES = RULES_DIR / "fastpath.rules"
 
 def commuted(rule: Rule) -> list[Rule]:
     """The rule once for every order of the factors of each product on its left side."""
-    lhs = rule.lhs
-    products = [b for b in lhs.boxes() if lhs.record(b).kind is Kind.CONTRACT]
-    orders = itertools.product(*(itertools.permutations(range(len(lhs.box_inputs(b)))) for b in products))
-    out = []
-    for order in orders:
-        side = lhs.copy()
-        for b, perm in zip(products, order):
-            side.permute_inputs(b, perm)
-        out.append(dataclasses.replace(rule, lhs=side))
-    return out
+    return [dataclasses.replace(rule, lhs=side) for side in cell.commuted(rule.lhs, _product)]
+
+
+def _product(box) -> bool:
+    return box.kind is Kind.CONTRACT
 
 
 @lru_cache(maxsize=None)
