@@ -330,8 +330,9 @@ def test_compiled_ssd_uses_the_chunked_kernel_and_is_the_recurrent_form():
     prog = stringdiag.load(GALLERY / "recurrent.diag")
     torch.manual_seed(0)
     fast = compile(prog["SSDAttention"], dims={"d": 5, "k": 3}, dtype=F64)
-    slow = compile(prog["SSMRecurrent"], dims={"d": 5, "k": 3}, dtype=F64)
+    slow = compile(prog["SSMRecurrent"], dims={"d": 5, "k": 3}, dtype=F64, fast=False)  # the loop
     slow.load_state_dict(fast.state_dict())
+    assert any(n.target is P.scan for n in slow.graph.nodes)
     assert any(n.target is causal_decay_linear for n in fast.graph.nodes)
     assert not any(n.target is P.causal for n in fast.graph.nodes)  # no [s, s] mask
     x = torch.randn(2, 70, 5, dtype=F64)  # longer than one block

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from functools import lru_cache
+from typing import Callable
 
 from ..graph.box import Kind
 from ..graph.diagram import Diagram
@@ -43,8 +44,9 @@ def rules() -> tuple[Rule, ...]:
     return tuple(r for rule in load_rules(RULES) for r in commuted(rule))
 
 
-def apply(d: Diagram, rule: Rule, ix: Index) -> int:
-    """Rewrite ``d`` in place at every match of ``rule``; returns how many.
+def apply(d: Diagram, rule: Rule, ix: Index, seen: Callable[[Match], None] | None = None) -> int:
+    """Rewrite ``d`` in place at every match of ``rule``; returns how many (``seen`` is told
+    of each match before its rewrite).
 
     A match that shares a box or a wire with one rewritten before it is found again from
     its anchor first (that rewrite may have replaced a box both read, such as a causal
@@ -60,6 +62,8 @@ def apply(d: Diagram, rule: Rule, ix: Index) -> int:
                 lost += 1
                 continue
             touched |= _footprint(m)
+            if seen is not None:
+                seen(m)
             rewrite(d, m, index=ix, in_place=True)
             done += 1
         if not lost or done == before:
@@ -87,11 +91,12 @@ def _processes(rule: Rule) -> frozenset[str]:
                      if rule.lhs.record(b).kind in (Kind.FIXED, Kind.DIAGRAM))
 
 
-def fused(d: Diagram, memo: dict | None = None) -> Diagram:
+def fused(d: Diagram, memo: dict | None = None, prepare: Callable[[Diagram], object] | None = None) -> Diagram:
     """A copy of ``d`` whose definitions (and theirs, down to the prelude's native ones) have
     the fast paths applied, before anything is expanded: a definition used by many heads or
     layers is rewritten once, not once per use. What crosses definitions (attention split
-    between two of them) is left to :func:`fuse` on the expanded diagram."""
+    between two of them) is left to :func:`fuse` on the expanded diagram. ``prepare`` rewrites
+    each definition in place before its fast paths (a scan through its chunked form, ``scans.py``)."""
     memo = {} if memo is None else memo
     out = d.copy()
     for b in out.boxes():
@@ -100,7 +105,9 @@ def fused(d: Diagram, memo: dict | None = None) -> Diagram:
             continue
         key = id(node.ref)
         if key not in memo:
-            memo[key] = fused(node.ref, memo)
+            memo[key] = fused(node.ref, memo, prepare)
+            if prepare is not None:
+                prepare(memo[key])
             fuse(memo[key])
         out.replace(b, ref=memo[key])
     return out

@@ -34,6 +34,7 @@ from . import names as N
 from . import primitives as P
 from .approximators import LearnableTensor, Policy, factory, per_box
 from .fastpath import fuse, fused
+from .scans import Chunked, through_chunks
 from .table import PRIMITIVES
 from .table import native as native_use
 
@@ -146,7 +147,11 @@ class Lowering:
         self.registry = registry  # weight set (weights.weight_key) -> its module, shared by every fx graph
         self.attrs: dict[tuple, str] = {}  # weight set -> its attribute (a dotted path, names.py) on root
         fast = fast and native  # the fused processes are native: opened, they would be their bodies again
-        top = fused(diagram) if fast else diagram
+        self.chunked: list[Chunked] = []  # the scans lowered through their chunked form (scans.py)
+        top = diagram
+        if fast:
+            top = fused(diagram, prepare=lambda x: through_chunks(x, self.chunked))
+            through_chunks(top, self.chunked)
         self.sites = N.sites(top) if sites is None else sites
         self.prefix = N.dotted(path[:-1], self.sites) + "." if path else ""  # a scanned body's names are its own
         self.d = top.expand(keep=native_use if native else frozenset(), path=path)
@@ -267,6 +272,7 @@ class Lowering:
         gm.graph.eliminate_dead_code()  # what fused paths made unnecessary (a mask nothing reads, say)
         gm.recompile()
         gm.weight_sets = dict(self.attrs)  # weight set -> attribute: what an oracle matches weights by
+        gm.chunked_scans = list(self.chunked)  # the scans compiled through their chunked form
         return gm
 
     # -- boxes ----------------------------------------------------------------------
