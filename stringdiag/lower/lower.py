@@ -33,8 +33,8 @@ from . import loops
 from . import names as N
 from . import primitives as P
 from .approximators import LearnableTensor, Policy, factory, per_box
-from .fastpath import fuse, fused
-from .scans import Chunked, through_chunks
+from .fastpath import fuse
+from .scans import Chunked, prepared
 from .table import PRIMITIVES
 from .table import native as native_use
 
@@ -148,10 +148,7 @@ class Lowering:
         self.attrs: dict[tuple, str] = {}  # weight set -> its attribute (a dotted path, names.py) on root
         fast = fast and native  # the fused processes are native: opened, they would be their bodies again
         self.chunked: list[Chunked] = []  # the scans lowered through their chunked form (scans.py)
-        top = diagram
-        if fast:
-            top = fused(diagram, prepare=lambda x: through_chunks(x, self.chunked))
-            through_chunks(top, self.chunked)
+        top = prepared(diagram, self.chunked) if fast else diagram
         self.sites = N.sites(top) if sites is None else sites
         self.prefix = N.dotted(path[:-1], self.sites) + "." if path else ""  # a scanned body's names are its own
         self.d = top.expand(keep=native_use if native else frozenset(), path=path)
@@ -399,7 +396,6 @@ class Lowering:
         sizes = [self.size(dim) if m else None for dim, m in zip(ty, bounds)]
         return self.g.call_function(P.bounded, (t, sizes, list(bounds), [str(dim) for dim in ty], node.op))
 
-
     def approximator(self, b: int) -> tuple[str, list, list]:
         """The module of a learnable box's weight set (made by the policy on first use), and
         the box's local input and output shapes."""
@@ -416,7 +412,6 @@ class Lowering:
             raise DiagError(f"fixed process '{node.op}' has no implementation to compile; define it as a "
                             "diagram", node.pos)
         return entry(Call(self, b))
-
 
     def random(self, b: int) -> fx.Node:
         """A fixed random tensor: drawn from N(0, 1) by its seed with a ``torch.Generator``

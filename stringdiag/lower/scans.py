@@ -107,12 +107,20 @@ def through_chunks(d: Diagram, chosen: list[Chunked]) -> int:
     return done
 
 
+def prepared(d: Diagram, chosen: list[Chunked]) -> Diagram:
+    """A copy of ``d`` with its scans through their chunked form where the laws apply, then
+    its definitions' fast paths (``fastpath.fused``); the scans rewritten go to ``chosen``."""
+    top = fused(d, prepare=lambda x: through_chunks(x, chosen))
+    through_chunks(top, chosen)
+    return top
+
+
 def planned(d: Diagram) -> list[Chunked]:
     """The scans ``compile`` lowers through their chunked form, found as it finds them (on
     copies: ``d`` is left as it is)."""
     chosen: list[Chunked] = []
-    through_chunks(fused(d, prepare=lambda x: through_chunks(x, chosen)), chosen)
+    prepared(d, chosen)
     return chosen
 
 
-__all__ = ["Chunked", "laws", "planned", "through_chunks"]
+__all__ = ["Chunked", "laws", "planned", "prepared", "through_chunks"]
