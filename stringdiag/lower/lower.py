@@ -458,6 +458,8 @@ def _axis_bounds(node: Box) -> tuple:
 
 def _flatten_batch(x: torch.Tensor, rank: int):
     """Fold any leading batch axes into one: [*B, ...] -> [N, ...]."""
+    if x.dim() == rank + 1:  # one batch axis already: nothing to fold (a fixed cost of every call)
+        return x, x.shape[:1], x.shape[0]
     batch = tuple(x.shape[: x.dim() - rank])
     n = math.prod(batch)
     return x.reshape(n, *x.shape[x.dim() - rank:]), batch, n
