@@ -129,3 +129,25 @@ def test_info_and_compile_say_the_chunked_form_was_chosen(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "scan Step compiled through its chunked form" in out and "causal_decay_linear" in out
     assert "primitives_scan" not in out
+
+
+def test_the_linear_rnn_of_the_gallery_is_one_pass_for_numerator_and_normaliser():
+    """Two scans (the state and the running key sum) become the two parallel forms, their masks
+    one mask, and the fast path computes both in one chunked pass (causal_linear_pair)."""
+    from pathlib import Path
+
+    prog = stringdiag.load(Path(__file__).resolve().parents[1] / "gallery" / "recurrent.diag")
+    torch.manual_seed(3)
+    gm = compile(prog["LinearRNN"], dims={"d": 5, "k": 3}, dtype=F64, approximator="linear")
+    assert [c.law for c in gm.chunked_scans] == ["scan_prefix", "scan_prefix_normaliser"]
+    assert targets(gm).count(P.causal_linear) == 1 and P.scan not in targets(gm)
+    x = torch.randn(2, 200, 5, dtype=F64)
+    w = dict(gm.named_children())
+    q, k = (F.elu(x @ w[n].weight.T + w[n].bias) + 1 for n in ("Q", "K"))
+    v = x @ w["V"].weight.T + w["V"].bias
+    S, z, ys = torch.zeros(2, 3, 5, dtype=F64), torch.zeros(2, 3, dtype=F64), []
+    for t in range(x.shape[1]):  # Katharopoulos et al. eq. 18-20, step by step
+        S = S + k[:, t, :, None] * v[:, t, None, :]
+        z = z + k[:, t]
+        ys.append(torch.einsum("bf,bfe->be", q[:, t], S) / (q[:, t] * z).sum(-1, keepdim=True))
+    assert rel(gm(x), torch.stack(ys, dim=1)) < 1e-12

@@ -104,7 +104,28 @@ def through_chunks(d: Diagram, chosen: list[Chunked]) -> int:
             box = d.record(b)
             chosen.append(Chunked(box.op, box.pos, law.rule.name, law.kernel, dict(m.dims)))
         done += apply(d, law.rule, ix, seen)
+    if done:
+        _one_each(d)
     return done
+
+
+def _one_each(d: Diagram) -> None:
+    """The fixed boxes without inputs that make the same value (the causal mask each law brought
+    in) made once, their readers reading the one kept (the naturality of copy, read backwards):
+    so that a numerator and a normaliser share their mask, as the fast path ``causal_linear_pair``
+    needs to compute both in one pass."""
+    kept: dict[tuple, int] = {}
+    for b in list(d.boxes()):
+        node = d.record(b)
+        if node.kind is not Kind.FIXED or d.box_inputs(b) or node.simd:
+            continue
+        key = (node.op, tuple(node.generics))
+        if key not in kept:
+            kept[key] = b
+            continue
+        for old, new in zip(d.box_outputs(b), d.box_outputs(kept[key])):
+            d.replace_uses(old, new)
+        d.remove_box(b)
 
 
 def prepared(d: Diagram, chosen: list[Chunked]) -> Diagram:
