@@ -12,6 +12,9 @@ and the ways:
 - compiled: the parallel form written in a .diag (the masked sums), compiled by stringdiag
   (the fast paths ``causal_linear_pair`` -> one chunked pass for numerator and normaliser
   together, and ``causal_decay`` -> ``lower/chunked.py``);
+- from-scan: the recurrent form written in a .diag (a ``scan`` of the cell S' = a S + k v^T,
+  y = q^T S'), which the compiler takes through its chunked form (``lower/scans.py``): the
+  same kernels, reached from the loop;
 - one-pass: a chunked kernel written by hand here (a column of ones appended to the values;
   for the decay, Mamba-2's chunked SSD with its segsum), blocks of 128 (linear) and 64 (decay);
 - recurrence: the step-by-step RNN, S_t = a_t S_{t-1} + k_t v_t^T, a Python loop over s.
@@ -63,6 +66,37 @@ diagram Decayed(q: [s, k], kk: [s, k], v: [s, d], l: [s]) -> [s, d] {
   seg[j] = cumsum(sl[j])
   dm[i, j] = exp(where(seg[j, i], mk[i, j]))
   y[i] = sum_{j, a} dm[i, j] * q[i, a] * kk[j, a] * v[j]
+  return y
+}
+diagram Accumulate(S: [k, d], q: [k], kk: [k], v: [d]) -> [k, d], [d] {
+  S2[a, b] = S[a, b] + kk[a] * v[b]
+  y[b] = sum_a q[a] * S2[a, b]
+  return S2, y
+}
+diagram AccumulateKeys(z: [k], q: [k], kk: [k]) -> [k], [] {
+  z2[a] = z[a] + kk[a]
+  y = sum_a q[a] * z2[a]
+  return z2, y
+}
+diagram LinearScan(pq: [s, k], pk: [s, k], v: [s, d]) -> [s, d] {
+  zk = zeros<k>()
+  zd = zeros<d>()
+  S0[a, b] = zk[a] * zd[b]
+  _S, num[t] = scan Accumulate(S0, pq[t], pk[t], v[t])
+  _z, den[t] = scan AccumulateKeys(zeros<k>(), pq[t], pk[t])
+  y[i] = num[i] / den[i]
+  return y
+}
+diagram DecayStep(S: [k, d], q: [k], kk: [k], v: [d], l: []) -> [k, d], [d] {
+  S2[a, b] = kk[a] * v[b] + S[a, b] * exp(l)
+  y[b] = sum_a S2[a, b] * q[a]
+  return S2, y
+}
+diagram DecayedScan(q: [s, k], kk: [s, k], v: [s, d], l: [s]) -> [s, d] {
+  zk = zeros<k>()
+  zd = zeros<d>()
+  S0[a, b] = zk[a] * zd[b]
+  _S, y[t] = scan DecayStep(S0, q[t], kk[t], v[t], l[t])
   return y
 }
 """
@@ -224,12 +258,13 @@ def main() -> None:
         args.sizes, args.repeat = [512, 1024], 3
     torch.set_num_threads(1)
     prog = stringdiag.loads(SRC, "bench_recurrence.diag")
-    compiled = {kind: stringdiag.compile(prog[name], dims={"k": 64, "d": 64}).eval()
-                for kind, name in (("linear", "Linear"), ("decay", "Decayed"))}
-    ways = {"linear": {"compiled": compiled["linear"], "one-pass": linear_one_pass,
-                       "two-pass": linear_two_pass, "recurrence": linear_recurrence},
-            "decay": {"compiled": compiled["decay"], "one-pass": decay_one_pass,
-                      "recurrence": decay_recurrence}}
+    compiled = {name: stringdiag.compile(prog[name], dims={"k": 64, "d": 64}).eval()
+                for name in ("Linear", "Decayed", "LinearScan", "DecayedScan")}
+    assert all(len(compiled[n].chunked_scans) == k for n, k in (("LinearScan", 2), ("DecayedScan", 1)))
+    ways = {"linear": {"compiled": compiled["Linear"], "from-scan": compiled["LinearScan"],
+                       "one-pass": linear_one_pass, "two-pass": linear_two_pass, "recurrence": linear_recurrence},
+            "decay": {"compiled": compiled["Decayed"], "from-scan": compiled["DecayedScan"],
+                      "one-pass": decay_one_pass, "recurrence": decay_recurrence}}
     gen = torch.Generator().manual_seed(0)
     print(f"torch {torch.__version__}, 1 thread, batch 1, k = d = 64, float32; {args.clock} time, median of "
           f"{args.repeat}, interleaved; ratios against the hand-written one-pass kernel of the same run")
