@@ -55,8 +55,10 @@ def recurrence(q, k, v, a):
 
 
 def sides(name, dims):
+    """The law's two sides compiled: the left as written (its scan a loop: without the fast paths,
+    which would take it through this very law), the right with them."""
     r = LAWS[name]
-    return (compile(side, dims=dims, dtype=F64) for side in (r.lhs, r.rhs))
+    return compile(r.lhs, dims=dims, dtype=F64, fast=False), compile(r.rhs, dims=dims, dtype=F64)
 
 
 N, FK, E = 7, 3, 4
