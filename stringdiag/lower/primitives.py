@@ -7,7 +7,6 @@ so broadcasting is the copy-SIMD of the paper) and acts on the trailing local ax
 """
 from __future__ import annotations
 
-import functools
 import math
 from typing import Callable
 
@@ -274,19 +273,12 @@ def causal_linear(q: Tensor, k: Tensor, v: Tensor | None, chunk: int | None = CH
     s = q.shape[-2]
     size = max(1, min(chunk, s))
     qc, kc, vc = (_blocks(x, size) for x in (q, k, v))  # [..., n, C, *]
-    inside = (qc @ kc.transpose(-1, -2)).masked_fill_(above(size, q.device), 0.0) @ vc  # in place: the scores are fresh
+    # the block's causal mask in place (the scores are fresh): tril_ is a tenth of masked_fill_'s time
+    inside = (qc @ kc.transpose(-1, -2)).tril_() @ vc
     summary = kc.transpose(-1, -2) @ vc  # [..., n, f, e]
     before = torch.cumsum(F.pad(summary, (0, 0, 0, 0, 1, 0))[..., :-1, :, :], dim=-3)  # blocks before each
     out = (inside + qc @ before).flatten(-3, -2)[..., :s, :]
     return out[..., 0] if squeeze else out
-
-
-@functools.lru_cache(maxsize=64)
-def above(n: int, device: torch.device, diagonal: int = 1) -> Tensor:
-    """``[n, n]``, true above the diagonal (from it, with ``diagonal=0``): the entries a causal
-    block masks out. Made once per size and device (never written to), not on every call: making
-    it cost more than a small block's scores."""
-    return torch.ones(n, n, dtype=torch.bool, device=device).triu(diagonal)
 
 
 def _blocks(x: Tensor, size: int) -> Tensor:
