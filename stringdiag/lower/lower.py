@@ -1,11 +1,13 @@
 """Typed graph to a trainable ``torch.fx.GraphModule`` whose code can be printed.
 
 The diagram is expanded down to primitives (keeping the prelude definitions that have a
-direct array form, :data:`~stringdiag.lower.table.NATIVE`), the fast-path rules put fused
-attention in place of its boxes (``fastpath.py``), and every box becomes array code: a
-contraction an ``einsum`` (torch picks the order with opt_einsum's cost model when it is
-installed), a learnable box a module registered once per set of weights (a box used twice
-shares them), a primitive whatever its entry in the primitive table (``table.py``) emits.
+direct array form, :data:`~stringdiag.lower.table.NATIVE`), a ``scan`` that a recurrence law
+matches becomes its parallel form (``scans.py``), the fast-path rules put fused attention in
+place of its boxes (``fastpath.py``: that parallel form becomes a chunked kernel), and every
+box becomes array code: a contraction an ``einsum`` (torch picks the order with opt_einsum's
+cost model when it is installed), a learnable box a module registered once per set of weights
+(a box used twice shares them), a primitive whatever its entry in the primitive table
+(``table.py``) emits.
 Every wire becomes a tensor with one leading batch axis followed by its type's axes, so a
 SIMD box is a batched tensor operation over its indices: no Python loop over positions,
 except the carried state of ``scan``. A ``repeat`` box is a loop over its copies' modules (one
@@ -459,7 +461,7 @@ def _axis_bounds(node: Box) -> tuple:
 def _flatten_batch(x: torch.Tensor, rank: int):
     """Fold any leading batch axes into one: [*B, ...] -> [N, ...]."""
     if x.dim() == rank + 1:  # one batch axis already: nothing to fold (a fixed cost of every call)
-        return x, x.shape[:1], x.shape[0]
+        return x, (x.shape[0],), x.shape[0]
     batch = tuple(x.shape[: x.dim() - rank])
     n = math.prod(batch)
     return x.reshape(n, *x.shape[x.dim() - rank:]), batch, n
