@@ -20,7 +20,7 @@ from ..graph.box import Kind, Scan
 from ..graph.diagram import Diagram
 from ..graph.expand import substituted
 from ..graph.types import Dim
-from ..rewrite.match import Index
+from ..rewrite.match import Index, find_matches
 from ..rewrite.rule import RULES_DIR, Rule, load_rules
 from .fastpath import apply, fuse, fused
 from .table import native
@@ -44,7 +44,7 @@ class Chunked:
     def cost(self) -> tuple[Complexity, str]:
         """The chunked form's cost, from its chunking law's right side at this scan's sizes, in
         blocks: m blocks of c positions (other letters where the diagram's own are m or c)."""
-        rule = {r.name: r for r in load_rules(RECURRENCE)}[CHUNKING[self.kernel]]
+        rule = _recurrence()[CHUNKING[self.kernel]]
         taken = {n for d in self.dims.values() for n in d.names()}
         m, c = next((m, c) for m, c in (("m", "c"), ("mb", "cb"), ("m_", "c_")) if not {m, c} & taken)
         sub = {"m": Dim.var(m), "c": Dim.var(c), "f": self.dims["f"], "e": self.dims.get("e", Dim.const(1))}
@@ -66,26 +66,41 @@ class Chunked:
 
 @dataclass(frozen=True)
 class Law:
+    """A recurrence law whose parallel form the fast paths make one fused process, that process."""
+
     rule: Rule
     kernel: str
 
 
 @lru_cache(maxsize=None)
+def _recurrence() -> dict[str, Rule]:
+    """``rules/recurrence.rules`` by name (loaded once)."""
+    return {r.name: r for r in load_rules(RECURRENCE)}
+
+
+@lru_cache(maxsize=None)
+def _scan_laws() -> dict[str, Rule]:
+    """The recurrence laws with a scan on their left side, by name."""
+    return {n: r for n, r in _recurrence().items() if any(isinstance(r.lhs.record(b).loop, Scan)
+                                                           for b in r.lhs.boxes())}
+
+
+@lru_cache(maxsize=None)
+def _kernel(name: str) -> str | None:
+    """The fused process the fast paths turn law ``name``'s right side into, whole (no wire of the
+    fused form is ``[n, n]``), or None. Found once per law, and only for a law some scan matches."""
+    side = _scan_laws()[name].rhs.copy()
+    fuse(side)
+    side.drop_dead()
+    kernels = [side.record(b).op for b in side.boxes() if side.record(b).kind is Kind.DIAGRAM
+               and native(side.record(b))]
+    return kernels[0] if kernels and not any(_square(side.wire_type(w)) for w in side.wires()) else None
+
+
 def laws() -> tuple[Law, ...]:
     """The recurrence laws from a scan to a parallel form that the fast paths turn, whole,
-    into one fused process (no wire of the fused form is ``[n, n]``)."""
-    out = []
-    for rule in load_rules(RECURRENCE):
-        if not any(isinstance(rule.lhs.record(b).loop, Scan) for b in rule.lhs.boxes()):
-            continue
-        side = rule.rhs.copy()
-        fuse(side)
-        side.drop_dead()
-        kernels = [side.record(b).op for b in side.boxes() if side.record(b).kind is Kind.DIAGRAM
-                   and native(side.record(b))]
-        if kernels and not any(_square(side.wire_type(w)) for w in side.wires()):
-            out.append(Law(rule, kernels[0]))
-    return tuple(out)
+    into one fused process."""
+    return tuple(Law(r, k) for name, r in _scan_laws().items() if (k := _kernel(name)) is not None)
 
 
 def _square(ty) -> bool:
@@ -98,12 +113,15 @@ def through_chunks(d: Diagram, chosen: list[Chunked]) -> int:
     if not any(isinstance(d.record(b).loop, Scan) for b in d.boxes()):
         return 0
     ix, done = Index(d), 0
-    for law in laws():
-        def seen(m, law=law):
+    for name, rule in _scan_laws().items():
+        if not find_matches(d, rule, index=ix, limit=1) or (kernel := _kernel(name)) is None:
+            continue
+
+        def seen(m, name=name, kernel=kernel):
             (b,) = [b for b in m.targets if isinstance(d.record(b).loop, Scan)]
             box = d.record(b)
-            chosen.append(Chunked(box.op, box.pos, law.rule.name, law.kernel, dict(m.dims)))
-        done += apply(d, law.rule, ix, seen)
+            chosen.append(Chunked(box.op, box.pos, name, kernel, dict(m.dims)))
+        done += apply(d, rule, ix, seen)
     if done:
         _one_each(d)
     return done
