@@ -12,6 +12,9 @@ and the ways:
 - compiled: the parallel form written in a .diag (the masked sums), compiled by stringdiag
   (the fast paths ``causal_linear_pair`` -> one chunked pass for numerator and normaliser
   together, and ``causal_decay`` -> ``lower/chunked.py``);
+- from-scan: the recurrent form written in a .diag (a ``scan`` of the cell S' = a S + k v^T,
+  y = q^T S'), which the compiler takes through its chunked form (``lower/scans.py``): the
+  same kernels, reached from the loop;
 - one-pass: a chunked kernel written by hand here (a column of ones appended to the values;
   for the decay, Mamba-2's chunked SSD with its segsum), blocks of 128 (linear) and 64 (decay);
 - recurrence: the step-by-step RNN, S_t = a_t S_{t-1} + k_t v_t^T, a Python loop over s.
@@ -20,14 +23,15 @@ Also, for linear attention, ``two-pass``: the compiled module as it was before (
 and the normaliser each its own chunked pass, ``primitives.causal_linear`` twice).
 
 For each s (doubling) and for the forward pass and forward + backward, every way is timed
-interleaved with the others in rounds (each way first in turn), median (and least) of repeats,
+interleaved with the others in rounds (each way first in turn), median (and least) of repeats
+(elapsed time, or with ``--clock cpu`` the thread's CPU time, which other processes do not inflate),
 torch at one thread, batch 1, k = d = 64, float32. Peak memory: one more call of each way (and
 its backward) under a torch dispatch mode that counts the bytes of every storage an op makes
 until it is freed: the peak of what the call's tensors held at once (forward results, what
 autograd saved, gradients), the inputs aside. Ratios are against the hand-written one-pass kernel of the same run.
 
     .venv/bin/python benchmarks/bench_recurrence.py [--sizes 1024 2048 4096] [--repeat 5]
-        [--recurrence-max 1024] [--quick]
+        [--recurrence-max 1024] [--kinds linear decay] [--clock wall|cpu] [--quick]
 """
 from __future__ import annotations
 
@@ -62,6 +66,37 @@ diagram Decayed(q: [s, k], kk: [s, k], v: [s, d], l: [s]) -> [s, d] {
   seg[j] = cumsum(sl[j])
   dm[i, j] = exp(where(seg[j, i], mk[i, j]))
   y[i] = sum_{j, a} dm[i, j] * q[i, a] * kk[j, a] * v[j]
+  return y
+}
+diagram Accumulate(S: [k, d], q: [k], kk: [k], v: [d]) -> [k, d], [d] {
+  S2[a, b] = S[a, b] + kk[a] * v[b]
+  y[b] = sum_a q[a] * S2[a, b]
+  return S2, y
+}
+diagram AccumulateKeys(z: [k], q: [k], kk: [k]) -> [k], [] {
+  z2[a] = z[a] + kk[a]
+  y = sum_a q[a] * z2[a]
+  return z2, y
+}
+diagram LinearScan(pq: [s, k], pk: [s, k], v: [s, d]) -> [s, d] {
+  zk = zeros<k>()
+  zd = zeros<d>()
+  S0[a, b] = zk[a] * zd[b]
+  _S, num[t] = scan Accumulate(S0, pq[t], pk[t], v[t])
+  _z, den[t] = scan AccumulateKeys(zeros<k>(), pq[t], pk[t])
+  y[i] = num[i] / den[i]
+  return y
+}
+diagram DecayStep(S: [k, d], q: [k], kk: [k], v: [d], l: []) -> [k, d], [d] {
+  S2[a, b] = kk[a] * v[b] + S[a, b] * exp(l)
+  y[b] = sum_a S2[a, b] * q[a]
+  return S2, y
+}
+diagram DecayedScan(q: [s, k], kk: [s, k], v: [s, d], l: [s]) -> [s, d] {
+  zk = zeros<k>()
+  zd = zeros<d>()
+  S0[a, b] = zk[a] * zd[b]
+  _S, y[t] = scan DecayStep(S0, q[t], kk[t], v[t], l[t])
   return y
 }
 """
@@ -189,10 +224,13 @@ def run(fn, inputs, backward: bool) -> Callable[[], None]:
     return go
 
 
-def timed(go: Callable[[], None]) -> float:
-    t = time.perf_counter()
+CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
+
+
+def timed(go: Callable[[], None], clock: Callable[[], float] = time.perf_counter) -> float:
+    t = clock()
     go()
-    return time.perf_counter() - t
+    return clock() - t
 
 
 def inputs(s: int, kind: str, gen: torch.Generator):
@@ -209,24 +247,30 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048, 4096])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--recurrence-max", type=int, default=1024, help="longest s for the Python-loop RNN")
+    ap.add_argument("--kinds", nargs="+", choices=["linear", "decay"], default=["linear", "decay"],
+                    help="the attentions to time (default: both)")
+    ap.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                    help="wall: elapsed time; cpu: this thread's CPU time (torch runs at one thread, in it), which "
+                         "a machine loaded by other processes does not inflate (default: wall)")
     ap.add_argument("--quick", action="store_true", help="s = 512, 1024; 3 repeats")
     args = ap.parse_args()
     if args.quick:
         args.sizes, args.repeat = [512, 1024], 3
     torch.set_num_threads(1)
     prog = stringdiag.loads(SRC, "bench_recurrence.diag")
-    compiled = {kind: stringdiag.compile(prog[name], dims={"k": 64, "d": 64}).eval()
-                for kind, name in (("linear", "Linear"), ("decay", "Decayed"))}
-    ways = {"linear": {"compiled": compiled["linear"], "one-pass": linear_one_pass,
-                       "two-pass": linear_two_pass, "recurrence": linear_recurrence},
-            "decay": {"compiled": compiled["decay"], "one-pass": decay_one_pass,
-                      "recurrence": decay_recurrence}}
+    compiled = {name: stringdiag.compile(prog[name], dims={"k": 64, "d": 64}).eval()
+                for name in ("Linear", "Decayed", "LinearScan", "DecayedScan")}
+    assert all(len(compiled[n].chunked_scans) == k for n, k in (("LinearScan", 2), ("DecayedScan", 1)))
+    ways = {"linear": {"compiled": compiled["Linear"], "from-scan": compiled["LinearScan"],
+                       "one-pass": linear_one_pass, "two-pass": linear_two_pass, "recurrence": linear_recurrence},
+            "decay": {"compiled": compiled["Decayed"], "from-scan": compiled["DecayedScan"],
+                      "one-pass": decay_one_pass, "recurrence": decay_recurrence}}
     gen = torch.Generator().manual_seed(0)
-    print(f"torch {torch.__version__}, 1 thread, batch 1, k = d = 64, float32; median of {args.repeat}, "
-          "interleaved; ratios against the hand-written one-pass kernel of the same run")
+    print(f"torch {torch.__version__}, 1 thread, batch 1, k = d = 64, float32; {args.clock} time, median of "
+          f"{args.repeat}, interleaved; ratios against the hand-written one-pass kernel of the same run")
     print(f"{'attention':9} {'pass':8} {'s':>6} {'way':11} {'time ms':>9} {'ratio':>6} {'min ms':>8} {'ratio':>6} "
           f"{'peak MiB':>9} {'ratio':>6}")
-    for kind, fns in ways.items():
+    for kind, fns in ((k, ways[k]) for k in args.kinds):
         for backward in (False, True):
             for s in args.sizes:
                 xs = inputs(s, kind, gen)
@@ -242,7 +286,7 @@ def main() -> None:
                 names = list(gos)
                 for r in range(args.repeat):  # interleaved, each way first in turn
                     for n in names[r % len(names):] + names[:r % len(names)]:
-                        times[n].append(timed(gos[n]))
+                        times[n].append(timed(gos[n], CLOCKS[args.clock]))
                 mems = {n: peak_memory(f, xs, backward) for n, f in use.items()}
                 t1, b1, m1 = statistics.median(times["one-pass"]), min(times["one-pass"]), mems["one-pass"]
                 for n in gos:

@@ -274,3 +274,29 @@ def test_attention_split_between_definitions_is_fused(name, fused, count):
     prog = stringdiag.load(Path(__file__).resolve().parents[1] / "gallery" / "anatomy.diag")
     m = compile(prog[name], dims={"d": 6, "k": 4})
     assert sum(n.target is fused for n in m.graph.nodes) == count
+
+
+# == the fixed cost of a call ========================================================================
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 3), max_size=4), min_size=1, max_size=4))
+def test_broadcast_shape_is_torchs(shapes):
+    """``primitives.broadcast_shape`` (plain Python, for the call's fixed cost) is
+    ``torch.broadcast_shapes``: the same shape, or the same refusal."""
+    shapes = [tuple(s) for s in shapes]
+    try:
+        want = tuple(torch.broadcast_shapes(*shapes))
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            P.broadcast_shape(shapes)
+        return
+    assert P.broadcast_shape(shapes) == want
+
+
+def test_a_compiled_call_keeps_a_single_batch_axis_as_it_is():
+    """One batch axis, as given: no reshape in and out (a fixed cost of every call); several
+    are folded into one and restored."""
+    p = stringdiag.loads("dim s : seq\ndim d : fixed\ndiagram Id(x: [s, d]) -> [s, d] {\n  y = x * 2\n  return y\n}", "id.diag")
+    gm = compile(p["Id"], dims={"d": 3})
+    x = torch.randn(2, 5, 3)
+    assert torch.equal(gm(x), 2 * x) and torch.equal(gm(x.view(1, 2, 5, 3)), 2 * x.view(1, 2, 5, 3))
+    assert torch.equal(gm(x[0]), 2 * x[0])

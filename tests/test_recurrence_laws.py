@@ -55,8 +55,10 @@ def recurrence(q, k, v, a):
 
 
 def sides(name, dims):
+    """The law's two sides compiled: the left as written (its scan a loop: without the fast paths,
+    which would take it through this very law), the right with them."""
     r = LAWS[name]
-    return (compile(side, dims=dims, dtype=F64) for side in (r.lhs, r.rhs))
+    return compile(r.lhs, dims=dims, dtype=F64, fast=False), compile(r.rhs, dims=dims, dtype=F64)
 
 
 N, FK, E = 7, 3, 4
@@ -251,6 +253,43 @@ def test_someone_elses_gated_linear_attention_becomes_its_parallel_form(tmp_path
     assert rel(after(x), want) < 1e-10 and rel(before(x), want) < 1e-10
 
 
+
+CELL_WRITINGS = [  # the same cell, its products' factors and its sum's terms in other orders
+    ("value[c] * key[r] + state[r, c] * gate[r]", "next[r, c] * query[r]"),
+    ("key[r] * value[c] + gate[r] * state[r, c]", "query[r] * next[r, c]"),
+    ("state[r, c] * gate[r] + key[r] * value[c]", "next[r, c] * query[r]"),
+]
+
+
+@pytest.mark.parametrize("update, readout", CELL_WRITINGS)
+def test_a_cell_written_in_another_order_becomes_its_parallel_form(tmp_path, update, readout):
+    src = OTHER.replace("gate[r] * state[r, c] + key[r] * value[c]", update).replace(
+        "sum_r query[r] * next[r, c]", f"sum_r {readout}")
+    assert update in src and readout in src
+    (tmp_path / "mygla.diag").write_text(src)
+    (tmp_path / "mygla.deriv").write_text("start mygla.diag:MyGLA\napply scan_gate_channels\n")
+    d = load_derivation(tmp_path / "mygla.deriv", verify=True)
+    assert d.steps[1].relation == EQ and d.steps[1].verified < 1e-9
+    assert [analyse(s.diagram).seq_time for s in d.steps] == ["T", "T^2"]
+    torch.manual_seed(2)
+    before = compile(d.steps[0].diagram, dims={"dm": 4, "dk": 3}, dtype=F64)
+    after = compile(d.result, dims={"dm": 4, "dk": 3}, dtype=F64)
+    after.load_state_dict(before.state_dict())
+    x = torch.randn(2, 5, 4, dtype=F64)
+    w = dict(before.named_children())
+    q, k, v = (x @ w[n].weight.T for n in ("Wq", "Wk", "Wv"))
+    alpha = torch.sigmoid(x @ w["Wg"].weight.T + w["Wg"].bias)
+    want = recurrence(q, k, v, alpha[..., None])
+    assert rel(after(x), want) < 1e-10 and rel(before(x), want) < 1e-10
+
+
+def test_a_cell_with_another_update_is_still_not_matched():
+    """Commuting the factors is all the matcher allows: a cell that subtracts is not GLA's."""
+    src = OTHER.replace("gate[r] * state[r, c] + key[r] * value[c]", "gate[r] * state[r, c] - key[r] * value[c]")
+    from stringdiag.rewrite.match import find_matches
+    assert find_matches(stringdiag.loads(src, "x.diag")["MyGLA"], LAWS["scan_gate_channels"]) == []
+
+
 # == the chunked kernels and the fast paths =======================================================
 @settings(max_examples=25, deadline=None)
 @given(s=st.integers(1, 40), chunk=st.integers(1, 17), seed=st.integers(0, 1000))
@@ -293,8 +332,9 @@ def test_compiled_ssd_uses_the_chunked_kernel_and_is_the_recurrent_form():
     prog = stringdiag.load(GALLERY / "recurrent.diag")
     torch.manual_seed(0)
     fast = compile(prog["SSDAttention"], dims={"d": 5, "k": 3}, dtype=F64)
-    slow = compile(prog["SSMRecurrent"], dims={"d": 5, "k": 3}, dtype=F64)
+    slow = compile(prog["SSMRecurrent"], dims={"d": 5, "k": 3}, dtype=F64, fast=False)  # the loop
     slow.load_state_dict(fast.state_dict())
+    assert any(n.target is P.scan for n in slow.graph.nodes)
     assert any(n.target is causal_decay_linear for n in fast.graph.nodes)
     assert not any(n.target is P.causal for n in fast.graph.nodes)  # no [s, s] mask
     x = torch.randn(2, 70, 5, dtype=F64)  # longer than one block

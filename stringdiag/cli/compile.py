@@ -87,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report(diagram, gm, dims, args.approximator, exported), indent=2))
         return 0
     print(f"{diagram.signature()}: {n:,} parameters ({args.approximator} approximators)")
+    for c in getattr(gm, "chunked_scans", ()):
+        print(c.describe())
     if exported is not None:
         print(f"wrote {short(exported.folder)}/ (module.py, {WEIGHTS}, {exported.source}): "
               f"from {exported.folder.name} import {exported.class_name}")

@@ -38,6 +38,7 @@ class Summary(dict):
         c = s["complexity"]
         lines.append(f"time:   O({c['time']})   in the sequence length: O({c['seq_time']})")
         lines.append(f"memory: O({c['memory']})   in the sequence length: O({c['seq_memory']})")
+        lines += [f"compiled: {x['text']}" for x in s.get("chunked", ())]
         many = len(s.get("degree", ())) > 1
         for r in s.get("degree", ()):
             lines.append(f"degree{' of ' + r['output'] if many else ''}: {r['text']}")
@@ -105,7 +106,26 @@ def summarize(d: Diagram) -> Summary:
         },
         "learnable": learnables(d),
         "complexity": _complexity(d),
+        **({"chunked": chunked} if (chunked := _chunked(d)) else {}),
     })
+
+
+def _chunked(d: Diagram) -> list[dict]:
+    """The scans ``compile`` lowers through their chunked form (``lower/scans.py``); torch is
+    imported only for a diagram with a scan in it."""
+    if not _has_scan(d, set()):
+        return []
+    from ..lower.scans import planned
+
+    return [c.as_dict() for c in planned(d)]
+
+
+def _has_scan(d: Diagram, seen: set) -> bool:
+    if id(d) in seen:
+        return False
+    seen.add(id(d))
+    return any(d.record(b).scan or (isinstance(d.record(b).ref, Diagram) and _has_scan(d.record(b).ref, seen))
+               for b in d.boxes())
 
 
 def _complexity(d: Diagram) -> dict:

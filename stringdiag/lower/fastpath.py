@@ -15,11 +15,12 @@ in every order (a product is the same in any order; ``commuted``).
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from functools import lru_cache
+from typing import Callable
 
 from ..graph.box import Kind
 from ..graph.diagram import Diagram
+from ..rewrite import cell
 from ..rewrite.dpo import rewrite
 from ..rewrite.match import Index, Match, find_matches, iter_matches
 from ..rewrite.rule import RULES_DIR, Rule, load_rules
@@ -30,16 +31,11 @@ RULES = RULES_DIR / "fastpath.rules"
 
 def commuted(rule: Rule) -> list[Rule]:
     """The rule once for every order of the factors of each product on its left side."""
-    lhs = rule.lhs
-    products = [b for b in lhs.boxes() if lhs.record(b).kind is Kind.CONTRACT]
-    orders = itertools.product(*(itertools.permutations(range(len(lhs.box_inputs(b)))) for b in products))
-    out = []
-    for order in orders:
-        side = lhs.copy()
-        for b, perm in zip(products, order):
-            side.permute_inputs(b, perm)
-        out.append(dataclasses.replace(rule, lhs=side))
-    return out
+    return [dataclasses.replace(rule, lhs=side) for side in cell.commuted(rule.lhs, _product)]
+
+
+def _product(box) -> bool:
+    return box.kind is Kind.CONTRACT
 
 
 @lru_cache(maxsize=None)
@@ -48,8 +44,9 @@ def rules() -> tuple[Rule, ...]:
     return tuple(r for rule in load_rules(RULES) for r in commuted(rule))
 
 
-def apply(d: Diagram, rule: Rule, ix: Index) -> int:
-    """Rewrite ``d`` in place at every match of ``rule``; returns how many.
+def apply(d: Diagram, rule: Rule, ix: Index, seen: Callable[[Match], None] | None = None) -> int:
+    """Rewrite ``d`` in place at every match of ``rule``; returns how many (``seen`` is told
+    of each match before its rewrite).
 
     A match that shares a box or a wire with one rewritten before it is found again from
     its anchor first (that rewrite may have replaced a box both read, such as a causal
@@ -65,6 +62,8 @@ def apply(d: Diagram, rule: Rule, ix: Index) -> int:
                 lost += 1
                 continue
             touched |= _footprint(m)
+            if seen is not None:
+                seen(m)
             rewrite(d, m, index=ix, in_place=True)
             done += 1
         if not lost or done == before:
@@ -92,11 +91,12 @@ def _processes(rule: Rule) -> frozenset[str]:
                      if rule.lhs.record(b).kind in (Kind.FIXED, Kind.DIAGRAM))
 
 
-def fused(d: Diagram, memo: dict | None = None) -> Diagram:
+def fused(d: Diagram, memo: dict | None = None, prepare: Callable[[Diagram], object] | None = None) -> Diagram:
     """A copy of ``d`` whose definitions (and theirs, down to the prelude's native ones) have
     the fast paths applied, before anything is expanded: a definition used by many heads or
     layers is rewritten once, not once per use. What crosses definitions (attention split
-    between two of them) is left to :func:`fuse` on the expanded diagram."""
+    between two of them) is left to :func:`fuse` on the expanded diagram. ``prepare`` rewrites
+    each definition in place before its fast paths (a scan through its chunked form, ``scans.py``)."""
     memo = {} if memo is None else memo
     out = d.copy()
     for b in out.boxes():
@@ -105,7 +105,9 @@ def fused(d: Diagram, memo: dict | None = None) -> Diagram:
             continue
         key = id(node.ref)
         if key not in memo:
-            memo[key] = fused(node.ref, memo)
+            memo[key] = fused(node.ref, memo, prepare)
+            if prepare is not None:
+                prepare(memo[key])
             fuse(memo[key])
         out.replace(b, ref=memo[key])
     return out

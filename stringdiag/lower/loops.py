@@ -23,6 +23,7 @@ def _body(low: Any, body, path: str, key: tuple) -> fx.Node:
     sub = type(low)(body, low.dims, low.make, nn.Module(), low.registry, native=low.native_prelude, path=path,
                     sites=low.sites)
     attr = low.register(key, sub.module)
+    low.chunked.extend(c for c in sub.chunked if c not in low.chunked)
     low.attrs.update({k: f"{attr}.{a}" for k, a in sub.attrs.items() if k not in low.attrs})
     return low.g.get_attr(attr)
 

@@ -1,11 +1,13 @@
 """Typed graph to a trainable ``torch.fx.GraphModule`` whose code can be printed.
 
 The diagram is expanded down to primitives (keeping the prelude definitions that have a
-direct array form, :data:`~stringdiag.lower.table.NATIVE`), the fast-path rules put fused
-attention in place of its boxes (``fastpath.py``), and every box becomes array code: a
-contraction an ``einsum`` (torch picks the order with opt_einsum's cost model when it is
-installed), a learnable box a module registered once per set of weights (a box used twice
-shares them), a primitive whatever its entry in the primitive table (``table.py``) emits.
+direct array form, :data:`~stringdiag.lower.table.NATIVE`), a ``scan`` that a recurrence law
+matches becomes its parallel form (``scans.py``), the fast-path rules put fused attention in
+place of its boxes (``fastpath.py``: that parallel form becomes a chunked kernel), and every
+box becomes array code: a contraction an ``einsum`` (torch picks the order with opt_einsum's
+cost model when it is installed), a learnable box a module registered once per set of weights
+(a box used twice shares them), a primitive whatever its entry in the primitive table
+(``table.py``) emits.
 Every wire becomes a tensor with one leading batch axis followed by its type's axes, so a
 SIMD box is a batched tensor operation over its indices: no Python loop over positions,
 except the carried state of ``scan``. A ``repeat`` box is a loop over its copies' modules (one
@@ -34,7 +36,8 @@ from . import loops
 from . import names as N
 from . import primitives as P
 from .approximators import LearnableTensor, Policy, factory, per_box
-from .fastpath import fuse, fused
+from .fastpath import fuse
+from .scans import Chunked, prepared
 from .table import PRIMITIVES
 from .table import native as native_use
 
@@ -152,7 +155,8 @@ class Lowering:
         self.registry = registry  # weight set (weights.weight_key) -> its module, shared by every fx graph
         self.attrs: dict[tuple, str] = {}  # weight set -> its attribute (a dotted path, names.py) on root
         fast = fast and native  # the fused processes are native: opened, they would be their bodies again
-        top = fused(diagram) if fast else diagram
+        self.chunked: list[Chunked] = []  # the scans lowered through their chunked form (scans.py)
+        top = prepared(diagram, self.chunked) if fast else diagram
         self.sites = N.sites(top) if sites is None else sites
         self.prefix = N.dotted(path[:-1], self.sites) + "." if path else ""  # a scanned body's names are its own
         self.d = top.expand(keep=native_use if native else frozenset(), path=path)
@@ -273,6 +277,7 @@ class Lowering:
         gm.graph.eliminate_dead_code()  # what fused paths made unnecessary (a mask nothing reads, say)
         gm.recompile()
         gm.weight_sets = dict(self.attrs)  # weight set -> attribute: what an oracle matches weights by
+        gm.chunked_scans = list(self.chunked)  # the scans compiled through their chunked form
         return gm
 
     # -- boxes ----------------------------------------------------------------------
@@ -399,7 +404,6 @@ class Lowering:
         sizes = [self.size(dim) if m else None for dim, m in zip(ty, bounds)]
         return self.g.call_function(P.bounded, (t, sizes, list(bounds), [str(dim) for dim in ty], node.op))
 
-
     def approximator(self, b: int) -> tuple[str, list, list]:
         """The module of a learnable box's weight set (made by the policy on first use), and
         the box's local input and output shapes."""
@@ -416,7 +420,6 @@ class Lowering:
             raise DiagError(f"fixed process '{node.op}' has no implementation to compile; define it as a "
                             "diagram", node.pos)
         return entry(Call(self, b))
-
 
     def random(self, b: int) -> fx.Node:
         """A fixed random tensor: drawn from N(0, 1) by its seed with a ``torch.Generator``
@@ -463,6 +466,8 @@ def _axis_bounds(node: Box) -> tuple:
 
 def _flatten_batch(x: torch.Tensor, rank: int):
     """Fold any leading batch axes into one: [*B, ...] -> [N, ...]."""
+    if x.dim() == rank + 1:  # one batch axis already: nothing to fold (a fixed cost of every call)
+        return x, (x.shape[0],), x.shape[0]
     batch = tuple(x.shape[: x.dim() - rank])
     n = math.prod(batch)
     return x.reshape(n, *x.shape[x.dim() - rank:]), batch, n

@@ -6,11 +6,14 @@ App. A.1.3) says what a loop does by what its cell does inside: a cell that pass
 carry through is a parallel map, a cell that swaps carry and input is a delay. A rule says
 so with a *cell pattern*, a ``where diagram`` local to the rule whose body may use the
 rule's box variables. The pattern matches a target's cell when it matches the cell's whole
-body, port for port (:func:`match_cell`); the other side's cell is built from its pattern
-with the variables bound there and the dimensions the match found (:func:`build_cell`).
+body, port for port up to the order of the factors of a product or the terms of a sum
+(:func:`match_cell`, :func:`commuted`: ``k v + S a`` is the cell ``a S + k v``); the other
+side's cell is built from its pattern with the variables bound there and the dimensions the
+match found (:func:`build_cell`).
 """
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -22,6 +25,8 @@ from ..graph.types import Dim
 from .occurrence import Match
 from .unify import Unifier
 
+# the processes whose inputs may come in any order: a product or a sum is the same in any order
+SYMMETRIC = frozenset({"mul", "add"})
 
 
 @dataclass
@@ -49,14 +54,35 @@ def match_cell(pat: Diagram, target: Diagram, search: Callable[[Diagram, Diagram
         return CellMatch(dict(uni.sub)) if len(target) == 0 and uni.settle() else None
     if len(pat) == 1 and len(target) > 1:
         return _whole_body(pat, target, uni)
-    for m in search(pat, target):
-        if len(m.boxes) != len(target) or m.slots or not _on_boundary(pat, target, m):
-            continue
-        u = uni.copy()
-        if all(u.unify(Dim.var(n), d) for n, d in m.dims.items()) and u.settle():
-            bound = {n: target.record(tb) for n, tb in m.idents.items() if _is_variable(pat, n)}
-            return CellMatch(dict(u.sub), bound)
+    for form in commuted(pat, symmetric):
+        for m in search(form, target):
+            if len(m.boxes) != len(target) or m.slots or not _on_boundary(form, target, m):
+                continue
+            u = uni.copy()
+            if all(u.unify(Dim.var(n), d) for n, d in m.dims.items()) and u.settle():
+                bound = {n: target.record(tb) for n, tb in m.idents.items() if _is_variable(form, n)}
+                return CellMatch(dict(u.sub), bound)
     return None
+
+
+def symmetric(box: Box) -> bool:
+    """A contraction (a product summed) or a fixed product or sum: its inputs in any order."""
+    return box.kind is Kind.CONTRACT or (box.kind is Kind.FIXED and box.op in SYMMETRIC)
+
+
+def commuted(d: Diagram, which: Callable[[Box], bool]) -> Iterator[Diagram]:
+    """``d`` once for every order of the inputs of each box ``which`` accepts (``d`` itself
+    first): a matcher that reads ports in order then finds a product written in any order.
+    A box whose inputs are all one wire (``x * x``) is left as it is."""
+    boxes = [b for b in d.boxes() if which(d.record(b)) and len({w for w, _ in d.box_inputs(b)}) > 1]
+    for order in itertools.product(*(itertools.permutations(range(len(d.box_inputs(b)))) for b in boxes)):
+        if not any(perm != tuple(range(len(perm))) for perm in order):
+            yield d
+            continue
+        form = d.copy()
+        for b, perm in zip(boxes, order):
+            form.permute_inputs(b, perm)
+        yield form
 
 
 def _whole_body(pat: Diagram, target: Diagram, uni: Unifier) -> CellMatch | None:
@@ -122,4 +148,4 @@ def build_cell(pat: Diagram, sub: dict[str, Dim], bound: dict[str, Box]) -> Diag
     return body
 
 
-__all__ = ["CellMatch", "match_cell", "build_cell"]
+__all__ = ["CellMatch", "match_cell", "build_cell", "commuted", "symmetric"]
