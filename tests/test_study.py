@@ -6,6 +6,7 @@ that a whole study takes seconds; what is checked is the bookkeeping, not the nu
 from __future__ import annotations
 
 import csv
+import json
 import re
 import shutil
 from pathlib import Path
@@ -344,3 +345,27 @@ def test_bad_study_inputs_are_one_line_errors(capsys, tmp_path, argv, message):
     usage = argv == ["study"] or "--report" in argv and len(argv) > 3 or argv[-1] == "linear"
     assert fails(capsys, [*argv, "-o", tmp_path / "s"], status=2 if usage else 1).startswith(message)
     assert not (tmp_path / "s").exists()
+
+
+# -- where a study trains ----------------------------------------------------------------
+def test_each_run_records_the_device_it_trained_on(study):
+    want = "cuda:0" if torch.cuda.is_available() else "cpu"  # --device auto
+    for run in RUNS:
+        assert json.loads((study / run / "trained.json").read_text())["train_device"] == want
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_a_device_that_is_not_there_is_refused_before_any_work(capsys, tmp_path):
+    line = fails(capsys, [*STUDY, "--device", "cuda", "-o", tmp_path / "s"])
+    assert line.startswith("error: --device cuda: torch sees no CUDA device on this machine"), line
+    assert not (tmp_path / "s").exists()
+    assert "expected auto, cpu, cuda, cuda:N or mps" in fails(capsys, [*STUDY, "--device", "tpu"], status=2)
+
+
+def test_the_device_is_not_part_of_the_recipe(tmp_path):
+    """A study begun on one machine continues on another: the runs' identity is the same."""
+    anatomy = stringdiag.load(ANATOMY)
+    recipe = Recipe(d_model=8, heads=2, context=8, batch_size=8, max_steps=2, eval_every=2, approximator="linear")
+    here = Study({"M1": anatomy["M1"]}, synthetic_corpus(), recipe, tmp_path, device="cpu")
+    there = Study({"M1": anatomy["M1"]}, synthetic_corpus(), recipe, tmp_path, device="cuda")
+    assert here.identity(Run("M1", 1)) == there.identity(Run("M1", 1))

@@ -16,7 +16,7 @@ from . import options
 from .common import load_reporting, pick
 from .options import positive
 from .train import (MAX_LAYERS, add_recipe, check_feature, check_size, check_windows, memory_errors, norm_after,
-                    parse_names)
+                    device_spec, parse_names)
 
 EXAMPLES = """stringdiag study gallery/mechanisms.diag --layers 1-2 --data synthetic --max-steps 50 -o runs/study
 stringdiag study gallery/anatomy.diag -d M0,M1 --layers 1-3 --seeds 3 --list-runs --json
@@ -130,7 +130,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--timing-repeats", type=options.integer(3, 1000, "an integer from 3 to 1000"), default=3,
                    help="timing repeats per run, interleaved across runs (median and standard deviation)")
     g.add_argument("--timing-device", default="cpu", choices=["cpu", "cuda"],
-                   help="where the runs are timed (training runs on the CPU, as 'stringdiag train')")
+                   help="where the runs are timed (part of the recipe: Fig. 4's ratios are per device)")
     s = p.add_argument_group("this session")
     s.add_argument("--time-budget", type=options.number(what="a positive number of seconds"), default=None,
                    metavar="SECONDS", help="stop training after this long (the run in progress is checkpointed; "
@@ -138,6 +138,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--families", default=FAMILIES, metavar="SPEC",
                    help=f"which generators make a family, for the table and colours (default '{FAMILIES}')")
     s.add_argument("--threads", type=options.integer(1, 1024), default=None, help="torch's CPU threads")
+    s.add_argument("--device", type=device_spec, default="auto", metavar="DEVICE",
+                   help="where this session trains and tests its runs: auto (CUDA when torch sees it, else the "
+                        "CPU; default), cpu, cuda, cuda:N or mps. Not part of the recipe: a study may be "
+                        "continued on another machine; each run's trained.json records where it trained")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -165,9 +169,12 @@ def run(args: argparse.Namespace) -> int:
         _check_families(prog, families)
     corpus = _task(args) if args.task == "mqar" else load_corpus(args.data)  # --mqar without it: refused below
     _check_recipe(corpus, args)
+    from ..train.device import resolve
+
+    device = resolve(args.device)  # a device that is not there is refused before any work
     out = Path(args.out or DEFAULT_OUT)
     study = Study(heads, corpus, _recipe(args, dims, after), out, file=str(args.file), families=families,
-                  control=load_control(args.control))
+                  control=load_control(args.control), device=str(device))
     # sizes this machine cannot hold are refused before anything is allocated; then causality
     _check_sizes(study, args, len(corpus.vocab))
     _drop_non_causal(study, dims, args)

@@ -312,12 +312,20 @@ def causal_linear(q: Tensor, k: Tensor, v: Tensor | None, chunk: int | None = CH
     s = q.shape[-2]
     size = max(1, min(chunk, s))
     qc, kc, vc = (_blocks(x, size) for x in (q, k, v))  # [..., n, C, *]
-    # the block's causal mask in place (the scores are fresh): tril_ is a tenth of masked_fill_'s time
-    inside = (qc @ kc.transpose(-1, -2)).tril_() @ vc
+    inside = _lower_triangle(qc @ kc.transpose(-1, -2)) @ vc
     summary = kc.transpose(-1, -2) @ vc  # [..., n, f, e]
     before = torch.cumsum(F.pad(summary, (0, 0, 0, 0, 1, 0))[..., :-1, :, :], dim=-3)  # blocks before each
     out = (inside + qc @ before).flatten(-3, -2)[..., :s, :]
     return out[..., 0] if squeeze else out
+
+
+def _lower_triangle(scores: Tensor) -> Tensor:
+    """The block's causal mask on fresh scores: in place (``tril_`` is a tenth of ``masked_fill_``'s
+    time and exact whatever a masked score holds), except under ``torch.vmap`` (batched heads),
+    which has no batching rule for ``tril_`` and would loop over the batch."""
+    if torch._C._functorch.is_batchedtensor(scores):
+        return scores.tril()
+    return scores.tril_()
 
 
 def _blocks(x: Tensor, size: int) -> Tensor:

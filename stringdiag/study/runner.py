@@ -19,7 +19,8 @@ spent the run in progress is checkpointed and the session stops; the next one co
 (every session trains at least one step, so a small budget still makes progress).
 When every run of the share is trained, those not yet timed are timed together,
 interleaved (repeat 1 of every run, then repeat 2, ...), so slow drifts of the machine
-touch every mechanism alike. Training runs on the CPU, as the train loop does; timing
+touch every mechanism alike. Training and testing run on the session's ``device`` (not part of
+the recipe, so a study may continue on another machine; ``trained.json`` records it); timing
 runs on the recipe's ``timing_device`` (``cuda``: the allocator's peak is the memory).
 """
 from __future__ import annotations
@@ -75,7 +76,7 @@ class Recipe:
     task: str = "lm"                # or "mqar": the corpus is then a data.mqar.Task (its sizes in the fingerprint)
     timing_steps: int = 20
     timing_repeats: int = 3
-    timing_device: str = "cpu"   # training runs on the CPU, as the train loop does
+    timing_device: str = "cpu"   # where runs are timed (training: the session's device, not the recipe's)
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -251,7 +252,8 @@ class Study:
 
     def __init__(self, heads: Mapping[str, Diagram], corpus: Corpus, recipe: Recipe, out: str | Path,
                  file: str = "", families: Mapping[str, Iterable[str]] = R.DEFAULT_FAMILIES,
-                 log: Callable[[str], None] = print, figures: bool = True, control: Diagram | None = None):
+                 log: Callable[[str], None] = print, figures: bool = True, control: Diagram | None = None,
+                 device: str = "cpu"):
         self.heads, self.corpus, self.recipe = dict(heads), corpus, recipe
         self.control = None
         if control is not None:  # the attention-free baseline every mechanism is measured against
@@ -260,6 +262,7 @@ class Study:
             self.heads[R.CONTROL], self.control = control, R.CONTROL
         self.out, self.file, self.log, self.figures = Path(out), file, log, figures
         self.device = recipe.timing_device
+        self.train_device = device  # where runs train and are tested (not the recipe's: no hash changes)
         self.families = {k: tuple(v) for k, v in families.items()}
         self._description: dict | None = None  # study.json's content, computed once (hashes every mechanism)
 
@@ -293,7 +296,7 @@ class Study:
         r = self.recipe
         return TrainConfig(context=r.context, batch_size=r.batch_size, epochs=r.epochs, lr_scale=r.lr_scale,
                            warmup=r.warmup, seed=r.seed + run.seed, eval_every=r.eval_every, time_budget=budget,
-                           max_steps=r.max_steps)
+                           max_steps=r.max_steps, device=self.train_device)
 
     @property
     def test_ids(self) -> torch.Tensor:
@@ -403,6 +406,7 @@ class Study:
         torch.manual_seed(self.recipe.seed + run.seed)
         model = self.make(run, check_causal=False)
         meta = checkpoint.load(ckpt, model)
+        model.to(self.train_device)
         test, accuracy, scored = self.test(run, model)
         history = meta.get("history") or []
         trained = {"mechanism": run.mechanism, "layers": run.layers, "seed": run.seed,
@@ -411,7 +415,8 @@ class Study:
                    "valid_ppl": history[-1].get("valid_ppl") if history else None, "test_ppl": test,
                    "test_acc": accuracy, "test_tokens": scored,
                    "unigram_test_ppl": None if accuracy is not None else self.corpus.unigram_perplexity("test"),
-                   "uses": R.uses(self.heads[run.mechanism]), **self.identity(run)}
+                   "uses": R.uses(self.heads[run.mechanism]), "train_device": str(self.train_device),
+                   **self.identity(run)}
         R.write_json(d / TRAINED, trained)
         acc = "" if accuracy is None else f", accuracy {accuracy:.3f}"
         self.log(f"{run}: test perplexity {test:.2f}{acc} after {step} steps")
