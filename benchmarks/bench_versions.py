@@ -50,8 +50,9 @@ def task_iso(inner: int) -> dict:
 
     a = _encoder(24, "a.diag")["Encoder"].expand()
     b = _encoder(24, "b.diag")["Encoder"].expand()
-    assert iso.isomorphic(a, b)
-    return {"isomorphic 24 layers": _best(lambda: iso.isomorphic(a, b), inner),
+    first = _best(lambda: iso.isomorphic(a, b), 1)  # nothing about a or b known yet
+    return {"isomorphic 24 layers, first call": first,
+            "isomorphic 24 layers": _best(lambda: iso.isomorphic(a, b), inner),
             "canonical_hash 24 layers": _best(lambda: iso.canonical_hash(a), inner)}
 
 
