@@ -182,7 +182,7 @@ def _load(text: str, file: str) -> list[Rule]:
     return rules
 
 
-def _rule(item: RA.Rule, prog: Program) -> Rule:
+def _rule(item: RA.RuleDecl, prog: Program) -> Rule:
     name = item.name.text
     dims = generic_names(item.generics, prog)
     for n in (item.generics.names if item.generics is not None else ()):
@@ -227,7 +227,7 @@ def _box_variables(given: tuple[RA.Given, ...], prog: Program, dims: set[str]) -
     return variables
 
 
-def _cells(item: RA.Rule, scope: Program, variables: dict[str, BoxDecl]) -> list[Diagram]:
+def _cells(item: RA.RuleDecl, scope: Program, variables: dict[str, BoxDecl]) -> list[Diagram]:
     """``where diagram Cell ...``: definitions local to the rule, in whose bodies the rule's box
     variables stand for any process. Scanned in a side, such a cell is a pattern for the body
     of the target's scanned cell (``conditions.same_cell``), so a law can say what a loop
@@ -253,7 +253,7 @@ def _mark_variables(d: Diagram, variables: dict[str, BoxDecl]) -> None:
             d.replace(b, var=True)
 
 
-def _side(item: RA.Rule, side: RA.Side, label: str, scope: Program, variables: dict[str, BoxDecl]) -> Diagram:
+def _side(item: RA.RuleDecl, side: RA.Side, label: str, scope: Program, variables: dict[str, BoxDecl]) -> Diagram:
     """One side of a rule: a diagram over the rule's header, named ``NAME (left)``; the boxes
     that are box variables are marked ``var``."""
     if not side.body:  # point at the opening brace, as an empty diagram body would be
