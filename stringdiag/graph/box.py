@@ -211,9 +211,10 @@ class Box(NamedTuple):
     def identity(self) -> Identity:
         """Which function this box computes (see :class:`Identity`): the one definition of
         what a box is, for isomorphism, rules, reductions and the matcher."""
-        kind = self.kind
+        kind, loop = self.kind, self.loop  # (read for every box of a diagram: no more calls than needed)
         return _identity((kind, self.op, self.name, self.weights, self.ref if kind is Kind.DIAGRAM else None,
-                          tuple(self.simd), tuple(self.summed), tuple(self.generics), loop_tag(self), self.value))
+                          tuple(self.simd), tuple(self.summed), tuple(self.generics), "" if loop is None else loop.tag(),
+                          self.value))
 
 
 _MAYBE = ("ref", "value", "seed", "display", "var", "cell")  # written when they say something

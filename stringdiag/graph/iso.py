@@ -51,7 +51,7 @@ from operator import attrgetter, itemgetter
 
 import networkx as nx
 
-from .box import Box, Global, Identity, Kind
+from .box import Box, Global, Identity, Kind, Local
 from .hypergraph import Hypergraph, per_graph_cache
 from .gcpause import gc_paused
 from .weights import weight_key
@@ -265,7 +265,7 @@ class _Builder:
         local = self.local(x, box)
         ctx = (box.kind is Kind.CONTRACT, tuple(map(_first, box.simd)), tuple(map(_first, box.summed)), len(local))
         self.contexts[ix] = self.context_ids.setdefault(ctx, len(self.context_ids))
-        if box.local or box.kind is Kind.DIAGRAM:  # not a global learnable
+        if box.kind is Kind.DIAGRAM or box.weights.__class__ is Local:  # not a global learnable
             wk = weight_key(box)
             if wk is not None:
                 self.weights.append((("weights", wk), ix))
