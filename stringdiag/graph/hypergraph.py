@@ -392,8 +392,8 @@ class Hypergraph:
                          outputs=list(self.outputs), input_names=list(self.input_names),
                          generics=self.generics, pos=self.pos, source=self.source, program=self.program)
         out._next = self._next
-        for memo in _MEMOS:  # networkx copies graph attributes: the memos are the original's
-            out.graph.graph.pop(memo, None)
+        for memo in _MEMOS:  # networkx shares graph attributes: the copy gets memos of its own
+            out.graph.graph[memo] = dict(self.graph.graph.get(memo, _EMPTY))  # (records are values)
         return out
 
     def __repr__(self) -> str:
