@@ -11,6 +11,7 @@ in load falls on both alike. Reported: the median of the rounds for each side an
 ratio new / old (under 1: the new code is faster).
 
     .venv/bin/python benchmarks/bench_versions.py --old ../base [--new .] [--rounds 5] [--tasks iso rewrite]
+    .venv/bin/python benchmarks/bench_versions.py --old ../base --calls   # function calls, not seconds
 """
 from __future__ import annotations
 
@@ -35,12 +36,23 @@ def _encoder(layers: int, name: str, **options):
     return stringdiag.loads(transformer_source(layers, **options), name)
 
 
-def _best(f, inner: int) -> float:
+def _best(f, inner: int, fresh=None) -> float:
+    """The fastest of ``inner`` runs of ``f``, in CPU seconds; with ``--calls``, the number of
+    Python function calls of one run instead (cProfile's count: the same however loaded the
+    machine is). ``fresh``, when given, makes ``f``'s argument anew for each run, untimed."""
+    if os.environ.get("BENCH_CALLS"):
+        import cProfile
+        import pstats
+
+        profile = cProfile.Profile()
+        profile.runcall(f, *(() if fresh is None else (fresh(),)))
+        return pstats.Stats(profile).total_calls
     times = []
     for _ in range(inner):
+        args = () if fresh is None else (fresh(),)
         gc.collect()
         t0 = time.process_time()
-        f()
+        f(*args)
         times.append(time.process_time() - t0)
     return min(times)
 
@@ -83,21 +95,16 @@ def task_check(inner: int) -> dict:
 def task_info(inner: int) -> dict:
     from stringdiag.cli.summary import summarize
 
-    times = []
-    for _ in range(inner):  # a freshly loaded program each time: nothing cached from the last
-        d = _encoder(24, "e.diag")["Encoder"]
-        gc.collect()
-        t0 = time.process_time()
-        summarize(d)
-        times.append(time.process_time() - t0)
-    return {"summarize (info) 24 layers": min(times)}
+    fresh = lambda: _encoder(24, "e.diag")["Encoder"]  # noqa: E731 (nothing cached from the last run)
+    return {"summarize (info) 24 layers": _best(summarize, inner, fresh)}
 
 
 TASKS = {"iso": task_iso, "rewrite": task_rewrite, "check": task_check, "info": task_info}
 
 
-def sample(root: Path, task: str, inner: int) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+def sample(root: Path, task: str, inner: int, calls: bool = False) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               BENCH_CALLS="1" if calls else "")
     out = subprocess.run([sys.executable, __file__, "--child", task, "--inner", str(inner)],
                          env=env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
@@ -120,6 +127,13 @@ def _spread(ts: list) -> float:
     return (max(ts) - min(ts)) / statistics.median(ts)
 
 
+def count_calls(args) -> None:
+    for task in args.tasks:
+        old, new = sample(args.old, task, 1, calls=True), sample(args.new, task, 1, calls=True)
+        for key in old:
+            print(f"{key:<44} old {old[key]:>9,} calls  new {new[key]:>9,} calls  new/old {new[key] / old[key]:5.3f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--old", type=Path)
@@ -127,12 +141,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--inner", type=int, default=3)
     ap.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=sorted(TASKS))
+    ap.add_argument("--calls", action="store_true", help="count Python function calls (one round) instead of timing")
     ap.add_argument("--child", choices=sorted(TASKS))
     args = ap.parse_args()
     if args.child:
         return child(args.child, args.inner)
     if args.old is None:
         ap.error("--old is required")
+    if args.calls:
+        return count_calls(args)
     for task in args.tasks:
         runs: dict[str, dict[str, list]] = {"old": {}, "new": {}}
         for r in range(args.rounds):
