@@ -9,24 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers import ATTENTION_DECLS, SELF_ATTENTION
 from stringdiag.cli.main import main
 
-GOOD = """\
-dim s : seq
-dim d, k : fixed
-learn Q, K : [d] -> [k]
-learn V : [d] -> [d]
-
-diagram SelfAttention(x: [s, d]) -> [s, d] {
-  q[i] = Q(x[i])
-  kk[j] = K(x[j])
-  v[j] = V(x[j])
-  e[i, j] = sum_f q[i, f] * kk[j, f]
-  a[i] = softmax(e[i] / sqrt(k))
-  y[i] = sum_j a[i, j] * v[j]
-  return y
-}
-
+GOOD = ATTENTION_DECLS + "\n" + SELF_ATTENTION + """
 diagram Twice(x: [s, d]) -> [s, d] {
   return SelfAttention(SelfAttention(x))
 }

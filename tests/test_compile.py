@@ -13,6 +13,7 @@ import stringdiag
 from stringdiag import DiagError
 from stringdiag import compile
 from stringdiag.lower import primitives as P
+from helpers import SELF_ATTENTION, rel_norm
 
 F64 = torch.float64
 
@@ -26,16 +27,7 @@ dim d, k, h, e : fixed
 learn Q, K : [d] -> [k]
 learn V : [d] -> [d]
 
-diagram SelfAttention(x: [s, d]) -> [s, d] {
-  q[i] = Q(x[i])
-  kk[j] = K(x[j])
-  v[j] = V(x[j])
-  e[i, j] = sum_f q[i, f] * kk[j, f]
-  a[i] = softmax(e[i] / sqrt(k))
-  y[i] = sum_j a[i, j] * v[j]
-  return y
-}
-
+""" + SELF_ATTENTION + """
 diagram Causal(x: [s, d]) -> [s, d] {
   q = Q(x)
   kk = K(x)
@@ -138,10 +130,6 @@ PROG = stringdiag.loads(SRC, "compile_test.diag")
 DIMS = {"d": 6, "k": 4, "h": 2, "e": 5}
 
 
-def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return ((a - b).norm() / b.norm()).item()
-
-
 def build(name: str, policy: str = "linear", **dims) -> torch.nn.Module:
     torch.manual_seed(0)
     return compile(PROG[name], dims={**DIMS, **dims}, approximator=policy, dtype=torch.float64)
@@ -164,7 +152,7 @@ def test_self_attention_matches_reference():
     m = build("SelfAttention")
     x = randn(7, 6)
     assert m(x).shape == (7, 6)
-    assert rel(m(x), attention_reference(m, x)) < 1e-12
+    assert rel_norm(m(x), attention_reference(m, x)) < 1e-12
 
 
 def test_leading_batch_axes():
@@ -172,7 +160,7 @@ def test_leading_batch_axes():
     x = randn(2, 3, 7, 6)
     y = m(x)
     assert y.shape == (2, 3, 7, 6)
-    assert rel(y[1, 2], m(x[1, 2])) < 1e-12
+    assert rel_norm(y[1, 2], m(x[1, 2])) < 1e-12
 
 
 def test_float32_agrees_with_float64():
@@ -180,14 +168,14 @@ def test_float32_agrees_with_float64():
     x = randn(4, 9, 6)
     m32 = compile(PROG["SelfAttention"], dims=DIMS, approximator="linear", dtype=torch.float32)
     m32.load_state_dict({k: v.float() for k, v in m.state_dict().items()})
-    assert rel(m32(x.float()).double(), m(x)) < 1e-5
+    assert rel_norm(m32(x.float()).double(), m(x)) < 1e-5
 
 
 def test_causal_masking_matches_reference_and_ignores_the_future():
     m = build("Causal")
     x = randn(8, 6)
     mask = torch.ones(8, 8, dtype=torch.bool).tril()
-    assert rel(m(x), attention_reference(m, x, mask)) < 1e-12
+    assert rel_norm(m(x), attention_reference(m, x, mask)) < 1e-12
     x2 = x.clone()
     x2[5:] = randn(3, 6)
     assert torch.equal(m(x)[:5], m(x2)[:5])
@@ -200,20 +188,20 @@ def test_cross_attention():
     q, k, v = lin(m.Q, x), lin(m.K, y), lin(m.V, y)
     ref = torch.softmax(q @ k.T / 2.0, -1) @ v
     assert m(x, y).shape == (3, 6)
-    assert rel(m(x, y), ref) < 1e-12
+    assert rel_norm(m(x, y), ref) < 1e-12
 
 
 def test_relu_and_hardmax_attention():
     x = randn(6, 6)
     m = build("Relu")
-    assert rel(m(x), attention_reference(m, x, score=torch.relu)) < 1e-12
+    assert rel_norm(m(x), attention_reference(m, x, score=torch.relu)) < 1e-12
     m = build("Hard")
 
     def hardmax(e):
         hit = (e == e.max(-1, keepdim=True).values).to(F64)
         return hit / hit.sum(-1, keepdim=True)
 
-    assert rel(m(x), attention_reference(m, x, score=hardmax)) < 1e-12
+    assert rel_norm(m(x), attention_reference(m, x, score=hardmax)) < 1e-12
 
 
 def test_hardmax_averages_ties():
@@ -225,7 +213,7 @@ def test_hardmax_averages_ties():
         m.K.bias.zero_()      # every key the same: all scores tie
     x = randn(5, 6)
     v = lin(m.V, x)
-    assert rel(m(x), v.mean(0).expand(5, 6)) < 1e-12
+    assert rel_norm(m(x), v.mean(0).expand(5, 6)) < 1e-12
 
 
 def test_causal_linear_attention_quadratic_equals_recurrent():
@@ -237,8 +225,8 @@ def test_causal_linear_attention_quadratic_equals_recurrent():
     mask = torch.ones(10, 10, dtype=F64).tril()
     att = (pq @ pk.transpose(-1, -2)) * mask
     ref = (att @ v) / att.sum(-1, keepdim=True)
-    assert rel(a(x), ref) < 1e-12
-    assert rel(b(x), ref) < 1e-12
+    assert rel_norm(a(x), ref) < 1e-12
+    assert rel_norm(b(x), ref) < 1e-12
 
 
 def test_sumformer():
@@ -246,7 +234,7 @@ def test_sumformer():
     x = randn(7, 6)
     total = lin(m.Phi, x).sum(0)
     ref = lin(m.Psi, torch.cat([x, total.expand(7, 5)], -1))
-    assert rel(m(x), ref) < 1e-12
+    assert rel_norm(m(x), ref) < 1e-12
 
 
 def test_multi_head_matches_torch_multihead_attention():
@@ -259,7 +247,7 @@ def test_multi_head_matches_torch_multihead_attention():
         ref.out_proj.bias.copy_(m.WO.bias)
     x = randn(3, 8, 6)
     expected, _ = ref(x, x, x, need_weights=False)
-    assert rel(m(x), expected) < 1e-12
+    assert rel_norm(m(x), expected) < 1e-12
 
 
 def test_rnn_scan_matches_explicit_loop():
@@ -272,7 +260,7 @@ def test_rnn_scan_matches_explicit_loop():
         ys.append(y)
     hN, y = m(x, h0)
     assert hN.shape == (2,) and y.shape == (5, 4)
-    assert rel(hN, h) < 1e-12 and rel(y, torch.stack(ys)) < 1e-12
+    assert rel_norm(hN, h) < 1e-12 and rel_norm(y, torch.stack(ys)) < 1e-12
 
 
 def test_layernorm_and_positional_encoding():
@@ -283,7 +271,7 @@ def test_layernorm_and_positional_encoding():
     angle = pos * 10000.0 ** (-(kk - kk % 2) / 6.0)
     pe = torch.where(kk % 2 == 0, torch.sin(angle), torch.cos(angle))
     ln = next(mod for mod in m.modules() if isinstance(mod, torch.nn.LayerNorm))
-    assert rel(m(x), F.layer_norm(x + pe, (6,), ln.weight, ln.bias)) < 1e-12
+    assert rel_norm(m(x), F.layer_norm(x + pe, (6,), ln.weight, ln.bias)) < 1e-12
 
 
 @settings(max_examples=25, deadline=None, derandomize=True)
@@ -293,7 +281,7 @@ def test_self_attention_is_permutation_equivariant(n, seed):
     m = build("SelfAttention", policy="mlp")
     x = randn(n, 6)
     perm = torch.randperm(n)
-    assert rel(m(x[perm]), m(x)[perm]) < 1e-12
+    assert rel_norm(m(x[perm]), m(x)[perm]) < 1e-12
 
 
 def test_shared_weights_are_one_parameter_set():
@@ -334,7 +322,7 @@ def test_softmax_attention_lowers_to_sdpa_and_agrees(name):
     assert "scaled_dot_product_attention" in fast.code
     assert "scaled_dot_product_attention" not in slow.code and "softmax" in slow.code
     xs = [randn(2, 7, 6)] if name != "Cross" else [randn(2, 4, 6), randn(2, 9, 6)]
-    assert rel(fast(*xs), slow(*xs)) < 1e-12
+    assert rel_norm(fast(*xs), slow(*xs)) < 1e-12
 
 
 def test_attention_matrix_used_elsewhere_is_not_fused():
@@ -358,8 +346,8 @@ def test_causal_linear_attention_fast_path(chunk):
     x = randn(2, 10, 6)
     q, k, v = randn(2, 10, 3), randn(2, 10, 3), randn(2, 10, 5)
     ref = ((q @ k.transpose(-1, -2)) * torch.ones(10, 10, dtype=F64).tril()) @ v
-    assert rel(P.causal_linear(q, k, v, chunk), ref) < 1e-12
-    assert rel(fast(x), slow(x)) < 1e-12
+    assert rel_norm(P.causal_linear(q, k, v, chunk), ref) < 1e-12
+    assert rel_norm(fast(x), slow(x)) < 1e-12
 
 
 def test_user_supplied_approximator_factory():

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 import stringdiag
+from helpers import SELF_ATTENTION
 from stringdiag.graph.types import Dim, show_type
 
 HEAD = """\
@@ -55,15 +56,7 @@ def test_contraction_is_one_box_with_summed_index():
 
 
 def test_attention_types_and_box_kinds():
-    d = load("""diagram SA(x: [s, d]) -> [s, d] {
-  q[i] = Q(x[i])
-  kk[j] = K(x[j])
-  v[j] = V(x[j])
-  e[i, j] = sum_f q[i, f] * kk[j, f]
-  a[i] = softmax(e[i] / sqrt(k))
-  y[i] = sum_j a[i, j] * v[j]
-  return y
-}""")["SA"]
+    d = load(SELF_ATTENTION)["SelfAttention"]
     kinds = sorted(b["box"] for b in boxes(d))
     assert kinds == ["const", "contract", "contract", "diagram", "fixed", "learn", "learn", "learn"]
     types = {d.graph.nodes[w]["name"]: show_type(d.wire_type(w)) for w in d.wires() if d.graph.nodes[w]["name"]}

@@ -14,14 +14,10 @@ import pytest
 import torch
 
 import stringdiag
+from helpers import rel_max
 
 GALLERY = Path(__file__).resolve().parent.parent / "gallery"
 V, S = 29, 9
-
-
-def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
-    assert a.shape == b.shape, (a.shape, b.shape)
-    return (a - b).abs().max().item() / max(a.abs().max().item(), b.abs().max().item())
 
 
 def randomise(module: torch.nn.Module, seed: int) -> None:
@@ -66,13 +62,13 @@ def test_hugging_face_gpt2_lm_head_model_ports_into_gpt_tied_head_and_all():
     stringdiag.load_weights(ours, ref.state_dict(), GPT_MAP, transpose=["transformer.h.*.*.c_*.weight"])
     t = token_ids()
     y, y_ref = ours(t), ref(t).logits
-    assert relative_error(y, y_ref) < 1e-10
+    assert rel_max(y, y_ref) < 1e-10
     w = torch.randn(y.shape, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
     (y * w).sum().backward()
     (y_ref * w).sum().backward()
     mine = dict(ours.named_parameters())
-    assert relative_error(mine["wte.weight"].grad, ref.transformer.wte.weight.grad) < 1e-10
-    assert relative_error(mine["y.1.attn.WQ.weight"].grad,
+    assert rel_max(mine["wte.weight"].grad, ref.transformer.wte.weight.grad) < 1e-10
+    assert rel_max(mine["y.1.attn.WQ.weight"].grad,
                           ref.transformer.h[1].attn.c_attn.weight.grad[:, :12].t()) < 1e-10
 
 
@@ -98,6 +94,6 @@ def test_hugging_face_llama_for_causal_lm_ports_into_llama(theta):
     ours = compiled("Llama", dict(v=V, d=16, g=2, n=2, r=2, f=24, L=2, theta=theta))
     stringdiag.load_weights(ours, ref.state_dict(), LLAMA_MAP)
     t = token_ids()
-    err = relative_error(ours(t), ref(t).logits)
+    err = rel_max(ours(t), ref(t).logits)
     print(f"Llama theta={theta}: relative error {err:.2e}")
     assert err < 1e-5

@@ -23,16 +23,12 @@ import torch
 
 import stringdiag
 from stringdiag.cli.main import main
+from helpers import rel_max
 
 MODERN = Path(__file__).resolve().parent.parent / "gallery" / "modern"
 V, S = 29, 9
 F64 = 1e-10   # float64 throughout
 F32 = 1e-5    # a reference that casts to float32 inside
-
-
-def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
-    assert a.shape == b.shape, (a.shape, b.shape)
-    return (a - b).abs().max().item() / max(a.abs().max().item(), b.abs().max().item(), 1e-300)
 
 
 def randomise(module: torch.nn.Module, seed: int, scale: float = 0.5) -> None:
@@ -80,8 +76,8 @@ def ported(ref: torch.nn.Module, file: str, name: str, dims: dict, mapping: dict
     grads = {n: (p.grad if p.grad is not None else torch.zeros_like(p)) for n, p in ref.named_parameters()}
     stringdiag.load_weights(twin, grads, mapping)
     mine = dict(ours.named_parameters())
-    worst = max(relative_error(mine[n].grad, p.detach()) for n, p in twin.named_parameters())
-    return relative_error(y, y_ref), worst
+    worst = max(rel_max(mine[n].grad, p.detach()) for n, p in twin.named_parameters())
+    return rel_max(y, y_ref), worst
 
 
 def cost(capsys, file: str, name: str) -> dict:
@@ -185,7 +181,7 @@ def test_a_two_layer_hugging_face_mistral_with_a_sliding_window_ports_with_one_m
     wide = compiled("mistral.diag", "MistralForCausalLM", {**dims, "w": S})  # causal alone
     stringdiag.load_weights(wide, ref.state_dict(), MISTRAL_MAP)
     t = token_ids()
-    assert relative_error(wide(t), ref(t).logits) > 1e-3  # the window matters at these sizes
+    assert rel_max(wide(t), ref(t).logits) > 1e-3  # the window matters at these sizes
 
 
 def test_mistral_costs_its_window_not_s_squared_in_the_stack_too(capsys):
@@ -459,11 +455,11 @@ def test_the_mamba_mixer_is_the_papers_selective_scan_in_float64():
     y = ours(x)
     params = dict(ours.named_parameters())
     want = selective_scan_block(x, params)
-    assert relative_error(y, want) < F64
+    assert rel_max(y, want) < F64
     w = torch.randn(y.shape, generator=torch.Generator().manual_seed(11), dtype=torch.float64)
     got = torch.autograd.grad((y * w).sum(), [x, *params.values()])
     ref = torch.autograd.grad((want * w).sum(), [x, *params.values()])
-    assert max(relative_error(a, b) for a, b in zip(got, ref)) < F64
+    assert max(rel_max(a, b) for a, b in zip(got, ref)) < F64
 
 
 def test_a_two_block_hugging_face_mamba_ports_with_one_map_per_block():
@@ -524,9 +520,9 @@ def test_multi_scale_retention_parallel_and_recurrent_are_the_papers_in_float64(
     ref_grads = torch.autograd.grad((want * w).sum(), list(params.values()))
     for form in (par, rec):
         y = form(x)
-        assert relative_error(y, want) < F64
+        assert rel_max(y, want) < F64
         got = torch.autograd.grad((y * w).sum(), [dict(form.named_parameters())[n] for n in params])
-        assert max(relative_error(a, b) for a, b in zip(got, ref_grads)) < F64
+        assert max(rel_max(a, b) for a, b in zip(got, ref_grads)) < F64
 
 
 def test_retention_is_s_squared_in_parallel_and_linear_recurrently(capsys):
@@ -574,9 +570,9 @@ def test_gated_linear_attention_parallel_and_recurrent_are_the_papers_in_float64
     ref_grads = torch.autograd.grad((want * w).sum(), list(params.values()))
     for form in (par, rec):
         y = form(x)
-        assert relative_error(y, want) < F64
+        assert rel_max(y, want) < F64
         got = torch.autograd.grad((y * w).sum(), [dict(form.named_parameters())[n] for n in params])
-        assert max(relative_error(a, b) for a, b in zip(got, ref_grads)) < F64
+        assert max(rel_max(a, b) for a, b in zip(got, ref_grads)) < F64
 
 
 def test_gated_linear_attention_is_s_squared_in_parallel_and_linear_recurrently(capsys):

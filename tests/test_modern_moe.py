@@ -24,6 +24,7 @@ from stringdiag.cli.main import main
 
 transformers = pytest.importorskip("transformers")
 from transformers.models.mixtral import modeling_mixtral as hf  # noqa: E402
+from helpers import rel_max
 
 FILE = Path(__file__).resolve().parent.parent / "gallery" / "modern" / "mixtral.diag"
 V, S = 29, 9
@@ -101,11 +102,6 @@ def compiled(name: str, **dims) -> torch.nn.Module:
                               dtype=torch.float64)
 
 
-def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
-    assert a.shape == b.shape, (a.shape, b.shape)
-    return (a - b).abs().max().item() / max(a.abs().max().item(), b.abs().max().item(), 1e-300)
-
-
 def agreement(ours, twin, ref, y, y_ref, mapping) -> tuple[float, float]:
     """(forward error, worst gradient error over every weight of ours): one random cotangent
     pulled back through both, the reference's gradients carried to our names by the map that
@@ -116,7 +112,7 @@ def agreement(ours, twin, ref, y, y_ref, mapping) -> tuple[float, float]:
     grads = {n: (p.grad if p.grad is not None else torch.zeros_like(p)) for n, p in ref.named_parameters()}
     stringdiag.load_weights(twin, grads, mapping)
     mine = dict(ours.named_parameters())
-    return relative_error(y, y_ref), max(relative_error(mine[n].grad, p.detach()) for n, p in twin.named_parameters())
+    return rel_max(y, y_ref), max(rel_max(mine[n].grad, p.detach()) for n, p in twin.named_parameters())
 
 
 def block_reference(x, gate, gate_up, down, k):
@@ -151,12 +147,12 @@ def test_the_sparse_moe_block_is_hugging_faces(in_float64, monkeypatch):
     x = torch.randn(2, S, 16, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     y = ours(x)
     p = {n.split(".")[0]: t for n, t in ours.named_parameters()}
-    assert relative_error(y, block_reference(x, p["gate"], p["gate_up_proj"], p["down_proj"], 2)) < 1e-12
+    assert rel_max(y, block_reference(x, p["gate"], p["gate_up_proj"], p["down_proj"], 2)) < 1e-12
     fwd, grad = agreement(ours, twin, ref, y, ref(x), BLOCK_MAP)
     assert fwd < tol and grad < tol, (fwd, grad)
     one = compiled("MixtralSparseMoeBlock", k=1)  # the number chosen matters at these sizes
     stringdiag.load_weights(one, ref.state_dict(), BLOCK_MAP)
-    assert relative_error(one(x), ref(x)) > 1e-2
+    assert rel_max(one(x), ref(x)) > 1e-2
 
 
 @pytest.mark.parametrize("in_float64", [False, True])

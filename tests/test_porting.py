@@ -17,15 +17,10 @@ import torch
 from torch import nn
 
 import stringdiag
+from helpers import rel_max
 
 GALLERY = Path(__file__).resolve().parent.parent / "gallery"
 TOL = 1e-10
-
-
-def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
-    assert a.shape == b.shape, (a.shape, b.shape)
-    scale = max(a.abs().max().item(), b.abs().max().item())
-    return 0.0 if scale == 0 else (a - b).abs().max().item() / scale
 
 
 def randomise(module: nn.Module, seed: int) -> None:
@@ -46,14 +41,14 @@ def compare(ours: nn.Module, ref: nn.Module, run_ref, x: torch.Tensor, mapping: 
         (y * w).sum().backward()
         results.append((y.detach(), xg.grad))
     (y1, gx1), (y2, gx2) = results
-    assert relative_error(y1, y2) < TOL, f"outputs: relative error {relative_error(y1, y2):.3g}"
-    assert relative_error(gx1, gx2) < TOL, f"input gradients: relative error {relative_error(gx1, gx2):.3g}"
+    assert rel_max(y1, y2) < TOL, f"outputs: relative error {rel_max(y1, y2):.3g}"
+    assert rel_max(gx1, gx2) < TOL, f"input gradients: relative error {rel_max(gx1, gx2):.3g}"
     mine = dict(ours.named_parameters())
     assert sorted(n for names in mapping.values() for n in names) == sorted(mine), "every parameter is ported"
     for name, p in ref.named_parameters():
         g = torch.cat([mine[n].grad for n in mapping[name]])
         g = g.t() if name in transposed else g
-        assert relative_error(g, p.grad) < TOL, f"gradient of {name}: relative error {relative_error(g, p.grad):.3g}"
+        assert rel_max(g, p.grad) < TOL, f"gradient of {name}: relative error {rel_max(g, p.grad):.3g}"
 
 
 def compiled(file: str, name: str, dims: dict) -> nn.Module:
@@ -182,7 +177,7 @@ def test_a_two_layer_hugging_face_stack_ports_with_the_map_of_one_layer(gpt2):
 
     x = torch.randn(2, s, h * k, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
     y, want = ours(x), run_ref(x)
-    assert relative_error(y, want) < TOL, f"relative error {relative_error(y, want):.3g}"
+    assert rel_max(y, want) < TOL, f"relative error {rel_max(y, want):.3g}"
 
 
 def test_a_placeholder_must_match_the_same_part_twice_and_be_named_by_its_source():

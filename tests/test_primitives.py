@@ -35,6 +35,7 @@ from stringdiag.lower.approximators import LearnableTensor, factory
 from stringdiag.lower.lower import Lowering, compile
 from stringdiag.lower.table import FIXED as TABLE_FIXED
 from stringdiag.lower.table import NATIVE
+from helpers import rel_max
 
 TOL = 1e-12
 SIZES = (1, 2, 7, 64)  # the size of every dimension parameter of the definition
@@ -103,15 +104,6 @@ REFERENCE: dict[str, Reference] = {
     "moe_swiglu": lambda xs, s, w: experts(*xs),
 }
 # definitions whose opened body cannot be evaluated, and why (their tests are expected to fail)
-
-
-def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
-    """max |a - b| / max(|a|, |b|); ``inf`` for different shapes or any non-finite entry."""
-    assert a.shape == b.shape, (a.shape, b.shape)
-    if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
-        return math.inf
-    scale = max(a.abs().max().item(), b.abs().max().item()) if a.numel() else 0.0
-    return 0.0 if scale == 0.0 else (a - b).abs().max().item() / scale
 
 
 def wrapper_source(name: str, ins, outs, generics: tuple[str, ...], ranges=(), out_ranges=()) -> str:
@@ -222,10 +214,10 @@ def test_native_lowering_agrees_with_the_prelude_definition(name, n):
         with torch.no_grad():
             yn, yo = native(*xs), opened(*xs)
         ref = REFERENCE[name](xs, sizes, params)
-        assert relative_error(yn, yo) < TOL, f"native {name} differs from its prelude body: " \
-                                             f"relative error {relative_error(yn, yo):.3g}"
-        assert relative_error(yn, ref) < TOL, f"native {name}: relative error {relative_error(yn, ref):.3g}"
-        assert relative_error(yo, ref) < TOL, f"prelude {name}: relative error {relative_error(yo, ref):.3g}"
+        assert rel_max(yn, yo) < TOL, f"native {name} differs from its prelude body: " \
+                                             f"relative error {rel_max(yn, yo):.3g}"
+        assert rel_max(yn, ref) < TOL, f"native {name}: relative error {rel_max(yn, ref):.3g}"
+        assert rel_max(yo, ref) < TOL, f"prelude {name}: relative error {rel_max(yo, ref):.3g}"
 
 
 @pytest.mark.parametrize("n", SIZES)
@@ -238,7 +230,7 @@ def test_native_lowering_is_stable_for_large_inputs(name, n):
         yn = native(*xs)
     ref = REFERENCE[name](xs, sizes, params)
     assert torch.isfinite(yn).all()
-    assert relative_error(yn, ref) < TOL, f"native {name}: relative error {relative_error(yn, ref):.3g}"
+    assert rel_max(yn, ref) < TOL, f"native {name}: relative error {rel_max(yn, ref):.3g}"
 
 
 @pytest.mark.parametrize("name", ["softmax", "ssoftmax"])
@@ -247,7 +239,7 @@ def test_prelude_softmax_body_is_stable_for_large_inputs(name):
     xs = inputs(d, sizes, gen, magnitude=LARGE)
     with torch.no_grad():
         yn, yo = native(*xs), opened(*xs)
-    assert relative_error(yn, yo) < TOL
+    assert rel_max(yn, yo) < TOL
 
 
 @pytest.mark.parametrize("name", sorted(NATIVE))
@@ -261,7 +253,7 @@ def test_native_and_opened_have_the_same_gradients(name):
         y = m(*xg)
         (y * torch.linspace(-1, 1, y.numel(), dtype=torch.float64).reshape(y.shape)).sum().backward()
         grads.append(torch.cat([x.grad.flatten() for x in xg if x.is_floating_point()]))
-    assert relative_error(*grads) < 1e-10
+    assert rel_max(*grads) < 1e-10
 
 
 # == the elementwise table and the prelude's fixed primitives =====================================
@@ -359,7 +351,7 @@ def test_scalar_primitives_agree_with_math(name):
     finite = torch.isfinite(ref)
     assert torch.equal(torch.isfinite(y), finite), name
     assert torch.equal(y[~finite], ref[~finite]), name
-    assert relative_error(y[finite], ref[finite]) < TOL, name
+    assert rel_max(y[finite], ref[finite]) < TOL, name
 
 
 def test_a_fixed_process_without_a_lowering_is_a_clear_error():

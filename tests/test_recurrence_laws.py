@@ -31,16 +31,13 @@ from stringdiag.graph.expand import expand
 from stringdiag.lower import primitives as P
 from stringdiag.lower.chunked import causal_decay_linear
 from stringdiag.rewrite.rule import RULES_DIR, load_rules
+from helpers import rel_max
 
 F64 = torch.float64
 ROOT = Path(__file__).resolve().parents[1]
 GALLERY = ROOT / "gallery"
 RULES = RULES_DIR / "recurrence.rules"
 LAWS = {r.name: r for r in load_rules(RULES)}
-
-
-def rel(a, b) -> float:
-    return float((a - b).detach().abs().max() / b.detach().abs().max())
 
 
 def recurrence(q, k, v, a):
@@ -107,14 +104,14 @@ def test_both_sides_of_a_scan_law_are_the_recurrence(name, decay):
         gate = torch.exp(gate) if "log" in name else gate
     want = recurrence(q, k, v, gate)
     for m in sides(name, DIMS):
-        assert rel(m(*args), want) < 1e-12
+        assert rel_max(m(*args), want) < 1e-12
 
 
 def test_the_normaliser_law_is_the_running_key_sum():
     q, k, _ = qkv(2)
     want = torch.einsum("bif,bif->bi", q, torch.cumsum(k, dim=-2))
     for m in sides("scan_prefix_normaliser", {"n": N, "f": FK}):
-        assert rel(m(q, k), want) < 1e-12
+        assert rel_max(m(q, k), want) < 1e-12
 
 
 @pytest.mark.parametrize("name", ["chunk_sum", "chunk_decay", "chunk_log_gate", "blocks_decay"])
@@ -134,7 +131,7 @@ def test_both_sides_of_a_chunking_law_are_the_recurrence_over_the_flattened_sequ
         extra, gate = [gamma], gamma[:, None, None, None].expand(2, m_ * c, 1, 1)
     want = recurrence(*flat, gate).unflatten(1, (m_, c))
     for mod in sides(name, {"m": m_, "c": c, "f": FK, "e": E}):
-        assert rel(mod(q, k, v, *extra), want) < 1e-12
+        assert rel_max(mod(q, k, v, *extra), want) < 1e-12
 
 
 def test_a_cell_that_is_not_affine_in_its_carry_is_not_matched():
@@ -203,7 +200,7 @@ def test_the_retnet_forms_compute_retention_as_written_by_hand():
     D = torch.where(i[:, None] >= i[None, :], 0.96875 ** (i[:, None] - i[None, :]).clamp(min=0), 0.0)
     want = ((q @ k.transpose(-1, -2)) * D @ v).unflatten(1, (3, 4))
     for m in mods:
-        assert rel(m(x), want) < 1e-12
+        assert rel_max(m(x), want) < 1e-12
 
 
 # == a gated linear attention written by someone else =============================================
@@ -250,7 +247,7 @@ def test_someone_elses_gated_linear_attention_becomes_its_parallel_form(tmp_path
     b = torch.cumprod(alpha, dim=1)  # b_t = prod_{u <= t} alpha_u (Yang et al. eq. 4)
     scores = torch.einsum("bif,bjf->bij", q * b, k / b).tril()
     want = scores @ v
-    assert rel(after(x), want) < 1e-10 and rel(before(x), want) < 1e-10
+    assert rel_max(after(x), want) < 1e-10 and rel_max(before(x), want) < 1e-10
 
 
 
@@ -299,7 +296,7 @@ def test_chunked_decay_kernel_is_the_recurrence(s, chunk, seed):
     v = torch.randn(2, s, 4, generator=g, dtype=F64)
     l = -3 * torch.rand(2, s, generator=g, dtype=F64)
     want = recurrence(q, k, v, torch.exp(l)[..., None, None])
-    assert rel(causal_decay_linear(q, k, v, l, chunk), want) < 1e-12
+    assert rel_max(causal_decay_linear(q, k, v, l, chunk), want) < 1e-12
 
 
 def test_chunked_decay_kernel_keeps_small_gates_beside_large_ones():
@@ -311,7 +308,7 @@ def test_chunked_decay_kernel_keeps_small_gates_beside_large_ones():
     l = torch.full((1, s), -1e-3, dtype=F64)
     l[0, 2] = -1e9
     want = recurrence(q, k, v, torch.exp(l)[..., None, None])
-    assert rel(causal_decay_linear(q, k, v, l, 4), want) < 1e-12
+    assert rel_max(causal_decay_linear(q, k, v, l, 4), want) < 1e-12
 
 
 def test_chunked_decay_kernel_gradients_match_the_recurrence():
@@ -325,7 +322,7 @@ def test_chunked_decay_kernel_gradients_match_the_recurrence():
         f(*ins).pow(2).sum().backward()
         grads.append([x.grad for x in ins])
     for a, b in zip(*grads):
-        assert rel(a, b) < 1e-11
+        assert rel_max(a, b) < 1e-11
 
 
 def test_compiled_ssd_uses_the_chunked_kernel_and_is_the_recurrent_form():
@@ -338,7 +335,7 @@ def test_compiled_ssd_uses_the_chunked_kernel_and_is_the_recurrent_form():
     assert any(n.target is causal_decay_linear for n in fast.graph.nodes)
     assert not any(n.target is P.causal for n in fast.graph.nodes)  # no [s, s] mask
     x = torch.randn(2, 70, 5, dtype=F64)  # longer than one block
-    assert rel(fast(x), slow(x)) < 1e-12
+    assert rel_max(fast(x), slow(x)) < 1e-12
 
 
 def test_causal_linear_attention_is_one_pass_and_agrees_with_the_quadratic_form():
@@ -352,7 +349,7 @@ def test_causal_linear_attention_is_one_pass_and_agrees_with_the_quadratic_form(
     x = torch.randn(2, 300, 5, dtype=F64)
     xg = [x.clone().requires_grad_(True) for _ in range(2)]
     ys = [m(xi) for m, xi in zip((fast, slow), xg)]
-    assert rel(ys[0], ys[1]) < 1e-12
+    assert rel_max(ys[0], ys[1]) < 1e-12
     for y in ys:
         y.pow(2).sum().backward()
-    assert rel(xg[0].grad, xg[1].grad) < 1e-10
+    assert rel_max(xg[0].grad, xg[1].grad) < 1e-10

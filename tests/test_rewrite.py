@@ -20,7 +20,7 @@ from stringdiag.graph.types import Dim
 from stringdiag.derive.steps import copy_box
 from stringdiag.rewrite import find_matches, load_rules, loads_rules, rewrite, rewrite_all, select
 from stringdiag.rewrite import match as M
-from stringdiag.rewrite.normal import iterated
+from stringdiag.rewrite.iterated import iterated
 from stringdiag.rewrite.rule import RULES_DIR
 from stringdiag.rewrite.unify import Unifier
 from stringdiag.verify.oracle import dim_names

@@ -22,6 +22,7 @@ import stringdiag
 from stringdiag import compile
 from stringdiag.analysis.complexity import analyse
 from stringdiag.lower import primitives as P
+from helpers import rel_max
 
 F64 = torch.float64
 GALLERY = stringdiag.load("gallery/taxonomy.diag")
@@ -36,12 +37,6 @@ def dense(q, k, v, w: int, scale: float):
     return torch.softmax(e, dim=-1) @ v
 
 
-def rel(a, b) -> float:
-    """max |a - b| / max(|a|, |b|) (0 when both vanish: one key, the scores have no gradient)."""
-    scale = max(a.abs().max().item(), b.abs().max().item())
-    return 0.0 if scale == 0.0 else (a - b).abs().max().item() / scale
-
-
 @settings(max_examples=25, deadline=None)
 @given(s=st.integers(1, 9), w=st.integers(1, 12), f=st.integers(1, 3), e=st.integers(1, 3),
        seed=st.integers(0, 2**16))
@@ -50,12 +45,12 @@ def test_window_attention_is_dense_masked_attention_values_and_gradients(s, w, f
     q, k, v = (torch.randn(2, s, n, generator=g, dtype=F64, requires_grad=True) for n in (f, f, e))
     y = P.window_attention(q, k, v, w, 0.7)
     ref = dense(q, k, v, w, 0.7)
-    assert rel(y, ref) < 1e-10
+    assert rel_max(y, ref) < 1e-10
     gy = torch.randn(y.shape, generator=g, dtype=F64)
     got = torch.autograd.grad(y, (q, k, v), gy)
     want = torch.autograd.grad(ref, (q, k, v), gy)
     for a, b in zip(got, want):
-        assert rel(a, b) < 1e-10
+        assert rel_max(a, b) < 1e-10
 
 
 @pytest.mark.parametrize("w", [1, 3, 7, 50])  # w = 1: the diagonal only; 7 = s and 50 > s: no mask at all
@@ -68,11 +63,11 @@ def test_compiled_sliding_window_attention_is_banded_and_agrees_with_dense(w):
     x = torch.randn(2, 7, 5, dtype=F64, requires_grad=True)
     y = m(x)
     ref = dense(m.Q(x), m.K(x), m.V(x), w, 1 / math.sqrt(3))
-    assert rel(y, ref) < 1e-10
+    assert rel_max(y, ref) < 1e-10
     gy = torch.randn(y.shape, dtype=F64)
     (gx,) = torch.autograd.grad(y, x, gy)
     (gr,) = torch.autograd.grad(ref, x, gy)
-    assert rel(gx, gr) < 1e-10
+    assert rel_max(gx, gr) < 1e-10
 
 
 def test_window_attention_memory_does_not_hold_an_s_by_s_matrix():
@@ -172,10 +167,10 @@ def test_window_global_attention_is_dense_masked_attention_values_and_gradients(
     q, k, v = (torch.randn(2, s, n, generator=gen, dtype=F64, requires_grad=True) for n in (f, f, e))
     y = P.window_global_attention(q, k, v, w, g, 0.7)
     ref = dense_longformer(q, k, v, w, g, 0.7)
-    assert rel(y, ref) < 1e-10
+    assert rel_max(y, ref) < 1e-10
     gy = torch.randn(y.shape, generator=gen, dtype=F64)
     for a, b in zip(torch.autograd.grad(y, (q, k, v), gy), torch.autograd.grad(ref, (q, k, v), gy)):
-        assert rel(a, b) < 1e-10
+        assert rel_max(a, b) < 1e-10
 
 
 @pytest.mark.parametrize("w, g", [(1, 1), (2, 3), (9, 2)])
@@ -187,9 +182,9 @@ def test_compiled_longformer_builds_no_s_by_s_mask_and_agrees_with_dense(w, g):
     x = torch.randn(2, 8, 5, dtype=F64, requires_grad=True)
     y = m(x)
     ref = dense_longformer(m.Q(x), m.K(x), m.V(x), w, g, 1 / math.sqrt(3))
-    assert rel(y, ref) < 1e-10
+    assert rel_max(y, ref) < 1e-10
     gy = torch.randn(y.shape, dtype=F64)
-    assert rel(torch.autograd.grad(y, x, gy)[0], torch.autograd.grad(ref, x, gy)[0]) < 1e-10
+    assert rel_max(torch.autograd.grad(y, x, gy)[0], torch.autograd.grad(ref, x, gy)[0]) < 1e-10
 
 
 def test_compiled_global_tokens_alone_use_the_kernel_without_a_band():
@@ -197,7 +192,7 @@ def test_compiled_global_tokens_alone_use_the_kernel_without_a_band():
     called = [n.target for n in m.graph.nodes if n.op == "call_function"]
     assert P.window_global_attention in called and P.global_tokens not in called
     x = torch.randn(7, 4, dtype=F64)
-    assert rel(m(x), dense_longformer(m.Q(x), m.K(x), m.V(x), 0, 2, 1 / math.sqrt(4))) < 1e-10
+    assert rel_max(m(x), dense_longformer(m.Q(x), m.K(x), m.V(x), 0, 2, 1 / math.sqrt(4))) < 1e-10
 
 
 def test_window_global_attention_memory_grows_linearly():

@@ -17,6 +17,7 @@ import torch
 
 from stringdiag.cli.main import main
 from stringdiag.derive.derivation import EQ, RED, load_derivation
+from helpers import rel_max
 
 GALLERY = Path(__file__).resolve().parents[1] / "gallery"
 RULES = Path(__file__).resolve().parents[1] / "rules" / "sumformer.rules"
@@ -83,10 +84,6 @@ def sum_rows(sigma: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    return ((a - b).abs().max() / b.abs().max()).item()
-
-
 @pytest.fixture
 def gen():
     return torch.Generator().manual_seed(4)
@@ -98,11 +95,11 @@ def test_thm43_e1_queries_and_keys_give_uniform_attention_and_the_sum(gen):
     A = torch.softmax((X @ WQ) @ (X @ WK).T / math.sqrt(W), dim=-1)
     assert torch.allclose(A, torch.full((N, N), 1.0 / N, dtype=torch.float64), rtol=0, atol=1e-15)
     head = A @ X @ value_matrix(N)
-    assert rel(head, sum_rows(sigma)) < 1e-13
+    assert rel_max(head, sum_rows(sigma)) < 1e-13
     # with the skip connection: eq. (24), [1, x_i, phi(x_i), Sigma]
     eq24 = X.clone()
     eq24[:, LAST] = sigma
-    assert rel(X + head, eq24) < 1e-13
+    assert rel_max(X + head, eq24) < 1e-13
 
 
 def linformer(X, E, F, WV) -> torch.Tensor:
@@ -116,14 +113,14 @@ def test_thm44_the_papers_linformer_gives_n_over_k_times_the_sum(gen):
     ones = torch.ones(K, N, dtype=torch.float64)
     E, F = ones / N, ones / K                       # the proof of Theorem 4.4
     out = linformer(X, E, F, value_matrix(N))       # W_V as in Theorem 4.3
-    assert rel(out, sum_rows(sigma) * N / K) < 1e-13
-    assert rel(out, sum_rows(sigma)) > 0.5          # eq. (26) claims Sigma: off by n/k = 7/4
+    assert rel_max(out, sum_rows(sigma) * N / K) < 1e-13
+    assert rel_max(out, sum_rows(sigma)) > 0.5          # eq. (26) claims Sigma: off by n/k = 7/4
     # F = (1/n) 1 gives eq. (26) exactly; E's constant does not matter (any c 1 gives constant rows)
-    assert rel(linformer(X, E, ones / N, value_matrix(N)), sum_rows(sigma)) < 1e-13
-    assert rel(linformer(X, 3.0 * ones, ones / N, value_matrix(N)), sum_rows(sigma)) < 1e-13
+    assert rel_max(linformer(X, E, ones / N, value_matrix(N)), sum_rows(sigma)) < 1e-13
+    assert rel_max(linformer(X, 3.0 * ones, ones / N, value_matrix(N)), sum_rows(sigma)) < 1e-13
     # and the Transformer of Theorem 4.3 with the same W_V gives Sigma: the Linformer alone is off
     A = torch.softmax((X @ e1_matrix()) @ (X @ e1_matrix()).T / math.sqrt(W), dim=-1)
-    assert rel(out, A @ X @ value_matrix(N) * N / K) < 1e-13
+    assert rel_max(out, A @ X @ value_matrix(N) * N / K) < 1e-13
 
 
 def features(Z: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
@@ -144,8 +141,8 @@ def test_thm45_performer_with_the_extra_feed_forward_gives_the_sum(gen):
     assert math.isclose(lam.item(), (features(e1[None], omega)[0] ** 2).sum().item(), rel_tol=1e-14)
     head = aq @ (ak.T @ (X @ value_matrix(N)))         # eq. (8), right to left
     Wff = torch.eye(W, dtype=torch.float64) / (lam * N)  # the extra feed-forward layer, b = 0
-    assert rel(head @ Wff, sum_rows(sigma)) < 1e-13      # eq. (28), W applied row-wise
-    assert rel(head, sum_rows(sigma) * lam * N) < 1e-13  # without it: lambda n Sigma
+    assert rel_max(head @ Wff, sum_rows(sigma)) < 1e-13      # eq. (28), W applied row-wise
+    assert rel_max(head, sum_rows(sigma) * lam * N) < 1e-13  # without it: lambda n Sigma
 
 
 # == what the engine gained for these derivations =================================================

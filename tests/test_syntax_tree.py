@@ -101,7 +101,7 @@ def test_rules_read_their_own_nodes_and_the_diag_statements():
            "  return a\n"
            '} by "p.deriv"\n')
     decl, rule = R.read_rules(src, "t.rules")
-    assert isinstance(decl, A.DimDecl) and isinstance(rule, R.Rule)
+    assert isinstance(decl, A.DimDecl) and isinstance(rule, R.RuleDecl)
     assert rule.name == A.Name("r", at(2, 6, "t.rules")) and rule.relation == "=>"
     assert [n.text for n in rule.generics.names] == ["n"] and len(rule.params) == 1 and len(rule.outs) == 1
     (given,) = rule.given

@@ -17,6 +17,7 @@ from stringdiag.analysis.combine import parameter_count
 from stringdiag.derive.derivation import EQ, REWIRE, load_derivation
 from stringdiag.train.loop import TrainConfig, train
 from stringdiag.train.model import LanguageModel
+from helpers import rel_norm
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -52,10 +53,6 @@ def softmax_attention(q, k, v, keep):
 def grid(s):
     i = torch.arange(s)
     return i[:, None], i[None, :]
-
-
-def rel(a, b):
-    return ((a - b).norm() / b.norm()).item()
 
 
 X = torch.randn(2, S, DIMS["d"], generator=torch.Generator().manual_seed(3), dtype=torch.float64)
@@ -177,7 +174,7 @@ MEMBERS = {
 @pytest.mark.parametrize("file,name", sorted(MEMBERS), ids=lambda x: x)
 def test_member_agrees_with_its_papers_mechanism(file, name):
     m = compiled(file, name)
-    assert rel(m(X), MEMBERS[(file, name)](m, X)) < 1e-10
+    assert rel_norm(m(X), MEMBERS[(file, name)](m, X)) < 1e-10
 
 
 def test_the_masks_are_what_the_notes_say():

@@ -13,6 +13,7 @@ from torch import nn
 
 from stringdiag.analysis.complexity import analyse
 from stringdiag.trace import trace
+from helpers import rel_max
 
 TOL = 1e-10
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,10 +32,6 @@ def causal_mask(b: int, s: int) -> torch.Tensor:
     return torch.zeros(s, s, dtype=torch.float64).masked_fill(~keep, float("-inf")).expand(b, 1, s, s)
 
 
-def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
-    return ((a - b).abs().max() / b.abs().max()).item()
-
-
 def round_trip(module: nn.Module, example, tensors, run_ours=None, tol: float = TOL):
     """Trace on lengths 5 and 7; the trace checks, has a cost, compiles and loads; outputs agree."""
     t = trace(module, example(5), example(7))
@@ -46,7 +43,7 @@ def round_trip(module: nn.Module, example, tensors, run_ours=None, tol: float = 
         ex = example(s)
         y = ours(*tensors(ex))
         ref = module(**ex) if isinstance(ex, dict) else module(ex)
-        assert relative_error(y, ref) < tol, (s, relative_error(y, ref))
+        assert rel_max(y, ref) < tol, (s, rel_max(y, ref))
     return t
 
 
@@ -123,7 +120,7 @@ def test_multihead_attention_round_trips_with_its_averaged_weights():
     t.weights.load(ours, m.state_dict())
     for s in (5, 6):
         for y, ref in zip(ours(*xs[s]), m(*xs[s])):
-            assert relative_error(y, ref) < TOL
+            assert rel_max(y, ref) < TOL
     assert "w[i, j] = (sum_a att[a, i, j]) / d3" in t.text
 
 

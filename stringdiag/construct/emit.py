@@ -34,7 +34,7 @@ def source(blocks: list[Block], n: int, d: int) -> str:
 
 def weights(blocks: list[Block]) -> dict[str, torch.Tensor]:
     """Block k's parameters under the names its use ``zk = ScalarHardmaxBlock(...)`` compiles to
-    (``zk.U.weight``: lower/names.py)."""
+    (``zk.U.weight``: lower/param_names.py)."""
     t = lambda x: torch.as_tensor(x, dtype=torch.float64).clone()  # noqa: E731
     out: dict[str, torch.Tensor] = {}
     for k, b in enumerate(blocks, 1):

@@ -119,6 +119,9 @@ class Identity(NamedTuple):
         return tuple(d for lab, d in pairs if lab not in drop)
 
 
+_identity = Identity._make
+
+
 class Box(NamedTuple):
     """A box node read as a record (see the module docstring). A named tuple: frozen, slotted,
     and quick to make, since boxes are read many times over."""
@@ -188,10 +191,14 @@ class Box(NamedTuple):
     def attrs(self) -> dict:
         """The node attributes of this record (:meth:`of` reads them back): what the graph
         stores. Only the attributes that say something are written."""
-        a = {"box": self.kind.value, "op": self.op, "simd": self.simd, "pos": self.pos, "clusters": self.clusters}
-        for k, v in zip(_EXTRA, (self.summed, self.generics, self.ref, self.value, self.seed, self.display, self.var,
-                                 self.cell)):
-            if v is not None and v is not False and v != ():
+        a = {"box": self.kind._value_, "op": self.op, "simd": self.simd, "pos": self.pos, "clusters": self.clusters}
+        if self.summed != ():
+            a["summed"] = self.summed
+        if self.generics != ():
+            a["generics"] = self.generics
+        for k in _MAYBE:
+            v = getattr(self, k)
+            if v is not None and v is not False:
                 a[k] = v
         if isinstance(self.loop, Scan):
             a["scan"] = True
@@ -204,11 +211,13 @@ class Box(NamedTuple):
     def identity(self) -> Identity:
         """Which function this box computes (see :class:`Identity`): the one definition of
         what a box is, for isomorphism, rules, reductions and the matcher."""
-        return Identity(self.kind, self.op, self.name, self.weights, self.ref if self.kind is Kind.DIAGRAM else None,
-                        tuple(self.simd), tuple(self.summed), tuple(self.generics), loop_tag(self), self.value)
+        kind, loop = self.kind, self.loop  # (read for every box of a diagram: no more calls than needed)
+        return _identity((kind, self.op, self.name, self.weights, self.ref if kind is Kind.DIAGRAM else None,
+                          tuple(self.simd), tuple(self.summed), tuple(self.generics), "" if loop is None else loop.tag(),
+                          self.value))
 
 
-_EXTRA = ("summed", "generics", "ref", "value", "seed", "display", "var", "cell")  # written when they say something
+_MAYBE = ("ref", "value", "seed", "display", "var", "cell")  # written when they say something
 
 
 def loop_of(a: Mapping) -> Loop | None:

@@ -35,13 +35,16 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import networkx as nx
 
 from ..errors import Pos
-from .box import _KIND_OF, KINDS, Box, Instance, Kind, loop_tag
+from .box import _KIND_OF, KINDS, Box, Identity, Instance, Kind, loop_tag
 from .types import Dim, TensorType, show_type
 
 Axes = tuple[Any, ...]  # str: a SIMD (or summed) label; int: a local axis
 BOX_CLASSES = KINDS
 _EDITS = "edits"  # the graph attribute counting edits (see Hypergraph.version)
 _RECORDS = "records"  # the graph attribute memoising Hypergraph.record
+_IDENTITIES = "identities"  # ... and Hypergraph.identity
+_MEMOS = (_RECORDS, _IDENTITIES)
+_EMPTY: dict = {}
 _NONE = object()
 
 
@@ -84,6 +87,22 @@ def per_graph_cache(fn: Callable | None = None, *, key: Callable | None = None, 
 
     cached.cache = store  # for tests
     return cached
+
+
+def _memo(g: nx.MultiDiGraph, name: str) -> dict:
+    """The memo ``name`` (records, identities) kept on the networkx graph ``g``."""
+    memo = g.graph.get(name)
+    if memo is None:
+        memo = g.graph[name] = {}
+    return memo
+
+
+def _forget(g: nx.MultiDiGraph, n: int) -> None:
+    """Drop what the memos hold about node ``n`` (it changed)."""
+    for name in _MEMOS:
+        memo = g.graph.get(name)
+        if memo is not None:
+            memo.pop(n, None)
 
 
 @dataclass
@@ -205,7 +224,7 @@ class Hypergraph:
             b: int | None = None) -> int:
         """Add the box ``box`` reading ``inputs`` and writing the existing wires ``outputs``."""
         b = self.place(box.attrs(), inputs, outputs, b)
-        self._memo()[b] = box  # what record(b) would read back
+        _memo(self.graph, _RECORDS)[b] = box  # what record(b) would read back
         return b
 
     def write(self, b: int, port: int, w: int) -> None:
@@ -216,7 +235,7 @@ class Hypergraph:
     def replace(self, b: int, **attrs: Any) -> None:
         """Change some attributes of box (or wire) ``b``."""
         self.graph.nodes[b].update(attrs)
-        self._forget(b)
+        _forget(self.graph, b)
         self.edited()
 
     def reset(self, b: int, box: Box) -> None:
@@ -224,7 +243,8 @@ class Hypergraph:
         a = self.graph.nodes[b]
         a.clear()
         a.update(kind="box", **box.attrs())
-        self._memo()[b] = box
+        _forget(self.graph, b)
+        _memo(self.graph, _RECORDS)[b] = box
         self.edited()
 
     def clone_box(self, b: int, out_names: list[str | None] | None = None) -> tuple[int, list[int]]:
@@ -266,7 +286,7 @@ class Hypergraph:
     def remove_box(self, b: int, outputs: bool = True) -> None:
         """Remove box ``b`` (and, unless told not to, the wires it writes)."""
         self.graph.remove_nodes_from([b, *self.box_outputs(b)] if outputs else [b])
-        self._forget(b)
+        _forget(self.graph, b)
         self.edited()
 
     def remove_wire(self, w: int) -> None:
@@ -303,22 +323,18 @@ class Hypergraph:
     def record(self, b: int) -> Box:
         """Box ``b`` as a typed record (memoised: every change to a box goes through
         :meth:`replace`, which forgets it)."""
-        memo = self._memo()
-        box = memo.get(b)
+        box = self.graph.graph.get(_RECORDS, _EMPTY).get(b)
         if box is None:
-            box = memo[b] = Box.of(self.graph.nodes[b])
+            box = _memo(self.graph, _RECORDS)[b] = Box.of(self.graph.nodes[b])
         return box
 
-    def _memo(self) -> dict:
-        memo = self.graph.graph.get(_RECORDS)
-        if memo is None:
-            memo = self.graph.graph[_RECORDS] = {}
-        return memo
-
-    def _forget(self, n: int) -> None:
-        memo = self.graph.graph.get(_RECORDS)
-        if memo is not None:
-            memo.pop(n, None)
+    def identity(self, b: int) -> Identity:
+        """``record(b).identity()``, memoised with the record (readers of every box, such as
+        isomorphism, ask for it many times over)."""
+        i = self.graph.graph.get(_IDENTITIES, _EMPTY).get(b)
+        if i is None:
+            i = _memo(self.graph, _IDENTITIES)[b] = self.record(b).identity()
+        return i
 
     def wire_type(self, w: int) -> TensorType:
         return self.graph.nodes[w]["type"]
@@ -381,7 +397,8 @@ class Hypergraph:
                          outputs=list(self.outputs), input_names=list(self.input_names),
                          generics=self.generics, pos=self.pos, source=self.source, program=self.program)
         out._next = self._next
-        out.graph.graph.pop(_RECORDS, None)  # networkx copies graph attributes: the memo is the original's
+        for memo in _MEMOS:  # networkx shares graph attributes: the copy gets memos of its own
+            out.graph.graph[memo] = dict(self.graph.graph.get(memo, _EMPTY))  # (records are values)
         return out
 
     def __repr__(self) -> str:

@@ -51,7 +51,7 @@ from operator import attrgetter, itemgetter
 
 import networkx as nx
 
-from .box import Box, Global, Kind
+from .box import Box, Global, Identity, Kind, Local
 from .hypergraph import Hypergraph, per_graph_cache
 from .gcpause import gc_paused
 from .weights import weight_key
@@ -67,7 +67,7 @@ def _box_label(box: Box, local: tuple = ()) -> str:
     simd = ",".join(str(d) for d in i.dims(i.simd)) + "".join(f",{d}" for d in local)
     summed = ",".join(str(d) for d in i.dims(i.summed))
     generics = ",".join(f"{g}={d}" for g, d in i.generics)
-    return "|".join((i.kind.value, i.name, simd, i.loop, summed, generics, _value(i.value)))
+    return "|".join((i.kind, i.name, simd, i.loop, summed, generics, _value(i.value)))
 
 
 def _axes_order(box: Box, n_local: int) -> dict:
@@ -203,12 +203,11 @@ class _Labels:
             dims = self.dims_memo[tk] = self.dims(map(_second, simd))
         return dims
 
-    def box(self, box: Box, local: tuple) -> int:
+    def box(self, i: Identity, local: tuple) -> int:
         """A box's label: the same string as :func:`_box_label`, built from memoised parts."""
-        i = box.identity()
         summed, generics = i.summed, i.generics
         dims = self.simd(i.simd)
-        s = "|".join((i.kind.value, i.name, dims + "".join(["," + self.dim(y) for y in local]) if local else dims,
+        s = "|".join((i.kind, i.name, dims + "".join(["," + self.dim(y) for y in local]) if local else dims,
                       i.loop,
                       self.dims(map(_second, summed)) if summed else "",
                       ",".join([f"{q}={self.dim(y)}" for q, y in generics]) if generics else "",
@@ -221,7 +220,7 @@ class _Builder:
 
     def __init__(self, d: Hypergraph):
         g = d.graph
-        self.record = d.record
+        self.record, self.identity = d.record, d.identity
         self.attr = dict(g.nodes(data=True))
         self.succ = dict(g.adjacency())  # u -> {v: {key: data}}
         self.keys = list(self.attr)
@@ -266,11 +265,11 @@ class _Builder:
         local = self.local(x, box)
         ctx = (box.kind is Kind.CONTRACT, tuple(map(_first, box.simd)), tuple(map(_first, box.summed)), len(local))
         self.contexts[ix] = self.context_ids.setdefault(ctx, len(self.context_ids))
-        if box.local or box.kind is Kind.DIAGRAM:  # not a global learnable
+        if box.kind is Kind.DIAGRAM or box.weights.__class__ is Local:  # not a global learnable
             wk = weight_key(box)
             if wk is not None:
                 self.weights.append((("weights", wk), ix))
-        return self.labels.box(box, local)
+        return self.labels.box(self.identity(x), local)
 
     def weight_nodes(self) -> None:
         """One ``weights`` node per weight set, with an edge to every box computing with it."""

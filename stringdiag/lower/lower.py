@@ -33,7 +33,7 @@ from ..graph.expand import substituted
 from ..graph.types import Dim
 from ..graph.weights import weight_key
 from . import loops
-from . import names as N
+from . import param_names as N
 from . import primitives as P
 from .approximators import LearnableTensor, Policy, factory, per_box
 from .fastpath import fuse
@@ -80,7 +80,7 @@ def _with_defaults(diagram: Diagram, dims: Mapping[str, int] | None) -> dict[str
     return out
 
 
-class Call:
+class PrimitiveCall:
     """One primitive box as its entry in the primitive table sees it: inputs aligned as
     [batch, SIMD axes, local axes], dimension parameters by name, the graph to emit into."""
 
@@ -419,7 +419,7 @@ class Lowering:
         if entry is None:
             raise DiagError(f"fixed process '{node.op}' has no implementation to compile; define it as a "
                             "diagram", node.pos)
-        return entry(Call(self, b))
+        return entry(PrimitiveCall(self, b))
 
     def random(self, b: int) -> fx.Node:
         """A fixed random tensor: drawn from N(0, 1) by its seed with a ``torch.Generator``

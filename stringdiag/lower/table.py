@@ -2,7 +2,7 @@
 
 The lowering dispatches a ``fixed`` box, or a prelude definition kept whole, by its name
 here, as torch.fx's ``Interpreter`` dispatches ``call_function`` by target. An entry is a
-function of a :class:`~stringdiag.lower.lower.Call` (the box's inputs aligned as [batch,
+function of a :class:`~stringdiag.lower.lower.PrimitiveCall` (the box's inputs aligned as [batch,
 SIMD axes, local axes], its dimension parameters, the fx graph) that emits the box's array
 code and returns the node of its result. The array code itself is torch's or lives in
 ``primitives.py``. The table has two sections:
@@ -29,7 +29,7 @@ from ..graph.program import prelude
 from . import chunked
 from . import primitives as P
 
-Entry = Callable[["Call"], fx.Node]  # Call: stringdiag.lower.lower.Call (which imports this table)
+Entry = Callable[["PrimitiveCall"], fx.Node]  # stringdiag.lower.lower.PrimitiveCall (which imports this table)
 
 
 def elementwise(fn: Callable) -> Entry:
@@ -44,12 +44,12 @@ def sdpa(causal: bool) -> Entry:
                             scale=c.constant(("div", ("num", 1.0), ("sqrt", ("dim", c.generics["c"])))))
 
 
-def _layernorm(c: "Call") -> fx.Node:
+def _layernorm(c: "PrimitiveCall") -> fx.Node:
     n = c.static("n")
     return c.module(lambda: nn.LayerNorm(n), c.x)
 
 
-def _layernorm_eps(c: "Call") -> fx.Node:
+def _layernorm_eps(c: "PrimitiveCall") -> fx.Node:
     """Layer norm with eps an input: torch's fused one when eps is a constant, else eps read
     per position (``P.LayerNormEps``); parameters named as torch's (weight, bias) either way."""
     n, eps = c.static("n"), c.literal(1)
@@ -58,7 +58,7 @@ def _layernorm_eps(c: "Call") -> fx.Node:
     return c.module(lambda: P.LayerNormEps(n), c.x, c.xs[1])
 
 
-def _dropout(c: "Call") -> fx.Node:
+def _dropout(c: "PrimitiveCall") -> fx.Node:
     """One rate-free module for every dropout, so that ``module.train()``/``eval()`` reach it;
     a rate given as a number is torch's own ``F.dropout``."""
     p = c.literal(1)
@@ -66,7 +66,7 @@ def _dropout(c: "Call") -> fx.Node:
     return c.spread(c.g.call_module(mod, (c.x, c.xs[1] if p is None else p)))
 
 
-def _within(c: "Call", *names: str) -> list:
+def _within(c: "PrimitiveCall", *names: str) -> list:
     """The sizes of a pick's or a range's parts (start, length, what follows), refused where
     one is negative when compiling: the range does not lie within the axis."""
     sizes = [c.size(n) for n in names]

@@ -44,14 +44,13 @@ def same_box(pn: Box, tn: Box) -> bool:
     """Typing of the box: a box variable stands for any process (never a contraction or a
     constant); otherwise the same kind of box and, for a process, the same name. A repeat box
     is t copies of its definition: only a repeat of the same count and sharing matches it."""
-    p, t = pn.identity(), tn.identity()
-    if (pn.repeat or tn.repeat) and p.loop != t.loop:
+    if (pn.repeat or tn.repeat) and pn.identity().loop != tn.identity().loop:
         return False
     if pn.var:
-        return t.kind.is_process
+        return tn.kind.is_process
     if pn.cell:
-        return t.kind is Kind.DIAGRAM
-    return p.kind is t.kind and (not p.kind.is_process or p.op == t.op)
+        return tn.kind is Kind.DIAGRAM
+    return pn.kind is tn.kind and (not pn.kind.is_process or pn.op == tn.op)
 
 
 def same_definition(pn: Box, tn: Box) -> bool:
@@ -65,8 +64,7 @@ def same_definition(pn: Box, tn: Box) -> bool:
 def same_locality(pn: Box, tn: Box) -> bool:
     """A local learnable is fresh in each instance of its definition, a global one is one set
     of weights everywhere: one name, two kinds of function."""
-    return pn.kind is not Kind.LEARN or pn.var or (isinstance(pn.identity().weights, Local)
-                                                   == isinstance(tn.identity().weights, Local))
+    return pn.kind is not Kind.LEARN or pn.var or isinstance(pn.weights, Local) == isinstance(tn.weights, Local)
 
 
 def same_constant(pn: Box, tn: Box, uni: Unifier) -> bool:

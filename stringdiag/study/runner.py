@@ -230,7 +230,7 @@ class SweepProgress:
 
 
 @dataclass
-class Outcome:
+class StudyOutcome:
     """What a session did with its share of the runs."""
 
     runs: list[Run]
@@ -346,11 +346,11 @@ class Study:
         R.write_json(path, mine)
 
     # -- a session --------------------------------------------------------------------
-    def run(self, runs: list[Run], time_budget: float | None = None) -> Outcome:
+    def run(self, runs: list[Run], time_budget: float | None = None) -> StudyOutcome:
         """Train (or resume, or skip) every run in order, time the trained ones, write the results."""
         self.open()
         start = time.time()
-        outcome = Outcome(runs=list(runs))
+        outcome = StudyOutcome(runs=list(runs))
         bar = SweepProgress(len(runs), self.log)
         stopped = started = False
         for i, run in enumerate(runs, 1):

@@ -1,4 +1,4 @@
-"""``.rules`` files as a typed syntax tree: :class:`Rule` nodes among the ``.diag`` items.
+"""``.rules`` files as a typed syntax tree: :class:`RuleDecl` nodes among the ``.diag`` items.
 
 rules.lark imports diag.lark's statements, which lark returns namespaced (``diag__assign``);
 lark's ``merge_transformers`` reads those with :class:`~.ast.DiagTree` under that namespace.
@@ -34,7 +34,7 @@ class Given:
 
 
 @node
-class Rule:
+class RuleDecl:
     """``rule NAME<DIMS>(INPUTS) -> OUTPUTS given* { LEFT } REL { RIGHT } [by "FILE.deriv"]``."""
 
     name: Name
@@ -59,7 +59,7 @@ class RulesTree(DiagTree):
         *given, left, relation, right, proof = more
         cells = tuple(g for g in given if isinstance(g, Diagram))
         given = [g for g in given if not isinstance(g, Diagram)]
-        return Rule(name, generics, params, outs, tuple(given), left, str(relation), right, proof,
+        return RuleDecl(name, generics, params, outs, tuple(given), left, str(relation), right, proof,
                     self._at(meta), cells)
 
     def cell_decl(self, meta, diagram):
@@ -76,7 +76,7 @@ class RulesTree(DiagTree):
         return path
 
 
-def read_rules(text: str, file: str = "<string>") -> tuple[Item | Rule, ...]:
+def read_rules(text: str, file: str = "<string>") -> tuple[Item | RuleDecl, ...]:
     """The items of a ``.rules`` source; a syntax error is a positioned DiagError."""
     try:
         tree = parse(text, file, grammar="rules.lark")

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from ..errors import DiagError
-from .capture import Call
+from .capture import ModuleCall
 from .emit import Emitter
 
 
@@ -76,16 +76,16 @@ def _compiled_name(ours, ident):
     return ".".join(p if p.isdigit() else ident(p) for p in ours.split("."))
 
 
-def _calls(module: nn.Module, example_inputs, more) -> list[Call]:
+def _calls(module: nn.Module, example_inputs, more) -> list[ModuleCall]:
     """The runs: the examples, the examples with one more row of batch, and the other examples."""
-    def call(x) -> Call:
+    def call(x) -> ModuleCall:
         if isinstance(x, Mapping):
-            return Call((), dict(x))
-        return Call(tuple(x) if isinstance(x, (tuple, list)) else (x,), {})
+            return ModuleCall((), dict(x))
+        return ModuleCall(tuple(x) if isinstance(x, (tuple, list)) else (x,), {})
 
     first = call(example_inputs)
     grow = lambda t: torch.cat([t, t[:1]]) if isinstance(t, torch.Tensor) and t.dim() else t  # noqa: E731
-    runs = [first, Call(*torch.utils._pytree.tree_map(grow, (first.args, first.kwargs)))]
+    runs = [first, ModuleCall(*torch.utils._pytree.tree_map(grow, (first.args, first.kwargs)))]
     return runs + ([call(more)] if more is not None else [])
 
 
@@ -111,7 +111,7 @@ def trace(module: nn.Module, example_inputs, other_inputs=None, file: str | None
         program = loads(text, name)
     except DiagError as e:
         raise DiagError(f"the trace of {type(module).__name__} does not check (a bug of the tracer): {e}\n{text}")
-    from ..lower.names import ident
+    from ..lower.param_names import ident
 
     weights = WeightMap()
     for ours, theirs, transposed in top.weights:

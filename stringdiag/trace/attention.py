@@ -12,12 +12,12 @@ from torch import fx, nn
 
 from ..errors import DiagError
 from .body import Body
-from .capture import Call
+from .capture import ModuleCall
 from .dims import Kind, classify
 from .values import Val, aligned, letters_for, number, out_axes
 
 
-def _options(m: nn.MultiheadAttention, call: Call) -> dict:
+def _options(m: nn.MultiheadAttention, call: ModuleCall) -> dict:
     bound = inspect.signature(m.forward).bind(*call.args, **call.kwargs)
     bound.apply_defaults()
     a = bound.arguments
@@ -29,7 +29,7 @@ def _options(m: nn.MultiheadAttention, call: Call) -> dict:
     return a
 
 
-def multihead(em, m: nn.MultiheadAttention, calls: list[Call]):
+def multihead(em, m: nn.MultiheadAttention, calls: list[ModuleCall]):
     """The definition of one ``nn.MultiheadAttention`` as called (query, key, value: batch first)."""
     a = _options(m, calls[0])
     sizes, h, dim = em.sizes, m.num_heads, m.embed_dim

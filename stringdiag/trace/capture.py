@@ -28,7 +28,7 @@ WRAPPED = ("create_causal_mask",)  # Hugging Face's mask builder: recognised who
 
 
 @dataclass
-class Call:
+class ModuleCall:
     """One call of a module: positional and keyword arguments."""
 
     args: tuple
@@ -46,7 +46,7 @@ class Capture:
     graph: fx.Graph
     inputs: list[str]  # the name of each placeholder, from the argument it stands for
     values: list[dict[fx.Node, Any]]  # per run
-    calls: dict[fx.Node, list[Call]] = field(default_factory=dict)  # per call_module node, per run
+    calls: dict[fx.Node, list[ModuleCall]] = field(default_factory=dict)  # per call_module node, per run
 
     def submodule(self, node: fx.Node) -> nn.Module:
         return self.module.get_submodule(node.target.removeprefix("inner").lstrip("."))
@@ -55,7 +55,7 @@ class Capture:
 class _Wrapper(nn.Module):
     """``forward(t0, ..., t15)`` that rebuilds the recorded call with these tensors."""
 
-    def __init__(self, inner: nn.Module, call: Call):
+    def __init__(self, inner: nn.Module, call: ModuleCall):
         super().__init__()
         self.inner = inner
         leaves, self._spec = call.leaves()
@@ -201,7 +201,7 @@ def _fetch(root: nn.Module, target: str) -> Any:
     return at
 
 
-def _names(module: nn.Module, call: Call) -> list[str]:
+def _names(module: nn.Module, call: ModuleCall) -> list[str]:
     """The argument each tensor of the call stands for (``hidden_states``, ``position_embeddings_0``),
     in the order of the call's tensors."""
     try:
@@ -224,18 +224,18 @@ class _Recorder(fx.Interpreter):
     def __init__(self, gm: fx.GraphModule):
         super().__init__(gm)
         self.values: dict[fx.Node, Any] = {}
-        self.calls: dict[fx.Node, Call] = {}
+        self.calls: dict[fx.Node, ModuleCall] = {}
 
     def run_node(self, n: fx.Node) -> Any:
         if n.op == "call_module":
             args, kwargs = self.fetch_args_kwargs_from_env(n)
-            self.calls[n] = Call(tuple(args), dict(kwargs))
+            self.calls[n] = ModuleCall(tuple(args), dict(kwargs))
         out = super().run_node(n)
         self.values[n] = out
         return out
 
 
-def capture(module: nn.Module, calls: list[Call]) -> Capture:
+def capture(module: nn.Module, calls: list[ModuleCall]) -> Capture:
     """Trace ``module`` as it is called in ``calls`` (one per run) and record each run."""
     wrapper = _Wrapper(module, calls[0])
     n_tensors = sum(isinstance(v, torch.Tensor) for v in calls[0].leaves()[0])

@@ -16,7 +16,7 @@ from torch.utils import _pytree as pytree
 from ..errors import DiagError
 from .attention import attention_of, multihead
 from .body import Body, Definition, Use, ident, prefixed
-from .capture import Call, Capture, capture
+from .capture import Capture, ModuleCall, capture
 from .dims import Sizes, classify
 from .nodes import emit_node
 from .pattern import plan
@@ -47,7 +47,7 @@ class Emitter:
         self.texts, self.fixed, self.warnings = {}, {}, []
         self.reserved = set()
 
-    def capture(self, module: nn.Module, calls: list[Call]) -> Capture:
+    def capture(self, module: nn.Module, calls: list[ModuleCall]) -> Capture:
         key = id(module)
         if key not in self.captures:
             self.captures[key] = capture(module, calls)
@@ -56,7 +56,7 @@ class Emitter:
     def warn(self, node: fx.Node, message: str) -> None:
         self.warnings.append(f"{where_(node)}: warning: {message}")
 
-    def define(self, module: nn.Module, calls: list[Call]) -> Definition:
+    def define(self, module: nn.Module, calls: list[ModuleCall]) -> Definition:
         """The definition of ``module`` as called in ``calls`` (one per run), written once per text."""
         if isinstance(module, nn.MultiheadAttention):
             return multihead(self, module, calls)
