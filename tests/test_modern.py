@@ -399,14 +399,32 @@ def test_a_two_block_hugging_face_t5_encoder_decoder_ports_with_one_map_per_bloc
     assert fwd < tol and grad < tol, (fwd, grad)
 
 
-def test_t5_computes_its_position_bias_once_for_every_block(capsys):
-    """The bucketed bias is s^2·h·nb once (the one-hot read of the table: NOTES-modern.md), not
-    once per block; the blocks' attention is s^2·L·h·k."""
+def test_t5_computes_its_position_bias_once_for_every_block_by_a_lookup(capsys):
+    """The bucketed bias is a lookup at each bucket (bucket<nb> then embed), s^2·h as Hugging
+    Face's gather, with no s^2·h·nb of a one-hot read of the table; once per stack, not once per
+    block. The blocks' attention is s^2·L·h·k, and the bias's s^2·h lies within it."""
+    for name in ("t5_position_bias", "t5_causal_position_bias"):
+        assert cost(capsys, "t5.diag", name)["time"] == "h·n^2"
     c = cost(capsys, "t5.diag", "T5EncoderModel")
-    assert c["time"] == "s^2·L·h·k + s·L·d·h·k + s^2·h·nb + s·L·d·f + d·v", c
+    assert c["time"] == "s^2·L·h·k + s·L·d·h·k + s·L·d·f + d·v + h·nb", c
     c = cost(capsys, "t5.diag", "T5Model")  # each stack's bias once; the cross-attention s·t
     assert c["time"] == ("s^2·L·h·k + t^2·L·h·k + s·t·L·h·k + s·L·d·h·k + t·L·d·h·k"
-                         " + s^2·h·nb + t^2·h·nb + s·L·d·f + t·L·d·f + d·v"), c
+                         " + s·L·d·f + t·L·d·f + d·v + h·nb"), c
+
+
+def test_t5_reads_its_bias_table_by_a_lookup_not_a_one_hot_product():
+    """The compiled bias is the table looked up at int64 buckets (``bucket`` then ``embed``), and
+    no value outside the blocks holds s·s·nb entries (a one-hot read compares every (i, j) with
+    every bucket): the largest is the embedding table itself."""
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    from stringdiag.lower import primitives as P
+    m = compiled("t5.diag", "T5EncoderModel", T5_DIMS)
+    assert {P.bucket, P.embed} <= {n.target for n in m.graph.nodes if n.op == "call_function"}
+    ShapeProp(m).propagate(token_ids())
+    sizes = {n.name: n.meta["tensor_meta"].shape.numel() for n in m.graph.nodes
+             if hasattr(n.meta.get("tensor_meta"), "shape")}
+    assert max(sizes.values()) == V * T5_DIMS["d"] < S * S * T5_DIMS["nb"], sizes
 
 
 # -- Mamba --------------------------------------------------------------------------------------------

@@ -297,6 +297,8 @@ SCALAR_REFERENCE: dict[str, Callable[..., float]] = {
     "clamp": lambda a, lo, hi: min(max(a, lo), hi),
     "detach": lambda a: a,
     "dropout": lambda a, p: a,  # evaluation mode: the identity (tests/test_prims.py checks training)
+    # an id of n = 4 (_fixed_use's sizes) read back as a number; round's halves go to even, as torch's
+    "bucket": lambda a: min(max(round(a), 0), 3),
 }
 POSITIVE = {"log", "sqrt", "pow"}  # primitives tested on positive inputs only
 FIXED = {n: b for n, b in prelude().boxes.items() if b.box == "fixed"}

@@ -192,6 +192,15 @@ def embed(ids: Tensor, table: Tensor) -> Tensor:
     return table.gather(-2, index)[..., 0, :]
 
 
+def bucket(x: Tensor, n: int) -> Tensor:
+    """A computed number as an id in 0, ..., n - 1 (int64): the nearest integer (halves to even,
+    ``torch.round``), clamped to the range; no gradient flows through it. A NaN has no nearest
+    integer and is refused."""
+    if torch.isnan(x).any():
+        raise DiagError(f"bucket<{int(n)}> is given NaN, which is no id; its input must be a number")
+    return x.detach().round().clamp(0, int(n) - 1).long()
+
+
 def topk(x: Tensor, k: int) -> tuple[Tensor, Tensor]:
     """The k largest entries of the last axis, largest first, and their indices (int64)."""
     if not 0 <= int(k) <= x.shape[-1]:

@@ -127,6 +127,7 @@ FIXED: dict[str, Entry] = {
     "shift": lambda c: c.call(P.shift, c.x, *_within(c, "k")),
     "causal_conv": lambda c: c.call(P.causal_conv, *c.xs),
     "embed": lambda c: c.spread(c.call(P.embed, *c.xs)),
+    "bucket": lambda c: c.call(P.bucket, c.x, c.size("n")),
     "topk": lambda c: c.call(P.topk, c.x, _chooses(c)),
     "rev": lambda c: c.method("flip", c.x, -1),
     "flatten": lambda c: c.method("flatten", c.x, -2),
