@@ -99,6 +99,7 @@ REFERENCE: dict[str, Reference] = {
     "causal_linear_sum": lambda xs, s, w: linear(*xs),
     "causal_decay_attention": lambda xs, s, w: decayed(*xs),
     "window_sdpa": lambda xs, s, w: attention(*xs, 1 / math.sqrt(s["c"]), window=s["w"]),
+    "causal_window_sdpa": lambda xs, s, w: attention(*xs, 1 / math.sqrt(s["c"]), causal=True, window=s["w"]),
     "window_global_sdpa": lambda xs, s, w: attention(*xs, 1 / math.sqrt(s["c"]), window=s["w"], glob=s["g"]),
     "moe_swiglu": lambda xs, s, w: experts(*xs),
 }
