@@ -98,7 +98,7 @@ def test_misuse_names_the_construct_that_works(tmp_path, capsys, body, message):
     capsys.readouterr()
     assert main(["check", str(f)]) == 1
     err = capsys.readouterr().err
-    assert f"bad.diag:5:" in err and message in err, err
+    assert "bad.diag:5:" in err and message in err, err
 
 
 def test_ids_given_to_bucket_are_refused_as_ids_already(tmp_path, capsys):
