@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import stringdiag
 from stringdiag.cli.main import main
@@ -192,6 +194,69 @@ def test_mistral_costs_its_window_not_s_squared_in_the_stack_too(capsys):
     assert c["time"] == "s·w·L·g·n·r + s·L·d·g·n·r + s·L·d·f + s·d·v", c
     assert c["memory"] == "s·w·L·g·n + s·L·g·n·r + s·L·d + s·L·f + s·v + d·v", c
     assert c["seq_time"] == "s·w" and c["seq_memory"] == "s·w"
+
+
+def called(module: torch.nn.Module) -> set:
+    """Every function the compiled module's fx graphs call (its repeat's copies included)."""
+    return {n.target for m in module.modules() if isinstance(m, torch.fx.GraphModule)
+            for n in m.graph.nodes if n.op == "call_function"}
+
+
+def dense_causal_window(q, k, v, w: int, scale: float) -> torch.Tensor:
+    """The reference: the whole [s, s] score matrix, masked outside i - w < j <= i."""
+    i = torch.arange(q.shape[-2])
+    keep = (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] < w)
+    return torch.softmax((q @ k.transpose(-1, -2) * scale).masked_fill(~keep, float("-inf")), dim=-1) @ v
+
+
+@settings(max_examples=25, deadline=None)
+@given(s=st.integers(1, 11), w=st.integers(1, 14), f=st.integers(1, 3), e=st.integers(1, 3),
+       seed=st.integers(0, 2**16))
+def test_causal_window_attention_is_dense_masked_attention_values_and_gradients(s, w, f, e, seed):
+    """Windows narrower than, equal to and wider than the sequence (then causal attention), w = 1
+    (the diagonal); two query heads reading one key and value head (grouped-query attention)."""
+    from stringdiag.lower import primitives as P
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(2, 2, s, f, generator=g, dtype=torch.float64, requires_grad=True)
+    k, v = (torch.randn(2, 1, s, n, generator=g, dtype=torch.float64, requires_grad=True) for n in (f, e))
+    y, ref = P.causal_window_attention(q, k, v, w, 0.7), dense_causal_window(q, k, v, w, 0.7)
+    assert relative_error(y, ref) < F64
+    gy = torch.randn(y.shape, generator=g, dtype=torch.float64)
+    for a, b in zip(torch.autograd.grad(y, (q, k, v), gy), torch.autograd.grad(ref, (q, k, v), gy)):
+        assert relative_error(a, b) < F64
+
+
+def test_causal_window_attention_holds_no_s_by_s_matrix():
+    """Every tensor it saves for the backward pass is O(s·w), not O(s^2)."""
+    from stringdiag.lower import primitives as P
+    s, w, sizes = 512, 4, []
+    q, k, v = (torch.randn(s, 2, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: sizes.append(t.numel()) or t, lambda t: t):
+        P.causal_window_attention(q, k, v, w, 1.0).sum()
+    assert sizes and max(sizes) <= 2 * s * w * 2
+
+
+@pytest.mark.parametrize("w", [1, 3, S, 50])
+def test_the_compiled_mistral_is_banded_and_agrees_with_its_dense_form(w):
+    """The causal window is computed on the band (rules/fastpath.rules' causal_window_sdpa ->
+    the native causal_window_attention): no [s, s] mask is built; and the module agrees with the
+    same diagram compiled without fast paths (the dense masked softmax), forward and gradients."""
+    from stringdiag.lower import primitives as P
+    dims = dict(v=V, d=16, g=2, n=2, r=2, f=24, L=2, w=w, theta=10000)
+    banded = compiled("mistral.diag", "MistralForCausalLM", dims)
+    dense = stringdiag.compile(stringdiag.load(str(MODERN / "mistral.diag"))["MistralForCausalLM"], dims=dims,
+                               approximator="linear", dtype=torch.float64, fast=False)
+    assert P.causal_window_attention in called(banded) and not {P.causal, P.window} & called(banded)
+    assert P.causal_window_attention not in called(dense) and {P.causal, P.window} <= called(dense)
+    randomise(banded, 4)
+    dense.load_state_dict(banded.state_dict())
+    y, want = banded(token_ids()), dense(token_ids())
+    assert relative_error(y, want) < F64
+    cot = torch.randn(y.shape, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    (y * cot).sum().backward()
+    (want * cot).sum().backward()
+    theirs = dict(dense.named_parameters())
+    assert max(relative_error(p.grad, theirs[n].grad) for n, p in banded.named_parameters()) < F64
 
 
 # -- GPT-NeoX -----------------------------------------------------------------------------------------
@@ -395,14 +460,32 @@ def test_a_two_block_hugging_face_t5_encoder_decoder_ports_with_one_map_per_bloc
     assert fwd < tol and grad < tol, (fwd, grad)
 
 
-def test_t5_computes_its_position_bias_once_for_every_block(capsys):
-    """The bucketed bias is s^2·h·nb once (the one-hot read of the table: NOTES-modern.md), not
-    once per block; the blocks' attention is s^2·L·h·k."""
+def test_t5_computes_its_position_bias_once_for_every_block_by_a_lookup(capsys):
+    """The bucketed bias is a lookup at each bucket (bucket<nb> then embed), s^2·h as Hugging
+    Face's gather, with no s^2·h·nb of a one-hot read of the table; once per stack, not once per
+    block. The blocks' attention is s^2·L·h·k, and the bias's s^2·h lies within it."""
+    for name in ("t5_position_bias", "t5_causal_position_bias"):
+        assert cost(capsys, "t5.diag", name)["time"] == "h·n^2"
     c = cost(capsys, "t5.diag", "T5EncoderModel")
-    assert c["time"] == "s^2·L·h·k + s·L·d·h·k + s^2·h·nb + s·L·d·f + d·v", c
+    assert c["time"] == "s^2·L·h·k + s·L·d·h·k + s·L·d·f + d·v + h·nb", c
     c = cost(capsys, "t5.diag", "T5Model")  # each stack's bias once; the cross-attention s·t
     assert c["time"] == ("s^2·L·h·k + t^2·L·h·k + s·t·L·h·k + s·L·d·h·k + t·L·d·h·k"
-                         " + s^2·h·nb + t^2·h·nb + s·L·d·f + t·L·d·f + d·v"), c
+                         " + s·L·d·f + t·L·d·f + d·v + h·nb"), c
+
+
+def test_t5_reads_its_bias_table_by_a_lookup_not_a_one_hot_product():
+    """The compiled bias is the table looked up at int64 buckets (``bucket`` then ``embed``), and
+    no value outside the blocks holds s·s·nb entries (a one-hot read compares every (i, j) with
+    every bucket): the largest is the embedding table itself."""
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    from stringdiag.lower import primitives as P
+    m = compiled("t5.diag", "T5EncoderModel", T5_DIMS)
+    assert {P.bucket, P.embed} <= {n.target for n in m.graph.nodes if n.op == "call_function"}
+    ShapeProp(m).propagate(token_ids())
+    sizes = {n.name: n.meta["tensor_meta"].shape.numel() for n in m.graph.nodes
+             if hasattr(n.meta.get("tensor_meta"), "shape")}
+    assert max(sizes.values()) == V * T5_DIMS["d"] < S * S * T5_DIMS["nb"], sizes
 
 
 # -- Mamba --------------------------------------------------------------------------------------------

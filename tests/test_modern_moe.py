@@ -180,3 +180,13 @@ def test_info_counts_the_chosen_experts_not_all_of_them(capsys):
     c = cost(capsys, "MixtralDecoderLayer")
     assert c["time"] == "s·w·g·n·r + s·d·g·n·r + s·d·f·k + s·d·e + d·e·f", c
     assert c["seq_time"] == "s·w"
+
+
+def test_the_compiled_mixtral_attention_is_banded_as_info_counts_it():
+    """The attention is computed on its causal window (rules/fastpath.rules' causal_window_sdpa ->
+    the native causal_window_attention), no [s, s] mask built; the HF port above then checks it."""
+    from stringdiag.lower import primitives as P
+    m = compiled("MixtralForCausalLM")
+    called = {n.target for mod in m.modules() if isinstance(mod, torch.fx.GraphModule)
+              for n in mod.graph.nodes if n.op == "call_function"}
+    assert P.causal_window_attention in called and not {P.causal, P.window} & called

@@ -100,6 +100,7 @@ REFERENCE: dict[str, Reference] = {
     "causal_linear_sum": lambda xs, s, w: linear(*xs),
     "causal_decay_attention": lambda xs, s, w: decayed(*xs),
     "window_sdpa": lambda xs, s, w: attention(*xs, 1 / math.sqrt(s["c"]), window=s["w"]),
+    "causal_window_sdpa": lambda xs, s, w: attention(*xs, 1 / math.sqrt(s["c"]), causal=True, window=s["w"]),
     "window_global_sdpa": lambda xs, s, w: attention(*xs, 1 / math.sqrt(s["c"]), window=s["w"], glob=s["g"]),
     "moe_swiglu": lambda xs, s, w: experts(*xs),
 }
@@ -289,6 +290,8 @@ SCALAR_REFERENCE: dict[str, Callable[..., float]] = {
     "clamp": lambda a, lo, hi: min(max(a, lo), hi),
     "detach": lambda a: a,
     "dropout": lambda a, p: a,  # evaluation mode: the identity (tests/test_prims.py checks training)
+    # an id of n = 4 (_fixed_use's sizes) read back as a number; round's halves go to even, as torch's
+    "bucket": lambda a: min(max(round(a), 0), 3),
 }
 POSITIVE = {"log", "sqrt", "pow"}  # primitives tested on positive inputs only
 FIXED = {n: b for n, b in prelude().boxes.items() if b.box == "fixed"}

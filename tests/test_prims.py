@@ -138,11 +138,26 @@ def test_every_output_of_a_multi_output_call_takes_the_statement_indices():
     ("diagram F(x: [s, 3]) -> [s, 0] {\n  return x[:, 2:1]\n}", (4, 15),
      "the range does not lie within axis 2 of 'x' (3 entries): its length would be -1; its entries are 0 to 2"),
     ("diagram F(x: [s, d]) -> [s, d] {\n  y[i, i] = x\n  return y\n}", (4, 8), "index 'i' appears twice on 'y'"),
+    ("diagram F(x: [s, k + 2]) -> [s] {\n  return x[:, k]\n}", (4, 15),
+     "'k' is a dimension, not an index: the entry at offset k of axis 2 of 'x' is the one-wide slice k:k + 1 "
+     "(an axis of 1 entry, as y = x[:, k:k + 1]; then y[i, 0] drops it); an index is bound on the left "
+     "(y[i] = ...) or summed (sum_i ...)"),
+    ("diagram F(x: [k + 2, s, d]) -> [s, d] {\n  return x[k]\n}", (4, 12),
+     "'k' is a dimension, not an index: the entry at offset k of axis 1 of 'x' is the one-wide slice k:k + 1 "
+     "(an axis of 1 entry, as y = x[k:k + 1]; then y[0] drops it); an index is bound on the left "
+     "(y[i] = ...) or summed (sum_i ...)"),
 ])
 def test_a_misused_index_is_a_positioned_error_that_says_what_works(body, at, message):
     with pytest.raises(DiagError) as e:
         prog(body)
     assert (e.value.message, (e.value.pos.line, e.value.pos.col)) == (message, at)
+
+
+def test_the_slice_a_dimension_index_error_names_is_the_entry_at_that_offset():
+    """What the message above says to write, written: x[:, k:k + 1] then y[i, 0] is x[..., k]."""
+    p = prog("diagram F(x: [s, k + 2]) -> [s] {\n  y = x[:, k:k + 1]\n  z[i] = y[i, 0]\n  return z\n}")
+    x = torch.randn(2, 4, 5, generator=gen(12), dtype=torch.float64)
+    assert torch.equal(compile(p["F"], dims={"k": 3}, dtype=torch.float64)(x), x[..., 3])
 
 
 def test_a_range_past_its_axis_at_the_compiled_sizes_is_refused_when_compiling():

@@ -17,13 +17,17 @@ from .types import Dim, TensorType, show_type, substitute_type
 
 
 # torch's names for routing, which the prelude spells otherwise: what to write instead
-_GATHER = "gather(ids, table) picks rows by index (ids typed [k] of n, as topk gives them)"
+_GATHER = ("gather(ids, table) picks rows by index (ids typed [k] of n, as topk gives them, or a computed "
+           "number made an id by bucket<n>(x))")
+_BUCKET = "bucket<n>(x) makes a computed number an id in 0, ..., n - 1 (nearest integer, clamped) for embed or gather"
 _SCATTER = ("a mixture of experts adds the chosen experts' results back with moe_swiglu(x, ids, w, ...), "
             "or as a sum over the chosen ones: y[i] = sum_j w[i, j] * ...")
 _SORT = "topk<n>(x) sorts (values, indices)"
 INSTEAD = {"argmax": "topk<1>(x) gives the largest entry and its index", "argsort": _SORT, "sort": _SORT,
            "index_select": _GATHER, "take": _GATHER, "one_hot": _GATHER,
-           "scatter": _SCATTER, "scatter_add": _SCATTER, "index_add": _SCATTER, "route": _SCATTER}
+           "scatter": _SCATTER, "scatter_add": _SCATTER, "index_add": _SCATTER, "route": _SCATTER,
+           "bucketize": _BUCKET, "searchsorted": _BUCKET, "ids": _BUCKET, "long": _BUCKET, "int": _BUCKET,
+           "round": "floor(x + 0.5) rounds a number; " + _BUCKET}
 
 
 @dataclass
@@ -168,6 +172,9 @@ class Calls(ElabState):
         range is bound (inferred) or checked as a dimension is."""
         want, have = use.ranges[k], self.d.id_range(v.wire)
         port = show_type(substitute_type(use.ins[k], sub), want.substitute(sub) if want is not None else None)
+        if want is None and have is not None and use.name == "bucket":
+            raise self.err(f"input 1 of 'bucket' takes a number but is given ids ({show_type(self.local_type(v), have)}) "
+                           "already; give them to embed(ids, table) or gather(ids, table) as they are", arg)
         if want is None and have is not None:
             what, read = _ids(self.d, v.wire)
             raise self.err(f"input {k + 1} of '{_shown(use.name)}' takes real numbers ({port}) but is given {what} "
@@ -175,8 +182,9 @@ class Calls(ElabState):
                            arg)
         if want is not None and have is None:
             raise self.err(f"input {k + 1} of '{_shown(use.name)}' takes token ids ({port}) but is given real numbers "
-                           f"({show_type(self.local_type(v))}); token ids enter as a diagram input typed [s] of v"
-                           + ("" if use.name == "embed" else ", indices as topk's second output"), arg)
+                           f"({show_type(self.local_type(v))}); token ids enter as a diagram input typed [s] of v, "
+                           "indices as topk's second output, and a number computed here becomes an id in 0, ..., n - 1 "
+                           "with bucket<n>(x)", arg)
         if want is None:
             return
         ws = want.substitute(sub)

@@ -113,6 +113,12 @@ class Expressions(ElabState):
     def index(self, n: A.Name, k: int, free: list[int], ty, view: list, what: str, scope: Scope) -> str:
         """The label of index ``n`` on axis ``k`` of a value; its range is that axis's."""
         name = n.text
+        if name not in scope.active and (name in self.generics or self.prog.lookup_dim(name)):
+            cut, pick = ", ".join([":"] * k + [f"{name}:{name} + 1"]), ", ".join([*"ijlmpq"[:k], "0"])
+            raise self.err(f"'{name}' is a dimension, not an index: the entry at offset {name} of axis {k + 1} of "
+                           f"'{what}' is the one-wide slice {name}:{name} + 1 (an axis of 1 entry, as "
+                           f"y = {what}[{cut}]; then y[{pick}] drops it); an index is bound on the "
+                           f"left (y[i] = ...) or summed (sum_i ...)", n.pos)
         if name not in scope.active:
             raise self.err(f"index '{name}' is not bound: bind it on the left "
                            f"(y[{name}] = ...) or sum over it (sum_{name} ...)", n.pos)

@@ -20,8 +20,8 @@ from . import primitives as P
 def _body(low: Any, body, path: str, key: tuple) -> fx.Node:
     """The module of a loop's body, lowered at ``path`` (where its weights are named) and
     registered under ``key``; its weight sets join the caller's."""
-    sub = type(low)(body, low.dims, low.make, nn.Module(), low.registry, native=low.native_prelude, path=path,
-                    sites=low.sites)
+    sub = type(low)(body, low.dims, low.make, nn.Module(), low.registry, fast=low.fast, native=low.native_prelude,
+                    path=path, sites=low.sites)
     attr = low.register(key, sub.module)
     low.chunked.extend(c for c in sub.chunked if c not in low.chunked)
     low.attrs.update({k: f"{attr}.{a}" for k, a in sub.attrs.items() if k not in low.attrs})

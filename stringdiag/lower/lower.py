@@ -155,6 +155,7 @@ class Lowering:
         self.registry = registry  # weight set (weights.weight_key) -> its module, shared by every fx graph
         self.attrs: dict[tuple, str] = {}  # weight set -> its attribute (a dotted path, names.py) on root
         fast = fast and native  # the fused processes are native: opened, they would be their bodies again
+        self.fast = fast  # a loop's body (loops.py) is lowered as its caller is
         self.chunked: list[Chunked] = []  # the scans lowered through their chunked form (scans.py)
         top = prepared(diagram, self.chunked) if fast else diagram
         self.sites = N.sites(top) if sites is None else sites

@@ -192,6 +192,15 @@ def embed(ids: Tensor, table: Tensor) -> Tensor:
     return table.gather(-2, index)[..., 0, :]
 
 
+def bucket(x: Tensor, n: int) -> Tensor:
+    """A computed number as an id in 0, ..., n - 1 (int64): the nearest integer (halves to even,
+    ``torch.round``), clamped to the range; no gradient flows through it. A NaN has no nearest
+    integer and is refused."""
+    if torch.isnan(x).any():
+        raise DiagError(f"bucket<{int(n)}> is given NaN, which is no id; its input must be a number")
+    return x.detach().round().clamp(0, int(n) - 1).long()
+
+
 def topk(x: Tensor, k: int) -> tuple[Tensor, Tensor]:
     """The k largest entries of the last axis, largest first, and their indices (int64)."""
     if not 0 <= int(k) <= x.shape[-1]:
@@ -392,15 +401,49 @@ def window_global_attention(q: Tensor, k: Tensor, v: Tensor, w: int, g: int, sca
     keep = torch.where(i < s, ((i - j).abs() < min(int(w), s)) & (j >= g) & (j < s), i == j)  # [nb, b, 3b]
     band = (qb @ kn.transpose(-1, -2) * scale).masked_fill(~keep, float("-inf"))
     e = torch.cat([band, qb @ k[..., :g, :].unsqueeze(-3).transpose(-1, -2) * scale], dim=-1)
-    p = torch.exp(e - e.amax(dim=-1, keepdim=True))
-    p = p / p.sum(dim=-1, keepdim=True)
+    p = _normalised(e)
     out = p[..., : 3 * b] @ vn + p[..., 3 * b:] @ v[..., :g, :].unsqueeze(-3)  # [..., nb, b, e]
     out = out.flatten(-3, -2)[..., :s, :]
     if not g:
         return out
     e = q[..., :g, :] @ k.transpose(-1, -2) * scale  # the global queries meet every key
+    return torch.cat([_normalised(e) @ v, out[..., g:, :]], dim=-2)
+
+
+def causal_window_attention(q: Tensor, k: Tensor, v: Tensor, w: int, scale: float) -> Tensor:
+    """softmax(q k^T * scale) v under the causal sliding window i - w < j <= i (Mistral's), on the
+    band only, no s x s matrix.
+
+    ``q, k : [..., s, f]``, ``v : [..., s, e]``, leading axes broadcast (keys and values without a
+    head axis are read by every head). With b = min(w, s), the sequence is cut into blocks of b
+    positions (``_blocks``, zero-padded); the queries of block c meet the keys of blocks c - 1 and
+    c, which hold every key they may see: scores ``[..., s / b, b, 2b]``, masked to the window.
+    Time and memory O(s b f), linear in s for a fixed window. Every row keeps its diagonal
+    (padded queries their own zero key), so every softmax is defined; padded rows are dropped.
+    """
+    s = q.shape[-2]
+    b = max(1, min(int(w), s))
+    qb = _blocks(q, b)  # [..., nb, b, f]
+    nb = qb.shape[-3]
+    kp, vp = (_with_previous(_blocks(x, b)) for x in (k, v))  # [..., nb, 2b, *]
+    i = torch.arange(nb * b, device=q.device).view(nb, b, 1)
+    j = (torch.arange(nb, device=q.device).view(nb, 1, 1) - 1) * b + torch.arange(2 * b, device=q.device)
+    keep = (j <= i) & (i - j < int(w)) & (j >= 0)  # [nb, b, 2b]
+    e = (qb @ kp.transpose(-1, -2) * scale).masked_fill(~keep, float("-inf"))
+    return (_normalised(e) @ vp).flatten(-3, -2)[..., :s, :]
+
+
+def _normalised(e: Tensor) -> Tensor:
+    """Each row of scores exponentiated shifted by its largest entry and normalised (finite: every
+    row keeps one entry)."""
     p = torch.exp(e - e.amax(dim=-1, keepdim=True))
-    return torch.cat([(p / p.sum(dim=-1, keepdim=True)) @ v, out[..., g:, :]], dim=-2)
+    return p / p.sum(dim=-1, keepdim=True)
+
+
+def _with_previous(x: Tensor) -> Tensor:
+    """[..., n, b, f] -> [..., n, 2b, f]: each block after the one before it (zeros before the first)."""
+    p = F.pad(x, (0, 0, 0, 0, 1, 0))
+    return torch.cat([p[..., :-1, :, :], p[..., 1:, :, :]], dim=-2)
 
 
 def _neighbours(x: Tensor) -> Tensor:

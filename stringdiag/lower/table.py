@@ -40,8 +40,12 @@ def elementwise(fn: Callable) -> Entry:
 def sdpa(causal: bool) -> Entry:
     """Softmax attention scaled by 1/sqrt(c) as one ``F.scaled_dot_product_attention``;
     heads are leading axes, and keys and values without a head axis broadcast (MQA, GQA)."""
-    return lambda c: c.call(F.scaled_dot_product_attention, *c.xs, is_causal=causal,
-                            scale=c.constant(("div", ("num", 1.0), ("sqrt", ("dim", c.generics["c"])))))
+    return lambda c: c.call(F.scaled_dot_product_attention, *c.xs, is_causal=causal, scale=_score_scale(c))
+
+
+def _score_scale(c: "Call") -> object:
+    """1/sqrt(c), the scale of a fused attention's scores (its dimension parameter c)."""
+    return c.constant(("div", ("num", 1.0), ("sqrt", ("dim", c.generics["c"]))))
 
 
 def _layernorm(c: "PrimitiveCall") -> fx.Node:
@@ -127,6 +131,7 @@ FIXED: dict[str, Entry] = {
     "shift": lambda c: c.call(P.shift, c.x, *_within(c, "k")),
     "causal_conv": lambda c: c.call(P.causal_conv, *c.xs),
     "embed": lambda c: c.spread(c.call(P.embed, *c.xs)),
+    "bucket": lambda c: c.call(P.bucket, c.x, c.size("n")),
     "topk": lambda c: c.call(P.topk, c.x, _chooses(c)),
     "rev": lambda c: c.method("flip", c.x, -1),
     "flatten": lambda c: c.method("flatten", c.x, -2),
@@ -156,10 +161,10 @@ NATIVE_ENTRIES: dict[str, Entry] = {
     "causal_decay_attention": lambda c: c.call(chunked.causal_decay_linear, *c.xs[:3],
                                                c.call(operator.neg, c.xs[3])),  # the kernel takes log gates
     "moe_swiglu": lambda c: c.spread(c.call(P.moe_swiglu, *c.xs)),
-    "window_sdpa": lambda c: c.call(P.window_attention, *c.xs, c.size("w"),
-                                    c.constant(("div", ("num", 1.0), ("sqrt", ("dim", c.generics["c"]))))),
+    "window_sdpa": lambda c: c.call(P.window_attention, *c.xs, c.size("w"), _score_scale(c)),
+    "causal_window_sdpa": lambda c: c.call(P.causal_window_attention, *c.xs, c.size("w"), _score_scale(c)),
     "window_global_sdpa": lambda c: c.call(P.window_global_attention, *c.xs, c.size("w"), c.size("g"),
-                                           c.constant(("div", ("num", 1.0), ("sqrt", ("dim", c.generics["c"]))))),
+                                           _score_scale(c)),
 }
 
 PRIMITIVES: dict[str, Entry] = {**FIXED, **NATIVE_ENTRIES}
