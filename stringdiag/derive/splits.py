@@ -6,7 +6,11 @@ the top level, or inside a definition box, a scanned cell or a stack), the step 
 some uses of the set and not others, and is refused:
 
 - a tie (a rule naming one process where the target has several sets, ⇒) renames the boxes
-  of the tied sets: each group must be one set afterwards, wherever it is used;
+  of the tied sets: each group must be one set afterwards, wherever it is used. A definition
+  box holding a use of a tied set is opened first, as ``unfold`` opens it (≡, weights kept),
+  and the use renamed there, so that the tie and ``unfold`` then the tie give one verdict and
+  isomorphic results (as ``specialise`` does); a scanned cell or a stack holding one (which
+  no step opens) makes the tie refused, either way;
 - a reduction fills holes (Khatri et al. (2024), Definition 3.1: a universal approximator
   specialised to a composite): a filled hole's set must have every use in the match, filled
   there, or the composite would hold here and the approximator elsewhere.
@@ -16,10 +20,34 @@ from __future__ import annotations
 from ..errors import DiagError
 from ..graph.box import Box, Kind
 from ..graph.diagram import Diagram
-from ..graph.weights import weight_key
-from ..graph.weightuse import Use, learner_key, uses
+from ..graph.expand import expand
+from ..graph.weights import tie, weight_key
+from ..graph.weightuse import Use, Via, learner_key, uses
 from ..rewrite.match import Match
 from ..rewrite.rule import Rule
+
+
+def tie_inside(out: Diagram, ties) -> tuple[Diagram, dict[int, list[int]] | None, set[str]]:
+    """The tie of ``ties`` made in the definition boxes too: ``out`` (the rewrite, its top-level
+    boxes tied) with every definition box holding a use of a tied set opened, as ``unfold``
+    opens it (every use of that definition, at any depth, until none holds one), and the
+    opened uses tied. Returns the diagram, the trace of the boxes of ``out`` (None where
+    nothing was opened) and the definitions opened."""
+    trace: dict[int, list[int]] | None = None
+    opened: set[str] = set()
+    while ops := _definitions_holding(out, ties):
+        step: dict[int, list[int]] = {}
+        out = expand(out, keep=lambda node, ops=frozenset(ops): node.op not in ops, trace=step)
+        trace = step if trace is None else {b: [m for k in made for m in step.get(k, ())] for b, made in trace.items()}
+        tie(out, ties)
+        opened |= ops
+    return out, trace, opened
+
+
+def _definitions_holding(d: Diagram, ties) -> set[str]:
+    """The definitions of the definition boxes of ``d`` that hold a use of a tied set."""
+    return {d.record(u.box).op for group in ties for k in group for u in uses(d, k)
+            if u.nested and u.within[0][1] is Via.DEFINITION}
 
 
 def refuse_partial_ties(out: Diagram, ties) -> None:
@@ -80,4 +108,4 @@ def _where(found: list[Use]) -> str:
     return next((u.where() for u in found if u.nested), "")
 
 
-__all__ = ["refuse_partial_ties", "refuse_partial_fill"]
+__all__ = ["tie_inside", "refuse_partial_ties", "refuse_partial_fill"]
