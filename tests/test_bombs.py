@@ -479,7 +479,8 @@ def test_a_shared_stack_is_built_once_whatever_its_count():
         m = stringdiag.compile(_shared(t), dims={"d": 3}, dtype=torch.float64)
         loops = [n for n in m.graph.nodes if n.op == "call_function" and t in n.args]
         assert len(loops) == 1
-        assert not [a for n in m.graph.nodes for a in n.args if isinstance(a, (list, tuple)) and len(a) >= t]  # no entry per copy
+        per_copy = [a for n in m.graph.nodes for a in n.args if isinstance(a, (list, tuple)) and len(a) >= t]
+        assert not per_copy  # no entry per copy
         built.append((len(m.graph.nodes), len(list(m.modules())), sum(p.numel() for p in m.parameters())))
     assert built[0] == built[1]
     assert boxes(_shared(10 ** 9), Build.LOWERED) == boxes(_shared(3), Build.LOWERED) == 1 + 3  # a loop, B's 3 boxes
@@ -495,6 +496,7 @@ def test_a_huge_shared_stack_compiles_at_once(tmp_path):
     code, out, _ = bounded(["info", tmp_path / "shared.diag", "-d", "Shared"], tmp_path)
     (line,) = [line for line in out.splitlines() if "B#1/F" in line]
     assert code == 0 and line.split()[-1] == "x1000000000"
-    (tmp_path / "t.diag").write_text(SHARED.replace("COUNT", "t").replace("dim d : fixed", "dim d : fixed\ndim t : fixed"))
+    counted = SHARED.replace("COUNT", "t").replace("dim d : fixed", "dim d : fixed\ndim t : fixed")
+    (tmp_path / "t.diag").write_text(counted)
     code, out, _ = bounded(["info", tmp_path / "t.diag", "-d", "Shared"], tmp_path)
     assert code == 0 and "time:   O(s·d^2·t)" in out
