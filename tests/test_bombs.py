@@ -23,8 +23,11 @@ import stringdiag
 from stringdiag import DiagError
 from stringdiag.analysis.combine import learnables, parameter_count
 from stringdiag.analysis.compilable import obstacles
+from stringdiag.cli.main import main
 from stringdiag.graph.box import Kind
 from stringdiag.graph.budget import MAX_EXPANDED, Build, boxes
+from stringdiag.graph.constants import dims_in
+from stringdiag.graph.dimuse import fixed_dims_used
 from stringdiag.graph.expand import expand
 from stringdiag.graph.program import prelude
 
@@ -329,3 +332,171 @@ def test_obstacles_of_the_doubling_chain_without_expanding():
         "dim d : fixed", "dim d : fixed\nabstract f : [d] -> [d]"))["D1"]
     (o,) = obstacles(d, IMPLEMENTED)  # 2^39 uses of one abstract box: said once
     assert o.message.startswith("'f' is an abstract family") and not o.defect
+
+
+# -- the fixed dimensions a diagram uses (--dims), per definition ----------------------------------
+
+def _ref_dims_used(d) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The fixed dimensions ``d`` uses, read off its expansion (as ``fixed_dims_used`` did before):
+    the names on its wires (widths), and those only in generics, constants and repeat counts."""
+    prog, flat = d.program, d.expand()
+    wires = {n for w in flat.wires() for dim in flat.wire_type(w) for n in dim.names()}
+    others: set[str] = set()
+    for b in flat.boxes():
+        node = flat.record(b)
+        others |= {n for _, dim in node.generics for n in dim.names()}
+        if node.kind is Kind.CONST:
+            others |= {n for dim in dims_in(node.value) for n in dim.names()}
+        if node.repeat is not None:
+            others |= node.repeat.count.names()
+    order = list(prog.dims) + list(prog.prelude.dims)
+
+    def fixed(names):
+        return tuple(sorted((n for n in names if (x := prog.lookup_dim(n)) is not None and x.kind == "fixed"),
+                            key=lambda n: (order.index(n) if n in order else len(order), n)))
+
+    return fixed(wires), fixed(others - wires)
+
+
+COUNTS = """\
+dim s : seq
+dim d : fixed
+dim w : fixed
+dim k : fixed
+dim t : fixed = 2
+
+diagram Win<m>(x: [s, d]) -> [s, d] {
+  learn F : [d] -> [d]
+  y = F(x)
+  return y * (1 / m)
+}
+
+diagram Wide<e>(x: [s, d]) -> [s, d] {
+  learn U : [d] -> [e]
+  learn V : [e] -> [d]
+  return V(U(x))
+}
+
+diagram Blk(x: [s, d]) -> [s, d] { return Win<w>(x) + Wide<k>(x) }
+diagram Top(x: [s, d]) -> [s, d] {
+  y = repeat t Blk(x)
+  return Blk(y)
+}
+diagram OnlyCount(x: [s, d]) -> [s, d] { return Win<w>(Win<w>(x)) }
+"""
+
+
+@pytest.mark.parametrize("name,widths,counts", [("Top", ("d", "k"), ("w", "t")), ("OnlyCount", ("d",), ("w",))])
+def test_dims_used_through_generics_constants_and_counts(name, widths, counts):
+    d = stringdiag.loads(COUNTS, "counts.diag")[name]
+    use = fixed_dims_used(d)
+    assert (use.widths, use.counts) == (widths, counts) == _ref_dims_used(d)
+
+
+def test_dims_used_per_definition_are_those_of_the_expansion_on_the_gallery():
+    for file, name in PROGRAMS:
+        d = gallery(file)[name]
+        use = fixed_dims_used(d)
+        assert (use.widths, use.counts) == _ref_dims_used(d), (file, name)
+
+
+def test_dims_used_of_the_doubling_chain_without_expanding():
+    d = stringdiag.loads(doubling(60))["D1"]  # 2^59 learnable boxes expanded
+    use = fixed_dims_used(d)
+    assert (use.widths, use.counts) == (("d",), ())
+
+
+@pytest.mark.parametrize("bomb,name,max_boxes", [("stack", "Bomb", 10 ** 10), ("deep", "D1", 3 * 10 ** 6)])
+def test_compile_checks_dims_names_without_expanding(bombs, bomb, name, max_boxes, tmp_path):
+    """Under ``--max-boxes``, ``compile`` checks the names ``--dims`` gives against the fixed
+    dimensions the diagram uses (an unknown one refused before anything is built)."""
+    code, _, err = bounded(["compile", bombs[bomb], "-d", name, "--dims", "e=4", "--max-boxes", max_boxes], tmp_path)
+    assert code == 1
+    assert f"error: --dims: 'e' is not a dimension of '{name}' (its fixed dimensions are d)" in err
+
+
+# -- an HTML page of a bomb: the diagram as written, the expanded pane left out with a note ---------
+
+@pytest.mark.parametrize("bomb,name,figure", [("stack", "Bomb", "3,000,000,000"), ("deep", "D1", "2,097,151")])
+def test_html_page_of_a_bomb_leaves_the_expanded_pane_out(bombs, bomb, name, figure, tmp_path):
+    page = tmp_path / "x.html"
+    code, _, err = bounded(["render", bombs[bomb], "-d", name, "-o", page], tmp_path)
+    assert code == 0, err
+    text = page.read_text()
+    assert f"no expanded view: it would make about {figure} boxes, over {MAX_EXPANDED:,}" in text
+    assert 'data-key="collapsed"' in text and 'data-key="expanded"' not in text
+    assert 'data-opens="expanded"' not in text  # no button opens a pane that is not there
+
+
+def test_html_page_under_the_limit_keeps_its_expanded_pane(tmp_path):
+    (tmp_path / "small.diag").write_text(_stacks(2, 3))
+    page = tmp_path / "x.html"
+    assert main(["render", str(tmp_path / "small.diag"), "-d", "Top", "-o", str(page)]) == 0
+    text = page.read_text()
+    assert 'data-key="collapsed"' in text and 'data-key="expanded"' in text and "no expanded view" not in text
+    # the boxes drawn: the one stack as written, and 2 x 3 copies of B's three boxes expanded
+    assert text.count('data-box="') == 1 + boxes(stringdiag.loads(_stacks(2, 3))["Top"], Build.EXPANDED) == 1 + 18
+
+
+# -- a shared stack: one body, applied t times by one loop ------------------------------------------
+
+SHARED = BLOCK + """
+diagram Shared(x: [s, d]) -> [s, d] {
+  y = repeat COUNT shared B(x)
+  return y
+}
+"""
+
+
+def _shared(count) -> "stringdiag.Diagram":
+    return stringdiag.loads(SHARED.replace("COUNT", str(count)), "shared.diag")["Shared"]
+
+
+def test_a_shared_stack_computes_a_hand_written_loop_in_float64():
+    """``repeat 5 shared B``: ``x <- x + F(relu(x))`` five times with one F (its weights read off
+    the compiled module: the default approximator, Linear, ReLU, Linear)."""
+    import torch
+
+    torch.manual_seed(0)
+    m = stringdiag.compile(_shared(5), dims={"d": 3}, dtype=torch.float64)
+    attr = m.weight_sets[("learn", True, "B#1/F")]  # the one set of every copy
+    w1, b1, w2, b2 = (p.detach() for p in m.get_submodule(attr).parameters())
+    x = torch.randn(2, 7, 3, dtype=torch.float64)
+    want = x
+    for _ in range(5):
+        want = want + torch.relu(torch.relu(want) @ w1.T + b1) @ w2.T + b2
+    assert torch.allclose(m(x), want, rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(m(x), x + torch.relu(torch.relu(x) @ w1.T + b1) @ w2.T + b2)  # not one copy
+
+
+def test_a_shared_stack_is_built_once_whatever_its_count():
+    """What is built does not grow with the count: the same graph and modules at t = 3 and
+    t = 1000 (not run), the count one argument of one loop; the estimate counts one body."""
+    import torch
+
+    built = []
+    for t in (3, 1000):
+        m = stringdiag.compile(_shared(t), dims={"d": 3}, dtype=torch.float64)
+        loops = [n for n in m.graph.nodes if n.op == "call_function" and t in n.args]
+        assert len(loops) == 1
+        per_copy = [a for n in m.graph.nodes for a in n.args if isinstance(a, (list, tuple)) and len(a) >= t]
+        assert not per_copy  # no entry per copy
+        built.append((len(m.graph.nodes), len(list(m.modules())), sum(p.numel() for p in m.parameters())))
+    assert built[0] == built[1]
+    assert boxes(_shared(10 ** 9), Build.LOWERED) == boxes(_shared(3), Build.LOWERED) == 1 + 3  # a loop, B's 3 boxes
+
+
+def test_a_huge_shared_stack_compiles_at_once(tmp_path):
+    """``repeat 1000000000 shared B``: compiled (not run), within the bounds; ``info`` names its
+    one weight set, used 10^9 times, and a count that is a dimension stays a factor of the time."""
+    (tmp_path / "shared.diag").write_text(SHARED.replace("COUNT", "1000000000"))
+    code, out, err = bounded(["compile", tmp_path / "shared.diag", "-d", "Shared", "--dims", "d=4"], tmp_path)
+    assert code == 0, err
+    assert out.startswith("Shared : [s, d] -> [s, d]: 40 parameters") and ", 1000000000, " in out
+    code, out, _ = bounded(["info", tmp_path / "shared.diag", "-d", "Shared"], tmp_path)
+    (line,) = [line for line in out.splitlines() if "B#1/F" in line]
+    assert code == 0 and line.split()[-1] == "x1000000000"
+    counted = SHARED.replace("COUNT", "t").replace("dim d : fixed", "dim d : fixed\ndim t : fixed")
+    (tmp_path / "t.diag").write_text(counted)
+    code, out, _ = bounded(["info", tmp_path / "t.diag", "-d", "Shared"], tmp_path)
+    assert code == 0 and "time:   O(s·d^2·t)" in out

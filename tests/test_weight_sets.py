@@ -22,7 +22,8 @@ import stringdiag
 from stringdiag import DiagError
 from stringdiag.cli.main import main
 from stringdiag.derive import steps
-from stringdiag.derive.derivation import _call_of, load_derivation
+from stringdiag.derive.derivation import _call_of, all_definitions, load_derivation
+from stringdiag.graph.weights import weight_key
 from stringdiag.graph.weightuse import Via, uses
 from stringdiag.rewrite.match import find_matches
 from stringdiag.rewrite.rule import EQUATION, Rule, library
@@ -322,39 +323,104 @@ def test_fold_refuses_a_local_set_used_inside_a_box_outside_the_fold(extra, refu
 
 
 # -- rules that tie weights -----------------------------------------------------------------------
-def _tie_setting(extra_instance: str | None):
+TIE_EXTRA = {  # a third use of G beside a and b, kept closed: the statement, and its instance
+    "none": (None, None),
+    "def of the kept set": ("c = G(x)", "G#1"),
+    "def of the tied set": ("c = G(x)", "G#2"),
+    "another def": ("c = G(x)", "G#9"),
+    "shared stack of the tied set": ("c = repeat 2 shared G(x)", "G#2"),
+    "unshared stack": ("c = repeat 2 G(x)", "G#2"),
+}
+TIE_REFUSED = {"shared stack of the tied set"}  # a loop holding a tied set: no step opens it
+
+
+def _tie_setting(extra: str):
     """Two opened uses of ``G`` read by ``a`` and ``b``: ``copy_nat`` reversed makes them one
-    box, tying ``G#1/F`` and ``G#2/F``; ``extra_instance`` as in :func:`_fold_setting`."""
-    p = stringdiag.loads(HEAD + "diagram W(x: [n, d]) -> [n, d] {\n  a = G(x)\n  b = G(x)\n  return a + b\n}\n")
-    cur = p["W"].expand()
-    if extra_instance is not None:
-        (u,) = cur.inputs
-        cur.add_box("diagram", "G", [(u, (0, 1))], p["G"].output_types, ref=p["G"], instance=extra_instance)
+    box, tying ``G#1/F`` and ``G#2/F``. ``extra`` (``TIE_EXTRA``) adds a third use ``c`` kept
+    closed, computing with the weights of the instance named: what no step of a derivation
+    makes (an instance is opened whole by ``unfold``), but a tie must not miss."""
+    stmt, inst = TIE_EXTRA[extra]
+    body = "  a = G(x)\n  b = G(x)\n" + (f"  {stmt}\n  return a + b + c\n" if stmt else "  return a + b\n")
+    p = stringdiag.loads(HEAD + "diagram W(x: [n, d]) -> [n, d] {\n" + body + "}\n")
+    cur = p["W"].expand(keep=lambda node: node.instance == "G#3")  # c: the third use (a stack stays a box)
+    for box in cur.boxes():
+        if cur.record(box).op == "G":
+            cur.replace(box, instance=inst)
     return cur
 
 
-@pytest.mark.parametrize("extra, refused", [(None, False), ("G#1", False), ("G#2", True)])
-def test_a_rule_tie_must_reach_every_use_of_the_sets_it_ties(extra, refused):
-    """The tie renames ``G#2/F`` to ``G#1/F`` at the top level: a closed box of instance
-    ``G#2`` would keep the old set (a split); one of ``G#1`` computes with the kept one."""
-    cur = _tie_setting(extra)
+def _tie(cur, unfold_first: bool):
+    """``copy_nat`` reversed at ``a, b`` (after ``unfold G`` where ``unfold_first`` and a box
+    ``G`` that is not a loop is there to open)."""
+    if unfold_first and any(cur.record(b).op == "G" and cur.record(b).loop is None for b in cur.boxes()):
+        cur = steps.unfold(cur, "G", all_definitions(cur)).diagram
     rule = library()["copy_nat"]
-    match = next(m for m in find_matches(cur, rule, reverse=True, ties=True) if m.where == "a, b")
+    match = next(m for m in find_matches(cur, rule, reverse=True, ties=True)
+                 if {cur.wire_label(w) for b in m.boxes.values() for w in cur.box_outputs(b)} == {"a", "b"})
     assert match.ties
-    if refused:
-        with pytest.raises(DiagError, match=r"leave the uses of 'G#2/F' inside 'G' \(a definition box\) apart"):
-            steps.apply_rule(cur, rule, match)
-        return
-    out = steps.apply_rule(cur, rule, match)
-    assert out.relation == "⇒"
-    # a reduction: with the two sets given one value, the function is the one after
-    mb, ma = compiled(cur), compiled(out.diagram)
-    assert len(ma.weight_sets) == len(mb.weight_sets) - 1
+    return cur, steps.apply_rule(cur, rule, match)
+
+
+def assert_tie_is_a_reduction(before, after) -> None:
+    """With ``G#1/F`` and ``G#2/F`` given one value, ``before`` computes what ``after`` does
+    (the compiled modules in float64, one set fewer after)."""
+    mb, ma = compiled(before), compiled(after)
+    assert set(ma.weight_sets) == set(mb.weight_sets) - {("learn", True, "G#2/F")}
     one, two = (mb.weight_sets[("learn", True, k)] for k in ("G#1/F", "G#2/F"))
     mb.get_submodule(two).load_state_dict(mb.get_submodule(one).state_dict())
     give_weights(mb, ma)
     x = torch.randn(DIMS["n"], 3, dtype=torch.float64)
     assert torch.allclose(ma(x), mb(x), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("extra", sorted(TIE_EXTRA))
+@pytest.mark.parametrize("unfold_first", [False, True])
+def test_a_rule_tie_reaches_every_use_of_the_sets_it_ties(extra, unfold_first):
+    """The tie renames ``G#2/F`` to ``G#1/F`` at the top level and inside the definition boxes
+    (opened, as ``unfold`` opens them); a loop holding ``G#2/F`` refuses it."""
+    cur = _tie_setting(extra)
+    if extra in TIE_REFUSED:
+        with pytest.raises(DiagError, match=r"leave the uses of 'G#2/F' inside 'G' \(a repeat stack\) apart"):
+            _tie(cur, unfold_first)
+        return
+    before, out = _tie(cur, unfold_first)
+    assert out.relation == "⇒"
+    assert all(weight_key(out.diagram.record(b)) != ("learn", True, "G#2/F") for b in out.diagram.boxes())
+    assert_tie_is_a_reduction(before, out.diagram)
+    if extra == "def of the tied set" and not unfold_first:
+        assert "opens G" in out.note
+
+
+@pytest.mark.parametrize("extra", sorted(TIE_EXTRA))
+def test_a_rule_tie_gives_one_verdict_and_one_result_with_unfold_first_or_not(extra):
+    """The same tie with and without ``unfold G`` first: one verdict; when accepted,
+    isomorphic results whose compiled modules are equal in float64 (same sets, same function
+    with the same weights)."""
+    got = []
+    for first in (False, True):
+        try:
+            got.append(_tie(_tie_setting(extra), first)[1].diagram)
+        except DiagError:
+            got.append(None)
+    assert (got[0] is None) == (got[1] is None) == (extra in TIE_REFUSED)
+    if got[0] is None:
+        return
+    direct, unfolded = got
+    # a box holding a set the tie renames is opened either way; one holding none of them only
+    # by the unfold (≡: the same once expanded)
+    assert direct.isomorphic(unfolded) == (extra not in ("def of the kept set", "another def"))
+    assert direct.expand().isomorphic(unfolded.expand())
+    assert_same_function(direct, unfolded)
+
+
+def test_a_tie_inside_a_definition_box_is_traced_for_its_picture():
+    """The boxes the tie did not touch keep their place: each is traced to itself or to the box
+    it became, with its kind and name."""
+    cur = _tie_setting("def of the tied set")
+    _, out = _tie(cur, False)
+    assert out.kept is not None and out.kept
+    for b, k in out.kept.items():
+        assert (cur.record(b).kind, cur.record(b).op) == (out.diagram.record(k).kind, out.diagram.record(k).op)
 
 
 # -- specialise (a reduction: it reaches every use of the set, or is refused) ----------------------

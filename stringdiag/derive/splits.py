@@ -6,7 +6,12 @@ the top level, or inside a definition box, a scanned cell or a stack), the step 
 some uses of the set and not others, and is refused:
 
 - a tie (a rule naming one process where the target has several sets, ⇒) renames the boxes
-  of the tied sets: each group must be one set afterwards, wherever it is used;
+  of the tied sets: each group must be one set afterwards, wherever it is used. A definition
+  box holding a use of a set the tie renames is opened, as ``unfold`` opens it (≡, weights
+  kept), and the use renamed there, so that the tie and ``unfold`` then the tie give one
+  verdict and isomorphic results (as ``specialise`` does; what else ``unfold`` opens is only
+  opened, ≡); a scanned cell or a stack holding one (which no step opens) makes the tie
+  refused, either way;
 - a reduction fills holes (Khatri et al. (2024), Definition 3.1: a universal approximator
   specialised to a composite): a filled hole's set must have every use in the match, filled
   there, or the composite would hold here and the approximator elsewhere.
@@ -16,10 +21,30 @@ from __future__ import annotations
 from ..errors import DiagError
 from ..graph.box import Box, Kind
 from ..graph.diagram import Diagram
-from ..graph.weights import weight_key
-from ..graph.weightuse import Use, learner_key, uses
+from ..graph.expand import expand
+from ..graph.weights import tie, weight_key
+from ..graph.weightuse import Use, Via, learner_key, uses
 from ..rewrite.match import Match
 from ..rewrite.rule import Rule
+
+
+def tie_inside(out: Diagram, ties) -> tuple[Diagram, dict[int, list[int]] | None, set[str]]:
+    """The tie of ``ties`` made in the definition boxes too: ``out`` (the rewrite, its top-level
+    boxes tied) with every definition box holding a use of a set the tie renames opened, as
+    ``unfold`` opens it (every use of that definition, at any depth, until none holds one),
+    and the opened uses renamed. Returns the diagram, the trace of the boxes of ``out`` (None
+    where nothing was opened) and the definitions opened."""
+    renamed = tie(out, ties)  # done already at the top level: the renaming, and nothing new
+    trace: dict[int, list[int]] | None = None
+    opened: set[str] = set()
+    while ops := {out.record(u.box).op for k in renamed for u in uses(out, k)
+                  if u.nested and u.within[0][1] is Via.DEFINITION}:
+        step: dict[int, list[int]] = {}
+        out = expand(out, keep=lambda node, ops=frozenset(ops): node.op not in ops, trace=step)
+        trace = step if trace is None else {b: [m for k in made for m in step.get(k, ())] for b, made in trace.items()}
+        tie(out, ties)
+        opened |= ops
+    return out, trace, opened
 
 
 def refuse_partial_ties(out: Diagram, ties) -> None:
@@ -80,4 +105,4 @@ def _where(found: list[Use]) -> str:
     return next((u.where() for u in found if u.nested), "")
 
 
-__all__ = ["refuse_partial_ties", "refuse_partial_fill"]
+__all__ = ["tie_inside", "refuse_partial_ties", "refuse_partial_fill"]

@@ -42,7 +42,7 @@ from ..rewrite.match import Match, find_matches, wire_name
 from ..rewrite.names import WireNames
 from ..rewrite.rule import EQUATION, Rule
 from ..rewrite.strategy import rewrite_all
-from .splits import refuse_partial_fill, refuse_partial_ties
+from .splits import refuse_partial_fill, refuse_partial_ties, tie_inside
 
 EQ, RED, REWIRE = "≡", "⇒", "≠"
 ABSORB = "⇔"  # as expressive, given a stated assumption (absorb.py): neither ≡ nor ⇒
@@ -95,9 +95,14 @@ def apply_rule(cur: Diagram, rule: Rule, match: Match) -> Outcome:
         refuse_partial_fill(cur, rule, match)
     out = rewrite(cur, match)
     if match.ties:
-        refuse_partial_ties(out, match.ties)
+        res, trace, opened = tie_inside(out, match.ties)
+        refuse_partial_ties(res, match.ties)
         shown = "; ".join(" = ".join(sorted(str(k[-1]) for k in group)) for group in match.ties)
-        return Outcome(out, RED, f"ties the weights of {shown}")
+        note = f"ties the weights of {shown}" + (f"; opens {', '.join(sorted(opened))} (where they are used too)"
+                                                 if opened else "")
+        kept = None if trace is None else {b: k for b, k in traced(out, res, trace).items()
+                                           if cur.is_box(b) and _same(cur.record(b), out.record(b))}
+        return Outcome(res, RED, note, kept=kept)
     return Outcome(out, EQ if rule.kind == EQUATION else RED)
 
 

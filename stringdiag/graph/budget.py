@@ -2,7 +2,7 @@
 
 ``render --expand`` opens every definition and unrolls every stack of known count;
 ``compile`` lowers every definition and the body of every copy of a stack (one body for a
-shared stack, run by a loop over its copies). Both are linear in what they build, which can be
+shared stack, applied t times by one loop: what is built does not grow with its count). Both are linear in what they build, which can be
 exponential in the source (definitions each using the next twice) or as large as a count
 (``repeat 1000000000 B(x)``). The count here is per definition, each read once for each binding
 of its generics, multiplied, never built, so a command can refuse in words with the figure
@@ -65,7 +65,9 @@ def _box(node: Box, x: Hypergraph, env: Mapping[str, int | None], build: Build, 
         return 1 if build is Build.EXPANDED else body
     if build is Build.EXPANDED:
         return t * body
-    return t + (body if node.shared else t * body)  # a loop over t modules, one body each (one when shared)
+    if node.shared:  # one body, applied t times by one loop (its time is t applications: not counted here)
+        return 1 + body
+    return t + t * body  # a loop over t modules, one body each
 
 
 def _bind(node: Box, env: Mapping[str, int | None]) -> tuple[dict, tuple]:

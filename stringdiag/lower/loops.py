@@ -7,7 +7,8 @@ it is handed.
 """
 from __future__ import annotations
 
-from typing import Any
+import itertools
+from typing import Any, Callable
 
 from torch import fx, nn
 
@@ -15,6 +16,7 @@ from ..errors import DiagError
 from ..graph.box import Kind
 from ..graph.expand import substituted
 from . import primitives as P
+from .primitives import repeat as in_sequence
 
 
 def _body(low: Any, body, path: str, key: tuple) -> fx.Node:
@@ -52,20 +54,27 @@ def scan(low: Any, b: int) -> fx.Node:
 
 def repeat(low: Any, b: int) -> fx.Node:
     """t copies of a definition in sequence: one module per copy, its weights at the path
-    ``B#1/k/`` (as ``expand(unroll=...)`` names them), or one module at ``B#1/`` when shared."""
+    ``B#1/k/`` (as ``expand(unroll=...)`` names them), or, when shared, one module at ``B#1/``
+    applied t times by a loop (no entry per copy: ``repeat 1000000000 shared B(x)`` lowers one
+    body, and its graph holds the count)."""
     node = low.d.record(b)
     t = low.size(node.repeat.count)
     if not isinstance(t, int) or t < 1:
         raise DiagError(f"repeat needs a fixed number of copies, at least one; '{node.repeat.count}' is "
                         f"{t if isinstance(t, int) else 'known only at run time'}", node.pos)
     key = node.instance
-    paths = [f"{key}/"] * t if node.repeat.shared else [f"{key}/{k}/" for k in range(t)]
-    cells: dict[str, fx.Node] = {}
-    for path in paths:
-        if path not in cells:
-            cells[path] = _body(low, node.ref, path, ("layer", path.rstrip("/")))
     ranks = [len(low.d.local_in_type(b, p)) for p in range(len(low.d.box_inputs(b)))]
-    return low.g.call_function(P.repeat, ([cells[p] for p in paths], low.aligned(b), ranks))
+    if node.repeat.shared:
+        cell = _body(low, node.ref, f"{key}/", ("layer", key))
+        return low.g.call_function(shared_repeat, (cell, t, low.aligned(b), ranks))
+    cells = [_body(low, node.ref, f"{key}/{k}/", ("layer", f"{key}/{k}")) for k in range(t)]
+    return low.g.call_function(P.repeat, (cells, low.aligned(b), ranks))
 
 
-__all__ = ["scan", "repeat"]
+def shared_repeat(cell: Callable, t: int, xs: list, ranks: list[int]):
+    """One module applied ``t`` times in sequence (a shared stack): the first input carried,
+    the others read by every application."""
+    return in_sequence(itertools.repeat(cell, t), xs, ranks)
+
+
+__all__ = ["scan", "repeat", "shared_repeat"]

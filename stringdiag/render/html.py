@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 
 from ..graph.box import Kind
+from ..graph.budget import MAX_EXPANDED, Build, boxes
 from ..graph.diagram import Diagram
 from ..graph.diff import changed_boxes
 from ..graph.types import show_type
@@ -160,14 +161,21 @@ def page(title: str, fragment: str) -> str:
 
 def diagram_view(d: Diagram) -> str:
     """A diagram; when it uses definitions, also expanded (click a definition to open it,
-    its frame to close it)."""
+    its frame to close it). An expansion over the limit of ``render --expand`` (a stack's
+    count, definitions nested many times over) is left out, and the page says so: the
+    diagram as written is still drawn."""
     panes = [Pane("collapsed", d.signature(), annotate(to_svg(d), d))]
     controls = ""
     if any(d.record(b).kind is Kind.DIAGRAM for b in d.boxes()):
-        e = d.expand(unroll={})
-        panes.append(Pane("expanded", f"{d.signature()} (definitions opened)", annotate(to_svg(e), e)))
-        controls = ('<button type="button" data-opens="collapsed">collapsed</button>'
-                    '<button type="button" data-opens="expanded">expanded</button>')
+        n = boxes(d, Build.EXPANDED, {})
+        if n > MAX_EXPANDED:
+            controls = (f'<span class="sd-note">no expanded view: it would make about {n:,} boxes, over '
+                        f'{MAX_EXPANDED:,} (the limit of render --expand)</span>')
+        else:
+            e = d.expand(unroll={})
+            panes.append(Pane("expanded", f"{d.signature()} (definitions opened)", annotate(to_svg(e), e)))
+            controls = ('<button type="button" data-opens="collapsed">collapsed</button>'
+                        '<button type="button" data-opens="expanded">expanded</button>')
     return view("diagram", d.name, panes, controls=controls)
 
 
