@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -19,6 +20,8 @@ import networkx as nx
 import pytest
 
 from stringdiag.derive.derivation import load_derivation, standard_library
+from stringdiag.render.crossings import crossings
+from stringdiag.render.draw import stubs
 from stringdiag.rewrite.match import find_matches
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -168,3 +171,60 @@ def test_stub_pairs_over_the_gallery_are_at_most_half_of_before():
     heads = sum(len(re.findall(r"\(\d+\) →", p.read_text())) for p in pictures)
     assert heads >= tails  # each pair has its head stub (a tail may feed several)
     assert tails <= STUBS_BEFORE // 2, tails
+
+
+# -- the pass that swaps frames dot ordered itself (render/pinned.py) --------------------------------
+
+TWO_FRAMES = """digraph G { rankdir=LR;
+  subgraph cluster_a { label="A"; a1 [shape=box]; a2 [shape=box]; a1 -> a2 }
+  subgraph cluster_b { label="B"; b1 [shape=box] }
+  x -> a1; x -> b1; a2 -> y; b1 -> y }"""
+
+
+def _boxes(svg: str, cls: str) -> dict[str, tuple[float, float, float, float]]:
+    """Title -> (x0, x1, y0, y1) of each node or cluster of an SVG, read here apart from the renderer."""
+    out = {}
+    for g in ET.fromstring(svg).iter(SVG + "g"):
+        shape = next((s for s in g if s.tag in (SVG + "polygon", SVG + "ellipse")), None)
+        if (g.get("class") or "").split()[:1] != [cls] or shape is None:
+            continue
+        if shape.tag == SVG + "ellipse":
+            cx, cy, rx, ry = (float(shape.get(k)) for k in ("cx", "cy", "rx", "ry"))
+            out[g.findtext(SVG + "title")] = (cx - rx, cx + rx, cy - ry, cy + ry)
+            continue
+        nums = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", shape.get("points"))]
+        out[g.findtext(SVG + "title")] = (min(nums[0::2]), max(nums[0::2]), min(nums[1::2]), max(nums[1::2]))
+    return out
+
+
+def test_the_swap_pass_puts_two_frames_of_one_column_back_in_the_order_before():
+    from stringdiag.render.draw import misplaced
+    from stringdiag.render.pinned import reorder
+
+    first = subprocess.run(["dot", "-Tsvg"], input=TWO_FRAMES, capture_output=True, text=True, check=True).stdout
+    nodes = _boxes(first, "node")
+    centre = {n: ((x0 + x1) / 2, (y0 + y1) / 2) for n, (x0, x1, y0, y1) in nodes.items()}
+    # a2 and b1 share a column; the order before: the other way round from dot's picture
+    assert centre["a2"][0] == centre["b1"][0] and centre["a2"][1] != centre["b1"][1]
+    above, below = sorted(["a2", "b1"], key=lambda n: centre[n][1])
+    before_at = {0: (centre[above][0], centre[below][1]), 1: (centre[below][0], centre[above][1])}
+    names = {0: above, 1: below}
+    wrong = lambda now, before: misplaced({str(k): now[names[k]] for k in names}, before)  # noqa: E731
+    assert wrong(centre, before_at) == 1
+    svg = reorder(TWO_FRAMES, before_at, wrong)
+    assert svg is not None
+    moved = _boxes(svg, "node")
+    at = {n: ((x0 + x1) / 2, (y0 + y1) / 2) for n, (x0, x1, y0, y1) in moved.items()}
+    assert wrong(at, before_at) == 0
+    assert at[above][1] > at[below][1]  # swapped
+    frames_ = list(_boxes(svg, "cluster").values())
+    assert len(frames_) == 2
+    for n, (x0, x1, y0, y1) in moved.items():  # every box inside its frame, none on another
+        inside = [f for f in frames_ if f[0] <= x0 and x1 <= f[1] and f[2] <= y0 and y1 <= f[3]]
+        assert len(inside) == (n in ("a1", "a2", "b1")), n
+        for m, other in moved.items():
+            assert m == n or not (x0 < other[1] and other[0] < x1 and y0 < other[3] and other[2] < y1)
+    assert len(re.findall(r'class="edge"', svg)) == 5  # every wire drawn
+    assert stubs(svg) == 0 and not crossings(svg)
+    assert reorder(TWO_FRAMES, {0: centre[above], 1: centre[below]},
+                   lambda now, before: misplaced({str(k): now[names[k]] for k in names}, before)) is None
