@@ -7,11 +7,13 @@ frame's box, every edge's curve), swaps two sibling blocks (a frame with all it 
 box) lying one above the other when that puts more untouched boxes back in their order
 before, moves nothing else, and has ``neato -n2`` draw the result: nodes and frames where they
 are now, an edge within a moved block moved with it, an edge between blocks that moved apart
-sheared from its tail's shift to its head's (dot's curve kept), every other edge as dot drew it. Only a swap whose rectangle holds nothing but the two blocks is made, so no box or
-frame lands on another; the caller checks the wires (no wire through a frame).
+sheared from its tail's shift to its head's (dot's curve kept), every other edge as dot drew
+it. Only a swap whose rectangle holds nothing but the two blocks is made, so no box or frame
+lands on another; the caller checks the wires (no wire through a frame).
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 import subprocess
@@ -149,9 +151,17 @@ class Blocks:
             if lay.get(a, "bb"):
                 x0, y0, x1, y1 = _floats(lay.get(a, "bb"))
                 self.rect[("cluster", name)] = (x0, x1, -y1, -y0)
+        self.near: dict[str, set[str]] = {}  # node -> the nodes wired to it
+        for t, h, _ in lay.edges:
+            self.near.setdefault(t, set()).add(h)
+            self.near.setdefault(h, set()).add(t)
         self.children: dict[str, list[tuple[str, str]]] = {}
         for key in self.rect:
             self.children.setdefault(lay.parent.get(key, ""), []).append(key)
+
+    def tied(self, key: tuple[str, str], members: set[str]) -> bool:
+        """Whether ``key`` is a point wired only to ``members`` (it moves with them)."""
+        return key[0] == "node" and bool(self.near.get(key[1])) and self.near[key[1]] <= members
 
     def members(self, key: tuple[str, str]) -> set[str]:
         """The nodes a block holds (itself, for a node)."""
@@ -208,16 +218,28 @@ def _length(at: dict[str, tuple[float, float]], wires: list[tuple[str, str]]) ->
 
 
 def _try_swap(blocks: Blocks, items, a, b, now, disorder, best, moved) -> int | None:
-    """Swap block ``a`` (above) with ``b`` (below) if the rectangle they span holds no other
-    block and the swap lowers the disorder; the new disorder, or None."""
-    ra, rb = blocks.rect[a], blocks.rect[b]
-    if a == b or ra[3] > rb[2] or ra[0] >= rb[1] or rb[0] >= ra[1]:
+    """Swap block ``a`` (above) with ``b`` (below), each with the points only it is wired to
+    (a deletion dot, a copy point, a stub: ``Blocks.tied``), if the rectangle they span holds
+    no other block and the swap lowers the disorder; the new disorder, or None."""
+    if a == b:
+        return None
+    rest = [c for c in items if c not in (a, b)]
+    group_a = [a, *(c for c in rest if blocks.tied(c, blocks.members(a)))]
+    group_b = [b, *(c for c in rest if c not in group_a and blocks.tied(c, blocks.members(b)))]
+    ra, rb = (functools.reduce(_union, (blocks.rect[c] for c in g)) for g in (group_a, group_b))
+    down, up = rb[3] - ra[3], ra[2] - rb[2]  # a to b's bottom, b to a's top
+    for g, dy in ((group_a, down), (group_b, up)):  # a point outside wired only to the block goes with it
+        inside = set().union(*map(blocks.members, g))
+        far = [key for key in blocks.rect if key not in items and key[1] not in inside and blocks.tied(key, inside)]
+        if not all(_free(blocks, key, dy, inside) for key in far):
+            return None
+        g += far
+    if ra[3] > rb[2] or ra[0] >= rb[1] or rb[0] >= ra[1]:
         return None
     span = _union(ra, rb)
-    if any(_overlap(blocks.rect[c], span) for c in items if c not in (a, b)):
+    if any(_overlap(blocks.rect[c], span) for c in rest if c not in group_a and c not in group_b):
         return None
-    down, up = rb[3] - ra[3], ra[2] - rb[2]  # a to b's bottom, b to a's top
-    shift = {n: down for n in blocks.members(a)} | {n: up for n in blocks.members(b)}
+    shift = {n: down for c in group_a for n in blocks.members(c)} | {n: up for c in group_b for n in blocks.members(c)}
     trial = {n: (x, y + shift.get(n, 0.0)) for n, (x, y) in now.items()}
     score = disorder(trial)
     if score >= best:
@@ -225,9 +247,23 @@ def _try_swap(blocks: Blocks, items, a, b, now, disorder, best, moved) -> int | 
     now.update(trial)
     for n, dy in shift.items():
         moved[n] = moved.get(n, 0.0) + dy
-    _shift_rects(blocks, a, down)
-    _shift_rects(blocks, b, up)
+    for c in group_a:
+        _shift_rects(blocks, c, down)
+    for c in group_b:
+        _shift_rects(blocks, c, up)
     return score
+
+
+def _free(blocks: Blocks, key: tuple[str, str], dy: float, moving: set[str]) -> bool:
+    """Whether the point ``key`` moved down by ``dy`` lands on no box that stays, in the same frames."""
+    x0, x1, y0, y1 = blocks.rect[key]
+    there = (x0, x1, y0 + dy, y1 + dy)
+    for other, r in blocks.rect.items():
+        if other[0] == "node" and other[1] not in moving and other != key and _overlap(r, there):
+            return False
+        if other[0] == "cluster" and _overlap(r, blocks.rect[key]) != _overlap(r, there):
+            return False
+    return True
 
 
 def _shift_rects(blocks: Blocks, key: tuple[str, str], dy: float) -> None:
