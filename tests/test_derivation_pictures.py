@@ -28,10 +28,11 @@ ROOT = Path(__file__).resolve().parent.parent
 GALLERY = ROOT / "gallery"
 SVG = "{http://www.w3.org/2000/svg}"
 EPS = 1.0  # points: one column of Graphviz's layout has one x
-# measured on the gallery (NOTES-pictures.md): 51 of 151 steps have a pair of untouched boxes out of the
-# order before, 306 of 14,700 pairs (before this work: 80 steps, 412 pairs). The bounds guard against regressions.
-OUT_OF_ORDER_STEPS = 52
-OUT_OF_ORDER_PAIRS = 0.025  # the share of pairs
+# measured on the gallery (NOTES-pictures2.md): 42 of 151 steps have a pair of untouched boxes out of the
+# order before, 243 of 14,700 pairs (1.65%; dot's layouts alone: 51 steps, 306 pairs; before issue 25's work:
+# 80 steps, 412 pairs). The bounds guard against regressions.
+OUT_OF_ORDER_STEPS = 42
+OUT_OF_ORDER_PAIRS = 0.017  # the share of pairs
 
 
 def derivation_pictures() -> list[tuple[Path, Path]]:
@@ -130,16 +131,20 @@ def test_untouched_boxes_keep_their_order_between_consecutive_pictures(chains):
         wrong.update(((name, k), v) for k, v in out_of_order(steps, drawn).items())
     assert steps_ > 140 and pairs > 14000  # what is compared: every step of every derivation
     report = "\n".join(f"{name} step {k}: {len(v)} pairs, {v[0]}" for (name, k), v in sorted(wrong.items()))
-    # The exceptions, by their reason (NOTES-pictures.md): dot orders the boxes of one column that lie
-    # in different frames itself (it ignores an order edge between frames; the strict layout, which
-    # starts its ordering from the order before, holds most, not all), and in the largest steps every
-    # layout in the order before routes wires through frames, so the free layout (no stubs) is drawn.
+    # The exceptions, by their reason (NOTES-pictures.md, NOTES-pictures2.md): dot orders the boxes of
+    # one column that lie in different frames itself (it ignores an order edge between frames; the
+    # strict layout, which starts its ordering from the order before, holds most, not all), and in the
+    # largest steps every layout in the order before routes wires through frames, so the free layout
+    # (no stubs) is drawn. The swap pass (render/pinned.py) then swaps frames of one column back where
+    # the rectangle they span holds nothing else, the wires stay short and none runs through a frame;
+    # left: frames with another between them, swaps that would stretch the wires, and left and right
+    # swapped (retnet 2, sumformer_linformer 4 and 6, tax_localness 3: the pass swaps only vertically).
     # The bounds are the figures measured on the gallery, to catch a regression.
     big = {name for name, _ in wrong if name.startswith("sumformer_thm")}
     assert len(wrong) <= OUT_OF_ORDER_STEPS, report
     assert sum(map(len, wrong.values())) <= OUT_OF_ORDER_PAIRS * pairs, report
     small = [(name, k) for (name, k), v in wrong.items() if name not in big and len(v) > 3]
-    assert len(small) <= 3, report  # outside the three theorem derivations a step swaps 1 to 3 pairs, as a rule
+    assert len(small) <= 2, report  # outside the three theorem derivations a step swaps 1 to 3 pairs, as a rule
 
 
 def test_a_rule_steps_recorded_match_is_a_match_the_rule_finds(chains):
