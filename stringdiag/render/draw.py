@@ -561,7 +561,7 @@ def _swapped(svg: str, source: str | None, before: dict[int, tuple[float, float]
         return svg
     try:
         again = reorder(source, before, misplaced)
-    except subprocess.CalledProcessError:
+    except (subprocess.CalledProcessError, ValueError, IndexError, KeyError):  # a layout it cannot read: dot's
         return svg
     if again is None or crossings(again) or stubs(again) != stubs(svg) or disorder(again, before) >= wrong:
         return svg
