@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -19,16 +20,19 @@ import networkx as nx
 import pytest
 
 from stringdiag.derive.derivation import load_derivation, standard_library
+from stringdiag.render.crossings import crossings
+from stringdiag.render.draw import stubs
 from stringdiag.rewrite.match import find_matches
 
 ROOT = Path(__file__).resolve().parent.parent
 GALLERY = ROOT / "gallery"
 SVG = "{http://www.w3.org/2000/svg}"
 EPS = 1.0  # points: one column of Graphviz's layout has one x
-# measured on the gallery (NOTES-pictures.md): 51 of 151 steps have a pair of untouched boxes out of the
-# order before, 306 of 14,700 pairs (before this work: 80 steps, 412 pairs). The bounds guard against regressions.
-OUT_OF_ORDER_STEPS = 52
-OUT_OF_ORDER_PAIRS = 0.025  # the share of pairs
+# measured on the gallery (NOTES-pictures2.md): 42 of 151 steps have a pair of untouched boxes out of the
+# order before, 243 of 14,700 pairs (1.65%; dot's layouts alone: 51 steps, 306 pairs; before issue 25's work:
+# 80 steps, 412 pairs). The bounds guard against regressions.
+OUT_OF_ORDER_STEPS = 42
+OUT_OF_ORDER_PAIRS = 0.017  # the share of pairs
 
 
 def derivation_pictures() -> list[tuple[Path, Path]]:
@@ -127,16 +131,20 @@ def test_untouched_boxes_keep_their_order_between_consecutive_pictures(chains):
         wrong.update(((name, k), v) for k, v in out_of_order(steps, drawn).items())
     assert steps_ > 140 and pairs > 14000  # what is compared: every step of every derivation
     report = "\n".join(f"{name} step {k}: {len(v)} pairs, {v[0]}" for (name, k), v in sorted(wrong.items()))
-    # The exceptions, by their reason (NOTES-pictures.md): dot orders the boxes of one column that lie
-    # in different frames itself (it ignores an order edge between frames; the strict layout, which
-    # starts its ordering from the order before, holds most, not all), and in the largest steps every
-    # layout in the order before routes wires through frames, so the free layout (no stubs) is drawn.
+    # The exceptions, by their reason (NOTES-pictures.md, NOTES-pictures2.md): dot orders the boxes of
+    # one column that lie in different frames itself (it ignores an order edge between frames; the
+    # strict layout, which starts its ordering from the order before, holds most, not all), and in the
+    # largest steps every layout in the order before routes wires through frames, so the free layout
+    # (no stubs) is drawn. The swap pass (render/pinned.py) then swaps frames of one column back where
+    # the rectangle they span holds nothing else, the wires stay short and none runs through a frame;
+    # left: frames with another between them, swaps that would stretch the wires, and left and right
+    # swapped (retnet 2, sumformer_linformer 4 and 6, tax_localness 3: the pass swaps only vertically).
     # The bounds are the figures measured on the gallery, to catch a regression.
     big = {name for name, _ in wrong if name.startswith("sumformer_thm")}
     assert len(wrong) <= OUT_OF_ORDER_STEPS, report
     assert sum(map(len, wrong.values())) <= OUT_OF_ORDER_PAIRS * pairs, report
     small = [(name, k) for (name, k), v in wrong.items() if name not in big and len(v) > 3]
-    assert len(small) <= 3, report  # outside the three theorem derivations a step swaps 1 to 3 pairs, as a rule
+    assert len(small) <= 2, report  # outside the three theorem derivations a step swaps 1 to 3 pairs, as a rule
 
 
 def test_a_rule_steps_recorded_match_is_a_match_the_rule_finds(chains):
@@ -168,3 +176,60 @@ def test_stub_pairs_over_the_gallery_are_at_most_half_of_before():
     heads = sum(len(re.findall(r"\(\d+\) →", p.read_text())) for p in pictures)
     assert heads >= tails  # each pair has its head stub (a tail may feed several)
     assert tails <= STUBS_BEFORE // 2, tails
+
+
+# -- the pass that swaps frames dot ordered itself (render/pinned.py) --------------------------------
+
+TWO_FRAMES = """digraph G { rankdir=LR;
+  subgraph cluster_a { label="A"; a1 [shape=box]; a2 [shape=box]; a1 -> a2 }
+  subgraph cluster_b { label="B"; b1 [shape=box] }
+  x -> a1; x -> b1; a2 -> y; b1 -> y }"""
+
+
+def _boxes(svg: str, cls: str) -> dict[str, tuple[float, float, float, float]]:
+    """Title -> (x0, x1, y0, y1) of each node or cluster of an SVG, read here apart from the renderer."""
+    out = {}
+    for g in ET.fromstring(svg).iter(SVG + "g"):
+        shape = next((s for s in g if s.tag in (SVG + "polygon", SVG + "ellipse")), None)
+        if (g.get("class") or "").split()[:1] != [cls] or shape is None:
+            continue
+        if shape.tag == SVG + "ellipse":
+            cx, cy, rx, ry = (float(shape.get(k)) for k in ("cx", "cy", "rx", "ry"))
+            out[g.findtext(SVG + "title")] = (cx - rx, cx + rx, cy - ry, cy + ry)
+            continue
+        nums = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", shape.get("points"))]
+        out[g.findtext(SVG + "title")] = (min(nums[0::2]), max(nums[0::2]), min(nums[1::2]), max(nums[1::2]))
+    return out
+
+
+def test_the_swap_pass_puts_two_frames_of_one_column_back_in_the_order_before():
+    from stringdiag.render.draw import misplaced
+    from stringdiag.render.pinned import reorder
+
+    first = subprocess.run(["dot", "-Tsvg"], input=TWO_FRAMES, capture_output=True, text=True, check=True).stdout
+    nodes = _boxes(first, "node")
+    centre = {n: ((x0 + x1) / 2, (y0 + y1) / 2) for n, (x0, x1, y0, y1) in nodes.items()}
+    # a2 and b1 share a column; the order before: the other way round from dot's picture
+    assert centre["a2"][0] == centre["b1"][0] and centre["a2"][1] != centre["b1"][1]
+    above, below = sorted(["a2", "b1"], key=lambda n: centre[n][1])
+    before_at = {0: (centre[above][0], centre[below][1]), 1: (centre[below][0], centre[above][1])}
+    names = {0: above, 1: below}
+    wrong = lambda now, before: misplaced({str(k): now[names[k]] for k in names}, before)  # noqa: E731
+    assert wrong(centre, before_at) == 1
+    svg = reorder(TWO_FRAMES, before_at, wrong)
+    assert svg is not None
+    moved = _boxes(svg, "node")
+    at = {n: ((x0 + x1) / 2, (y0 + y1) / 2) for n, (x0, x1, y0, y1) in moved.items()}
+    assert wrong(at, before_at) == 0
+    assert at[above][1] > at[below][1]  # swapped
+    frames_ = list(_boxes(svg, "cluster").values())
+    assert len(frames_) == 2
+    for n, (x0, x1, y0, y1) in moved.items():  # every box inside its frame, none on another
+        inside = [f for f in frames_ if f[0] <= x0 and x1 <= f[1] and f[2] <= y0 and y1 <= f[3]]
+        assert len(inside) == (n in ("a1", "a2", "b1")), n
+        for m, other in moved.items():
+            assert m == n or not (x0 < other[1] and other[0] < x1 and y0 < other[3] and other[2] < y1)
+    assert len(re.findall(r'class="edge"', svg)) == 5  # every wire drawn
+    assert stubs(svg) == 0 and not crossings(svg)
+    assert reorder(TWO_FRAMES, {0: centre[above], 1: centre[below]},
+                   lambda now, before: misplaced({str(k): now[names[k]] for k in names}, before)) is None

@@ -29,6 +29,7 @@ from ..syntax.source import write_atomic
 from .crossings import centres, crossings
 from .formats import FORMATS
 from .frames import copy_points, frames, placed, rows
+from .pinned import reorder
 
 SEQ_COLOUR = "#c0392b"
 FIXED_COLOUR = "#1f5f9e"
@@ -182,7 +183,11 @@ def _mark(g: graphviz.Digraph, d: Diagram, P: str, marks: Marks) -> None:
 def disorder(svg: str, before: dict[int, tuple[float, float]]) -> int:
     """Pairs of boxes drawn in ``svg`` out of the order ``before`` (box -> centre) had: the
     columns swapped, or one above the other the other way round within one column."""
-    now = centres(svg)
+    return misplaced(centres(svg), before)
+
+
+def misplaced(now: dict[str, tuple[float, float]], before: dict[int, tuple[float, float]]) -> int:
+    """``disorder`` of the node centres ``now`` (by node name)."""
     at = [(before[b], now[str(b)]) for b in sorted(before) if str(b) in now]
     out = 0
     for k, ((x0, y0), (u0, v0)) in enumerate(at):
@@ -543,18 +548,40 @@ def _marked_svg(d: Diagram, marks: Marks | None) -> str:
     edge router gives up on a few hinted layouts ("triangulation failed")."""
     if marks is None or not marks.before:
         return to_svg(d, marks=marks)
+    chosen = _ordered_svg(d, marks, sources := {})
+    return _swapped(chosen, sources.get(chosen), marks.before)
+
+
+def _swapped(svg: str, source: str | None, before: dict[int, tuple[float, float]]) -> str:
+    """``svg`` with frames of one column swapped back into the order ``before`` where dot
+    could not be told it (``pinned.reorder``); kept only with no wire through a frame, the
+    same stubs, and fewer pairs out of order."""
+    wrong = disorder(svg, before)
+    if not wrong or source is None:
+        return svg
+    try:
+        again = reorder(source, before, misplaced)
+    except (subprocess.CalledProcessError, ValueError, IndexError, KeyError):  # a layout it cannot read: dot's
+        return svg
+    if again is None or crossings(again) or stubs(again) != stubs(svg) or disorder(again, before) >= wrong:
+        return svg
+    return again
+
+
+def _ordered_svg(d: Diagram, marks: Marks, sources: dict) -> str:
+    """The best of dot's layouts with the order hints (``_marked_svg``)."""
     free: list[str] = []  # drawn only when needed
 
     def unhinted() -> str:
         if not free:
-            free.append(to_svg(d, marks=replace(marks, before={})))
+            free.append(to_svg(d, marks=replace(marks, before={}), sources=sources))
         return free[0]
 
     best: tuple[int, int, str] | None = None  # (stubs, pairs out of order, svg)
     for m in (marks, *(replace(marks, strict=c) for c in STRICT), replace(marks, columns=False),
               replace(marks, columns=False, ranks=False)):
         try:
-            svg = to_svg(d, marks=m)
+            svg = to_svg(d, marks=m, sources=sources)
         except subprocess.CalledProcessError:
             continue
         if stubs(svg) and stubs(svg) > stubs(unhinted()):
@@ -616,9 +643,10 @@ def write(g: graphviz.Digraph, out: str | Path) -> Path:
     return write_atomic(out, data)
 
 
-def to_svg(d: Diagram, expand: bool = False, marks: Marks | None = None) -> str:
+def to_svg(d: Diagram, expand: bool = False, marks: Marks | None = None, sources: dict | None = None) -> str:
     """The picture as SVG; a long stack of layers as rows one under another. An edge Graphviz
-    routes through a frame it does not enter is drawn again as a pair of numbered stubs."""
+    routes through a frame it does not enter is drawn again as a pair of numbered stubs.
+    ``sources`` collects the DOT each one-drawing SVG was made from (svg -> source)."""
     d = d.expand(unroll={}) if expand else d  # stacks of known size drawn as their layers
 
     def draw(cut: set[tuple[str, str]], heavy: set[tuple[str, str]]) -> str:
@@ -626,8 +654,11 @@ def to_svg(d: Diagram, expand: bool = False, marks: Marks | None = None) -> str:
         if graphs:
             return _stack(graphs)
         quiet = marks is not None and bool(marks.before)  # a hinted layout dot fails on is not taken: no warning
-        return to_graphviz(d, cuts=Cuts(cut, heavy=heavy), marks=marks).pipe(format="svg", encoding="utf-8",
-                                                                             quiet=quiet)
+        g = to_graphviz(d, cuts=Cuts(cut, heavy=heavy), marks=marks)
+        svg = g.pipe(format="svg", encoding="utf-8", quiet=quiet)
+        if sources is not None:
+            sources[svg] = g.source
+        return svg
 
     return untangled(draw)
 
