@@ -52,3 +52,18 @@ def rel_max(a: torch.Tensor, b: torch.Tensor) -> float:
     a, b = a.detach(), b.detach()
     err, scale = (a - b).abs().max().item(), b.abs().max().item()
     return err / scale if scale else (0.0 if err == 0 else math.inf)
+
+
+def agreement(ours, twin, ref, y, y_ref, mapping) -> tuple[float, float]:
+    """(forward error, worst gradient error over every weight of ``ours``) of a port: one random
+    cotangent pulled back through both outputs, the reference's gradients carried to our names by
+    the map that carried its weights (into ``twin``, another compile of the same diagram)."""
+    import stringdiag
+
+    cot = torch.randn(y.shape, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    (y * cot).sum().backward()
+    (y_ref * cot).sum().backward()
+    grads = {n: (p.grad if p.grad is not None else torch.zeros_like(p)) for n, p in ref.named_parameters()}
+    stringdiag.load_weights(twin, grads, mapping)
+    mine = dict(ours.named_parameters())
+    return rel_max(y, y_ref), max(rel_max(mine[n].grad, p.detach()) for n, p in twin.named_parameters())

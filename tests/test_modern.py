@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 import stringdiag
 from stringdiag.cli.main import main
-from helpers import rel_max
+from helpers import agreement, rel_max
 
 MODERN = Path(__file__).resolve().parent.parent / "gallery" / "modern"
 V, S = 29, 9
@@ -71,15 +71,7 @@ def ported(ref: torch.nn.Module, file: str, name: str, dims: dict, mapping: dict
     ours, twin = (compiled(file, name, dims) for _ in range(2))
     stringdiag.load_weights(ours, ref.state_dict(), mapping)
     t = token_ids()
-    y, y_ref = mine(ours, t), output(ref, t)
-    w = torch.randn(y.shape, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
-    (y * w).sum().backward()
-    (y_ref * w).sum().backward()
-    grads = {n: (p.grad if p.grad is not None else torch.zeros_like(p)) for n, p in ref.named_parameters()}
-    stringdiag.load_weights(twin, grads, mapping)
-    mine = dict(ours.named_parameters())
-    worst = max(rel_max(mine[n].grad, p.detach()) for n, p in twin.named_parameters())
-    return rel_max(y, y_ref), worst
+    return agreement(ours, twin, ref, mine(ours, t), output(ref, t), mapping)
 
 
 def cost(capsys, file: str, name: str) -> dict:
@@ -592,20 +584,27 @@ def test_retnet_checks_and_renders(tmp_path, capsys):
     checks_and_renders(tmp_path, capsys, "retnet.diag")
 
 
-def test_multi_scale_retention_parallel_and_recurrent_are_the_papers_in_float64():
-    par, rec = (compiled("retnet.diag", name, RETNET_DIMS) for name in ("MSRParallel", "MSRRecurrent"))
-    randomise(par, 13)
+def both_forms_are_the_papers(file: str, forms: tuple[str, str], dims: dict, reference, seed: int) -> None:
+    """The parallel and the recurrent form, sharing one state dict, against the paper's layer
+    written in the test: values and every weight's gradient, float64."""
+    par, rec = (compiled(file, name, dims) for name in forms)
+    randomise(par, seed)
     rec.load_state_dict(par.state_dict())
-    x = torch.randn(2, S, 8, generator=torch.Generator().manual_seed(14), dtype=torch.float64)
+    x = torch.randn(2, S, 8, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
     params = dict(par.named_parameters())
-    want = multi_scale_retention(x, params, 3)
-    w = torch.randn(want.shape, generator=torch.Generator().manual_seed(15), dtype=torch.float64)
+    want = reference(x, params)
+    w = torch.randn(want.shape, generator=torch.Generator().manual_seed(seed + 2), dtype=torch.float64)
     ref_grads = torch.autograd.grad((want * w).sum(), list(params.values()))
     for form in (par, rec):
         y = form(x)
         assert rel_max(y, want) < F64
         got = torch.autograd.grad((y * w).sum(), [dict(form.named_parameters())[n] for n in params])
         assert max(rel_max(a, b) for a, b in zip(got, ref_grads)) < F64
+
+
+def test_multi_scale_retention_parallel_and_recurrent_are_the_papers_in_float64():
+    both_forms_are_the_papers("retnet.diag", ("MSRParallel", "MSRRecurrent"), RETNET_DIMS,
+                              lambda x, p: multi_scale_retention(x, p, 3), 13)
 
 
 def test_retention_is_s_squared_in_parallel_and_linear_recurrently(capsys):
@@ -643,19 +642,8 @@ def test_gla_checks_and_renders(tmp_path, capsys):
 
 
 def test_gated_linear_attention_parallel_and_recurrent_are_the_papers_in_float64():
-    par, rec = (compiled("gla.diag", name, GLA_DIMS) for name in ("GLAParallel", "GLARecurrent"))
-    randomise(par, 16)
-    rec.load_state_dict(par.state_dict())
-    x = torch.randn(2, S, 8, generator=torch.Generator().manual_seed(17), dtype=torch.float64)
-    params = dict(par.named_parameters())
-    want = gated_linear_attention(x, params, 2)
-    w = torch.randn(want.shape, generator=torch.Generator().manual_seed(18), dtype=torch.float64)
-    ref_grads = torch.autograd.grad((want * w).sum(), list(params.values()))
-    for form in (par, rec):
-        y = form(x)
-        assert rel_max(y, want) < F64
-        got = torch.autograd.grad((y * w).sum(), [dict(form.named_parameters())[n] for n in params])
-        assert max(rel_max(a, b) for a, b in zip(got, ref_grads)) < F64
+    both_forms_are_the_papers("gla.diag", ("GLAParallel", "GLARecurrent"), GLA_DIMS,
+                              lambda x, p: gated_linear_attention(x, p, 2), 16)
 
 
 def test_gated_linear_attention_is_s_squared_in_parallel_and_linear_recurrently(capsys):

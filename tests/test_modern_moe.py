@@ -24,7 +24,7 @@ from stringdiag.cli.main import main
 
 transformers = pytest.importorskip("transformers")
 from transformers.models.mixtral import modeling_mixtral as hf  # noqa: E402
-from helpers import rel_max
+from helpers import agreement, rel_max
 
 FILE = Path(__file__).resolve().parent.parent / "gallery" / "modern" / "mixtral.diag"
 V, S = 29, 9
@@ -100,19 +100,6 @@ def randomise(module: torch.nn.Module, seed: int, scale: float = 0.5) -> None:
 def compiled(name: str, **dims) -> torch.nn.Module:
     return stringdiag.compile(stringdiag.load(str(FILE))[name], dims={**SIZES, **dims}, approximator="linear",
                               dtype=torch.float64)
-
-
-def agreement(ours, twin, ref, y, y_ref, mapping) -> tuple[float, float]:
-    """(forward error, worst gradient error over every weight of ours): one random cotangent
-    pulled back through both, the reference's gradients carried to our names by the map that
-    carried its weights (into ``twin``, another compile of the same diagram)."""
-    cot = torch.randn(y.shape, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
-    (y * cot).sum().backward()
-    (y_ref * cot).sum().backward()
-    grads = {n: (p.grad if p.grad is not None else torch.zeros_like(p)) for n, p in ref.named_parameters()}
-    stringdiag.load_weights(twin, grads, mapping)
-    mine = dict(ours.named_parameters())
-    return rel_max(y, y_ref), max(rel_max(mine[n].grad, p.detach()) for n, p in twin.named_parameters())
 
 
 def block_reference(x, gate, gate_up, down, k):
