@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ..graph.box import Box, Kind
+from ..graph.budget import bind_generics
 from ..graph.constants import dims_in
 from ..graph.decls import Approximator
 from ..graph.diagram import Diagram
@@ -680,7 +681,7 @@ def parameter_count(d: Diagram, dims: Mapping[str, int], approximator: Any = "ml
                 if inst not in instances:
                     instances.add(inst)
                     sets = 1 if node.shared or not repeated(node) else _evaluate(node.repeat.count, env)
-                    total += sets * local(node.ref, *_bind(node, env, top))
+                    total += sets * local(node.ref, *bind_generics(node, env, top))
         memo[key] = total
         return total
 
@@ -694,7 +695,7 @@ def parameter_count(d: Diagram, dims: Mapping[str, int], approximator: Any = "ml
             elif node.kind is Kind.DIAGRAM:
                 c = ws[id(node.ref.graph)]
                 if not all(k in found for k in c.keys if isinstance(k, str)):
-                    walk(node.ref, _bind(node, env, top)[0])
+                    walk(node.ref, bind_generics(node, env, top)[0])
 
     walk(d, dict(top))
     return local(d, dict(top), ()) + sum(found.values())
@@ -705,18 +706,6 @@ def _evaluate(dim: Dim, env: Mapping[str, int | None]) -> int:
         if env.get(n) is None:
             raise DiagError(f"no size for dimension '{n}' (give it in dims)")
     return dim.evaluate(env)
-
-
-def _bind(node: Box, env: Mapping[str, int | None], top: Mapping[str, int]) -> tuple[dict, tuple]:
-    """The sizes inside a diagram box: the file's, with the callee's generics bound (None
-    where the caller's sizes do not say)."""
-    inner: dict[str, int | None] = dict(top)
-    bound = []
-    for g, dim in node.generics:
-        v = dim.evaluate(env) if all(env.get(n) is not None for n in dim.names()) else None
-        inner[g] = v
-        bound.append((g, v))
-    return inner, tuple(bound)
 
 
 __all__ = ["shape", "dimensions", "expanded_counts", "expanded_box_count", "cost_monomials", "learnables", "parameter_count",

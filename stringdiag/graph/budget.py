@@ -56,8 +56,8 @@ def _box(node: Box, x: Hypergraph, env: Mapping[str, int | None], build: Build, 
     if node.kind is not Kind.DIAGRAM or node.ref is None:
         return 1
     if node.scan:
-        return 1 if build is Build.EXPANDED else 1 + size(node.ref, *_bind(node, env))
-    body = size(node.ref, *_bind(node, env))
+        return 1 if build is Build.EXPANDED else 1 + size(node.ref, *bind_generics(node, env))
+    body = size(node.ref, *bind_generics(node, env))
     if not repeated(node):
         return body
     t = count_value(node.repeat.count, x.program, env)
@@ -70,10 +70,11 @@ def _box(node: Box, x: Hypergraph, env: Mapping[str, int | None], build: Build, 
     return t + t * body  # a loop over t modules, one body each
 
 
-def _bind(node: Box, env: Mapping[str, int | None]) -> tuple[dict, tuple]:
-    """The sizes inside a diagram box: the caller's, with the callee's generics bound to their
-    values where the caller's sizes say."""
-    inner = dict(env)
+def bind_generics(node: Box, env: Mapping[str, int | None],
+                  base: Mapping[str, int | None] | None = None) -> tuple[dict, tuple]:
+    """The sizes inside a diagram box: ``base`` (the caller's sizes ``env`` by default), with the
+    callee's generics bound to their values where the caller's sizes say (None where not)."""
+    inner = dict(env if base is None else base)
     bound = []
     for g, dim in node.generics:
         v = dim.evaluate(env) if all(env.get(n) is not None for n in dim.names()) else None
