@@ -160,6 +160,17 @@ def test_the_slice_a_dimension_index_error_names_is_the_entry_at_that_offset():
     assert torch.equal(compile(p["F"], dims={"k": 3}, dtype=torch.float64)(x), x[..., 3])
 
 
+def test_an_entry_at_an_offset_expression_names_the_slice_that_works():
+    """x[:, k + 1] is a parse error (an index is a name or a number); the message names the
+    one-wide slice, and that slice, written, is x[..., k + 1]."""
+    with pytest.raises(DiagError) as e:
+        prog("diagram F(x: [s, k + 2]) -> [s] {\n  return x[:, k + 1]\n}")
+    assert "the one-wide slice x[:, a + 1:a + 2], and y[i, 0] then drops its axis" in e.value.message
+    p = prog("diagram F(x: [s, k + 2]) -> [s] {\n  y = x[:, k + 1:k + 2]\n  z[i] = y[i, 0]\n  return z\n}")
+    x = torch.randn(2, 4, 5, generator=gen(13), dtype=torch.float64)
+    assert torch.equal(compile(p["F"], dims={"k": 3}, dtype=torch.float64)(x), x[..., 4])
+
+
 def test_a_range_past_its_axis_at_the_compiled_sizes_is_refused_when_compiling():
     p = prog("diagram F(x: [s, d]) -> [s, k] {\n  return x[:, 1:k + 1]\n}")
     with pytest.raises(DiagError) as e:

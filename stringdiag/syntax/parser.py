@@ -105,5 +105,8 @@ def syntax_error(e: UnexpectedInput, text: str, file: str, lark: Lark) -> DiagEr
         expected = sorted({_describe(t, lark) for t in e.accepts or e.expected})
     if expected and len(expected) <= 8:
         msg += "; expected " + (expected[0] if len(expected) == 1 else "one of " + ", ".join(expected))
+    if expected == ["':'"] and isinstance(e, UnexpectedToken) and e.token.value in ("]", ","):
+        msg += (" (an index is a name or a number; the entry at an offset a + 1 is the one-wide slice "
+                "x[:, a + 1:a + 2], and y[i, 0] then drops its axis)")
     return DiagError(msg, pos, text)
 
