@@ -29,6 +29,7 @@ from typing import Iterable, Mapping
 from ..errors import Pos
 from ..graph.box import Box, Kind
 from ..graph.constants import dims_in
+from ..graph.dimuse import bound_names
 from ..graph.hypergraph import Hypergraph
 from ..graph.types import Dim
 from .combine import _body, _post_order
@@ -52,7 +53,7 @@ class _Learnable:
     pos: Pos | None
 
     def bound(self, sub: Mapping[str, Dim]) -> "_Learnable":
-        return _Learnable(_rename(self.names, sub), self.op, self.pos)
+        return _Learnable(bound_names(self.names, sub), self.op, self.pos)
 
     def obstacle(self, d: Hypergraph) -> Obstacle | None:
         """The obstacle, read in the names of ``d`` (whose program says which are sequences)."""
@@ -75,7 +76,7 @@ class _Found:
         if not sub:
             return self
         return _Found(tuple(i.bound(sub) if isinstance(i, _Learnable) else i for i in self.items),
-                      _rename(self.used, sub))
+                      bound_names(self.used, sub))
 
 
 def obstacles(d: Hypergraph, implemented: frozenset[str], memo: dict | None = None) -> list[Obstacle]:
@@ -153,13 +154,6 @@ def _own_type_names(d: Hypergraph, b: int) -> frozenset:
         types = [d.local_in_type(b, p) for p in range(len(d.box_inputs(b)))] + \
                 [d.local_out_type(b, p) for p in range(len(d.box_outputs(b)))]
     return frozenset(n for t in types for dim in t for n in dim.names())
-
-
-def _rename(names: frozenset, sub: Mapping[str, Dim]) -> frozenset:
-    """Names of a callee seen from its caller: its generics replaced by what they are bound to."""
-    if not sub or not names & sub.keys():
-        return names
-    return frozenset(m for n in names for m in (sub[n].names() if n in sub else (n,)))
 
 
 def _seq(d: Hypergraph, names: Iterable[str]) -> set[str]:
