@@ -22,8 +22,8 @@ __all__ = ["DiagError", "Pos", "Diagram", "Program", "load", "loads", "compile",
 
 # read on first use (PEP 562), so that `stringdiag --version`, `--help` or a bad command line
 # never wait for networkx and lark, which the graph layer imports
-_LAZY = {"Diagram": ".graph.diagram", "Program": ".graph.program", "load": ".graph.program",
-         "loads": ".graph.program", "__version__": ".version"}  # the version: importlib.metadata
+_LAZY = {"Diagram": ".graph.diagram", "Program": ".graph.decls", "load": ".elaborate.loader",
+         "loads": ".elaborate.loader", "__version__": ".version"}  # the version: importlib.metadata
 
 
 def __getattr__(name: str):
@@ -31,7 +31,7 @@ def __getattr__(name: str):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     diagram = import_module(".graph.diagram", __name__).Diagram
     diagram._repr_svg_, diagram._repr_html_ = _repr_svg_, _repr_html_  # the notebook pictures
-    import_module(".graph.program", __name__).Program._repr_html_ = _program_html
+    import_module(".graph.decls", __name__).Program._repr_html_ = _program_html
     value = getattr(import_module(_LAZY[name], __name__), name)
     globals()[name] = value
     return value

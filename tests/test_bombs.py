@@ -29,7 +29,7 @@ from stringdiag.graph.budget import MAX_EXPANDED, Build, boxes
 from stringdiag.graph.constants import dims_in
 from stringdiag.graph.dimuse import fixed_dims_used
 from stringdiag.graph.expand import expand
-from stringdiag.graph.program import prelude
+from stringdiag.elaborate.loader import prelude
 
 ROOT = Path(__file__).resolve().parents[1]
 GALLERY = ROOT / "gallery"

@@ -9,7 +9,7 @@ from stringdiag import DiagError
 from stringdiag.analysis.combine import dimensions
 from stringdiag.analysis.compilable import obstacles
 from stringdiag.cli.main import main
-from stringdiag.graph.program import prelude
+from stringdiag.elaborate.loader import prelude
 
 GALLERY = Path(__file__).resolve().parents[1] / "gallery"
 IMPLEMENTED = frozenset(n for n, b in prelude().boxes.items() if b.box == "fixed")

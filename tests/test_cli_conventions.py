@@ -49,7 +49,7 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
 def no_work(monkeypatch):
     """Fail the test if any file is loaded or any derivation run."""
     from stringdiag.derive import derivation as D
-    import stringdiag.graph.program as P
+    import stringdiag.elaborate.loader as P
 
     def refuse(*a, **k):
         raise AssertionError("work was done before the command line was refused")
@@ -301,7 +301,7 @@ def test_what_reads_no_file_imports_no_graph_library(tmp_path, argv, code):
 
 
 def test_prelude_cache_is_checked_json_and_equals_a_fresh_parse(tmp_path, monkeypatch):
-    from stringdiag.graph.program import PRELUDE
+    from stringdiag.elaborate.loader import PRELUDE
     from stringdiag.syntax import ast as A
     from stringdiag.syntax import astcache
 

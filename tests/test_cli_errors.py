@@ -353,7 +353,7 @@ def test_resume_from_a_damaged_file(capsys, trained, tmp_path, damage):
 def test_nothing_is_applied_unless_everything_fits(trained, tmp_path):
     """A checkpoint whose last part (the RNG state) is bad leaves model, optimizer and RNG as they were."""
     from stringdiag import DiagError
-    from stringdiag.graph.program import load
+    from stringdiag.elaborate.loader import load
     from stringdiag.train.model import LanguageModel
 
     run = _copy(trained, tmp_path)

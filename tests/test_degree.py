@@ -24,7 +24,7 @@ from hypothesis import given, settings, strategies as st
 
 from stringdiag.analysis.degree import degree, describe
 from stringdiag.cli.main import main
-from stringdiag.graph.program import load, loads
+from stringdiag.elaborate.loader import load, loads
 
 ROOT = Path(__file__).resolve().parent.parent
 SPLINES = ROOT / "gallery" / "splines.diag"

@@ -15,7 +15,7 @@ import pytest
 
 from stringdiag.cli.main import main
 from stringdiag.derive.derivation import load_derivation
-from stringdiag.graph.program import load
+from stringdiag.elaborate.loader import load
 
 GALLERY = Path(__file__).resolve().parents[1] / "gallery"
 SMALL_TAX = f"""\

@@ -16,7 +16,7 @@ import torch
 
 import stringdiag
 from stringdiag.derive.normal import DEFAULT_RULES, normalize
-from stringdiag.graph.program import load
+from stringdiag.elaborate.loader import load
 from stringdiag.graph.types import Dim
 from stringdiag.lower.lower import compile
 from stringdiag.rewrite import search

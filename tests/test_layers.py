@@ -1,8 +1,8 @@
 """The shape of the code: imports run one way, and no import (at the top of a module or
 inside a function) closes a cycle.
 
-The stages data flows through are layers: text → graph → (rewrite, analysis) → (lower,
-render) → verify → (derive, train, enumerate) → study → cli. A module may import from its
+The stages data flows through are layers: text → graph → elaborate → (rewrite, analysis) →
+(lower, render) → verify → (derive, train, enumerate) → study → cli. A module may import from its
 own subpackage or from a lower layer, never from a higher one nor from a sibling on the same
 layer. Function-level imports count too (they exist to keep start-up fast, never to break a
 cycle), so the whole import graph between modules must be acyclic.
@@ -22,6 +22,7 @@ LAYERS = {
     "resources": 0.5,  # where shipped data files are: above the errors it raises, below all that reads data
     "syntax": 1,
     "graph": 2, "data": 2,
+    "elaborate": 2.5,  # syntax trees to graphs: builds with the graph algebra, which never imports it
     "rewrite": 3, "analysis": 3,
     "lower": 4, "render": 4,
     "verify": 5,
@@ -94,6 +95,15 @@ def test_imports_run_one_way():
 def test_no_import_cycle_even_through_function_level_imports():
     cycles = list(nx.simple_cycles(import_graph()))
     assert not cycles, "\n".join(" -> ".join(c + c[:1]) for c in cycles[:10])
+
+
+def test_the_graph_algebra_does_not_import_elaboration():
+    """``graph/`` holds the algebra and the records a graph refers to; reading them from
+    syntax trees is ``elaborate/``'s, which imports the algebra, never the other way."""
+    g = import_graph()
+    up = [f"{a} imports {b}" for a, b in g.edges if layer(a) == "graph" and layer(b) == "elaborate"]
+    assert not up, "\n".join(up)
+    assert any(layer(a) == "elaborate" and layer(b) == "graph" for a, b in g.edges)
 
 
 @pytest.mark.parametrize("text, cyclic", [

@@ -29,7 +29,8 @@ from torch import nn
 
 import stringdiag
 from stringdiag import DiagError
-from stringdiag.graph.program import BoxDecl, prelude
+from stringdiag.elaborate.loader import prelude
+from stringdiag.graph.decls import BoxDecl
 from stringdiag.graph.types import show_type
 from stringdiag.lower.approximators import LearnableTensor, factory
 from stringdiag.lower.lower import Lowering, compile

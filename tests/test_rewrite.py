@@ -15,7 +15,7 @@ import stringdiag
 from stringdiag import DiagError
 from stringdiag.analysis.complexity import analyse
 from stringdiag.graph.diagram import Diagram
-from stringdiag.graph.program import prelude
+from stringdiag.elaborate.loader import prelude
 from stringdiag.graph.types import Dim
 from stringdiag.derive.steps import copy_box
 from stringdiag.rewrite import find_matches, load_rules, loads_rules, rewrite, rewrite_all, select

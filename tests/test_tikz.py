@@ -14,7 +14,7 @@ import pytest
 
 from stringdiag.cli.main import main
 from stringdiag.derive.derivation import load_derivation
-from stringdiag.graph.program import load
+from stringdiag.elaborate.loader import load
 from stringdiag.render import tikz
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -78,7 +78,7 @@ def report_obstacles(prog, report: Report = to_stderr) -> int:
     diagrams not compilable as they stand (an abstract family, say) as warnings. Returns the
     number of defects."""
     from ..analysis.compilable import obstacles
-    from ..graph.program import prelude
+    from ..elaborate.loader import prelude
 
     implemented = frozenset(n for n, b in prelude().boxes.items() if b.box == Kind.FIXED)
     seen, defects, memo = set(), 0, {}  # memo: each definition read once for all the diagrams

@@ -9,7 +9,7 @@ from ..errors import DiagError
 
 if TYPE_CHECKING:  # the graph layer (networkx, lark) is imported when a file is read, not to parse a command line
     from ..graph.diagram import Diagram
-    from ..graph.program import Program
+    from ..graph.decls import Program
 
 Report = Callable[[DiagError, str], None]
 
@@ -20,7 +20,7 @@ def to_stderr(e: DiagError, severity: str = "error") -> None:
 
 def load_reporting(path: str, report: Report = to_stderr) -> Program:
     """Load a file, reporting its warnings (to stderr unless told otherwise)."""
-    from ..graph.program import load
+    from ..elaborate.loader import load
 
     prog = load(path)
     for w in prog.warnings:

@@ -189,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
 
 def load_control(spec: str):
     """``FILE:DIAGRAM``: the control's head (the default names a file shipped with stringdiag)."""
-    from ..graph.program import load
+    from ..elaborate.loader import load
 
     file, colon, name = spec.rpartition(":")
     if not colon or not file or not name:

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from ..errors import DiagError
-from ..graph.program import load, loads
+from ..elaborate.loader import load, loads
 from ..lower import compile as lower
 from ..lower.tensorfile import write_atomic
 from ..resources import shipped

@@ -23,7 +23,7 @@ from ..graph.box import Kind
 from ..graph.diagram import Diagram
 from ..graph.expand import expand
 from ..graph.decls import Definition, Program, suggest, unknown_qualified
-from ..graph.program import load, loads, prelude
+from ..elaborate.loader import load, loads, prelude
 from ..graph.types import Dim, show_type
 from ..rewrite.match import find_matches, select
 from ..rewrite.rule import EQUATION, RULES_DIR, Library, Rule, library, load_rules

@@ -17,7 +17,7 @@ from ..errors import DiagError, Pos
 from ..graph.diagram import Diagram
 from ..graph.diff import changed_boxes
 from ..graph.expand import expand
-from ..graph.program import load
+from ..elaborate.loader import load
 from ..syntax import tax_ast as T
 from ..resources import argument, locate
 from ..syntax.source import read_source

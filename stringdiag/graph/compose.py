@@ -126,7 +126,7 @@ def wiring(types, picks: Iterable[int], *, program=None) -> Diagram:
 
 def use(box: Diagram | Definition | BoxDecl, *, instance: str | None = None, program=None) -> Diagram:
     """One use of a definition (``prog["H"]``) or a declared box (``prog.lookup_box("F")``)
-    over its own boundary, as the elaborator writes ``H(x)`` (``elab_call.Calls.apply``).
+    over its own boundary, as the elaborator writes ``H(x)`` (``elaborate/calls.py``: ``Calls.apply``).
 
     A definition's use has its own weights: the identity ``instance``, fresh unless given.
     So has a use of a local learnable (its ``param``); a global learnable is one set of
@@ -209,7 +209,7 @@ def _one_box(kind: str, box, generics: tuple[str, ...], attrs: dict, program, na
 
 
 def _seq_generics(defn: Diagram) -> tuple[str, ...]:
-    """A definition's dimension parameters as ``elab_call.Calls.apply`` lists them for a use: its
+    """A definition's dimension parameters as ``Calls.apply`` (``elaborate/calls.py``) lists them for a use: its
     own, then every occurrence of a seq dimension in its input types (so that a use over
     the definition's own boundary is labelled as one written in source text)."""
     prog = defn.program

@@ -25,7 +25,7 @@ from torch import fx, nn
 from ..errors import DiagError
 from ..graph.box import Box
 from ..graph.iso import definition_key
-from ..graph.program import prelude
+from ..elaborate.loader import prelude
 from . import chunked
 from . import primitives as P
 

@@ -55,8 +55,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import DiagError, DiagWarning, Pos
-from ..graph import program as P
-from ..graph.decls import BoxDecl, Program, generic_names, type_list
+from ..elaborate import loader as P
+from ..elaborate.declarations import generic_names, type_list
+from ..graph.decls import BoxDecl, Program
 from ..graph.diagram import Diagram
 from ..graph.gcpause import gc_paused
 from ..resources import argument, folder, locate

@@ -46,7 +46,7 @@ class WeightMap:
 class Traced:
     """A traced module: ``program, weights = trace(...)`` unpacks the two that matter."""
 
-    program: Any  # stringdiag.graph.program.Program
+    program: Any  # stringdiag.graph.decls.Program
     weights: WeightMap
     text: str
     name: str  # the module's own definition
@@ -58,7 +58,7 @@ class Traced:
 
     def compile(self, dtype: torch.dtype | None = None, **kwargs) -> nn.Module:
         """The module as the compiler makes it from the trace (opaque boxes run by torch)."""
-        from ..graph.program import loads
+        from ..elaborate.loader import loads
         from ..lower import compile as lower
         from .compiled import opaque_boxes
 
@@ -94,7 +94,7 @@ def trace(module: nn.Module, example_inputs, other_inputs=None, file: str | None
     arguments, or a dict of keyword ones; the first axis of each tensor is the batch). With
     ``other_inputs`` (the same with another sequence length), the axes whose length differs
     become the sequence dimension ``s``; otherwise every axis is fixed."""
-    from ..graph.program import loads
+    from ..elaborate.loader import loads
 
     module = module.eval()
     calls = _calls(module, example_inputs, other_inputs)

@@ -19,7 +19,7 @@ from torch import nn
 from ..analysis.combine import dimensions
 from ..errors import DiagError
 from ..graph.diagram import Diagram
-from ..graph.program import loads
+from ..elaborate.loader import loads
 from ..lower import compile
 from ..resources import PREFIX
 from ..syntax import ast as A

@@ -37,7 +37,7 @@ from ..lower.primitives import posenc
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.dimuse import fixed_dims_used
-from ..graph.program import prelude
+from ..elaborate.loader import prelude
 
 # vmap runs CPU flash attention head by head (torch has no batching rule for it): no slower than
 # separate heads, and said once in NOTES, not at every run

@@ -1,13 +1,14 @@
 """Elaborating expressions: names, indexing and summation (a contraction box).
 
-A mixin of the elaborator: box applications (``call``, ``apply_prim``) are ``elab_call.py``'s.
+A mixin of the elaborator: box applications (``call``, ``apply_prim``) are ``calls.py``'s.
 """
 from __future__ import annotations
 
+from ..graph.decls import suggest
+from ..graph.types import Dim, show_type
 from ..syntax import ast as A
-from .decls import dim_expr, suggest
-from .elab_base import ElabState, Scope, Val
-from .types import Dim, show_type
+from .declarations import dim_expr
+from .state import ElabState, Scope, Val
 
 
 class Expressions(ElabState):

@@ -1,8 +1,8 @@
 """What the parts of one diagram's elaboration share: values seen through index views, the
 indices of a statement, the graph being built, and the messages.
 
-The elaborator is assembled from parts (``elaborate.py``: statements; ``elab_expr.py``:
-expressions; ``elab_call.py``: box applications), each a mixin over :class:`ElabState`.
+The elaborator is assembled from parts (``statements.py``; ``expressions.py``; ``calls.py``:
+box applications), each a mixin over :class:`ElabState`.
 """
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import DiagError, DiagWarning, Pos
-from .constants import show
-from .decls import BoxDecl, Definition, Program
-from .diagram import Diagram
-from .types import Dim, TensorType
+from ..graph.constants import show
+from ..graph.decls import BoxDecl, Definition, Program
+from ..graph.diagram import Diagram
+from ..graph.types import Dim, TensorType
 
 TOO_DEEP = "expressions are nested too deeply to check; split them into named wires"
 

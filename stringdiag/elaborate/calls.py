@@ -1,19 +1,20 @@
 """Elaborating box applications: resolving the box, inferring its dimension parameters from
 its inputs, the implicit SIMD box over extra leading axes, and ``scan``.
 
-A mixin of the elaborator: expressions (``expr``) are ``elab_expr.py``'s.
+A mixin of the elaborator: expressions (``expr``) are ``expressions.py``'s.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .box import Global, Kind, Local, weight_attrs
 from ..errors import DiagError, Pos
+from ..graph.box import Global, Kind, Local, weight_attrs
+from ..graph.constants import OPERATORS
+from ..graph.decls import BoxDecl, Definition, suggest, unknown_qualified
+from ..graph.types import Dim, TensorType, show_type, substitute_type
 from ..syntax import ast as A
-from .constants import OPERATORS
-from .decls import BoxDecl, Definition, dim_expr, suggest, unknown_qualified
-from .elab_base import ElabState, Scope, Val
-from .types import Dim, TensorType, show_type, substitute_type
+from .declarations import dim_expr
+from .state import ElabState, Scope, Val
 
 
 # torch's names for routing, which the prelude spells otherwise: what to write instead

@@ -2,8 +2,8 @@
 
 Diagrams are elaborated from their syntax trees into typed graphs on first use, so a
 definition may be used before it appears; recursion is reported as an error. The records
-(:class:`Program`, :class:`Definition`, :class:`BoxDecl`) are ``decls.py``'s, importable
-from here as before.
+(:class:`Program`, :class:`Definition`, :class:`BoxDecl`) are the graph algebra's
+(``graph/decls.py``).
 """
 from __future__ import annotations
 
@@ -11,15 +11,16 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from .box import Kind
+from ..graph.box import Kind
 from ..errors import DiagError, Pos
 from ..resources import PREFIX, argument, locate, shipped
 from ..syntax import ast as A
 from ..syntax.astcache import read_cached
 from ..syntax.source import read_source  # the public place to read a file
-from .decls import BoxDecl, Definition, DimDecl, Program, box_decls, suggest
-from .elaborate import elaborate
-from .gcpause import gc_paused
+from ..graph.decls import Definition, DimDecl, Program, suggest
+from ..graph.gcpause import gc_paused
+from .declarations import box_decls, generic_names
+from .statements import elaborate
 
 PRELUDE = shipped("prelude/prelude.diag")
 DEPTH = 20000  # recursion limit while elaborating
@@ -80,7 +81,7 @@ def _load_text(text: str, file: str, prelude_prog: Program | None, stack: tuple[
 
 def definition(node: A.Diagram, prog: Program) -> Definition:
     """A diagram definition in ``prog``'s scope, elaborated when first used."""
-    return Definition(node, prog, elaborate)
+    return Definition(node, prog, elaborate, generic_names(node.generics, prog))
 
 
 def declare(prog: Program, item, stack: tuple[str, ...] = (), loaded: dict | None = None) -> bool:
@@ -210,5 +211,4 @@ def _dim_decl(prog: Program, item: A.DimDecl) -> None:
         _define(prog, d.name, d.pos, prog.dims, d)
 
 
-__all__ = ["BoxDecl", "Definition", "DimDecl", "Program", "suggest", "read_source", "load", "loads", "prelude",
-           "declare", "definition", "PRELUDE", "DEPTH"]
+__all__ = ["load", "loads", "prelude", "declare", "definition", "PRELUDE", "DEPTH"]

@@ -7,19 +7,20 @@ axes than its port is applied over the extra leading axes (an implicit SIMD box)
 ``Q(x)`` on ``x : [s, d]`` is ``q[i] = Q(x[i])``. Every box is placed in the SIMD boxes
 of the indices its inputs depend on, never more: the tightened form (App. A.1.3).
 
-This module elaborates statements; expressions are ``elab_expr.py``'s and box applications
-``elab_call.py``'s, over the state of ``elab_base.py``.
+This module elaborates statements; expressions are ``expressions.py``'s and box applications
+``calls.py``'s, over the state of ``state.py``; declarations are read by ``declarations.py``.
 """
 from __future__ import annotations
 
 from ..errors import Pos
 from ..syntax import ast as A
-from .decls import Definition, box_decls, id_range, no_ids, tensor_type, type_list
-from .diagram import Diagram
-from .elab_base import TOO_DEEP, Scope, Val
-from .elab_call import Calls
-from .elab_expr import Expressions
-from .types import TensorType, show_type
+from ..graph.decls import Definition
+from ..graph.diagram import Diagram
+from ..graph.types import TensorType, show_type
+from .calls import Calls
+from .declarations import box_decls, id_range, no_ids, tensor_type, type_list
+from .expressions import Expressions
+from .state import TOO_DEEP, Scope, Val
 
 
 def elaborate(defn: Definition) -> Diagram:
