@@ -128,7 +128,7 @@ def load_derivation(path, verify: bool = False):
 
 def load_taxonomy(path, verify: bool = False):
     """Check a ``.tax`` family tree, every edge a derivation; a notebook shows its picture."""
-    from .derive.taxonomy import load_taxonomy as load
+    from .derive.family_tree import load_taxonomy as load
 
     return load(path, verify)
 

@@ -11,7 +11,7 @@ import pytest
 
 from stringdiag.cli.main import main
 from stringdiag.construct import hardmax_classifier, make_instance
-from stringdiag.construct.emit import weights
+from stringdiag.construct.artefacts import weights
 from stringdiag.construct.hardmax import PAPER, choose_blocks
 
 

@@ -4,7 +4,7 @@ The claims are the theorem's, computed here from its formulas (3, 5, 3^t, 3^(t+s
 and, per input, from its recursion tau_i(X, Y) = phi_i(gamma_i(eps_s(X), beta_i(tau_{i-1}(X,
 Y)))) (Sec. 1.8) with gamma of degree 2 in its first argument and 1 in its second (proof of
 Thm 3.3). The static pass (analysis/degree.py) must give them; the compiled float64 module
-(verify/degree.py) must show them: along random lines inside one linear region where the
+(verify/measured_degree.py) must show them: along random lines inside one linear region where the
 degree is at most 9, and by positive homogeneity (biases zero) for every degree up to 729.
 
 Stacks are generated as .diag text: explicit compositions of the gallery's blocks. Each use
@@ -95,7 +95,7 @@ def test_theorem_3_3_statically(name, text, claimed, per):
 
 @pytest.mark.parametrize("name,text,claimed,per", TABLE, ids=IDS)
 def test_theorem_3_3_numerically(name, text, claimed, per):
-    from stringdiag.verify.degree import confirm
+    from stringdiag.verify.measured_degree import confirm
 
     checks = confirm(diagram_of(name, text), dims=DIMS)
     assert all(c.ok for c in checks), "\n".join(c.describe() for c in checks)
@@ -117,7 +117,7 @@ def test_a_line_measures_the_degree_and_a_wrong_claim_fails():
     import torch
 
     from stringdiag.lower import compile
-    from stringdiag.verify.degree import line_degree, regions
+    from stringdiag.verify.measured_degree import line_degree, regions
     from stringdiag.verify.oracle import draw
 
     gen = torch.Generator().manual_seed(1)
@@ -145,7 +145,7 @@ def test_scaling_tells_a_non_homogeneous_map():
     import torch
 
     from stringdiag.lower import compile
-    from stringdiag.verify.degree import scaling_degree
+    from stringdiag.verify.measured_degree import scaling_degree
     from stringdiag.verify.oracle import draw
 
     gen = torch.Generator().manual_seed(2)

@@ -34,7 +34,7 @@ def test_diag_items_and_positions():
     (ty,) = q.ins
     (dim,) = ty.dims
     assert [type(f) for p in dim.terms for f in p.factors] == [A.Name, A.Int, A.Name]
-    assert isinstance(diag, A.Diagram) and diag.name.pos == at(5, 9)
+    assert isinstance(diag, A.DiagramDecl) and diag.name.pos == at(5, 9)
     assert [p.name.text for p in diag.params] == ["x"] and len(diag.outs) == 1
     assign, ret = diag.body
     assert isinstance(assign, A.Assign) and isinstance(ret, A.Return) and ret.pos == at(7, 3)

@@ -17,7 +17,7 @@ import pytest
 
 import stringdiag
 from stringdiag.cli.main import main
-from stringdiag.derive.taxonomy import load_taxonomy
+from stringdiag.derive.family_tree import load_taxonomy
 from stringdiag.errors import DiagError
 from stringdiag.graph.diff import changed_boxes
 from stringdiag.render.tree import CHANGED

@@ -17,7 +17,7 @@ multiplies" alone would bound it by 9.
 The degree overall is the largest sum of a vector, the degree in one input the largest
 entry (the other inputs held constant). These are upper bounds (nothing is assumed to
 cancel), which is the seed's sense of "a spline of degree k" ("degree not more than k");
-``verify/degree.py`` confirms numerically that they are attained.
+``verify/measured_degree.py`` confirms numerically that they are attained.
 
 A diagram is not a spline when some box on the way is not piecewise polynomial in the
 inputs (softmax's exp, a division by a value that depends on them), and a piecewise-

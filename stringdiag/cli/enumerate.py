@@ -192,7 +192,7 @@ def _generators(prog, names: list[str], file: str) -> list:
 
 def _named(space, gens, reading: Reading) -> list:
     """The survivors in their order, named, each with the diagram the enumeration built for it."""
-    from ..enumerate.output import families_of, ordered
+    from ..enumerate.survivors import families_of, ordered
 
     named = ordered([m.wiring for m in space.result], gens, families_of(reading.require))
     built = {id(m.wiring): m.diagram for m in space.result}
@@ -210,7 +210,7 @@ def _reading(reading: Reading, rule_files: list[str]) -> str:
 def _write(args: argparse.Namespace, prog, names: list[str], space, named: list, reading: Reading,
            rule_files: list[str]) -> None:
     """The survivors as a .diag file, headed by the command that wrote it and the stages' counts."""
-    from ..enumerate.output import write
+    from ..enumerate.survivors import write
 
     command = (f"stringdiag enumerate {args.file} --generators {','.join(names)} {reading.options()}"
                + (f" --rules {' '.join(args.rules)}" if args.rules else ""))

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _confirm(d) -> list[str]:
-    """The numeric confirmation (verify/degree.py), one line per check; torch is imported here only."""
-    from ..verify.degree import confirm
+    """The numeric confirmation (verify/measured_degree.py), one line per check; torch is imported here only."""
+    from ..verify.measured_degree import confirm
 
     return [c.describe() for c in confirm(d)] or ["nothing to confirm numerically: no output is a spline"]

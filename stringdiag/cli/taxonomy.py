@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..derive.taxonomy import load_taxonomy
+    from ..derive.family_tree import load_taxonomy
 
     tax = load_taxonomy(args.file, verify=args.verify)
     if args.json:

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..errors import DiagError
-from . import emit
+from . import artefacts
 from .blocks import Block, apply_all
 from .classify import classify
 from .collapse import cluster, match_labels
@@ -94,9 +94,9 @@ def hardmax_classifier(sequences, labels, targets=None, seed: int = 0) -> Constr
     with overflow_named(sequences):
         inst = make_instance(sequences, labels, targets)
         blocks = _generic_blocks(inst, seed)
-    text = emit.source(blocks, len(inst.sequences), inst.d)
-    state = emit.weights(blocks)
-    module = emit.in_memory(text, inst.d, state)
+    text = artefacts.source(blocks, len(inst.sequences), inst.d)
+    state = artefacts.weights(blocks)
+    module = artefacts.in_memory(text, inst.d, state)
     readouts = verify(module, inst)
     count = sum(p.numel() for p in module.parameters())
     return Construction(inst, tuple(blocks), text, state, count, readouts, module)
@@ -120,9 +120,9 @@ def write(con: Construction, out: str | Path) -> tuple[Path, Path]:
     """Write the classifier to directory ``out``, then compile what was written and check it again."""
     meta = {"construction": "hardmax-classifier", "n": con.n, "d": con.instance.d, "blocks": len(con.blocks),
             "stages": {s: used for s, (used, _) in con.stages().items()}}
-    diag, tensors = emit.write(Path(out), con.source, con.weights, meta)
+    diag, tensors = artefacts.write(Path(out), con.source, con.weights, meta)
     from safetensors.torch import load_file
 
     state = {k: v for k, v in load_file(str(tensors)).items()}
-    verify(emit.build(None, diag, con.instance.d, state), con.instance)
+    verify(artefacts.build(None, diag, con.instance.d, state), con.instance)
     return diag, tensors

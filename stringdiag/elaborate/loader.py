@@ -79,7 +79,7 @@ def _load_text(text: str, file: str, prelude_prog: Program | None, stack: tuple[
     return prog
 
 
-def definition(node: A.Diagram, prog: Program) -> Definition:
+def definition(node: A.DiagramDecl, prog: Program) -> Definition:
     """A diagram definition in ``prog``'s scope, elaborated when first used."""
     return Definition(node, prog, elaborate, generic_names(node.generics, prog))
 
@@ -95,7 +95,7 @@ def declare(prog: Program, item, stack: tuple[str, ...] = (), loaded: dict | Non
         case A.BoxDecl():
             for decl in box_decls(item, prog, local=False):
                 _define(prog, decl.name, decl.pos, prog.boxes, decl)
-        case A.Diagram():
+        case A.DiagramDecl():
             d = definition(item, prog)
             _define(prog, d.name, d.pos, prog.defs, d)
             prog.own.append(d.name)

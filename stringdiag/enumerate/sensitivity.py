@@ -169,7 +169,7 @@ def _command(row: Row) -> str:
 
 
 def _families(space, row: Row) -> dict:
-    from .output import families_of, family
+    from .survivors import families_of, family
 
     gens = generators(row.defns)[0]
     fam = families_of(row.reading.require)

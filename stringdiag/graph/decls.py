@@ -150,7 +150,7 @@ class Definition:
     """A diagram definition: its syntax tree, elaborated to a graph once, when first needed,
     by ``elaborate`` (given by whoever makes the definition: the loader)."""
 
-    def __init__(self, node: A.Diagram, program: Program, elaborate: Callable[["Definition"], Diagram],
+    def __init__(self, node: A.DiagramDecl, program: Program, elaborate: Callable[["Definition"], Diagram],
                  generics: tuple[str, ...]):
         self.name = node.name.text
         self.node = node

@@ -261,7 +261,7 @@ def _side(item: RA.RuleDecl, side: RA.Side, label: str, scope: Program, variable
         raise DiagError(f"the {label} side of rule '{item.name.text}' is empty; it needs a return statement",
                         side.pos, scope.source)
     name = A.Name(f"{item.name.text} ({label})", item.name.pos)
-    d = P.definition(A.Diagram(name, item.generics, item.params, item.outs, side.body, item.pos), scope).diagram()
+    d = P.definition(A.DiagramDecl(name, item.generics, item.params, item.outs, side.body, item.pos), scope).diagram()
     _mark_variables(d, variables)
     for b in d.boxes():
         box = d.record(b)

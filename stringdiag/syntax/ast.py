@@ -161,7 +161,7 @@ class Param:
 
 
 @node
-class Diagram:
+class DiagramDecl:
     name: Name
     generics: Generics | None
     params: tuple[Param, ...]
@@ -297,7 +297,7 @@ class Sum:
 
 Expr = Union[Number, Var, Indexed, Call, BinOp, Neg, Sum]
 Stmt = Union[BoxDecl, Assign, Scan, Repeat, Return]
-Item = Union[Import, DimDecl, BoxDecl, Diagram]
+Item = Union[Import, DimDecl, BoxDecl, DiagramDecl]
 
 
 def _present(xs) -> tuple:
@@ -404,7 +404,7 @@ class DiagTree(Reader):
 
     def diagram(self, meta, name, generics, *rest):
         params, outs, body = split_header(rest)
-        return Diagram(name, generics, params, outs, body, self._at(meta))
+        return DiagramDecl(name, generics, params, outs, body, self._at(meta))
 
     # statements
     def assign(self, meta, targets, value):

@@ -11,7 +11,7 @@ from lark import v_args
 from lark.visitors import merge_transformers
 
 from ..errors import DiagError, Pos
-from .ast import DeclName, Diagram, DiagTree, Generics, Item, Name, Param, Stmt, Str, TypeExpr, node, split_header
+from .ast import DeclName, DiagramDecl, DiagTree, Generics, Item, Name, Param, Stmt, Str, TypeExpr, node, split_header
 from .parser import parse
 
 
@@ -47,7 +47,7 @@ class RuleDecl:
     right: Side
     proof: Str | None
     pos: Pos
-    cells: tuple[Diagram, ...] = ()  # ``where diagram ...``: cell patterns local to the rule
+    cells: tuple[DiagramDecl, ...] = ()  # ``where diagram ...``: cell patterns local to the rule
 
 
 @v_args(meta=True, inline=True)
@@ -57,8 +57,8 @@ class RulesTree(DiagTree):
     def rule(self, meta, name, generics, *rest):
         params, outs, more = split_header(rest)
         *given, left, relation, right, proof = more
-        cells = tuple(g for g in given if isinstance(g, Diagram))
-        given = [g for g in given if not isinstance(g, Diagram)]
+        cells = tuple(g for g in given if isinstance(g, DiagramDecl))
+        given = [g for g in given if not isinstance(g, DiagramDecl)]
         return RuleDecl(name, generics, params, outs, tuple(given), left, str(relation), right, proof,
                     self._at(meta), cells)
 

@@ -143,7 +143,7 @@ def _weighted(body: Body, node, axes, head: str, att: str, value: str) -> Val:
 
 
 def attention_of(em, body: Body, cap, node, found: dict, env: dict) -> Val:
-    """The eager attention ``pattern.py`` found, ending at ``node`` (its product with the values)."""
+    """The eager attention ``eager_attention.py`` found, ending at ``node`` (its product with the values)."""
     a = {name: (env[n] if isinstance(n, fx.Node) else n) for name, n in found.items()}
     m = found["attn_mask"]
     a.update(dropout_p=0.0, is_causal=False,

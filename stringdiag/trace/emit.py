@@ -19,7 +19,7 @@ from .body import Body, Definition, Use, ident, prefixed
 from .capture import Capture, ModuleCall, capture
 from .dims import Sizes, classify
 from .nodes import emit_node
-from .pattern import plan
+from .eager_attention import plan
 from .repeat import stack
 from .values import Val, lookup as _lookup, where_
 
