@@ -122,6 +122,17 @@ def test_the_resolver_sees_relative_and_function_level_imports():
     assert g.has_edge("stringdiag.cli.info", "stringdiag.cli.summary")
 
 
+def test_no_two_modules_share_a_name():
+    """A module's file name says what it is, once: ``verify/measured_degree.py`` beside
+    ``analysis/degree.py``, not two ``degree.py``."""
+    by_name: dict[str, list[str]] = {}
+    for path in ROOT.rglob("*.py"):
+        if path.name != "__init__.py":
+            by_name.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    twice = {name: paths for name, paths in by_name.items() if len(paths) > 1}
+    assert not twice, twice
+
+
 FUNCTION_LINES, CLASS_LINES = 60, 300
 
 
