@@ -17,7 +17,7 @@ from ..resources import PREFIX, argument, locate, shipped
 from ..syntax import ast as A
 from ..syntax.astcache import read_cached
 from ..syntax.source import read_source  # the public place to read a file
-from ..graph.decls import Definition, DimDecl, Program, suggest
+from ..graph.decls import Definition, DimDecl, Program
 from ..graph.gcpause import gc_paused
 from .declarations import box_decls, generic_names
 from .statements import elaborate
