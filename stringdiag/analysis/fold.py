@@ -111,8 +111,7 @@ class Algebra(Generic[Acc, R]):
     (``box``, ``call``, ``loop``), ``finish`` it into the definition's value. ``opens`` says
     which diagram boxes are folded through (the others are plain boxes)."""
 
-    def opens(self, node: Box) -> bool:
-        return opened(node)
+    opens: Callable[[Box], bool] = staticmethod(opened)  # (a plain function: it is asked of every diagram box)
 
     def start(self, x: Diagram) -> Acc:
         raise NotImplementedError
@@ -137,7 +136,7 @@ class Algebra(Generic[Acc, R]):
             node = site.node
             if node.kind is not Kind.DIAGRAM or not self.opens(node):
                 self.box(acc, x, site)
-            elif inlined(node):
+            elif node.loop is None:  # inlined (read as a field: asked of every diagram box)
                 self.call(acc, x, site, done[id(node.ref.graph)])
             else:
                 self.loop(acc, x, site, done[id(node.ref.graph)])

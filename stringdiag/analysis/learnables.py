@@ -51,11 +51,8 @@ class WeightsAlgebra(Algebra[_Reading, Weights]):
     adds its uses again but no sets. ``through`` says which diagram boxes are opened."""
 
     def __init__(self, through: Callable[[Box], bool]):
-        self.through = through
+        self.opens = through
         self.bodies: dict[int, list[Site]] = {}
-
-    def opens(self, node: Box) -> bool:
-        return self.through(node)
 
     def start(self, x: Diagram) -> _Reading:
         return _Reading()
