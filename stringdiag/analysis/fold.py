@@ -10,7 +10,7 @@ computed once. The algebra says what each kind of step contributes:
 
 - ``box``: a box of the body that stays a box;
 - ``call``: an opened definition used inline, with its value, its generics' substitution
-  (``Site.generics``) and the instance path segment ``graph/expand.py`` gives it;
+  (``site.node.generics``) and the instance path segment ``graph/expand.py`` gives it;
 - ``loop``: a ``scan`` or ``repeat`` box whose body is opened: the callee's value run
   :func:`copies` times (a repeat) or once per step (a scan).
 
@@ -25,7 +25,6 @@ from ..graph.box import Box, Kind
 from ..graph.diagram import Diagram
 from ..graph.expand import instance_segment
 from ..graph.hypergraph import count_value, per_graph_cache, repeated
-from ..graph.types import Dim
 
 Acc = TypeVar("Acc")  # what an algebra gathers while it reads one body
 R = TypeVar("R")  # a definition's value
@@ -42,10 +41,6 @@ class Site(NamedTuple):
     outs: list
     segment: str | None
 
-    @property
-    def generics(self) -> dict[str, Dim]:
-        """How a callee's generics are bound here."""
-        return {g: dim for g, dim in self.node.generics}
 
 @per_graph_cache
 def _body(d: Diagram) -> tuple[int, list[Site]]:
