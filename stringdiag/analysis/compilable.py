@@ -32,7 +32,7 @@ from ..graph.constants import dims_in
 from ..graph.dimuse import bound_names
 from ..graph.hypergraph import Hypergraph
 from ..graph.types import Dim
-from .combine import _body, _post_order
+from .fold import post_order
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def _settled(item, d: Hypergraph) -> Obstacle | None:
 
 def _found(d: Hypergraph, implemented: frozenset[str], memo: dict) -> _Found:
     """Each definition reachable from ``d`` read once, callees first."""
-    for x, version, body in _post_order(d, lambda node: True):
+    for x, version, body in post_order(d, lambda node: True):
         key = id(x.graph)
         if key not in memo or memo[key][0] != version:
             memo[key] = (version, _read(x, body, implemented, memo))
@@ -105,7 +105,7 @@ def _found(d: Hypergraph, implemented: frozenset[str], memo: dict) -> _Found:
 def _read(x: Hypergraph, body: list, implemented: frozenset[str], memo: dict) -> _Found:
     items: dict = {}
     used = {n for w in x.wires() for dim in x.wire_type(w) for n in dim.names()}
-    for b, node, _ins, _outs in body:
+    for b, node, *_ in body:
         for item in _own(x, b, node, implemented):
             items.setdefault(item, None)
         if node.kind is not Kind.DIAGRAM or node.ref is None:
@@ -119,7 +119,7 @@ def _read(x: Hypergraph, body: list, implemented: frozenset[str], memo: dict) ->
         placed = callee.bound({g: dim for g, dim in node.generics})
         items.update(dict.fromkeys(placed.items))
         used |= placed.used
-    used |= {n for b, node, _i, _o in body if node.kind is Kind.CONST for dim in dims_in(node.value)
+    used |= {n for b, node, *_ in body if node.kind is Kind.CONST for dim in dims_in(node.value)
              for n in dim.names()}
     return _Found(tuple(items), frozenset(used))
 

@@ -20,9 +20,9 @@ what the compiler computes for a window (``window_attention``: no s x s matrix) 
 tokens, alone or beside a window (``window_global_attention``).
 
 Counted on the expansion, so only when a supported mask is reachable (and no ``scan`` is:
-its body is costed per step by ``combine.py``); otherwise :func:`sparse_cost` says None. A
+its body is costed per step by ``shape.py``); otherwise :func:`sparse_cost` says None. A
 ``repeat`` stays one box in the expansion: its body is costed as a diagram of its own (on its
-mask's support when it has one) and counted once per copy, as ``combine.py`` counts it.
+mask's support when it has one) and counted once per copy, as ``shape.py`` counts it.
 """
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ from ..graph.box import Box, Kind
 from ..graph.diagram import Diagram
 from ..graph.types import Dim
 from ..graph.hypergraph import repeated
-from .combine import _of_dims, _own_time, _post_order, _substitute, _times, cost_monomials
+from .fold import post_order
+from .shape import _of_dims, _own_time, _substitute, _times, cost_monomials
 from .monomials import Monomial, covers, prune
 
 # mask primitive -> its generic parameter p: the support of mask<n, p> is O(n·p) entries
@@ -61,7 +62,7 @@ def _name(dim: Dim) -> str | None:
 
 def reaches_support(d: Diagram) -> bool:
     """Whether a supported mask is used in ``d`` or its definitions (and no ``scan`` is)."""
-    nodes = [node for _x, _v, body in _post_order(d, lambda node: True) for _b, node, _i, _o in body]
+    nodes = [site.node for _x, _v, body in post_order(d, lambda node: True) for site in body]
     if any(node.scan for node in nodes):
         return False
     return any(node.kind is Kind.FIXED and node.op in SUPPORT for node in nodes)

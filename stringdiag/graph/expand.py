@@ -122,10 +122,7 @@ def _inline(out: Hypergraph, src: Hypergraph, env: dict[int, Placed], context: t
         first = out._next  # ids only grow: the boxes made for b are those after this one
         rename = _rename_indices(node, ctx_labels)
         inputs = [_place_input(env[w], axes, rename) for w, axes in box_ins]
-        instance = None
-        if node.kind is Kind.DIAGRAM:
-            seen[node.op] = seen.get(node.op, 0) + 1
-            instance = node.instance or f"{node.op}#{seen[node.op]}"
+        instance = instance_segment(node, seen) if node.kind is Kind.DIAGRAM else None
         copies = _count(node, scope) if repeated(node) and unroll is not None and not _kept(node, keep) else None
         if copies is not None:
             _unroll(out, scope, node, rename, inputs, box_outs, instance, copies)
@@ -135,6 +132,20 @@ def _inline(out: Hypergraph, src: Hypergraph, env: dict[int, Placed], context: t
             _copy(out, scope, node, rename, inputs, box_outs, out_locals, instance)
         if trace is not None:
             trace[b] = [n for n in range(first + 1, out._next + 1) if out.is_box(n)]
+
+
+def instance_segment(node: Box, seen: dict[str, int]) -> str:
+    """The segment a diagram box adds to the instance path (``H#2``): its own ``instance``, else
+    its definition numbered by use in the body so far (``seen``, updated). ``analysis/`` names
+    weight sets by the same paths."""
+    seen[node.op] = seen.get(node.op, 0) + 1
+    return node.instance or f"{node.op}#{seen[node.op]}"
+
+
+def copy_path(instance: str, k: int, shared: bool) -> str:
+    """The instance path of copy ``k`` of a repeat box: ``B#1/k`` (weights of its own), or ``B#1``
+    for every copy when they share one set."""
+    return instance if shared else f"{instance}/{k}"
 
 
 def _place_input(placed: Placed, axes: tuple, rename: dict) -> Placed:
@@ -169,7 +180,7 @@ def _unroll(out: Hypergraph, scope: _Scope, node: Box, rename: dict, inputs: lis
     n_local = len(scope.src.wire_type(ow)) - len(node.simd)
     carried = tuple(lab for lab, _ in node.simd) + tuple(range(n_local))
     for k in range(t):
-        copy = instance if node.shared else f"{instance}/{k}"
+        copy = copy_path(instance, k, node.shared)
         _open(out, scope, node, rename, inputs, box_outs, copy, named=k == t - 1)
         inputs = [_place_input(scope.env[ow], carried, rename)] + inputs[1:]
 

@@ -51,7 +51,7 @@ from operator import attrgetter, itemgetter
 
 import networkx as nx
 
-from .box import Box, Global, Identity, Kind, Local
+from .box import Box, Global, Kind, Local
 from .hypergraph import Hypergraph, per_graph_cache
 from .gcpause import gc_paused
 from .weights import weight_key
@@ -203,15 +203,17 @@ class _Labels:
             dims = self.dims_memo[tk] = self.dims(map(_second, simd))
         return dims
 
-    def box(self, i: Identity, local: tuple) -> int:
-        """A box's label: the same string as :func:`_box_label`, built from memoised parts."""
-        summed, generics = i.summed, i.generics
-        dims = self.simd(i.simd)
-        s = "|".join((i.kind, i.name, dims + "".join(["," + self.dim(y) for y in local]) if local else dims,
-                      i.loop,
+    def box(self, box: Box, local: tuple) -> int:
+        """A box's label: the same string as :func:`_box_label`, built from memoised parts and
+        read from the record's own fields (those of ``box.identity()``: building the identity
+        of every box of a fresh diagram is most of a first labelling's calls)."""
+        summed, generics, loop = box.summed, box.generics, box.loop
+        dims = self.simd(box.simd)
+        s = "|".join((box.kind, box.name, dims + "".join(["," + self.dim(y) for y in local]) if local else dims,
+                      "" if loop is None else loop.tag(),
                       self.dims(map(_second, summed)) if summed else "",
                       ",".join([f"{q}={self.dim(y)}" for q, y in generics]) if generics else "",
-                      _value(i.value)))
+                      _value(box.value)))
         return self.node(s)
 
 
@@ -220,7 +222,7 @@ class _Builder:
 
     def __init__(self, d: Hypergraph):
         g = d.graph
-        self.record, self.identity = d.record, d.identity
+        self.record = d.record
         self.attr = dict(g.nodes(data=True))
         self.succ = dict(g.adjacency())  # u -> {v: {key: data}}
         self.keys = list(self.attr)
@@ -269,7 +271,7 @@ class _Builder:
             wk = weight_key(box)
             if wk is not None:
                 self.weights.append((("weights", wk), ix))
-        return self.labels.box(self.identity(x), local)
+        return self.labels.box(box, local)
 
     def weight_nodes(self) -> None:
         """One ``weights`` node per weight set, with an edge to every box computing with it."""
