@@ -28,12 +28,12 @@ ROOT = Path(__file__).resolve().parent.parent
 GALLERY = ROOT / "gallery"
 SVG = "{http://www.w3.org/2000/svg}"
 EPS = 1.0  # points: one column of Graphviz's layout has one x
-# measured on the gallery (NOTES-order.md): 32 of 150 steps have a pair of untouched boxes out of the
-# order before, 208 of 14,700 pairs (1.41%; with the pass of two-frame swaps only: 42 steps, 243 pairs; dot's
+# measured on the gallery (NOTES-order.md): 34 of 150 steps have a pair of untouched boxes out of the
+# order before, 213 of 14,700 pairs (1.45%; with the pass of two-frame swaps only: 42 steps, 243 pairs; dot's
 # layouts alone: 51 steps, 306 pairs; before issue 25's work: 80 steps, 412 pairs). The bounds guard
 # against regressions.
-OUT_OF_ORDER_STEPS = 32
-OUT_OF_ORDER_PAIRS = 0.0142  # the share of pairs
+OUT_OF_ORDER_STEPS = 34
+OUT_OF_ORDER_PAIRS = 0.0145  # the share of pairs
 
 
 def derivation_pictures() -> list[tuple[Path, Path]]:
@@ -137,13 +137,15 @@ def test_untouched_boxes_keep_their_order_between_consecutive_pictures(chains):
     # frames; the strict layout, which starts its ordering from the order before, holds most, not all),
     # and in the largest steps every layout in the order before routes wires through frames, so the
     # free layout is drawn. Left and right turned round, a layout with hints for just those pairs is
-    # tried (kept with no more stubs, or one more where it puts every pair in order). The pass of
+    # tried (kept with no more stubs, or one more where it puts every pair in order, and no wire
+    # through a frame). The pass of
     # render/pinned.py then moves frames of one column back into order (swaps, and lifts past the
     # frames between) where no frame lands on another, the wires stay short and none runs through a
     # frame. Left: moves that would stretch the wires or push a wire through a frame (linearize 4,
-    # linear_rnn 3, tax_performer 3 and 4, tax_linear_transformer 4, bahdanau_to_vaswani 13), the
+    # linear_rnn 3, tax_performer 3 and 4, tax_linear_transformer 4, bahdanau_to_vaswani 13, retnet 3), the
     # Sumformer theorems' frames permuted across several columns (24 steps), and left and right
-    # turned where the repair needs more stubs (sumformer_linformer 4, tax_localness 3).
+    # turned where the repair needs more stubs or leaves a wire through a frame (retnet 2,
+    # sumformer_linformer 4, tax_localness 3).
     # The bounds are the figures measured on the gallery, to catch a regression.
     big = {name for name, _ in wrong if name.startswith("sumformer_thm")}
     assert len(wrong) <= OUT_OF_ORDER_STEPS, report

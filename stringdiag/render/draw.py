@@ -626,6 +626,8 @@ def _repaired(d: Diagram, marks: Marks, best: tuple[int, int, str], sources: dic
         except subprocess.CalledProcessError:
             break
         mine = _scored(last, sources, marks.before)
+        if crossings(mine[2]):  # the untangling did not settle: a stub's wire through a frame
+            continue
         if mine[:2] < best[:2] or (not mine[1] and mine[0] <= best[0] + SPARE_STUBS):
             best = mine
     return best[2]
