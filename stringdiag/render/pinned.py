@@ -22,7 +22,7 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 
-from .crossings import crossings
+from .crossings import _curve, crossings
 
 TOKEN = re.compile(r'\s+|"(?:[^"\\]|\\.)*"|->|[{}\[\];=,:]|(?:[^\s{}\[\];=,"<>:-]|-(?!>))+|<', re.S)
 Rect = tuple[float, float, float, float]  # x0, x1, y0, y1, y down (as in the SVG)
@@ -273,15 +273,16 @@ def _moves(blocks: Blocks, items, a, b):
     ``b``'s bottom with ``b`` and those between moved up; each as [(group, dy)]."""
     if a == b or not _above(blocks.rect[a], blocks.rect[b]):
         return
-    ga, gb = _groups(blocks, [c for c in items if c != b], [a])[0], _groups(blocks, [c for c in items if c != a], [b])[0]
+    ga = _groups(blocks, [c for c in items if c != b], [a])[0]
+    gb = _groups(blocks, [c for c in items if c != a], [b])[0]
     ra, rb = _rect(blocks, ga), _rect(blocks, gb)
     if not _above(ra, rb):
         return
     yield [(ga, rb[3] - ra[3]), (gb, ra[2] - rb[2])]  # swap
     taken = set(ga) | set(gb)
     rest = [c for c in items if c not in taken]
-    between = [g for g in _groups(blocks, rest, rest)
-               if ra[2] <= _rect(blocks, g)[2] and _rect(blocks, g)[3] <= rb[3] and _overlap_x(_rect(blocks, g), _union(ra, rb))]
+    span = _union(ra, rb)
+    between = [g for g in _groups(blocks, rest, rest) if _within_column(_rect(blocks, g), span)]
     if not between:
         return
     above_b = [_rect(blocks, g)[3] for g in [ga, *between] if _overlap_x(_rect(blocks, g), rb)] or [ra[3]]
@@ -290,6 +291,11 @@ def _moves(blocks: Blocks, items, a, b):
     below_a = [_rect(blocks, g)[2] for g in [gb, *between] if _overlap_x(_rect(blocks, g), ra)] or [rb[2]]
     drop = ra[3] - ra[2] + max(0.0, min(below_a) - ra[3])
     yield [(ga, rb[3] - ra[3]), (gb, -drop), *((g, -drop) for g in between if _rect(blocks, g)[2] >= ra[3])]
+
+
+def _within_column(r: Rect, span: Rect) -> bool:
+    """Whether ``r`` lies between the top and bottom of ``span`` and shares some of its x range."""
+    return span[2] <= r[2] and r[3] <= span[3] and _overlap_x(r, span)
 
 
 def _above(a: Rect, b: Rect) -> bool:
@@ -450,17 +456,10 @@ def _window(blocks: Blocks, pos: str, tail: str, head: str, dt: float, dh: float
     return None
 
 
-def _sampled(pts: list[tuple[float, float]], samples: int = 10) -> list[tuple[float, float]]:
+def _sampled(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
     """Points along the cubic Béziers of a DOT spline (its control points, the arrow's tip last)."""
     ctrl = pts[:-1] if len(pts) % 3 == 2 else pts
-    out = ctrl[:1]
-    for i in range(1, len(ctrl) - 2, 3):
-        p0, p1, p2, p3 = ctrl[i - 1:i + 3]
-        for k in range(1, samples + 1):
-            t, u = k / samples, 1 - k / samples
-            out.append(tuple(u**3 * a + 3 * u * u * t * b + 3 * u * t * t * c + t**3 * e
-                             for a, b, c, e in zip(p0, p1, p2, p3)))
-    return out
+    return _curve("M" + " ".join(f"{x!r},{y!r}" for x, y in ctrl))
 
 
 POINT = re.compile(r"(-?\d+(?:\.\d+)?(?:e-?\d+)?),(-?\d+(?:\.\d+)?(?:e-?\d+)?)")
