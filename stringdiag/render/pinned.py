@@ -3,13 +3,16 @@
 Dot orders the boxes of one rank that lie in different frames (clusters) itself: an ordering
 edge between two frames is dropped. So a derivation's step can swap two frames the step did
 not touch. This pass takes dot's finished layout (``dot -Tdot``: every node's place, every
-frame's box, every edge's curve), swaps two sibling blocks (a frame with all it holds, or a
-box) lying one above the other when that puts more untouched boxes back in their order
-before, moves nothing else, and has ``neato -n2`` draw the result: nodes and frames where they
-are now, an edge within a moved block moved with it, an edge between blocks that moved apart
-sheared from its tail's shift to its head's (dot's curve kept), every other edge as dot drew
-it. Only a swap whose rectangle holds nothing but the two blocks is made, so no box or frame
-lands on another; the caller checks the wires (no wire through a frame).
+frame's box, every edge's curve) and moves sibling blocks (a frame with all it holds, or a
+box) of one column up or down while that puts more untouched boxes back in their order
+before: two blocks swap, or one is lifted over the blocks above it (or dropped under those
+below) and those move by its height (``_moves``). A move is made only if no block lands on
+another, every block stays inside its frame, the wires stay short (``STRETCH``) and every
+wire can still be drawn clear of the frames it does not enter (``_clear``). ``neato -n2``
+draws the result: nodes and frames where they are now, an edge within a moved block moved
+with it, an edge between blocks that moved apart routed afresh by neato, or, where that
+runs through a frame, dot's curve bent from its tail's shift to its head's over the widest
+stretch that stays clear (``_window``), every other edge as dot drew it.
 """
 from __future__ import annotations
 
@@ -18,6 +21,8 @@ import math
 import re
 import subprocess
 from dataclasses import dataclass, field
+
+from .crossings import _curve, crossings
 
 TOKEN = re.compile(r'\s+|"(?:[^"\\]|\\.)*"|->|[{}\[\];=,:]|(?:[^\s{}\[\];=,"<>:-]|-(?!>))+|<', re.S)
 Rect = tuple[float, float, float, float]  # x0, x1, y0, y1, y down (as in the SVG)
@@ -156,6 +161,8 @@ class Blocks:
             self.near.setdefault(t, set()).add(h)
             self.near.setdefault(h, set()).add(t)
         self.children: dict[str, list[tuple[str, str]]] = {}
+        self.held: dict[tuple[str, str], set[str]] = {}  # a frame's nodes, once worked out
+        self.tangled: set[int] = set()  # edges dot ran through a frame (``_tangled``): not held against a move
         for key in self.rect:
             self.children.setdefault(lay.parent.get(key, ""), []).append(key)
 
@@ -167,7 +174,9 @@ class Blocks:
         """The nodes a block holds (itself, for a node)."""
         if key[0] == "node":
             return {key[1]}
-        return set().union(*(self.members(k) for k in self.children.get(key[1], [])))
+        if key not in self.held:
+            self.held[key] = set().union(*(self.members(k) for k in self.children.get(key[1], [])))
+        return self.held[key]
 
     def centre(self, node: str) -> tuple[float, float]:
         x0, x1, y0, y1 = self.rect[("node", node)]
@@ -183,12 +192,14 @@ def _union(a: Rect, b: Rect) -> Rect:
 
 
 def reorder(source: str, before: dict[str, tuple[float, float]], disorder) -> str | None:
-    """The picture of ``source`` (DOT) laid out by dot, with sibling blocks swapped while that
+    """The picture of ``source`` (DOT) laid out by dot, with sibling blocks moved while that
     lowers ``disorder(centres, before)`` (and the wires stay short), drawn by ``neato -n2`` as
-    SVG; None when no swap helps."""
+    SVG; None when no move helps. No move is made that leaves a wire no way clear of the
+    frames (``_clear``)."""
     laid = subprocess.run(["dot", "-Tdot"], input=source, capture_output=True, text=True, check=True).stdout
     lay = parse(laid)
     blocks = Blocks(lay)
+    blocks.tangled = _tangled(blocks)
     now = {n: blocks.centre(n) for kind, n in blocks.rect if kind == "node"}
     start = best = disorder(now, before)
     wires = [(t, h) for t, h, _ in lay.edges if t in now and h in now]
@@ -200,58 +211,177 @@ def reorder(source: str, before: dict[str, tuple[float, float]], disorder) -> st
         for items in blocks.children.values():
             for a in items:
                 for b in items:
-                    gain = _try_swap(blocks, items, a, b, now, score, best, moved)
-                    if gain is not None:
-                        best, swapped = gain, True
+                    for move in _moves(blocks, items, a, b):
+                        gain = _try_move(blocks, items, move, now, score, best, moved)
+                        if gain is not None:
+                            best, swapped = gain, True
+                            break
         if not swapped or not best:
             break
     if best >= start:
         return None
     _rewrite(lay, blocks, moved)
+    return _drawn(lay, moved)
+
+
+def _drawn(lay: Layout, moved: dict[str, float]) -> str:
+    """``neato -n2``'s SVG of the moved layout. An edge whose ends moved apart is routed
+    afresh by neato (straight, arrowhead on its head), unless that runs it through a frame:
+    then dot's curve sheared (``_rewrite``) is drawn."""
+    apart = [a for t, h, a in lay.edges if moved.get(t, 0.0) != moved.get(h, 0.0) and lay.get(a, "pos")]
+    sheared = {id(a): lay.get(a, "pos") for a in apart}
+    for a in apart:
+        lay.set(a, "pos", "")
+    svg = _neato(lay)
+    bad = crossings(svg)
+    if bad:
+        for t, h, a in lay.edges:
+            if (t, h) in bad and id(a) in sheared:
+                lay.set(a, "pos", sheared[id(a)])
+        svg = _neato(lay)
+    return svg
+
+
+def _neato(lay: Layout) -> str:
     return subprocess.run(["neato", "-n2", "-Gsplines=true", "-Tsvg"], input=lay.text(), capture_output=True,
                           text=True, check=True).stdout
 
 
 def _length(at: dict[str, tuple[float, float]], wires: list[tuple[str, str]]) -> float:
-    """The wires' length, end to end: a swap must not stretch them much (``STRETCH``)."""
+    """The wires' length, end to end: a move must not stretch them much (``STRETCH``)."""
     return sum(math.dist(at[t], at[h]) for t, h in wires)
 
 
-def _try_swap(blocks: Blocks, items, a, b, now, disorder, best, moved) -> int | None:
-    """Swap block ``a`` (above) with ``b`` (below), each with the points only it is wired to
-    (a deletion dot, a copy point, a stub: ``Blocks.tied``), if the rectangle they span holds
-    no other block and the swap lowers the disorder; the new disorder, or None."""
-    if a == b:
+def _groups(blocks: Blocks, items, keys) -> list[list[tuple[str, str]]]:
+    """Each block of ``keys`` with the sibling points only it is wired to (a deletion dot, a
+    copy point, a stub: ``Blocks.tied``), which move with it."""
+    out, taken = [], set(keys)
+    for k in keys:
+        extra = [c for c in items if c not in taken and blocks.tied(c, blocks.members(k))]
+        taken.update(extra)
+        out.append([k, *extra])
+    return out
+
+
+def _rect(blocks: Blocks, group) -> Rect:
+    return functools.reduce(_union, (blocks.rect[c] for c in group))
+
+
+def _moves(blocks: Blocks, items, a, b):
+    """The ways to put block ``b``, below ``a`` in one column, above it: swap the two, lift
+    ``b`` to ``a``'s top with ``a`` and the blocks between moved down, or drop ``a`` to
+    ``b``'s bottom with ``b`` and those between moved up; each as [(group, dy)]."""
+    if a == b or not _above(blocks.rect[a], blocks.rect[b]):
+        return
+    ga = _groups(blocks, [c for c in items if c != b], [a])[0]
+    gb = _groups(blocks, [c for c in items if c != a], [b])[0]
+    ra, rb = _rect(blocks, ga), _rect(blocks, gb)
+    if not _above(ra, rb):
+        return
+    yield [(ga, rb[3] - ra[3]), (gb, ra[2] - rb[2])]  # swap
+    taken = set(ga) | set(gb)
+    rest = [c for c in items if c not in taken]
+    span = _union(ra, rb)
+    between = [g for g in _groups(blocks, rest, rest) if _within_column(_rect(blocks, g), span)]
+    if not between:
+        return
+    above_b = [_rect(blocks, g)[3] for g in [ga, *between] if _overlap_x(_rect(blocks, g), rb)] or [ra[3]]
+    lift = rb[3] - rb[2] + max(0.0, rb[2] - max(above_b))  # b's height and its gap
+    yield [(gb, ra[2] - rb[2]), (ga, lift), *((g, lift) for g in between if _rect(blocks, g)[3] <= rb[2])]
+    below_a = [_rect(blocks, g)[2] for g in [gb, *between] if _overlap_x(_rect(blocks, g), ra)] or [rb[2]]
+    drop = ra[3] - ra[2] + max(0.0, min(below_a) - ra[3])
+    yield [(ga, rb[3] - ra[3]), (gb, -drop), *((g, -drop) for g in between if _rect(blocks, g)[2] >= ra[3])]
+
+
+def _within_column(r: Rect, span: Rect) -> bool:
+    """Whether ``r`` lies between the top and bottom of ``span`` and shares some of its x range."""
+    return span[2] <= r[2] and r[3] <= span[3] and _overlap_x(r, span)
+
+
+def _above(a: Rect, b: Rect) -> bool:
+    """Whether ``a`` lies above ``b`` in one column (their x ranges overlap)."""
+    return a[3] <= b[2] and _overlap_x(a, b)
+
+
+def _overlap_x(a: Rect, b: Rect) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def _try_move(blocks: Blocks, items, move, now, disorder, best, moved) -> int | None:
+    """Move each group of ``move`` down by its dy, with the points outside wired only to it,
+    if no block lands on another and the disorder falls; the new disorder, or None."""
+    move = [(list(g), dy) for g, dy in move if dy]
+    if not move:
         return None
-    rest = [c for c in items if c not in (a, b)]
-    group_a = [a, *(c for c in rest if blocks.tied(c, blocks.members(a)))]
-    group_b = [b, *(c for c in rest if c not in group_a and blocks.tied(c, blocks.members(b)))]
-    ra, rb = (functools.reduce(_union, (blocks.rect[c] for c in g)) for g in (group_a, group_b))
-    down, up = rb[3] - ra[3], ra[2] - rb[2]  # a to b's bottom, b to a's top
-    for g, dy in ((group_a, down), (group_b, up)):  # a point outside wired only to the block goes with it
+    moving = {c for g, _ in move for c in g}
+    for g, dy in move:  # a point outside wired only to the block goes with it
         inside = set().union(*map(blocks.members, g))
         far = [key for key in blocks.rect if key not in items and key[1] not in inside and blocks.tied(key, inside)]
         if not all(_free(blocks, key, dy, inside) for key in far):
             return None
         g += far
-    if ra[3] > rb[2] or ra[0] >= rb[1] or rb[0] >= ra[1]:
-        return None
-    span = _union(ra, rb)
-    if any(_overlap(blocks.rect[c], span) for c in rest if c not in group_a and c not in group_b):
-        return None
-    shift = {n: down for c in group_a for n in blocks.members(c)} | {n: up for c in group_b for n in blocks.members(c)}
+    at = {c: _shifted(blocks.rect[c], dy) for g, dy in move for c in g}
+    parent = blocks.lay.parent
+    for c, r in at.items():
+        for other in items:
+            if other != c and _overlap(r, at.get(other, blocks.rect[other])):
+                return None
+        p = parent.get(c, "")
+        if c in items and p and not _within(r, blocks.rect[("cluster", p)]):
+            return None
+    shift = {n: dy for g, dy in move for c in g for n in blocks.members(c)}
     trial = {n: (x, y + shift.get(n, 0.0)) for n, (x, y) in now.items()}
     score = disorder(trial)
     if score >= best:
         return None
+    for g, dy in move:
+        for c in g:
+            _shift_rects(blocks, c, dy)
+    total = {n: moved.get(n, 0.0) + shift.get(n, 0.0) for n in set(moved) | set(shift)}
+    if not _clear(blocks, total):  # a wire would run through a frame: undone
+        for g, dy in move:
+            for c in g:
+                _shift_rects(blocks, c, -dy)
+        return None
     now.update(trial)
-    for n, dy in shift.items():
-        moved[n] = moved.get(n, 0.0) + dy
-    for c in group_a:
-        _shift_rects(blocks, c, down)
-    for c in group_b:
-        _shift_rects(blocks, c, up)
+    moved.update(total)
     return score
+
+
+def _clear(blocks: Blocks, total: dict[str, float]) -> bool:
+    """Whether every edge, moved as its ends moved (``total``: how far down), can run through no
+    frame holding neither end (``_window``), but for those dot drew so (``_tangled``)."""
+    lay = blocks.lay
+    for k, (tail, head, a) in enumerate(lay.edges):
+        if k not in blocks.tangled and lay.get(a, "pos") and \
+                _window(blocks, lay.get(a, "pos"), tail, head, -total.get(tail, 0.0), -total.get(head, 0.0)) is None:
+            return False
+    return True
+
+
+def _foreign(blocks: Blocks, tail: str, head: str) -> list[Rect]:
+    """The frames holding neither end of an edge."""
+    return [r for (kind, name), r in blocks.rect.items()
+            if kind == "cluster" and not {tail, head} & blocks.members((kind, name))]
+
+
+def _inside(p: tuple[float, float], r: Rect, margin: float = 2.0) -> bool:
+    return r[0] + margin < p[0] < r[1] - margin and r[2] + margin < p[1] < r[3] - margin
+
+
+def _tangled(blocks: Blocks) -> set[int]:
+    """The edges (by index) that run through a frame holding neither end as dot drew them."""
+    lay = blocks.lay
+    return {k for k, (tail, head, a) in enumerate(lay.edges)
+            if lay.get(a, "pos") and _window(blocks, lay.get(a, "pos"), tail, head, 0.0, 0.0) is None}
+
+
+def _shifted(r: Rect, dy: float) -> Rect:
+    return r[0], r[1], r[2] + dy, r[3] + dy
+
+
+def _within(r: Rect, outer: Rect) -> bool:
+    return outer[0] <= r[0] and r[1] <= outer[1] and outer[2] <= r[2] and r[3] <= outer[3]
 
 
 def _free(blocks: Blocks, key: tuple[str, str], dy: float, moving: set[str]) -> bool:
@@ -301,10 +431,35 @@ def _rewrite(lay: Layout, blocks: Blocks, moved: dict[str, float]) -> None:
         xs = [x for x, _ in _points(lay.get(a, "pos") or "")]
         if not xs:
             continue
-        x0, x1 = xs[0], xs[-1]  # tail to head (the arrow's tip last)
+        x0, x1 = _window(blocks, lay.get(a, "pos"), tail, head, -dt, -dh) or (xs[0], xs[-1])
         for key in ("pos", "lp"):
             if lay.get(a, key):
                 lay.set(a, key, _moved_points(lay.get(a, key), -dt, -dh, x0, x1))
+
+
+STOPS = (0.0, 1 / 16, 1 / 8, 1 / 4, 3 / 8, 1 / 2, 5 / 8, 3 / 4, 7 / 8, 15 / 16, 1.0)
+WINDOWS = sorted(((a, b) for a in STOPS for b in STOPS if a < b), key=lambda w: (w[0] - w[1], w))  # widest first
+
+
+def _window(blocks: Blocks, pos: str, tail: str, head: str, dt: float, dh: float) -> tuple[float, float] | None:
+    """Where along x an edge between blocks that moved apart bends from its tail's shift to
+    its head's (dot's y, up): the widest stretch (the whole way first) that runs it through no
+    frame holding neither end; None when every one does."""
+    pts = _points(pos)
+    x0, x1 = pts[0][0], pts[-1][0]  # tail to head (the arrow's tip last)
+    foreign = _foreign(blocks, tail, head)
+    for f0, f1 in (WINDOWS if dt != dh else WINDOWS[:1]):
+        w = x0 + f0 * (x1 - x0), x0 + f1 * (x1 - x0)
+        curve = _sampled([(x, -y) for x, y in _points(_moved_points(pos, dt, dh, *w))])
+        if not any(_inside(p, r) for r in foreign for p in curve):
+            return w
+    return None
+
+
+def _sampled(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Points along the cubic Béziers of a DOT spline (its control points, the arrow's tip last)."""
+    ctrl = pts[:-1] if len(pts) % 3 == 2 else pts
+    return _curve("M" + " ".join(f"{x!r},{y!r}" for x, y in ctrl))
 
 
 POINT = re.compile(r"(-?\d+(?:\.\d+)?(?:e-?\d+)?),(-?\d+(?:\.\d+)?(?:e-?\d+)?)")
