@@ -23,6 +23,7 @@ from .results import BOTH, CONTROL, NONE, REFERENCE, metric, natural
 COLOURS = {"linear": "magenta", "dot": "darkturquoise", BOTH: "orange", NONE: "grey", CONTROL: "black"}
 EXTRA = ["tab:green", "tab:blue", "tab:red", "tab:brown", "tab:purple", "tab:olive"]
 NAMES = ("perplexity", "cost")
+LABEL_PT, SLOT_PT = 7.5, 17  # a name's height at 7 points, and the width of a slot for one "M29"
 
 
 def _colour(fam: str, seen: dict[str, str]) -> str:
@@ -85,7 +86,8 @@ def _by_depth(rows: list[dict], col: str) -> dict[str, list[tuple[int, float, fl
     return out
 
 
-def _panel(ax, rows: list[dict], col: str, families: dict[str, str], extra: dict[str, str]) -> list[float]:
+def _panel(ax, rows: list[dict], col: str, families: dict[str, str], extra: dict[str, str],
+           marks: list) -> list[float]:
     """One line per mechanism through its depths (mean over seeds, one standard deviation as bars)."""
     by_mech = _by_depth(rows, col)
     fam_of = {r["mechanism"]: r.get("family") or NONE for r in rows}
@@ -97,8 +99,27 @@ def _panel(ax, rows: list[dict], col: str, families: dict[str, str], extra: dict
         xs, ys, errs = [p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts]
         style = "--" if fam == CONTROL else "-"
         ax.errorbar(xs, ys, yerr=errs, fmt=style + "o", color=colour, markersize=4, linewidth=1.2, capsize=2)
-        ax.annotate(mech, (xs[-1], ys[-1]), textcoords="offset points", xytext=(4, 2), fontsize=7, color=colour)
+        marks.append((xs[-1], ys[-1], mech, colour, len(pts) > 1))
     return [p[1] for v in by_mech.values() for p in v]
+
+
+def _label(ax, marks: list[tuple[float, float, str, str, bool]], size_pt: tuple[float, float]) -> None:
+    """Name each line at its last point; a name that would print over one already placed moves
+    right by a slot until it is clear (many members share a parameter count and a perplexity)."""
+    def at(value: float, lim: tuple[float, float], log: bool, length: float) -> float:
+        f = math.log if log else float
+        return (f(value) - f(lim[0])) / ((f(lim[1]) - f(lim[0])) or 1.0) * length
+
+    xlim, ylim = ax.get_xlim(), ax.get_ylim()  # autoscaled by now
+    placed: list[tuple[float, float]] = []  # left and middle of each name, in points
+    for x, y, name, colour, _ in sorted(marks, key=lambda m: (m[0], m[1])):
+        px = at(x, xlim, ax.get_xscale() == "log", size_pt[0])
+        py = at(y, ylim, ax.get_yscale() == "log", size_pt[1])
+        slot = next(k for k in range(len(marks) + 1)
+                    if all(abs(px + SLOT_PT * k - qx) >= SLOT_PT or abs(py - qy) >= LABEL_PT for qx, qy in placed))
+        placed.append((px + SLOT_PT * slot, py))
+        ax.annotate(name, (x, y), textcoords="offset points", xytext=(4 + SLOT_PT * slot, -2), fontsize=7,
+                    color=colour)
 
 
 def perplexity_figure(rows: list[dict]):
@@ -116,7 +137,8 @@ def perplexity_figure(rows: list[dict]):
     families: dict[str, str] = {}
     plain = FuncFormatter(lambda v, _: f"{v:g}")
     for k, ax in enumerate(axes):
-        ys = _panel(ax, rows, col, families, extra)
+        marks: list = []
+        ys = _panel(ax, rows, col, families, extra, marks)
         if k == 1:
             for j, (ppl, label) in enumerate(sorted(published())):  # neighbours' labels on alternate sides
                 ax.axhline(ppl, color="black", linewidth=0.7, linestyle=":")
@@ -137,6 +159,9 @@ def perplexity_figure(rows: list[dict]):
             ax.yaxis.set_minor_formatter(plain)  # never 2×10^2 beside a plain 100
             ax.set_ylabel("test perplexity")
         ax.grid(True, which="both", alpha=0.3)
+        if k == 1:  # for scale: only the lines through depths are named; (a) names every point
+            marks = [m for m in marks if m[4]]
+        _label(ax, marks, (0.85 * 72 * fig.get_figwidth() / panels, 0.8 * 72 * fig.get_figheight()))
         if not ys:
             ax.text(0.5, 0.5, "no finished runs", ha="center", va="center", transform=ax.transAxes)
     what = "Test accuracy" if col == "test_acc" else "Test perplexity"
