@@ -209,25 +209,37 @@ def _boxes(svg: str, cls: str) -> dict[str, tuple[float, float, float, float]]:
     return out
 
 
+def _centres(svg: str) -> dict[str, tuple[float, float]]:
+    return {n: ((x0 + x1) / 2, (y0 + y1) / 2) for n, (x0, x1, y0, y1) in _boxes(svg, "node").items()}
+
+
+def _reordered(source: str, before_at: dict, names: dict):
+    """The pass run on dot's picture of ``source``: how many pairs are out of order before and
+    after, the centres after, the SVG it drew."""
+    from stringdiag.render.draw import misplaced
+    from stringdiag.render.pinned import reorder
+
+    wrong = lambda now, before: misplaced({str(k): now[names[k]] for k in names}, before)  # noqa: E731
+    first = subprocess.run(["dot", "-Tsvg"], input=source, capture_output=True, text=True, check=True).stdout
+    svg = reorder(source, before_at, wrong)
+    assert svg is not None
+    return wrong(_centres(first), before_at), wrong(_centres(svg), before_at), _centres(svg), svg
+
+
 def test_the_swap_pass_puts_two_frames_of_one_column_back_in_the_order_before():
     from stringdiag.render.draw import misplaced
     from stringdiag.render.pinned import reorder
 
-    first = subprocess.run(["dot", "-Tsvg"], input=TWO_FRAMES, capture_output=True, text=True, check=True).stdout
-    nodes = _boxes(first, "node")
-    centre = {n: ((x0 + x1) / 2, (y0 + y1) / 2) for n, (x0, x1, y0, y1) in nodes.items()}
+    centre = _centres(subprocess.run(["dot", "-Tsvg"], input=TWO_FRAMES, capture_output=True, text=True,
+                                     check=True).stdout)
     # a2 and b1 share a column; the order before: the other way round from dot's picture
     assert centre["a2"][0] == centre["b1"][0] and centre["a2"][1] != centre["b1"][1]
     above, below = sorted(["a2", "b1"], key=lambda n: centre[n][1])
     before_at = {0: (centre[above][0], centre[below][1]), 1: (centre[below][0], centre[above][1])}
     names = {0: above, 1: below}
-    wrong = lambda now, before: misplaced({str(k): now[names[k]] for k in names}, before)  # noqa: E731
-    assert wrong(centre, before_at) == 1
-    svg = reorder(TWO_FRAMES, before_at, wrong)
-    assert svg is not None
+    before, after, at, svg = _reordered(TWO_FRAMES, before_at, names)
+    assert (before, after) == (1, 0)
     moved = _boxes(svg, "node")
-    at = {n: ((x0 + x1) / 2, (y0 + y1) / 2) for n, (x0, x1, y0, y1) in moved.items()}
-    assert wrong(at, before_at) == 0
     assert at[above][1] > at[below][1]  # swapped
     frames_ = list(_boxes(svg, "cluster").values())
     assert len(frames_) == 2
@@ -253,24 +265,17 @@ def test_the_pass_lifts_a_frame_over_two_others_to_the_order_before():
     # three frames in one column, the order before a rotation of dot's: the bottom frame goes on
     # top, past the one between (a swap only of two frames whose rectangle holds nothing else, the
     # pass before, leaves it as dot drew it)
-    from stringdiag.render.draw import misplaced
-    from stringdiag.render.pinned import reorder
-
-    first = subprocess.run(["dot", "-Tsvg"], input=THREE_FRAMES, capture_output=True, text=True, check=True).stdout
-    centre = {n: ((x0 + x1) / 2, (y0 + y1) / 2) for n, (x0, x1, y0, y1) in _boxes(first, "node").items()}
+    centre = _centres(subprocess.run(["dot", "-Tsvg"], input=THREE_FRAMES, capture_output=True, text=True,
+                                     check=True).stdout)
     column = sorted(["a2", "b1", "c2"], key=lambda n: centre[n][1])  # top to bottom in dot's picture
     assert len({centre[n][0] for n in column}) == 1
     want = [column[-1], *column[:-1]]  # the bottom one first
     ys = sorted(centre[n][1] for n in column)
     before_at = {k: (centre[n][0], ys[k]) for k, n in enumerate(want)}
-    names = dict(enumerate(want))
-    wrong = lambda now, before: misplaced({str(k): now[names[k]] for k in names}, before)  # noqa: E731
-    assert wrong(centre, before_at) == 2
-    svg = reorder(THREE_FRAMES, before_at, wrong)
-    assert svg is not None
+    before, after, at, svg = _reordered(THREE_FRAMES, before_at, dict(enumerate(want)))
+    assert (before, after) == (2, 0)
     moved = _boxes(svg, "node")
-    at = {n: ((x0 + x1) / 2, (y0 + y1) / 2) for n, (x0, x1, y0, y1) in moved.items()}
-    assert sorted(want, key=lambda n: at[n][1]) == want and wrong(at, before_at) == 0
+    assert sorted(want, key=lambda n: at[n][1]) == want
     frames_ = _boxes(svg, "cluster")
     assert len(frames_) == 3
     for n, (x0, x1, y0, y1) in moved.items():  # every box inside its own frame only, none on another
