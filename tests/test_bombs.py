@@ -500,3 +500,14 @@ def test_a_huge_shared_stack_compiles_at_once(tmp_path):
     (tmp_path / "t.diag").write_text(counted)
     code, out, _ = bounded(["info", tmp_path / "t.diag", "-d", "Shared"], tmp_path)
     assert code == 0 and "time:   O(s·d^2·t)" in out
+
+
+def test_the_api_unrolls_past_the_pictures_limit_and_refuses_past_its_own():
+    """``Diagram.expand(unroll=...)`` is bounded like ``compile`` (``limit=``, 200,000 by default);
+    the picture's smaller limit is render's, not the API's (a 48-layer encoder unrolls to 6,773)."""
+    d = stringdiag.loads(BLOCK + "diagram Tall(x: [s, d]) -> [s, d] {\n  y = repeat 1700 B(x)\n  return y\n}\n")["Tall"]
+    assert boxes(d, Build.EXPANDED, {}) > MAX_EXPANDED  # render --expand refuses it
+    flat = d.expand(unroll={})
+    assert sum(flat.record(b).kind is Kind.LEARN for b in flat.boxes()) == 1700
+    with pytest.raises(DiagError, match="over 1,000"):
+        d.expand(unroll={}, limit=1000)

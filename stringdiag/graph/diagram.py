@@ -10,6 +10,7 @@ from __future__ import annotations
 from . import algebra, iso
 from . import expand as expansion
 from ..errors import DiagError
+from .budget import MAX_LOWERED
 from .hypergraph import BOX_CLASSES, Axes, Hypergraph
 from .weights import weight_sets
 
@@ -27,11 +28,12 @@ class Diagram(Hypergraph):
         return iso.isomorphic(self, other)
 
     def expand(self, keep: "expansion.Keep" = frozenset(), path: str = "",
-               unroll: "dict[str, int] | None" = None) -> "Diagram":
+               unroll: "dict[str, int] | None" = None, limit: int = MAX_LOWERED) -> "Diagram":
         """Inline every definition used as a box, recursively (the picture's ``--expand``),
         except those named in ``keep``; weights keep their identity (``weights.py``). A
-        ``repeat`` box stays one box unless ``unroll`` (fixed sizes its count may name) is given."""
-        return expansion.expand(self, keep, path, unroll)
+        ``repeat`` box stays one box unless ``unroll`` (fixed sizes its count may name) is given;
+        unrolling past ``limit`` boxes is refused before any work (a picture's limit is smaller)."""
+        return expansion.expand(self, keep, path, unroll, limit=limit)
 
     # -- composition (``algebra.py``) -----------------------------------------------
     def then(self, other: "Diagram", shared: bool | None = None) -> "Diagram":

@@ -19,7 +19,7 @@ from typing import Callable, Mapping, Union
 
 from ..errors import DiagError
 from .box import Box, Instance, Kind, Local, Repeat
-from .budget import MAX_EXPANDED, Build, refuse_above
+from .budget import MAX_LOWERED, Build, refuse_above
 from .hypergraph import Hypergraph, count_value, per_graph_cache, repeated
 from .gcpause import gc_paused
 from .constants import show as show_const, substitute as substitute_const
@@ -37,7 +37,7 @@ def _kept(node: Box, keep: Keep) -> bool:
 
 def expand(d: Hypergraph, keep: Keep = frozenset(), path: str = "",
            unroll: Mapping[str, int] | None = None, trace: dict[int, list[int]] | None = None,
-           limit: int = MAX_EXPANDED) -> Hypergraph:
+           limit: int = MAX_LOWERED) -> Hypergraph:
     """Inline definitions, except those named in ``keep`` or, when ``keep`` is a predicate on
     a box, those it accepts (a backend's native processes: the prelude's own definitions).
 

@@ -21,6 +21,7 @@ import graphviz
 import networkx as nx
 
 from ..graph.box import Box, Kind
+from ..graph.budget import MAX_EXPANDED
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.hypergraph import repeated
@@ -123,7 +124,7 @@ def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str
     and it can be placed in a larger picture (a derivation's chain of steps).
     """
     if expand:
-        d = d.expand(unroll={})  # stacks of known size drawn as their layers
+        d = d.expand(unroll={}, limit=MAX_EXPANDED)  # stacks of known size drawn as their layers
     g = _digraph(cluster or d.name, label=d.signature())
     frames = _Frames(d, prefix, cuts=cuts, before=marks.before if marks else None, up=bool(marks and marks.strict))
     if marks is not None and marks.before:  # few passes of crossing reduction: the order given mostly stays
@@ -691,7 +692,7 @@ def to_svg(d: Diagram, expand: bool = False, marks: Marks | None = None, sources
     """The picture as SVG; a long stack of layers as rows one under another. An edge Graphviz
     routes through a frame it does not enter is drawn again as a pair of numbered stubs.
     ``sources`` collects the DOT each one-drawing SVG was made from (svg -> source)."""
-    d = d.expand(unroll={}) if expand else d  # stacks of known size drawn as their layers
+    d = d.expand(unroll={}, limit=MAX_EXPANDED) if expand else d  # stacks of known size drawn as their layers
 
     def draw(cut: set[tuple[str, str]], heavy: set[tuple[str, str]]) -> str:
         graphs = stacked_rows(d, cut, heavy)

@@ -172,7 +172,7 @@ def diagram_view(d: Diagram) -> str:
             controls = (f'<span class="sd-note">no expanded view: it would make about {n:,} boxes, over '
                         f'{MAX_EXPANDED:,} (the limit of render --expand)</span>')
         else:
-            e = d.expand(unroll={})
+            e = d.expand(unroll={}, limit=MAX_EXPANDED)
             panes.append(Pane("expanded", f"{d.signature()} (definitions opened)", annotate(to_svg(e), e)))
             controls = ('<button type="button" data-opens="collapsed">collapsed</button>'
                         '<button type="button" data-opens="expanded">expanded</button>')

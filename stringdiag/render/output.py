@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..graph.budget import MAX_EXPANDED
 from ..graph.diagram import Diagram
 from ..syntax.source import write_atomic
 from . import html, tikz
@@ -32,7 +33,7 @@ def _page(title: str, fragment: str, out: Path) -> list[Path]:
 def save_diagram(d: Diagram, out: str | Path, expand: bool = False, tikz_body: bool = False) -> list[Path]:
     out = Path(out)
     if _suffix(out) == ".html":
-        return _page(d.name, html.diagram_view(d.expand(unroll={}) if expand else d), out)
+        return _page(d.name, html.diagram_view(d.expand(unroll={}, limit=MAX_EXPANDED) if expand else d), out)
     if _suffix(out) == ".tex":
         return _tikz([tikz.diagram(d, expand)], out, tikz_body)
     return [render(d, out, expand)]
