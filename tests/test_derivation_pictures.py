@@ -4,7 +4,7 @@ Read off the committed gallery pictures (``tests/test_pictures.py`` fails when o
 each step's picture highlights the boxes the next step replaces (class ``matched``) and the
 boxes its own step put in (class ``added``), exactly those; over every step of every
 derivation, the untouched boxes keep the order they had in the picture before (left and right,
-and top and bottom within a column), but for few steps, and few pairs in them; the match a rule
+and top and bottom within a column), in every step; the match a rule
 step records is one the matcher finds; the stub pairs over the gallery are at most half of what
 they were.
 """
@@ -28,12 +28,6 @@ ROOT = Path(__file__).resolve().parent.parent
 GALLERY = ROOT / "gallery"
 SVG = "{http://www.w3.org/2000/svg}"
 EPS = 1.0  # points: one column of Graphviz's layout has one x
-# measured on the gallery (NOTES-order.md): 34 of 150 steps have a pair of untouched boxes out of the
-# order before, 213 of 14,700 pairs (1.45%; with the pass of two-frame swaps only: 42 steps, 243 pairs; dot's
-# layouts alone: 51 steps, 306 pairs; before issue 25's work: 80 steps, 412 pairs). The bounds guard
-# against regressions.
-OUT_OF_ORDER_STEPS = 34
-OUT_OF_ORDER_PAIRS = 0.0145  # the share of pairs
 
 
 def derivation_pictures() -> list[tuple[Path, Path]]:
@@ -132,26 +126,9 @@ def test_untouched_boxes_keep_their_order_between_consecutive_pictures(chains):
         wrong.update(((name, k), v) for k, v in out_of_order(steps, drawn).items())
     assert steps_ > 140 and pairs > 14000  # what is compared: every step of every derivation
     report = "\n".join(f"{name} step {k}: {len(v)} pairs, {v[0]}" for (name, k), v in sorted(wrong.items()))
-    # The exceptions, by their reason (NOTES-pictures.md, NOTES-pictures2.md, NOTES-order.md): dot orders
-    # the boxes of one column that lie in different frames itself (it ignores an order edge between
-    # frames; the strict layout, which starts its ordering from the order before, holds most, not all),
-    # and in the largest steps every layout in the order before routes wires through frames, so the
-    # free layout is drawn. Left and right turned round, a layout with hints for just those pairs is
-    # tried (kept with no more stubs, or one more where it puts every pair in order, and no wire
-    # through a frame). The pass of
-    # render/pinned.py then moves frames of one column back into order (swaps, and lifts past the
-    # frames between) where no frame lands on another, the wires stay short and none runs through a
-    # frame. Left: moves that would stretch the wires or push a wire through a frame (linearize 4,
-    # linear_rnn 3, tax_performer 3 and 4, tax_linear_transformer 4, bahdanau_to_vaswani 13, retnet 3), the
-    # Sumformer theorems' frames permuted across several columns (24 steps), and left and right
-    # turned where the repair needs more stubs or leaves a wire through a frame (retnet 2,
-    # sumformer_linformer 4, tax_localness 3).
-    # The bounds are the figures measured on the gallery, to catch a regression.
-    big = {name for name, _ in wrong if name.startswith("sumformer_thm")}
-    assert len(wrong) <= OUT_OF_ORDER_STEPS, report
-    assert sum(map(len, wrong.values())) <= OUT_OF_ORDER_PAIRS * pairs, report
-    small = [(name, k) for (name, k), v in wrong.items() if name not in big and len(v) > 3]
-    assert len(small) <= 1, report  # outside the three theorem derivations a step swaps 1 to 3 pairs, but one
+    # every step: where dot's layouts (hinted, strict, repaired) still turn boxes round, a step is
+    # stacked by render/stacked.py in the order before and its wires routed by render/route.py
+    assert not wrong, report
 
 
 def test_a_rule_steps_recorded_match_is_a_match_the_rule_finds(chains):
@@ -287,3 +264,18 @@ def test_the_pass_lifts_a_frame_over_two_others_to_the_order_before():
         assert not (f[0] < g[1] and g[0] < f[1] and f[2] < g[3] and g[2] < f[3])
     assert len(re.findall(r'class="edge"', svg)) == 8  # every wire drawn
     assert stubs(svg) == 0 and not crossings(svg)
+
+
+def test_the_interactive_pages_steps_keep_the_order_too():
+    # derive -o X.html draws its panes as the strip does (draw.chain_pictures, no colours)
+    from stringdiag.render.html import derivation_view
+
+    d = load_derivation(str(GALLERY / "tax_performer.deriv"))  # dot's free layouts turn boxes in 2 steps
+    page = derivation_view(d.heading(), d.frames(), d.text_rows(), [s.changes for s in d.steps])
+    panes = [ET.fromstring(p) for p in re.findall(r"<svg\b.*?</svg>", page, flags=re.S)]
+    for g in (g for p in panes for g in p.iter(SVG + "g") if g.get("data-box")):
+        g.find(SVG + "title").text = g.get("data-box")  # the page's titles are the hover texts
+    drawn = [drawings(ET.tostring(p, encoding="unicode"))[0] for p in panes]
+    assert len(drawn) == len(d.steps)
+    assert not out_of_order(d.steps, drawn)
+    assert not any("matched" in c or "added" in c for _, nodes in drawn for _, c in nodes.values())

@@ -31,6 +31,7 @@ from .crossings import centres, crossings
 from .formats import FORMATS
 from .frames import copy_points, frames, placed, rows
 from .pinned import reorder
+from .stacked import stacked
 
 SEQ_COLOUR = "#c0392b"
 FIXED_COLOUR = "#1f5f9e"
@@ -510,18 +511,9 @@ def chain_svg(frames: list[tuple[str, str, Diagram]], changes: list | None = Non
     (per step: the boxes of the diagram before it that it replaced, the boxes it put in, and
     the untouched ones, before -> after), each picture highlights the boxes the next step
     replaces and those this step put in, and keeps the untouched boxes in the order they had
-    in the picture before."""
+    in the picture before (``chain_pictures``)."""
     parts, y, width = [], 0.0, 0.0
-    where: dict[str, tuple[float, float]] = {}
-    for k, (caption, relation, d) in enumerate(frames):
-        marks = None
-        if changes is not None:
-            nxt = changes[k + 1].matched if k + 1 < len(changes) else frozenset()
-            kept = changes[k].kept if k else {}
-            marks = Marks(nxt, changes[k].added if k else frozenset(),
-                          {b: where[str(a)] for a, b in kept.items() if str(a) in where})
-        svg = _marked_svg(d, marks)
-        where = centres(svg)
+    for k, ((caption, relation, _), svg) in enumerate(zip(frames, chain_pictures(frames, changes))):
         body, w, h = _embedded(svg)
         if k:
             parts.append(f'<text x="20" y="{y + 26:.0f}" font-family="{FONT}" font-size="26">{html.escape(relation)}</text>')
@@ -533,6 +525,25 @@ def chain_svg(frames: list[tuple[str, str, Diagram]], changes: list | None = Non
         y += h
         width = max(width, w)
     return _document(parts, width, y)
+
+
+def chain_pictures(frames: list[tuple[str, str, Diagram]], changes: list | None = None,
+                   highlight: bool = True) -> list[str]:
+    """Each step's picture (SVG), laid out with the places of its untouched boxes in the
+    picture before (``changes``: per step, what it replaced, put in and kept); with
+    ``highlight`` the boxes the next step replaces and those this step put in are coloured."""
+    out: list[str] = []
+    where: dict[str, tuple[float, float]] = {}
+    for k, (_, _, d) in enumerate(frames):
+        marks = None
+        if changes is not None:
+            nxt = changes[k + 1].matched if k + 1 < len(changes) and highlight else frozenset()
+            kept = changes[k].kept if k else {}
+            marks = Marks(nxt, changes[k].added if k and highlight else frozenset(),
+                          {b: where[str(a)] for a, b in kept.items() if str(a) in where})
+        out.append(_marked_svg(d, marks))
+        where = centres(out[-1])
+    return out
 
 
 def stubs(svg: str) -> int:
@@ -557,13 +568,51 @@ def _marked_svg(d: Diagram, marks: Marks | None) -> str:
     if marks is None or not marks.before:
         return to_svg(d, marks=marks)
     sources: dict = {}
-    return _repaired(d, marks, _scored(_ordered_svg(d, marks, sources), sources, marks.before), sources)
+    svg = _repaired(d, marks, _scored(_ordered_svg(d, marks, sources), sources, marks.before), sources)
+    return _routed(d, marks, svg) if disorder(svg, marks.before) else svg
+
+
+def _routed(d: Diagram, marks: Marks, svg: str) -> str:
+    """``svg``, or where it still turns untouched boxes round, the layout with every order hint
+    (no stub cut), its columns stacked in the order before and every wire dot ran through a
+    frame routed around it by ``route.py`` (``stacked.stacked``): kept with no wire through a
+    frame, no more stubs and fewer pairs out of order."""
+    wrong = disorder(svg, marks.before)
+    for m in (marks, replace(marks, columns=False)):
+        try:
+            again = stacked(to_graphviz(d, marks=m).source, marks.before, always=True)
+        except (subprocess.CalledProcessError, ValueError, IndexError, KeyError):
+            continue
+        if again is not None and not crossings(again) and stubs(again) <= stubs(svg) \
+                and disorder(again, marks.before) < wrong:
+            svg, wrong = again, disorder(again, marks.before)
+        if not wrong:
+            break
+    return svg
 
 
 def _scored(svg: str, sources: dict, before: dict[int, tuple[float, float]]) -> tuple[int, int, str]:
     """``svg`` after the swap pass (``_swapped``), with its stubs and pairs out of order."""
-    svg = _swapped(svg, sources.get(svg), before)
+    source = sources.get(svg)
+    svg = _swapped(svg, source, before)
+    svg = _restacked(svg, source, before)
     return stubs(svg), disorder(svg, before), svg
+
+
+def _restacked(svg: str, source: str | None, before: dict[int, tuple[float, float]]) -> str:
+    """``svg``, or where it still has pairs of one column out of order, dot's columns with each
+    frame's blocks stacked in the order before (``stacked.stacked``): kept with no wire through a
+    frame and fewer pairs out of order."""
+    wrong = disorder(svg, before)
+    if not wrong or source is None:
+        return svg
+    try:
+        again = stacked(source, before)
+    except (subprocess.CalledProcessError, ValueError, IndexError, KeyError):
+        return svg
+    if again is None or crossings(again) or disorder(again, before) >= wrong:
+        return svg
+    return again
 
 
 def _swapped(svg: str, source: str | None, before: dict[int, tuple[float, float]]) -> str:

@@ -22,7 +22,7 @@ from ..graph.budget import MAX_EXPANDED, Build, boxes
 from ..graph.diagram import Diagram
 from ..graph.diff import changed_boxes
 from ..graph.types import show_type
-from .draw import FIXED_COLOUR, SEQ_COLOUR, _dim_colour, _ends, to_svg
+from .draw import FIXED_COLOUR, SEQ_COLOUR, _dim_colour, _ends, chain_pictures, to_svg
 
 SVG_NS, XLINK_NS = "http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"
 S = "{%s}" % SVG_NS
@@ -182,10 +182,13 @@ def diagram_view(d: Diagram) -> str:
 def derivation_view(heading: str, frames: list[tuple[str, str, Diagram]], rows: list[tuple[str, ...]],
                     changes: list | None = None) -> str:
     """A derivation's steps on a slider, its table beside (a row opens its step): on each
-    step's picture the boxes its step put in, and those the next step replaces, are outlined.
+    step's picture the boxes its step put in, and those the next step replaces, are outlined;
+    with ``changes`` the untouched boxes keep their places from one picture to the next, as
+    in the SVG strip (``draw.chain_pictures``).
     ``changes`` (per step, ``derive/steps.Changes``: the DPO match replaced, the boxes put in)
     says which; without it, boxes with no counterpart across the step (``graph/diff.py``)."""
     ds = [d for _, _, d in frames]
+    pictures = chain_pictures(frames, changes, highlight=False) if changes is not None else [to_svg(d) for d in ds]
     panes = []
     for k, (caption, relation, d) in enumerate(frames):
         if changes is not None:
@@ -195,7 +198,7 @@ def derivation_view(heading: str, frames: list[tuple[str, str, Diagram]], rows: 
             changed = changed_boxes(ds[k - 1], d) if k else frozenset()
             matched = changed_boxes(ds[k + 1], d) if k + 1 < len(ds) else frozenset()
         label = f"{relation} {caption}" if k else caption
-        panes.append(Pane(str(k), label, annotate(to_svg(d), d, changed=changed, matched=matched)))
+        panes.append(Pane(str(k), label, annotate(pictures[k], d, changed=changed, matched=matched)))
     header, *body = rows
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     trs = "".join(f'<tr data-opens="{k}">' + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"

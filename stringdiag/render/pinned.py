@@ -69,6 +69,7 @@ class Layout:
     clusters: dict[str, _Attrs] = field(default_factory=dict)
     edges: list[tuple[str, str, _Attrs]] = field(default_factory=list)
     parent: dict[tuple[str, str], str] = field(default_factory=dict)  # ("node"|"cluster", name) -> cluster ("": none)
+    root: _Attrs = field(default_factory=_Attrs)  # the whole graph's attributes (its box, its label)
 
     def get(self, attrs: _Attrs, key: str) -> str | None:
         k = attrs.where.get(key)
@@ -98,6 +99,9 @@ def parse(text: str) -> Layout:
             continue
         if i + 1 < len(t) and t[i + 1] in ("[", "->") and t[i] not in ("graph", "node", "edge"):
             i = _statement(out, t, i, next((s for s in reversed(stack) if s), ""))
+            continue
+        if t[i] == "graph" and not stack and t[i + 1] == "[" and not out.root.where:
+            out.root, i = _attrs(t, i + 1)
             continue
         if t[i] == "graph" and stack and stack[-1] and t[i + 1] == "[":
             attrs, i = _attrs(t, i + 1)

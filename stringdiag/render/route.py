@@ -1,0 +1,242 @@
+"""A wire routed left to right around the frames and boxes it must not cross.
+
+Where this project places boxes itself (``stacked.py``) nobody routes the wires: ``neato -n2``
+draws them straight through frames, and dot's curves belong to dot's places. A wire of a
+left-to-right picture runs from its tail's right side to its head's left side; here it is a
+path on a grid of points ``STEP`` apart that only moves right or up and down, never into a
+frame holding neither end nor onto another box, found by dynamic programming column by column
+(each bend costs ``BEND``, each point climbed ``1``): fewest bends first, then shortest. Its
+corners are then rounded into cubic Béziers (DOT's ``pos``) as far as that stays clear.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+Rect = tuple[float, float, float, float]  # x0, x1, y0, y1, y down
+Point = tuple[float, float]
+STEP = 4.0  # points between grid points
+BEND = 60.0  # a bend costs as much as climbing this many grid points (whole: costs stay exact)
+WALL = 1e7  # larger than any cost: the running minimum forgets what lies beyond a wall
+CLEAR = 3.0  # points kept between a wire and what it must not cross
+
+
+def route(tail: Point, head: Point, walls: list[Rect], span: tuple[float, float]) -> list[Point] | None:
+    """The corners of a path from ``tail`` to ``head`` (``head`` to its right) that moves
+    right, up or down and enters none of ``walls``, between the heights ``span``; None when
+    there is none."""
+    if head[0] - tail[0] < 2 * STEP:
+        return None
+    xs = np.linspace(tail[0], head[0], max(2, int((head[0] - tail[0]) / STEP) + 1))
+    ys = np.arange(span[0], span[1] + STEP, STEP)
+    free = _free(xs, ys, walls)
+    j0, j1 = (int(np.abs(ys - y).argmin()) for y in (tail[1], head[1]))
+    free[0, :] = False
+    free[0, j0] = True
+    cost = np.full(len(ys), math.inf)
+    cost[j0] = 0.0
+    came: list[np.ndarray] = []
+    for i in range(1, len(xs)):
+        level = np.where(free[i] & free[i - 1], cost, math.inf)
+        cost, src = _climb(level, free[i])
+        came.append(src)
+    if not math.isfinite(cost[j1]):
+        return None
+    path, j = [], j1
+    for i in range(len(xs) - 1, 0, -1):
+        path.append((xs[i], ys[j]))
+        j2 = came[i - 1][j]
+        if j2 != j:
+            path.append((xs[i], ys[j2]))
+        j = j2
+    path.append((xs[0], ys[j]))
+    path = [(tail[0], tail[1])] + _corners(path[::-1])[1:-1] + [(head[0], head[1])]
+    return _straight_ends(path)
+
+
+def _free(xs: np.ndarray, ys: np.ndarray, walls: list[Rect]) -> np.ndarray:
+    """free[i, j]: whether the point (xs[i], ys[j]) lies in no wall (widened by ``CLEAR``)."""
+    free = np.ones((len(xs), len(ys)), dtype=bool)
+    for x0, x1, y0, y1 in walls:
+        inx = (xs > x0 - CLEAR) & (xs < x1 + CLEAR)
+        iny = (ys > y0 - CLEAR) & (ys < y1 + CLEAR)
+        free[np.ix_(inx, iny)] = False
+    return free
+
+
+def _climb(level: np.ndarray, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Within one column: the cost of each point reached straight (``level``) or by a bend up
+    or down from another point of the column with no wall between; where each came from."""
+    best, src = level.copy(), np.arange(len(level))
+    for flip in (False, True):
+        run, start = _sweep(level[::-1] if flip else level, free[::-1] if flip else free)
+        if flip:
+            run, start = run[::-1], len(level) - 1 - start[::-1]
+        better = run < best
+        best[better], src[better] = run[better], start[better]
+    return best, src
+
+
+def _sweep(level: np.ndarray, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each point, the cheapest bend from a point at or before it in its run of free
+    points: ``BEND`` plus one per point climbed, and that point (a running minimum, reset
+    at each wall by an offset of ``WALL`` per wall passed)."""
+    idx = np.arange(len(level))
+    walls = np.cumsum(~free)
+    v = np.where(free, level - idx, math.inf) - walls * WALL
+    acc = np.minimum.accumulate(v)
+    start = np.maximum.accumulate(np.where(v == acc, idx, 0))
+    run = acc + walls * WALL + idx + BEND
+    run[(run >= WALL / 2) | ~free] = math.inf
+    return run, start
+
+
+def _corners(path: list[Point]) -> list[Point]:
+    """The path with the points where it goes on the same way left out."""
+    out = path[:2]
+    for p in path[2:]:
+        a, b = out[-2], out[-1]
+        if (b[0] - a[0]) * (p[1] - b[1]) == (b[1] - a[1]) * (p[0] - b[0]):
+            out[-1] = p
+        else:
+            out.append(p)
+    return out
+
+
+def _straight_ends(path: list[Point]) -> list[Point]:
+    """The grid's first and last points levelled with the ends they join (the grid rounds heights)."""
+    out = list(path)
+    if len(out) > 2 and abs(out[1][1] - out[0][1]) < STEP / 2:
+        out[1] = (out[1][0], out[0][1])
+    if len(out) > 2 and abs(out[-2][1] - out[-1][1]) < STEP / 2:
+        out[-2] = (out[-2][0], out[-1][1])
+    return out
+
+
+def bezier(path: list[Point], walls: list[Rect]) -> list[Point]:
+    """DOT's control points (3n + 1) of ``path`` (pulled taut: ``taut``) with its corners
+    rounded as far as the walls leave room."""
+    pts: list[Point] = [path[0]]
+    for k in range(1, len(path) - 1):
+        a, c, b = path[k - 1], path[k], path[k + 1]
+        r = min(0.45 * math.dist(a, c), 0.45 * math.dist(c, b), 30.0)
+        while r > 1.0:
+            p, q = _towards(c, a, r), _towards(c, b, r)
+            if not any(_hits(x, walls) for x in _sample([p, c, c, q])):
+                break
+            r /= 2
+        if r <= 1.0:
+            _line(pts, c)
+            continue
+        _line(pts, _towards(c, a, r))
+        pts += [c, c, _towards(c, b, r)]
+    _line(pts, path[-1])
+    return pts
+
+
+def taut(path: list[Point], walls: list[Rect]) -> list[Point]:
+    """The corners of ``path`` with every corner left out that a straight run clear of the
+    walls can skip: from each kept corner, the farthest one it sees."""
+    out, i = [path[0]], 0
+    while i < len(path) - 1:
+        i = next(k for k in range(len(path) - 1, i, -1) if k == i + 1 or _clear(path[i], path[k], walls))
+        out.append(path[i])
+    return out
+
+
+def _clear(a: Point, b: Point, walls: list[Rect]) -> bool:
+    n = max(2, int(math.dist(a, b) / 2))
+    return not any(_hits((a[0] + (b[0] - a[0]) * t / n, a[1] + (b[1] - a[1]) * t / n), walls)
+                   for t in range(1, n))
+
+
+def _towards(c: Point, a: Point, r: float) -> Point:
+    d = math.dist(c, a)
+    return c[0] + (a[0] - c[0]) * r / d, c[1] + (a[1] - c[1]) * r / d
+
+
+def _line(pts: list[Point], to: Point) -> None:
+    a = pts[-1]
+    if math.dist(a, to) > 1e-6:
+        pts += [(a[0] + (to[0] - a[0]) / 3, a[1] + (to[1] - a[1]) / 3),
+                (a[0] + 2 * (to[0] - a[0]) / 3, a[1] + 2 * (to[1] - a[1]) / 3), to]
+
+
+def _sample(ctrl: list[Point], n: int = 12) -> list[Point]:
+    p0, p1, p2, p3 = ctrl
+    out = []
+    for k in range(n + 1):
+        t = k / n
+        u = 1 - t
+        out.append(tuple(u**3 * a + 3 * u * u * t * b + 3 * u * t * t * c + t**3 * e
+                         for a, b, c, e in zip(p0, p1, p2, p3)))
+    return out
+
+
+def _hits(p: Point, walls: list[Rect]) -> bool:
+    return any(x0 - 1 < p[0] < x1 + 1 and y0 - 1 < p[1] < y1 + 1 for x0, x1, y0, y1 in walls)
+
+
+def detour(tail: Point, head: Point, walls: list[Rect], box: Rect) -> list[Point] | None:
+    """The corners of a path from ``tail`` to ``head`` that may also run left (around a
+    frame between them), inside ``box``, entering none of ``walls``, on a coarser grid
+    (``2 * STEP``): fewest bends, then shortest (each bend costs ``BEND`` grid points).
+    Relaxed a bend at a time, every straight run of the grid at once (``_runs``); None when
+    there is no way."""
+    step = 2 * STEP
+    xs = np.arange(box[0], box[1] + step, step)
+    ys = np.arange(box[2], box[3] + step, step)
+    free = _free(xs, ys, walls)
+    start = (int(np.abs(xs - tail[0] - step).argmin()), int(np.abs(ys - tail[1]).argmin()))
+    goal = (int(np.abs(xs - head[0] + step).argmin()), int(np.abs(ys - head[1]).argmin()))
+    free[start] = free[goal] = True
+    cost = np.full((4, len(xs), len(ys)), math.inf)  # by the way it moves: right, left, down, up
+    cost[0][start] = 0.0
+    for _ in range(MAX_BENDS):
+        turned = np.stack([np.min(np.delete(cost, d, axis=0), axis=0) + BEND for d in range(4)])
+        new = np.stack([_runs(np.minimum(cost[d], turned[d]), free, d) for d in range(4)])
+        new = np.minimum(cost, new)
+        if np.array_equal(new, cost):
+            break
+        cost = new
+    end = cost[:, goal[0], goal[1]] + BEND * (np.arange(4) != 0)
+    if not math.isfinite(end.min()):
+        return None
+    path = _walk(cost, goal, int(end.argmin()), start)
+    return [tail] + _corners([(float(xs[i]), float(ys[j])) for i, j in path]) + [head]
+
+
+MAX_BENDS = 16
+AHEAD = ((1, 0), (-1, 0), (0, 1), (0, -1))
+
+
+def _runs(src: np.ndarray, free: np.ndarray, d: int) -> np.ndarray:
+    """Moving one way (``d``) along the grid from each point's ``src`` cost, one per step,
+    stopped by walls: the cost of reaching each point so (a running minimum along the axis)."""
+    axis, back = (0, d == 1) if d < 2 else (1, d == 3)
+    flip = (lambda a: np.flip(a, axis)) if back else (lambda a: a)
+    s, f = flip(src), flip(free)
+    idx = np.arange(s.shape[axis]).reshape((-1, 1) if axis == 0 else (1, -1))
+    walls = np.cumsum(~f, axis=axis)
+    v = np.where(f, s - idx, math.inf) - walls * WALL
+    run = np.minimum.accumulate(v, axis=axis) + walls * WALL + idx
+    run[(run >= WALL / 2) | ~f] = math.inf
+    return flip(run)
+
+
+def _walk(cost: np.ndarray, at: tuple[int, int], d: int, start: tuple[int, int]) -> list[tuple[int, int]]:
+    """The grid points of the cheapest way to ``at`` (moving ``d``), walked back to ``start``."""
+    path = [at]
+    while at != start or d != 0 or cost[0][at] != 0.0:
+        v = cost[d][at]
+        di, dj = AHEAD[d]
+        back = (at[0] - di, at[1] - dj)
+        if 0 <= back[0] < cost.shape[1] and 0 <= back[1] < cost.shape[2] and cost[d][back] + 1 == v:
+            at = back
+            path.append(at)
+            continue
+        d = next(e for e in range(4) if e != d and cost[e][at] + BEND == v)
+        if at == start and cost[d][at] == 0.0:
+            break
+    return path[::-1]

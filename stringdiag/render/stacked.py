@@ -1,0 +1,253 @@
+"""A step of a derivation stacked in the order of the picture before: our own vertical layout.
+
+Dot places each column (rank) itself and orders frames of one rank as it likes; ``pinned.py``
+repairs that with moves that must fit in the gaps dot left. Here dot keeps only its columns
+(every x) and this module places every block (a frame with all it holds, or a box) top to
+bottom afresh, frame by frame from the innermost out: the siblings of one frame that share some
+x are ordered as the untouched boxes they hold were ordered before (a vote over the pairs of one
+column, at the frame where the two boxes' paths part; dot's order where nothing is known), and
+each is put as near dot's place as the blocks above it allow. A frame grows or shrinks round
+what it holds. Wires are drawn again by ``neato -n2`` where their ends moved apart.
+"""
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+
+import networkx as nx
+
+from .pinned import Blocks, Layout, Rect, _floats, _foreign, _moved_points, _neato, _window, parse
+from .route import bezier, detour, route, taut
+
+EPS = 1.0  # points: the boxes of one column of dot's layout share their x
+ARROW = 5.0  # points: an arrowhead's length at dot's arrowsize 0.5
+NEAR = 150.0  # points round a wire's ends searched first for a way around
+GAP = 12.0  # points between two blocks of one column that dot did not put one above the other
+
+
+def stacked(source: str, before: dict[int, tuple[float, float]], always: bool = False) -> str | None:
+    """The picture of ``source`` (DOT) with dot's columns and each frame's blocks stacked in the
+    order ``before`` (box -> centre in the picture before) gives, drawn by ``neato -n2`` as SVG;
+    None when dot's layout already keeps that order or nothing was read."""
+    laid = subprocess.run(["dot", "-Tdot"], input=source, capture_output=True, text=True, check=True).stdout
+    lay = parse(laid)
+    blocks = Blocks(lay)
+    votes = _votes(blocks, before)
+    if not votes and not always:
+        return None
+    old = dict(blocks.rect)
+    points = {key for key in old if key[0] == "node" and lay.get(lay.nodes[key[1]], "shape") == "point"}
+    pads = {name: _pads(blocks, name) for kind, name in old if kind == "cluster"}
+    _place(blocks, "", votes, pads, points)
+    for key in sorted(points):
+        _settle(blocks, key)
+    moved = {name: (r[2] - old[("node", name)][2]) for (kind, name), r in blocks.rect.items() if kind == "node"}
+    if not any(moved.values()) and not always:
+        return None
+    _write(lay, blocks, old, moved)
+    return _neato(lay)
+
+
+def _path(blocks: Blocks, node: str) -> list[tuple[str, str]]:
+    """The blocks from the outermost frame down to the node itself."""
+    out = [("node", node)]
+    while (up := blocks.lay.parent.get(out[-1], "")):
+        out.append(("cluster", up))
+    return out[::-1]
+
+
+def _votes(blocks: Blocks, before: dict[int, tuple[float, float]]) -> dict[tuple, int]:
+    """(upper block, lower block) -> how many pairs of untouched boxes in one column, before and
+    now, want the first above the second: counted at the frame where the boxes' paths part."""
+    at = [(str(b), before[b]) for b in sorted(before) if ("node", str(b)) in blocks.rect]
+    out: dict[tuple, int] = {}
+    for k, (p, (x0, y0)) in enumerate(at):
+        for q, (x1, y1) in at[k + 1:]:
+            if abs(x1 - x0) > EPS or abs(y1 - y0) <= EPS:
+                continue
+            if abs(blocks.centre(p)[0] - blocks.centre(q)[0]) > EPS:
+                continue
+            a, b = _path(blocks, p), _path(blocks, q)
+            n = next(i for i, (u, v) in enumerate(zip(a, b)) if u != v)
+            upper, lower = (a[n], b[n]) if y0 < y1 else (b[n], a[n])
+            out[(upper, lower)] = out.get((upper, lower), 0) + 1
+    return out
+
+
+def _place(blocks: Blocks, frame: str, votes: dict[tuple, int], pads: dict, points: set) -> None:
+    """Stack the blocks ``frame`` holds (each stacked inside first), then fit the frame round
+    them; its points (copies, deletions) are placed on their wires afterwards (``_settle``)."""
+    kids = [c for c in blocks.children.get(frame, []) if c not in points] or blocks.children.get(frame, [])
+    for kind, name in kids:
+        if kind == "cluster":
+            _place(blocks, name, votes, pads, points)
+    order = _order(blocks, kids, votes)
+    top: dict[tuple, float] = {}
+    for c in nx.lexicographical_topological_sort(order, key=lambda c: (blocks.rect[c][2], c)):
+        r = blocks.rect[c]
+        want = max([r[2]] + [top[p] + _height(blocks.rect[p]) + order.edges[p, c]["gap"] for p in order.pred[c]])
+        top[c] = want
+        _shift(blocks, c, want - r[2])
+    if frame and kids:
+        pad_top, pad_bottom = pads[frame]
+        x0, x1, _, _ = blocks.rect[("cluster", frame)]
+        blocks.rect[("cluster", frame)] = (x0, x1, min(blocks.rect[c][2] for c in kids) - pad_top,
+                                           max(blocks.rect[c][3] for c in kids) + pad_bottom)
+
+
+def _settle(blocks: Blocks, key: tuple[str, str]) -> None:
+    """Put a point (a copy, a deletion) at its column, as level as it can be with the wire that
+    feeds it (else with the middle of those it feeds), nearest that height where it lies in
+    its frames, in no other frame and on no box."""
+    name = key[1]
+    lay = blocks.lay
+    feeds = [blocks.centre(t)[1] for t, h, _ in lay.edges if h == name and ("node", t) in blocks.rect]
+    fed = sorted(blocks.centre(h)[1] for t, h, _ in lay.edges if t == name and ("node", h) in blocks.rect)
+    wants = feeds[:1] + fed[len(fed) // 2:len(fed) // 2 + 1]
+    x0, x1, y0, y1 = blocks.rect[key]
+    half = (y1 - y0) / 2
+    home = set(_path(blocks, name)[:-1])
+    others = [(other in home, other[0] == "node", r) for other, r in blocks.rect.items() if other != key]
+    for dy in sorted(range(-400, 401, 4), key=abs):
+        for want in wants:
+            there = (x0, x1, want + dy - half - 3, want + dy + half + 3)
+            if all(_within(there, r) if mine else not _meets(there, r) for mine, _, r in others):
+                blocks.rect[key] = (x0, x1, want + dy - half, want + dy + half)
+                return
+
+
+def _within(r: Rect, outer: Rect) -> bool:
+    return outer[0] <= r[0] and r[1] <= outer[1] and outer[2] <= r[2] and r[3] <= outer[3]
+
+
+def _meets(a: Rect, b: Rect) -> bool:
+    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
+
+
+def _pads(blocks: Blocks, frame: str) -> tuple[float, float]:
+    """The room dot left in a frame above and below what it holds (its label above)."""
+    x0, x1, y0, y1 = blocks.rect[("cluster", frame)]
+    kids = [blocks.rect[c] for c in blocks.children.get(frame, [])]
+    return (min(r[2] for r in kids) - y0, y1 - max(r[3] for r in kids)) if kids else (0.0, 0.0)
+
+
+def _order(blocks: Blocks, kids, votes) -> nx.DiGraph:
+    """Which sibling goes above which, among those sharing some x: the votes first (the larger
+    margin first), dot's order for the rest; an edge closing a cycle is left out."""
+    g = nx.DiGraph()
+    g.add_nodes_from(kids)
+    rect = blocks.rect
+    pairs = [(a, b) for a in kids for b in kids if a != b and _share_x(rect[a], rect[b])]
+    wished = sorted(((votes.get((a, b), 0) - votes.get((b, a), 0), a, b) for a, b in pairs), reverse=True)
+    dots = sorted(((rect[a][2], a, b) for a, b in pairs if rect[a][2] < rect[b][2]))
+    for a, b in [(a, b) for m, a, b in wished if m > 0] + [(a, b) for _, a, b in dots]:
+        if not g.has_edge(a, b) and not nx.has_path(g, b, a):
+            gap = rect[b][2] - rect[a][3] if rect[a][3] <= rect[b][2] else GAP
+            g.add_edge(a, b, gap=min(max(gap, 4.0), 18.0))
+    return g
+
+
+def _share_x(a: Rect, b: Rect) -> bool:
+    return a[0] < b[1] - 0.5 and b[0] < a[1] - 0.5
+
+
+def _height(r: Rect) -> float:
+    return r[3] - r[2]
+
+
+def _shift(blocks: Blocks, key: tuple[str, str], dy: float) -> None:
+    if not dy:
+        return
+    x0, x1, y0, y1 = blocks.rect[key]
+    blocks.rect[key] = (x0, x1, y0 + dy, y1 + dy)
+    if key[0] == "cluster":
+        for k in blocks.children.get(key[1], []):
+            _shift(blocks, k, dy)
+
+
+def _write(lay: Layout, blocks: Blocks, old: dict, moved: dict[str, float]) -> None:
+    """The layout's text with the blocks where they are now: the whole kept below dot's top
+    (dot's y points up), a wire whose ends moved alike moved with them, any other left for
+    ``neato -n2`` to route (its label placed by neato)."""
+    bottom = max(r[3] for r in old.values())
+    lift = max(r[3] for r in blocks.rect.values()) - bottom  # the picture grows upward: dot's y stays >= 0
+    for (kind, name), (x0, x1, y0, y1) in blocks.rect.items():
+        if kind == "node":
+            lay.set(lay.nodes[name], "pos", f"{(x0 + x1) / 2:.2f},{-(y0 + y1) / 2 + lift:.2f}")
+            continue
+        a = lay.clusters[name]
+        lay.set(a, "bb", f"{x0:.2f},{-y1 + lift:.2f},{x1:.2f},{-y0 + lift:.2f}")
+        if lay.get(a, "lp"):
+            lx, ly = _floats(lay.get(a, "lp"))
+            lay.set(a, "lp", f"{lx:.2f},{ly + (old[('cluster', name)][2] - y0) + lift:.2f}")
+    top = min(r[2] for r in blocks.rect.values())
+    grow = min(r[2] for r in old.values()) - top + lift
+    root = lay.root
+    x0, y0, x1, y1 = _floats(lay.get(root, "bb"))
+    lay.set(root, "bb", f"{x0:.2f},{y0:.2f},{x1:.2f},{y1 + max(grow, 0.0):.2f}")
+    if lay.get(root, "lp"):
+        lx, ly = _floats(lay.get(root, "lp"))
+        lay.set(root, "lp", f"{lx:.2f},{ly + max(grow, 0.0):.2f}")
+    for tail, head, a in lay.edges:
+        dt, dh = moved.get(tail), moved.get(head)
+        if lay.get(a, "pos") is None:
+            continue
+        if dt is not None and dt == dh and _window(blocks, lay.get(a, "pos"), tail, head, -dt, -dt) is not None:
+            for key in ("pos", "lp"):
+                if lay.get(a, key):
+                    lay.set(a, key, _moved_points(lay.get(a, key), -dt + lift))
+            continue
+        _reroute(lay, blocks, tail, head, a, lift)
+
+
+def _reroute(lay: Layout, blocks: Blocks, tail: str, head: str, a, lift: float) -> None:
+    """An edge whose ends moved apart routed around the frames and boxes it must not cross
+    (``route.py``), its label over its longest level stretch; left to neato where no such way is."""
+    arrow = lay.get(a, "pos").startswith("e,")
+    path = None
+    if ("node", tail) in blocks.rect and ("node", head) in blocks.rect:
+        t, h = blocks.rect[("node", tail)], blocks.rect[("node", head)]
+        walls = _foreign(blocks, tail, head) + [r for (kind, n), r in blocks.rect.items()
+                                                 if kind == "node" and n not in (tail, head)]
+        top = min(r[2] for r in blocks.rect.values()) - 2 * GAP
+        bottom = max(r[3] for r in blocks.rect.values()) + 2 * GAP
+        ends = (t[1], (t[2] + t[3]) / 2), (h[0] - ARROW * arrow, (h[2] + h[3]) / 2)
+        path = route(*ends, walls, (top, bottom))
+        if path is None:
+            left = min(r[0] for r in blocks.rect.values()) - 2 * GAP
+            right = max(r[1] for r in blocks.rect.values()) + 2 * GAP
+            near = (max(left, min(t[0], h[0]) - NEAR), min(right, max(t[1], h[1]) + NEAR),
+                    max(top, min(t[2], h[2]) - NEAR), min(bottom, max(t[3], h[3]) + NEAR))
+            path = detour(*ends, walls, near) or detour(*ends, walls, (left, right, top, bottom))
+    if path is None:
+        for key in ("pos", "lp"):
+            if lay.get(a, key):
+                lay.set(a, key, "")
+        return
+    path = taut(path, walls)
+    dot = [(x, -y + lift) for x, y in bezier(path, walls)]
+    text = " ".join(f"{x:.2f},{y:.2f}" for x, y in dot)
+    if arrow:
+        text = f"e,{h[0]:.2f},{dot[-1][1]:.2f} " + text
+    lay.set(a, "pos", text)
+    if lay.get(a, "lp"):
+        x, y = _label_at(path, _text_width(lay.get(a, "label") or ""), walls)
+        lay.set(a, "lp", f"{x:.2f},{-y + lift:.2f}")
+
+
+def _text_width(label: str) -> float:
+    """About how wide a wire's label is drawn (its HTML's text at dot's 10-point font)."""
+    return 5.5 * len(re.sub(r"&#?\w+;", "x", re.sub(r"<[^>]*>", "", label)))
+
+
+def _label_at(path: list[tuple[float, float]], width: float, walls: list[Rect]) -> tuple[float, float]:
+    """Where a wire's label goes: over its longest straight run, at the first of a few places
+    along it where the label covers no box, else mid-way."""
+    a, b = max(zip(path, path[1:]), key=lambda s: math.dist(*s))
+    spots = [(a[0] + (b[0] - a[0]) * t, a[1] + (b[1] - a[1]) * t - 9.0) for t in (0.5, 0.35, 0.65, 0.2, 0.8)]
+    for x, y in spots:
+        box = (x - width / 2, x + width / 2, y - 7.0, y + 7.0)
+        if not any(r[0] < box[1] and box[0] < r[1] and r[2] < box[3] and box[2] < r[3] for r in walls):
+            return x, y
+    return spots[0]
