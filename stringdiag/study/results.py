@@ -38,6 +38,7 @@ COLUMNS = ["mechanism", "family", "layers", "seed", "parameters", "steps", "test
 REQUIRED = [c for c in COLUMNS[:12] if c not in ("seed", "test_acc")]
 INTS = {"layers", "seed", "parameters", "steps", "timing_repeats"}
 TEXT = {"mechanism", "family", "device"}
+BYTES = {"peak_memory_bytes"}  # a whole count where the file writes one: `study --report` keeps it exact
 
 
 def family(uses: Iterable[str], families: Mapping[str, Iterable[str]] = DEFAULT_FAMILIES) -> str:
@@ -288,7 +289,7 @@ def read_csv(path: Path) -> list[dict]:
                 r[c] = None
                 continue
             try:
-                r[c] = int(v) if c in INTS else float(v)
+                r[c] = int(v) if c in INTS or (c in BYTES and v.isdigit()) else float(v)
             except ValueError:
                 raise DiagError(f"{path}:{line}: {c} is {v!r}, not a number") from None
         if not r["mechanism"] or r["layers"] is None:
