@@ -593,26 +593,8 @@ def _routed(d: Diagram, marks: Marks, svg: str) -> str:
 
 def _scored(svg: str, sources: dict, before: dict[int, tuple[float, float]]) -> tuple[int, int, str]:
     """``svg`` after the swap pass (``_swapped``), with its stubs and pairs out of order."""
-    source = sources.get(svg)
-    svg = _swapped(svg, source, before)
-    svg = _restacked(svg, source, before)
+    svg = _swapped(svg, sources.get(svg), before)
     return stubs(svg), disorder(svg, before), svg
-
-
-def _restacked(svg: str, source: str | None, before: dict[int, tuple[float, float]]) -> str:
-    """``svg``, or where it still has pairs of one column out of order, dot's columns with each
-    frame's blocks stacked in the order before (``stacked.stacked``): kept with no wire through a
-    frame and fewer pairs out of order."""
-    wrong = disorder(svg, before)
-    if not wrong or source is None:
-        return svg
-    try:
-        again = stacked(source, before)
-    except (subprocess.CalledProcessError, ValueError, IndexError, KeyError):
-        return svg
-    if again is None or crossings(again) or disorder(again, before) >= wrong:
-        return svg
-    return again
 
 
 def _swapped(svg: str, source: str | None, before: dict[int, tuple[float, float]]) -> str:

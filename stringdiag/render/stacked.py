@@ -7,7 +7,10 @@ bottom afresh, frame by frame from the innermost out: the siblings of one frame 
 x are ordered as the untouched boxes they hold were ordered before (a vote over the pairs of one
 column, at the frame where the two boxes' paths part; dot's order where nothing is known), and
 each is put as near dot's place as the blocks above it allow. A frame grows or shrinks round
-what it holds. Wires are drawn again by ``neato -n2`` where their ends moved apart.
+what it holds. Points (copies, deletions) are not stacked: each is put level with the wire that
+feeds it where that is free (``_settle``). A wire whose ends moved apart, or whose curve now
+runs through a frame, is routed around the frames and boxes by ``route.py``; ``neato -n2``
+draws the result (its graph has the class ``stacked``).
 """
 from __future__ import annotations
 
@@ -46,6 +49,8 @@ def stacked(source: str, before: dict[int, tuple[float, float]], always: bool = 
     if not any(moved.values()) and not always:
         return None
     _write(lay, blocks, old, moved)
+    if "class" in lay.root.where:  # the picture says how it was laid out
+        lay.set(lay.root, "class", f"{lay.get(lay.root, 'class')} stacked")
     return _neato(lay)
 
 
