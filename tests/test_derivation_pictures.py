@@ -162,12 +162,19 @@ def test_stub_pairs_over_the_gallery_are_at_most_half_of_before():
     assert tails <= STUBS_BEFORE // 2, tails
 
 
-# -- the pass that swaps frames dot ordered itself (render/pinned.py) --------------------------------
+# -- a step stacked by us (render/stacked.py) ------------------------------------------------------
+# boxes are named by number, as a diagram's are: 1, 2 in frame A, 3 in B, 4, 5 in C
 
 TWO_FRAMES = """digraph G { rankdir=LR;
-  subgraph cluster_a { label="A"; a1 [shape=box]; a2 [shape=box]; a1 -> a2 }
-  subgraph cluster_b { label="B"; b1 [shape=box] }
-  x -> a1; x -> b1; a2 -> y; b1 -> y }"""
+  subgraph cluster_a { label="A"; 1 [shape=box]; 2 [shape=box]; 1 -> 2 }
+  subgraph cluster_b { label="B"; 3 [shape=box] }
+  x -> 1; x -> 3; 2 -> y; 3 -> y }"""
+THREE_FRAMES = """digraph G { rankdir=LR;
+  subgraph cluster_a { label="A"; 1 [shape=box]; 2 [shape=box]; 1 -> 2 }
+  subgraph cluster_b { label="B"; 3 [shape=box] }
+  subgraph cluster_c { label="C"; 4 [shape=box]; 5 [shape=box]; 4 -> 5 }
+  x -> 1; x -> 3; x -> 4; 2 -> y; 3 -> y; 5 -> y }"""
+FRAME_OF = {"1": "cluster_a", "2": "cluster_a", "3": "cluster_b", "4": "cluster_c", "5": "cluster_c"}
 
 
 def _boxes(svg: str, cls: str) -> dict[str, tuple[float, float, float, float]]:
@@ -190,80 +197,51 @@ def _centres(svg: str) -> dict[str, tuple[float, float]]:
     return {n: ((x0 + x1) / 2, (y0 + y1) / 2) for n, (x0, x1, y0, y1) in _boxes(svg, "node").items()}
 
 
-def _reordered(source: str, before_at: dict, names: dict):
-    """The pass run on dot's picture of ``source``: how many pairs are out of order before and
-    after, the centres after, the SVG it drew."""
-    from stringdiag.render.draw import misplaced
-    from stringdiag.render.pinned import reorder
+def _turned(now, before) -> int:
+    """Pairs of one column top and bottom the other way round from ``before``."""
+    return sum(1 for a in before for b in before if before[a][1] < before[b][1] and now[str(a)][1] > now[str(b)][1])
 
-    wrong = lambda now, before: misplaced({str(k): now[names[k]] for k in names}, before)  # noqa: E731
-    first = subprocess.run(["dot", "-Tsvg"], input=source, capture_output=True, text=True, check=True).stdout
-    svg = reorder(source, before_at, wrong)
+
+def _stacked_in_order(source: str, column: list[str], want: list[str]) -> str:
+    """Stack ``source`` with ``column`` (dot's order, top to bottom) wanted in the order ``want``."""
+    from stringdiag.render.stacked import stacked
+
+    first = _centres(subprocess.run(["dot", "-Tsvg"], input=source, capture_output=True, text=True, check=True).stdout)
+    assert len({first[n][0] for n in column}) == 1  # one column
+    ys = sorted(first[n][1] for n in column)
+    before = {int(n): (first[n][0], ys[k]) for k, n in enumerate(want)}
+    assert _turned(first, before) > 0  # dot's own order is not the one wanted
+    svg = stacked(source, before)
     assert svg is not None
-    return wrong(_centres(first), before_at), wrong(_centres(svg), before_at), _centres(svg), svg
-
-
-def test_the_swap_pass_puts_two_frames_of_one_column_back_in_the_order_before():
-    from stringdiag.render.draw import misplaced
-    from stringdiag.render.pinned import reorder
-
-    centre = _centres(subprocess.run(["dot", "-Tsvg"], input=TWO_FRAMES, capture_output=True, text=True,
-                                     check=True).stdout)
-    # a2 and b1 share a column; the order before: the other way round from dot's picture
-    assert centre["a2"][0] == centre["b1"][0] and centre["a2"][1] != centre["b1"][1]
-    above, below = sorted(["a2", "b1"], key=lambda n: centre[n][1])
-    before_at = {0: (centre[above][0], centre[below][1]), 1: (centre[below][0], centre[above][1])}
-    names = {0: above, 1: below}
-    before, after, at, svg = _reordered(TWO_FRAMES, before_at, names)
-    assert (before, after) == (1, 0)
-    moved = _boxes(svg, "node")
-    assert at[above][1] > at[below][1]  # swapped
-    frames_ = list(_boxes(svg, "cluster").values())
-    assert len(frames_) == 2
-    for n, (x0, x1, y0, y1) in moved.items():  # every box inside its frame, none on another
-        inside = [f for f in frames_ if f[0] <= x0 and x1 <= f[1] and f[2] <= y0 and y1 <= f[3]]
-        assert len(inside) == (n in ("a1", "a2", "b1")), n
-        for m, other in moved.items():
-            assert m == n or not (x0 < other[1] and other[0] < x1 and y0 < other[3] and other[2] < y1)
-    assert len(re.findall(r'class="edge"', svg)) == 5  # every wire drawn
-    assert stubs(svg) == 0 and not crossings(svg)
-    assert reorder(TWO_FRAMES, {0: centre[above], 1: centre[below]},
-                   lambda now, before: misplaced({str(k): now[names[k]] for k in names}, before)) is None
-
-
-THREE_FRAMES = """digraph G { rankdir=LR;
-  subgraph cluster_a { label="A"; a1 [shape=box]; a2 [shape=box]; a1 -> a2 }
-  subgraph cluster_b { label="B"; b1 [shape=box] }
-  subgraph cluster_c { label="C"; c1 [shape=box]; c2 [shape=box]; c1 -> c2 }
-  x -> a1; x -> b1; x -> c1; a2 -> y; b1 -> y; c2 -> y }"""
-
-
-def test_the_pass_lifts_a_frame_over_two_others_to_the_order_before():
-    # three frames in one column, the order before a rotation of dot's: the bottom frame goes on
-    # top, past the one between (a swap only of two frames whose rectangle holds nothing else, the
-    # pass before, leaves it as dot drew it)
-    centre = _centres(subprocess.run(["dot", "-Tsvg"], input=THREE_FRAMES, capture_output=True, text=True,
-                                     check=True).stdout)
-    column = sorted(["a2", "b1", "c2"], key=lambda n: centre[n][1])  # top to bottom in dot's picture
-    assert len({centre[n][0] for n in column}) == 1
-    want = [column[-1], *column[:-1]]  # the bottom one first
-    ys = sorted(centre[n][1] for n in column)
-    before_at = {k: (centre[n][0], ys[k]) for k, n in enumerate(want)}
-    before, after, at, svg = _reordered(THREE_FRAMES, before_at, dict(enumerate(want)))
-    assert (before, after) == (2, 0)
-    moved = _boxes(svg, "node")
-    assert sorted(want, key=lambda n: at[n][1]) == want
+    assert _turned(_centres(svg), before) == 0
+    assert sorted(want, key=lambda n: _centres(svg)[n][1]) == want
     frames_ = _boxes(svg, "cluster")
-    assert len(frames_) == 3
-    for n, (x0, x1, y0, y1) in moved.items():  # every box inside its own frame only, none on another
+    for n, (x0, x1, y0, y1) in _boxes(svg, "node").items():  # every box inside its own frame only, none on another
         inside = [name for name, f in frames_.items() if f[0] <= x0 and x1 <= f[1] and f[2] <= y0 and y1 <= f[3]]
-        assert inside == ([f"cluster_{n[0]}"] if n[0] in "abc" else []), n
-        for m, other in moved.items():
+        assert inside == ([FRAME_OF[n]] if n in FRAME_OF else []), n
+        for m, other in _boxes(svg, "node").items():
             assert m == n or not (x0 < other[1] and other[0] < x1 and y0 < other[3] and other[2] < y1)
     for f, g in ((f, g) for f in frames_.values() for g in frames_.values() if f != g):
         assert not (f[0] < g[1] and g[0] < f[1] and f[2] < g[3] and g[2] < f[3])
-    assert len(re.findall(r'class="edge"', svg)) == 8  # every wire drawn
+    assert len(re.findall(r'class="edge"', svg)) == source.count("->")  # every wire drawn
     assert stubs(svg) == 0 and not crossings(svg)
+    assert "stacked" in re.search(r'<g id="graph0" class="([^"]*)"', svg).group(1)
+    return svg
+
+
+def test_stacking_puts_two_frames_of_one_column_in_the_order_before():
+    centre = _centres(subprocess.run(["dot", "-Tsvg"], input=TWO_FRAMES, capture_output=True, text=True,
+                                     check=True).stdout)
+    column = sorted(["2", "3"], key=lambda n: centre[n][1])
+    _stacked_in_order(TWO_FRAMES, column, column[::-1])
+
+
+def test_stacking_lifts_a_frame_over_two_others_to_the_order_before():
+    # three frames in one column, the order before a rotation of dot's: the bottom frame goes on top
+    centre = _centres(subprocess.run(["dot", "-Tsvg"], input=THREE_FRAMES, capture_output=True, text=True,
+                                     check=True).stdout)
+    column = sorted(["2", "3", "5"], key=lambda n: centre[n][1])
+    _stacked_in_order(THREE_FRAMES, column, [column[-1], *column[:-1]])
 
 
 def test_the_interactive_pages_steps_keep_the_order_too():

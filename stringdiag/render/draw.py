@@ -30,7 +30,6 @@ from ..syntax.source import write_atomic
 from .crossings import centres, crossings
 from .formats import FORMATS
 from .frames import copy_points, frames, placed, rows
-from .pinned import reorder
 from .stacked import stacked
 
 SEQ_COLOUR = "#c0392b"
@@ -114,7 +113,6 @@ class Marks:
     columns: bool = True  # also an invisible edge down each column (dot's router fails on a few)
     strict: str = ""  # dot's mclimit, to start its ordering from the order before ("": off)
     ranks: bool = True  # the edges from each column to the next (off: dot ranks the boxes freely)
-    pairs: frozenset[tuple[int, int]] = frozenset()  # only these hints, left to right (``_repaired``)
 
 
 def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str | None = None,
@@ -174,10 +172,8 @@ def _mark(g: graphviz.Digraph, d: Diagram, P: str, marks: Marks) -> None:
             g.edge(f"{P}{HUB}in", f"{P}{b}", **hidden)
             g.edge(f"{P}{b}", f"{P}{HUB}out", **hidden)
     held = nx.DiGraph(d.graph)  # the wires, and the hints so far: a hint closing a cycle is left out
-    pairs = [(a, b, hidden) for left, right in zip(order, order[1:]) for a in left for b in right
-             if marks.ranks and not marks.pairs]
-    pairs += [(a, b, hidden) for a, b in sorted(marks.pairs)]
-    if marks.columns and not marks.pairs:  # where two stay in one column, dot (left to right) draws this edge's tail above its head
+    pairs = [(a, b, hidden) for left, right in zip(order, order[1:]) for a in left for b in right if marks.ranks]
+    if marks.columns:  # where two stay in one column, dot (left to right) draws this edge's tail above its head
         pairs += [(a, b, hidden | {"weight": "1"}) for column in order for a, b in zip(column, column[1:])]
     for a, b, attrs in pairs:
         if not nx.has_path(held, b, a):
@@ -358,8 +354,6 @@ class Cuts:
 MCLIMIT = "0.2"
 STRICT = ("0.01",)  # mclimit of the strict layouts: no pass of crossing reduction (with "1", a full one,
 # some steps keep their order and others lose it: over the gallery 354 pairs out of order against 306)
-SPARE_STUBS = 1  # more stub pairs a layout with every untouched pair in order may have
-REPAIRS = 3  # rounds of hints for the pairs a layout turned left for right
 HUB = "order_"  # the first and last node of a strict ordering (invisible)
 HUB_NODE = {"label": "", "shape": "point", "width": "0.01", "style": "invis"}
 ROUNDS = 8  # of untangling: most pictures settle in two or three
@@ -555,20 +549,19 @@ STUB = re.compile(r"→ \(\d+\)")
 
 
 def _marked_svg(d: Diagram, marks: Marks | None) -> str:
-    """``to_svg`` with the marks, the untouched boxes in their order before where dot can.
-    Layouts tried in turn: the order hints, the hints with a strict first ordering (``STRICT``),
-    the hints but none down the columns, none but the boxes given to dot in their order
-    before; kept is the one with the fewest stubs, then the fewest pairs out of order
-    (``disorder``), and a layout needing more stubs than the free one (a frame stretched by
-    the hints lets an edge run through another) is not taken: the free layout is the last
-    resort. The one kept then goes through the pass of ``pinned.py`` (``_swapped``), and where
-    it still turns boxes left for right, layouts with hints for just those pairs are tried
-    (``_repaired``). A picture drawn with hints says so (its graph has the class ``ordered``);
-    dot's edge router gives up on a few hinted layouts ("triangulation failed")."""
+    """``to_svg`` with the marks, the untouched boxes in their order before. Dot's layouts are
+    tried in turn: the order hints, the hints with a strict first ordering (``STRICT``), the
+    hints but none down the columns, none but the boxes given to dot in their order before;
+    kept is the one with the fewest stubs, then the fewest pairs out of order (``disorder``),
+    and a layout needing more stubs than the free one (a frame stretched by the hints lets an
+    edge run through another) is not taken. Dot orders the boxes of one rank in different
+    frames itself, so where every one of these still turns a pair round, the step is stacked
+    by us (``_routed``). A picture drawn with hints says so (its graph has the class
+    ``ordered``; a stacked one also ``stacked``); dot's edge router gives up on a few hinted
+    layouts ("triangulation failed")."""
     if marks is None or not marks.before:
         return to_svg(d, marks=marks)
-    sources: dict = {}
-    svg = _repaired(d, marks, _scored(_ordered_svg(d, marks, sources), sources, marks.before), sources)
+    svg = _ordered_svg(d, marks)
     return _routed(d, marks, svg) if disorder(svg, marks.before) else svg
 
 
@@ -591,42 +584,20 @@ def _routed(d: Diagram, marks: Marks, svg: str) -> str:
     return svg
 
 
-def _scored(svg: str, sources: dict, before: dict[int, tuple[float, float]]) -> tuple[int, int, str]:
-    """``svg`` after the swap pass (``_swapped``), with its stubs and pairs out of order."""
-    svg = _swapped(svg, sources.get(svg), before)
-    return stubs(svg), disorder(svg, before), svg
-
-
-def _swapped(svg: str, source: str | None, before: dict[int, tuple[float, float]]) -> str:
-    """``svg`` with frames of one column swapped back into the order ``before`` where dot
-    could not be told it (``pinned.reorder``); kept only with no wire through a frame, the
-    same stubs, and fewer pairs out of order."""
-    wrong = disorder(svg, before)
-    if not wrong or source is None:
-        return svg
-    try:
-        again = reorder(source, before, misplaced)
-    except (subprocess.CalledProcessError, ValueError, IndexError, KeyError):  # a layout it cannot read: dot's
-        return svg
-    if again is None or crossings(again) or stubs(again) != stubs(svg) or disorder(again, before) >= wrong:
-        return svg
-    return again
-
-
-def _ordered_svg(d: Diagram, marks: Marks, sources: dict) -> str:
+def _ordered_svg(d: Diagram, marks: Marks) -> str:
     """The best of dot's layouts with the order hints (``_marked_svg``)."""
     free: list[str] = []  # drawn only when needed
 
     def unhinted() -> str:
         if not free:
-            free.append(to_svg(d, marks=replace(marks, before={}), sources=sources))
+            free.append(to_svg(d, marks=replace(marks, before={})))
         return free[0]
 
     best: tuple[int, int, str] | None = None  # (stubs, pairs out of order, svg)
     for m in (marks, *(replace(marks, strict=c) for c in STRICT), replace(marks, columns=False),
               replace(marks, columns=False, ranks=False)):
         try:
-            svg = to_svg(d, marks=m, sources=sources)
+            svg = to_svg(d, marks=m)
         except subprocess.CalledProcessError:
             continue
         if stubs(svg) and stubs(svg) > stubs(unhinted()):
@@ -638,37 +609,6 @@ def _ordered_svg(d: Diagram, marks: Marks, sources: dict) -> str:
     if best is None or (best[1] and (stubs(unhinted()), disorder(unhinted(), marks.before)) < best[:2]):
         return unhinted()
     return best[2]
-
-
-def _repaired(d: Diagram, marks: Marks, best: tuple[int, int, str], sources: dict) -> str:
-    """``best`` (stubs, pairs out of order, svg), or a layout with hints for only the pairs it
-    turned left for right (``REPAIRS`` rounds, each adding the pairs the last one turned; each
-    after the swap pass): the full
-    hints stretch some pictures until a wire runs through a frame, a few hints seldom do. One
-    that puts every pair back in order may cost ``SPARE_STUBS`` more stub pairs."""
-    pairs: set[tuple[int, int]] = set()
-    last = best[2]
-    for _ in range(REPAIRS):
-        turned = _turned(centres(last), marks.before) - pairs
-        if not turned:
-            break
-        pairs |= turned
-        try:
-            last = to_svg(d, marks=replace(marks, pairs=frozenset(pairs)), sources=sources)
-        except subprocess.CalledProcessError:
-            break
-        mine = _scored(last, sources, marks.before)
-        if crossings(mine[2]):  # the untangling did not settle: a stub's wire through a frame
-            continue
-        if mine[:2] < best[:2] or (not mine[1] and mine[0] <= best[0] + SPARE_STUBS):
-            best = mine
-    return best[2]
-
-
-def _turned(now: dict[str, tuple[float, float]], before: dict[int, tuple[float, float]]) -> set[tuple[int, int]]:
-    """The pairs (left, right) of boxes left and right of each other before and the other way now."""
-    at = [(b, before[b][0], now[str(b)][0]) for b in before if str(b) in now]
-    return {(a, c) for a, x0, u0 in at for c, x1, u1 in at if x1 - x0 > EPS and u0 - u1 > EPS}
 
 
 def grid_svg(frames: list[tuple[str, Diagram]], columns: int = 6, progress=None) -> str:
@@ -719,10 +659,9 @@ def write(g: graphviz.Digraph, out: str | Path) -> Path:
     return write_atomic(out, data)
 
 
-def to_svg(d: Diagram, expand: bool = False, marks: Marks | None = None, sources: dict | None = None) -> str:
+def to_svg(d: Diagram, expand: bool = False, marks: Marks | None = None) -> str:
     """The picture as SVG; a long stack of layers as rows one under another. An edge Graphviz
-    routes through a frame it does not enter is drawn again as a pair of numbered stubs.
-    ``sources`` collects the DOT each one-drawing SVG was made from (svg -> source)."""
+    routes through a frame it does not enter is drawn again as a pair of numbered stubs."""
     d = d.expand(unroll={}, limit=MAX_EXPANDED) if expand else d  # stacks of known size drawn as their layers
 
     def draw(cut: set[tuple[str, str]], heavy: set[tuple[str, str]]) -> str:
@@ -732,8 +671,6 @@ def to_svg(d: Diagram, expand: bool = False, marks: Marks | None = None, sources
         quiet = marks is not None and bool(marks.before)  # a hinted layout dot fails on is not taken: no warning
         g = to_graphviz(d, cuts=Cuts(cut, heavy=heavy), marks=marks)
         svg = g.pipe(format="svg", encoding="utf-8", quiet=quiet)
-        if sources is not None:
-            sources[svg] = g.source
         return svg
 
     return untangled(draw)

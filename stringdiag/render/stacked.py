@@ -1,7 +1,7 @@
 """A step of a derivation stacked in the order of the picture before: our own vertical layout.
 
-Dot places each column (rank) itself and orders frames of one rank as it likes; ``pinned.py``
-repairs that with moves that must fit in the gaps dot left. Here dot keeps only its columns
+Dot places each column (rank) itself and orders frames of one rank as it likes, whatever order
+hints it is given (``draw._mark``). Where that turns untouched boxes round, dot keeps only its columns
 (every x) and this module places every block (a frame with all it holds, or a box) top to
 bottom afresh, frame by frame from the innermost out: the siblings of one frame that share some
 x are ordered as the untouched boxes they hold were ordered before (a vote over the pairs of one
@@ -20,7 +20,7 @@ import subprocess
 
 import networkx as nx
 
-from .pinned import Blocks, Layout, Rect, _floats, _foreign, _moved_points, _neato, _window, parse
+from .dotlayout import Blocks, Layout, Rect, _floats, _foreign, _moved_points, _neato, _overlap, _window, _within, parse
 from .route import bezier, detour, route, taut
 
 EPS = 1.0  # points: the boxes of one column of dot's layout share their x
@@ -51,6 +51,8 @@ def stacked(source: str, before: dict[int, tuple[float, float]], always: bool = 
     _write(lay, blocks, old, moved)
     if "class" in lay.root.where:  # the picture says how it was laid out
         lay.set(lay.root, "class", f"{lay.get(lay.root, 'class')} stacked")
+    else:  # a statement before the graph's closing brace (no index before it moves)
+        lay.tokens.insert(len(lay.tokens) - 1, 'graph [class="stacked"];')
     return _neato(lay)
 
 
@@ -113,21 +115,13 @@ def _settle(blocks: Blocks, key: tuple[str, str]) -> None:
     x0, x1, y0, y1 = blocks.rect[key]
     half = (y1 - y0) / 2
     home = set(_path(blocks, name)[:-1])
-    others = [(other in home, other[0] == "node", r) for other, r in blocks.rect.items() if other != key]
+    others = [(other in home, r) for other, r in blocks.rect.items() if other != key]
     for dy in sorted(range(-400, 401, 4), key=abs):
         for want in wants:
             there = (x0, x1, want + dy - half - 3, want + dy + half + 3)
-            if all(_within(there, r) if mine else not _meets(there, r) for mine, _, r in others):
+            if all(_within(there, r) if mine else not _overlap(there, r) for mine, r in others):
                 blocks.rect[key] = (x0, x1, want + dy - half, want + dy + half)
                 return
-
-
-def _within(r: Rect, outer: Rect) -> bool:
-    return outer[0] <= r[0] and r[1] <= outer[1] and outer[2] <= r[2] and r[3] <= outer[3]
-
-
-def _meets(a: Rect, b: Rect) -> bool:
-    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
 
 
 def _pads(blocks: Blocks, frame: str) -> tuple[float, float]:
@@ -172,9 +166,9 @@ def _shift(blocks: Blocks, key: tuple[str, str], dy: float) -> None:
 
 
 def _write(lay: Layout, blocks: Blocks, old: dict, moved: dict[str, float]) -> None:
-    """The layout's text with the blocks where they are now: the whole kept below dot's top
-    (dot's y points up), a wire whose ends moved alike moved with them, any other left for
-    ``neato -n2`` to route (its label placed by neato)."""
+    """The layout's text with the blocks where they are now (dot's y points up; the picture
+    grows upward, so no y goes below 0): a wire whose ends moved alike and that still runs
+    clear of the frames moved with them, any other routed again (``_reroute``)."""
     bottom = max(r[3] for r in old.values())
     lift = max(r[3] for r in blocks.rect.values()) - bottom  # the picture grows upward: dot's y stays >= 0
     for (kind, name), (x0, x1, y0, y1) in blocks.rect.items():

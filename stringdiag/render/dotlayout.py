@@ -1,0 +1,234 @@
+"""Dot's finished layout (``dot -Tdot``), parsed and editable, for a picture we place ourselves.
+
+``dot -Tdot`` writes the graph back with every node's place and size, every frame's box and
+label, every edge's curve. ``stacked.py`` reads it (``parse``, ``Blocks``), moves blocks, edits
+the attributes in place (``Layout.set``) and has ``neato -n2`` draw the result (``_neato``): the
+places as given, the curves as given, an edge with no curve routed by neato. ``_window`` says
+whether a curve moved with its ends still runs clear of the frames holding neither end.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass, field
+
+from .crossings import _curve, crossings
+
+TOKEN = re.compile(r'\s+|"(?:[^"\\]|\\.)*"|->|[{}\[\];=,:]|(?:[^\s{}\[\];=,"<>:-]|-(?!>))+|<', re.S)
+Rect = tuple[float, float, float, float]  # x0, x1, y0, y1, y down (as in the SVG)
+
+
+def _tokens(text: str) -> list[str]:
+    """DOT's tokens, an HTML string (``<...>``, nested) as one."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "<":
+            depth, j = 0, i
+            while True:
+                depth += {"<": 1, ">": -1}.get(text[j], 0)
+                j += 1
+                if depth == 0:
+                    break
+            out.append(text[i:j])
+            i = j
+            continue
+        m = TOKEN.match(text, i)
+        if not m.group().isspace():
+            out.append(m.group())
+        i = m.end()
+    return out
+
+
+def _unquote(value: str) -> str:
+    return value[1:-1].replace("\\\n", "").replace('\\"', '"') if value.startswith('"') else value
+
+
+@dataclass
+class _Attrs:
+    """One statement's attribute list: name -> index of its value token."""
+    where: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Layout:
+    """Dot's finished layout, editable in place and written back as DOT."""
+    tokens: list[str]
+    nodes: dict[str, _Attrs] = field(default_factory=dict)
+    clusters: dict[str, _Attrs] = field(default_factory=dict)
+    edges: list[tuple[str, str, _Attrs]] = field(default_factory=list)
+    parent: dict[tuple[str, str], str] = field(default_factory=dict)  # ("node"|"cluster", name) -> cluster ("": none)
+    root: _Attrs = field(default_factory=_Attrs)  # the whole graph's attributes (its box, its label)
+
+    def get(self, attrs: _Attrs, key: str) -> str | None:
+        k = attrs.where.get(key)
+        return None if k is None else _unquote(self.tokens[k])
+
+    def set(self, attrs: _Attrs, key: str, value: str) -> None:
+        self.tokens[attrs.where[key]] = f'"{value}"'
+
+    def text(self) -> str:
+        return "\n".join(self.tokens)
+
+
+def parse(text: str) -> Layout:
+    """The statements of ``dot -Tdot``'s output that matter here: nodes, clusters, edges."""
+    out = Layout(_tokens(text))
+    t = out.tokens
+    stack: list[str] = []  # the subgraphs open; "" for one that is not a cluster
+    i = 0
+    while i < len(t):
+        if t[i] == "subgraph":
+            stack.append(t[i + 1] if _unquote(t[i + 1]).startswith("cluster") else "")
+            i += 3
+            continue
+        if t[i] == "}":
+            stack and stack.pop()
+            i += 1
+            continue
+        if i + 1 < len(t) and t[i + 1] in ("[", "->") and t[i] not in ("graph", "node", "edge"):
+            i = _statement(out, t, i, next((s for s in reversed(stack) if s), ""))
+            continue
+        if t[i] == "graph" and not stack and t[i + 1] == "[" and not out.root.where:
+            out.root, i = _attrs(t, i + 1)
+            continue
+        if t[i] == "graph" and stack and stack[-1] and t[i + 1] == "[":
+            attrs, i = _attrs(t, i + 1)
+            name = _unquote(stack[-1])
+            out.clusters[name] = attrs
+            outer = next((_unquote(s) for s in reversed(stack[:-1]) if s), "")
+            out.parent[("cluster", name)] = outer
+            continue
+        i += 1
+    return out
+
+
+def _statement(out: Layout, t: list[str], i: int, cluster: str) -> int:
+    tail = _unquote(t[i])
+    if t[i + 1] == "->":
+        head = _unquote(t[i + 2])
+        attrs, j = _attrs(t, i + 3) if i + 3 < len(t) and t[i + 3] == "[" else (_Attrs(), i + 3)
+        out.edges.append((tail, head, attrs))
+        return j
+    attrs, j = _attrs(t, i + 1)
+    out.nodes.setdefault(tail, attrs)
+    out.parent.setdefault(("node", tail), _unquote(cluster))
+    return j
+
+
+def _attrs(t: list[str], i: int) -> tuple[_Attrs, int]:
+    """The attribute list opening at ``t[i] == '['``; the index after its ``]``."""
+    out = _Attrs()
+    j = i + 1
+    while t[j] != "]":
+        if t[j + 1] == "=":
+            out.where[t[j]] = j + 2
+            j += 3
+        else:
+            j += 1
+    return out, j + 1
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?(?:e-?\d+)?", text)]
+
+
+class Blocks:
+    """The geometry of a layout in the SVG's orientation (y down), by block: a node or a frame."""
+
+    def __init__(self, lay: Layout):
+        self.lay = lay
+        self.rect: dict[tuple[str, str], Rect] = {}
+        for name, a in lay.nodes.items():
+            if lay.get(a, "style") == "invis" or lay.get(a, "pos") is None:
+                continue
+            x, y = _floats(lay.get(a, "pos"))[:2]
+            w, h = (float(lay.get(a, k) or 0) * 36 for k in ("width", "height"))
+            self.rect[("node", name)] = (x - w, x + w, -y - h, -y + h)
+        for name, a in lay.clusters.items():
+            if lay.get(a, "bb"):
+                x0, y0, x1, y1 = _floats(lay.get(a, "bb"))
+                self.rect[("cluster", name)] = (x0, x1, -y1, -y0)
+        self.children: dict[str, list[tuple[str, str]]] = {}
+        self.held: dict[tuple[str, str], set[str]] = {}  # a frame's nodes, once worked out
+        for key in self.rect:
+            self.children.setdefault(lay.parent.get(key, ""), []).append(key)
+
+    def members(self, key: tuple[str, str]) -> set[str]:
+        """The nodes a block holds (itself, for a node)."""
+        if key[0] == "node":
+            return {key[1]}
+        if key not in self.held:
+            self.held[key] = set().union(*(self.members(k) for k in self.children.get(key[1], [])))
+        return self.held[key]
+
+    def centre(self, node: str) -> tuple[float, float]:
+        x0, x1, y0, y1 = self.rect[("node", node)]
+        return (x0 + x1) / 2, (y0 + y1) / 2
+
+
+def _overlap(a: Rect, b: Rect) -> bool:
+    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
+
+
+def _neato(lay: Layout) -> str:
+    """``neato -n2``'s SVG of the layout: places and curves as given, an edge with none routed."""
+    return subprocess.run(["neato", "-n2", "-Gsplines=true", "-Tsvg"], input=lay.text(), capture_output=True,
+                          text=True, check=True).stdout
+
+
+def _foreign(blocks: Blocks, tail: str, head: str) -> list[Rect]:
+    """The frames holding neither end of an edge."""
+    return [r for (kind, name), r in blocks.rect.items()
+            if kind == "cluster" and not {tail, head} & blocks.members((kind, name))]
+
+
+def _inside(p: tuple[float, float], r: Rect, margin: float = 2.0) -> bool:
+    return r[0] + margin < p[0] < r[1] - margin and r[2] + margin < p[1] < r[3] - margin
+
+
+def _within(r: Rect, outer: Rect) -> bool:
+    return outer[0] <= r[0] and r[1] <= outer[1] and outer[2] <= r[2] and r[3] <= outer[3]
+
+
+STOPS = (0.0, 1 / 16, 1 / 8, 1 / 4, 3 / 8, 1 / 2, 5 / 8, 3 / 4, 7 / 8, 15 / 16, 1.0)
+WINDOWS = sorted(((a, b) for a in STOPS for b in STOPS if a < b), key=lambda w: (w[0] - w[1], w))  # widest first
+
+
+def _window(blocks: Blocks, pos: str, tail: str, head: str, dt: float, dh: float) -> tuple[float, float] | None:
+    """Where along x an edge between blocks that moved apart bends from its tail's shift to
+    its head's (dot's y, up): the widest stretch (the whole way first) that runs it through no
+    frame holding neither end; None when every one does."""
+    pts = _points(pos)
+    x0, x1 = pts[0][0], pts[-1][0]  # tail to head (the arrow's tip last)
+    foreign = _foreign(blocks, tail, head)
+    for f0, f1 in (WINDOWS if dt != dh else WINDOWS[:1]):
+        w = x0 + f0 * (x1 - x0), x0 + f1 * (x1 - x0)
+        curve = _sampled([(x, -y) for x, y in _points(_moved_points(pos, dt, dh, *w))])
+        if not any(_inside(p, r) for r in foreign for p in curve):
+            return w
+    return None
+
+
+def _sampled(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Points along the cubic Béziers of a DOT spline (its control points, the arrow's tip last)."""
+    ctrl = pts[:-1] if len(pts) % 3 == 2 else pts
+    return _curve("M" + " ".join(f"{x!r},{y!r}" for x, y in ctrl))
+
+
+POINT = re.compile(r"(-?\d+(?:\.\d+)?(?:e-?\d+)?),(-?\d+(?:\.\d+)?(?:e-?\d+)?)")
+
+
+def _points(text: str) -> list[tuple[float, float]]:
+    """A DOT point list's points, tail first (``e,x,y``, the arrow's tip, last)."""
+    pts = [(float(m.group(1)), float(m.group(2))) for m in POINT.finditer(text)]
+    return pts[1:] + pts[:1] if text.startswith("e,") else pts
+
+
+def _moved_points(text: str, dy: float, dy1: float | None = None, x0: float = 0.0, x1: float = 0.0) -> str:
+    """A DOT point list (``e,x,y x,y ...``) moved by ``dy`` (dot's orientation), or sheared
+    from ``dy`` at ``x0`` to ``dy1`` at ``x1``: a curve between two blocks that moved apart."""
+    def one(m: re.Match) -> str:
+        x, y = float(m.group(1)), float(m.group(2))
+        t = 0.0 if dy1 is None or abs(x1 - x0) < 1e-6 else min(1.0, max(0.0, (x - x0) / (x1 - x0)))
+        return f"{x:.2f},{y + dy + t * ((dy1 if dy1 is not None else dy) - dy):.2f}"
+    return POINT.sub(one, text)
