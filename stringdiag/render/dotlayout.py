@@ -12,7 +12,7 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 
-from .crossings import _curve, crossings
+from .crossings import _curve
 
 TOKEN = re.compile(r'\s+|"(?:[^"\\]|\\.)*"|->|[{}\[\];=,:]|(?:[^\s{}\[\];=,"<>:-]|-(?!>))+|<', re.S)
 Rect = tuple[float, float, float, float]  # x0, x1, y0, y1, y down (as in the SVG)
