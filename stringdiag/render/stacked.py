@@ -6,7 +6,8 @@ hints it is given (``draw._mark``). Where that turns untouched boxes round, dot 
 bottom afresh, frame by frame from the innermost out: the siblings of one frame that share some
 x are ordered as the untouched boxes they hold were ordered before (a vote over the pairs of one
 column, at the frame where the two boxes' paths part; dot's order where nothing is known), and
-each is put as near dot's place as the blocks above it allow. A frame grows or shrinks round
+each is put between where the blocks above it push it down to and where those below push it up
+to from dot's place (the mean of two placements that both keep the order). A frame grows or shrinks round
 what it holds. Points (copies, deletions) are not stacked: each is put level with the wire that
 feeds it where that is free (``_settle``). A wire whose ends moved apart, or whose curve now
 runs through a frame, is routed around the frames and boxes by ``route.py``; ``neato -n2``
@@ -90,12 +91,18 @@ def _place(blocks: Blocks, frame: str, votes: dict[tuple, int], pads: dict, poin
         if kind == "cluster":
             _place(blocks, name, votes, pads, points)
     order = _order(blocks, kids, votes)
-    top: dict[tuple, float] = {}
-    for c in nx.lexicographical_topological_sort(order, key=lambda c: (blocks.rect[c][2], c)):
-        r = blocks.rect[c]
-        want = max([r[2]] + [top[p] + _height(blocks.rect[p]) + order.edges[p, c]["gap"] for p in order.pred[c]])
-        top[c] = want
-        _shift(blocks, c, want - r[2])
+    wish = {c: blocks.rect[c][2] for c in kids}
+    high = {c: _height(blocks.rect[c]) for c in kids}
+    gap = {e: order.edges[e]["gap"] for e in order.edges}
+    ranked = list(nx.lexicographical_topological_sort(order, key=lambda c: (wish[c], c)))
+    down: dict[tuple, float] = {}  # each as high as it wishes or as those above push it down
+    for c in ranked:
+        down[c] = max([wish[c]] + [down[p] + high[p] + gap[p, c] for p in order.pred[c]])
+    up: dict[tuple, float] = {}  # each as low as it wishes or as those below push it up
+    for c in reversed(ranked):
+        up[c] = min([wish[c]] + [up[b] - high[c] - gap[c, b] for b in order.succ[c]])
+    for c in ranked:  # both keep every block clear of those above and below: so does their mean
+        _shift(blocks, c, (down[c] + up[c]) / 2 - wish[c])
     if frame and kids:
         pad_top, pad_bottom = pads[frame]
         x0, x1, _, _ = blocks.rect[("cluster", frame)]
