@@ -5,8 +5,10 @@ draws them straight through frames, and dot's curves belong to dot's places. A w
 left-to-right picture runs from its tail's right side to its head's left side; here it is a
 path on a grid of points ``STEP`` apart that only moves right or up and down, never into a
 frame holding neither end nor onto another box, found by dynamic programming column by column
-(each bend costs ``BEND``, each point climbed ``1``): fewest bends first, then shortest. Its
-corners are then rounded into cubic Béziers (DOT's ``pos``) as far as that stays clear.
+(each bend costs ``BEND``, each point climbed ``1``): fewest bends first, then shortest
+(``route``). Where a frame lies across the way, a path that may also run left is searched on a
+coarser grid (``detour``). The path is pulled taut (``taut``) and its corners rounded into cubic
+Béziers (DOT's ``pos``) as far as that stays clear (``bezier``).
 """
 from __future__ import annotations
 
