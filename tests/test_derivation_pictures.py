@@ -212,7 +212,6 @@ def _stacked_in_order(source: str, column: list[str], want: list[str]) -> str:
     before = {int(n): (first[n][0], ys[k]) for k, n in enumerate(want)}
     assert _turned(first, before) > 0  # dot's own order is not the one wanted
     svg = stacked(source, before)
-    assert svg is not None
     assert _turned(_centres(svg), before) == 0
     assert sorted(want, key=lambda n: _centres(svg)[n][1]) == want
     frames_ = _boxes(svg, "cluster")

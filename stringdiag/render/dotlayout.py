@@ -3,7 +3,7 @@
 ``dot -Tdot`` writes the graph back with every node's place and size, every frame's box and
 label, every edge's curve. ``stacked.py`` reads it (``parse``, ``Blocks``), moves blocks, edits
 the attributes in place (``Layout.set``) and has ``neato -n2`` draw the result (``_neato``): the
-places as given, the curves as given, an edge with no curve routed by neato. ``_window`` says
+places as given, the curves as given, an edge with no curve routed by neato. ``_clear`` says
 whether a curve moved with its ends still runs clear of the frames holding neither end.
 """
 from __future__ import annotations
@@ -190,23 +190,11 @@ def _within(r: Rect, outer: Rect) -> bool:
     return outer[0] <= r[0] and r[1] <= outer[1] and outer[2] <= r[2] and r[3] <= outer[3]
 
 
-STOPS = (0.0, 1 / 16, 1 / 8, 1 / 4, 3 / 8, 1 / 2, 5 / 8, 3 / 4, 7 / 8, 15 / 16, 1.0)
-WINDOWS = sorted(((a, b) for a in STOPS for b in STOPS if a < b), key=lambda w: (w[0] - w[1], w))  # widest first
-
-
-def _window(blocks: Blocks, pos: str, tail: str, head: str, dt: float, dh: float) -> tuple[float, float] | None:
-    """Where along x an edge between blocks that moved apart bends from its tail's shift to
-    its head's (dot's y, up): the widest stretch (the whole way first) that runs it through no
-    frame holding neither end; None when every one does."""
-    pts = _points(pos)
-    x0, x1 = pts[0][0], pts[-1][0]  # tail to head (the arrow's tip last)
-    foreign = _foreign(blocks, tail, head)
-    for f0, f1 in (WINDOWS if dt != dh else WINDOWS[:1]):
-        w = x0 + f0 * (x1 - x0), x0 + f1 * (x1 - x0)
-        curve = _sampled([(x, -y) for x, y in _points(_moved_points(pos, dt, dh, *w))])
-        if not any(_inside(p, r) for r in foreign for p in curve):
-            return w
-    return None
+def _clear(blocks: Blocks, pos: str, tail: str, head: str, dy: float) -> bool:
+    """Whether an edge's curve moved by ``dy`` (dot's y, up), as its two ends moved, runs
+    through no frame holding neither end."""
+    curve = _sampled([(x, -y) for x, y in _points(_moved_points(pos, dy))])
+    return not any(_inside(p, r) for r in _foreign(blocks, tail, head) for p in curve)
 
 
 def _sampled(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -224,11 +212,6 @@ def _points(text: str) -> list[tuple[float, float]]:
     return pts[1:] + pts[:1] if text.startswith("e,") else pts
 
 
-def _moved_points(text: str, dy: float, dy1: float | None = None, x0: float = 0.0, x1: float = 0.0) -> str:
-    """A DOT point list (``e,x,y x,y ...``) moved by ``dy`` (dot's orientation), or sheared
-    from ``dy`` at ``x0`` to ``dy1`` at ``x1``: a curve between two blocks that moved apart."""
-    def one(m: re.Match) -> str:
-        x, y = float(m.group(1)), float(m.group(2))
-        t = 0.0 if dy1 is None or abs(x1 - x0) < 1e-6 else min(1.0, max(0.0, (x - x0) / (x1 - x0)))
-        return f"{x:.2f},{y + dy + t * ((dy1 if dy1 is not None else dy) - dy):.2f}"
-    return POINT.sub(one, text)
+def _moved_points(text: str, dy: float) -> str:
+    """A DOT point list (``e,x,y x,y ...``) moved by ``dy`` (dot's orientation)."""
+    return POINT.sub(lambda m: f"{float(m.group(1)):.2f},{float(m.group(2)) + dy:.2f}", text)

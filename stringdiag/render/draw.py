@@ -573,11 +573,10 @@ def _routed(d: Diagram, marks: Marks, svg: str) -> str:
     wrong = disorder(svg, marks.before)
     for m in (marks, replace(marks, columns=False)):
         try:
-            again = stacked(to_graphviz(d, marks=m).source, marks.before, always=True)
+            again = stacked(to_graphviz(d, marks=m).source, marks.before)
         except (subprocess.CalledProcessError, ValueError, IndexError, KeyError):
             continue
-        if again is not None and not crossings(again) and stubs(again) <= stubs(svg) \
-                and disorder(again, marks.before) < wrong:
+        if not crossings(again) and stubs(again) <= stubs(svg) and disorder(again, marks.before) < wrong:
             svg, wrong = again, disorder(again, marks.before)
         if not wrong:
             break

@@ -21,7 +21,7 @@ import subprocess
 
 import networkx as nx
 
-from .dotlayout import Blocks, Layout, Rect, _floats, _foreign, _moved_points, _neato, _overlap, _window, _within, parse
+from .dotlayout import Blocks, Layout, Rect, _clear, _floats, _foreign, _moved_points, _neato, _overlap, _within, parse
 from .route import bezier, detour, route, taut
 
 EPS = 1.0  # points: the boxes of one column of dot's layout share their x
@@ -30,16 +30,13 @@ NEAR = 150.0  # points round a wire's ends searched first for a way around
 GAP = 12.0  # points between two blocks of one column that dot did not put one above the other
 
 
-def stacked(source: str, before: dict[int, tuple[float, float]], always: bool = False) -> str | None:
+def stacked(source: str, before: dict[int, tuple[float, float]]) -> str:
     """The picture of ``source`` (DOT) with dot's columns and each frame's blocks stacked in the
-    order ``before`` (box -> centre in the picture before) gives, drawn by ``neato -n2`` as SVG;
-    None when dot's layout already keeps that order or nothing was read."""
+    order ``before`` (box -> centre in the picture before) gives, drawn by ``neato -n2`` as SVG."""
     laid = subprocess.run(["dot", "-Tdot"], input=source, capture_output=True, text=True, check=True).stdout
     lay = parse(laid)
     blocks = Blocks(lay)
     votes = _votes(blocks, before)
-    if not votes and not always:
-        return None
     old = dict(blocks.rect)
     points = {key for key in old if key[0] == "node" and lay.get(lay.nodes[key[1]], "shape") == "point"}
     pads = {name: _pads(blocks, name) for kind, name in old if kind == "cluster"}
@@ -47,8 +44,6 @@ def stacked(source: str, before: dict[int, tuple[float, float]], always: bool = 
     for key in sorted(points):
         _settle(blocks, key)
     moved = {name: (r[2] - old[("node", name)][2]) for (kind, name), r in blocks.rect.items() if kind == "node"}
-    if not any(moved.values()) and not always:
-        return None
     _write(lay, blocks, old, moved)
     if "class" in lay.root.where:  # the picture says how it was laid out
         lay.set(lay.root, "class", f"{lay.get(lay.root, 'class')} stacked")
@@ -199,7 +194,7 @@ def _write(lay: Layout, blocks: Blocks, old: dict, moved: dict[str, float]) -> N
         dt, dh = moved.get(tail), moved.get(head)
         if lay.get(a, "pos") is None:
             continue
-        if dt is not None and dt == dh and _window(blocks, lay.get(a, "pos"), tail, head, -dt, -dt) is not None:
+        if dt is not None and dt == dh and _clear(blocks, lay.get(a, "pos"), tail, head, -dt):
             for key in ("pos", "lp"):
                 if lay.get(a, key):
                     lay.set(a, key, _moved_points(lay.get(a, key), -dt + lift))
