@@ -10,6 +10,7 @@ Imported as ``from helpers import ...`` (pytest puts this folder on the path of 
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 
@@ -34,6 +35,17 @@ diagram SelfAttention(x: [s, d]) -> [s, d] {
   return y
 }
 """
+
+
+def ci(env=os.environ) -> bool:
+    """Whether the suite runs under continuous integration: ``CI`` set to anything but empty,
+    ``0``, ``false``, ``no`` or ``off`` (any case). There a missing test dependency or program
+    fails instead of skipping (``.ci/run`` exports ``CI=true``; ``conftest.py`` enforces it).
+
+    >>> ci({"CI": "true"}), ci({"CI": "1"}), ci({"CI": "False"}), ci({"CI": ""}), ci({})
+    (True, True, False, False, False)
+    """
+    return env.get("CI", "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
 def rel_norm(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -9,7 +9,7 @@ pattern's; the SIMD laws the elaborator makes true by construction; and ``normal
 the gallery ending at a fixpoint."""
 from __future__ import annotations
 
-import glob
+from pathlib import Path
 
 import pytest
 import torch
@@ -357,10 +357,10 @@ diagram Outside(x: [n, a], z: [c]) -> [n, c] {
     assert p["Fused"].isomorphic(p["Fissioned"]) and p["Inside"].isomorphic(p["Outside"])
 
 
-GALLERY = sorted(glob.glob("gallery/*.diag"))
+GALLERY = sorted(str(p) for p in (Path(__file__).resolve().parents[1] / "gallery").glob("*.diag"))
 
 
-@pytest.mark.parametrize("path", GALLERY)
+@pytest.mark.parametrize("path", GALLERY, ids=lambda p: Path(p).name)
 def test_normalize_reaches_a_fixpoint_on_the_gallery(path):
     prog = load(path)
     for name in prog.own:
