@@ -27,7 +27,8 @@ HELP = "train every mechanism of a file at several depths with one recipe; tabul
 DEFAULT_OUT = "runs/study"
 FAMILIES = "linear=LinAttPrep,LinAttApply;dot=AttPrep,AttApply"  # results.DEFAULT_FAMILIES, written out
 RESERVED = ("both", "none", "control")
-CONTROL_SPEC = "stringdiag:gallery/control.diag:TokenFF"  # shipped beside the gallery's mechanisms
+CONTROL_SPEC = "control=stringdiag:gallery/control.diag:TokenFF"  # shipped beside the gallery's mechanisms
+MIXING = ",".join(f"stringdiag:gallery/control.diag:{d}" for d in ("RunningMean", "ShortConv", "CausalMixer"))
 
 
 def layer_counts(text: str) -> list[int]:
@@ -97,9 +98,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=options.integer(1, 100, "an integer from 1 to 100"), default=1,
                    help="train each (mechanism, layers) from this many seeds (the recipe's --seed, +1, ...); "
                         "results give the mean and spread")
-    p.add_argument("--control", default=CONTROL_SPEC, metavar="FILE:DIAGRAM",
-                   help="the attention-free baseline trained at every depth beside the mechanisms, run name "
-                        "'control' (default: the shipped token-wise approximator, stringdiag:gallery/control.diag:TokenFF)")
+    p.add_argument("--control", default=CONTROL_SPEC, metavar="[NAME=]FILE:DIAGRAM,...",
+                   help="the controls trained at every depth beside the mechanisms, each run under NAME (default: "
+                        "its diagram's name); every mechanism is compared with each, paired by seed. Default: the "
+                        "shipped token-wise approximator, which mixes no tokens, as 'control' "
+                        f"({CONTROL_SPEC}); 'mixing' adds the shipped token-mixing controls ({MIXING}); "
+                        "'none': no control")
     p.add_argument("--shard", type=shard_spec, default=None, metavar="K/N",
                    help="run the K-th of N disjoint shares of the runs (sorted by mechanism, layers and seed, "
                         "every N-th from the K-th; default: all runs)")
@@ -174,11 +178,11 @@ def run(args: argparse.Namespace) -> int:
     device = resolve(args.device)  # a device that is not there is refused before any work
     out = Path(args.out or DEFAULT_OUT)
     study = Study(heads, corpus, _recipe(args, dims, after), out, file=str(args.file), families=families,
-                  control=load_control(args.control), device=str(device))
+                  controls=load_controls(args.control), device=str(device))
     # sizes this machine cannot hold are refused before anything is allocated; then causality
     _check_sizes(study, args, len(corpus.vocab))
     _drop_non_causal(study, dims, args)
-    if set(study.heads) <= {study.control}:
+    if set(study.heads) <= set(study.controls):
         raise DiagError(f"{options.short(prog.path)} has no causal diagram of type [s, d] -> [s, d] to study")
     if args.list_runs:
         return list_runs(study, args)
@@ -187,15 +191,47 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_control(spec: str):
-    """``FILE:DIAGRAM``: the control's head (the default names a file shipped with stringdiag)."""
+def control_specs(text: str) -> list[tuple[str, str, str]]:
+    """``[NAME=]FILE:DIAGRAM,...`` -> [(run name, file, diagram)]; ``mixing`` stands for the shipped
+    token-mixing controls (after the floor unless named alone), ``none`` for no control.
+
+    >>> control_specs("control=stringdiag:gallery/control.diag:TokenFF,b.diag:Mix")
+    [('control', 'stringdiag:gallery/control.diag', 'TokenFF'), ('Mix', 'b.diag', 'Mix')]
+    >>> [name for name, _, _ in control_specs("mixing")]
+    ['control', 'RunningMean', 'ShortConv', 'CausalMixer']
+    """
+    if text.strip() == "none":
+        return []
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if parts == ["mixing"]:
+        parts = [CONTROL_SPEC, *MIXING.split(",")]
+    out: list[tuple[str, str, str]] = []
+    for part in (q for p in parts for q in (MIXING.split(",") if p == "mixing" else [p])):
+        name, eq, rest = part.partition("=")
+        if not eq:
+            name, rest = "", part
+        file, colon, diagram = rest.rpartition(":")
+        if not colon or not file or not diagram or (eq and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name.strip())):
+            raise DiagError(f"--control: expected [NAME=]FILE:DIAGRAM, got {options._show(part)}")
+        name = name.strip() or diagram
+        if any(name == n for n, _, _ in out):
+            raise DiagError(f"--control: two controls are named '{name}' (name one with NAME=FILE:DIAGRAM)")
+        out.append((name, file, diagram))
+    if not out:
+        raise DiagError("--control: no control given (write 'none' for a study without one)")
+    return out
+
+
+def load_controls(text: str) -> dict:
+    """The controls' heads by run name (``stringdiag:`` names a file shipped with stringdiag)."""
     from ..elaborate.loader import load
 
-    file, colon, name = spec.rpartition(":")
-    if not colon or not file or not name:
-        raise DiagError(f"--control: expected FILE:DIAGRAM, got {options._show(spec)}")
-    (head,) = pick(load(file), name)
-    return head
+    heads, files = {}, {}
+    for name, file, diagram in control_specs(text):
+        if file not in files:
+            files[file] = load(file)
+        (heads[name],) = pick(files[file], diagram)
+    return heads
 
 
 def my_share(runs: list, args: argparse.Namespace) -> tuple[list, int, int]:
@@ -346,7 +382,7 @@ def _run_share(study, args: argparse.Namespace, corpus: str, out: Path) -> None:
     if not mine:
         print(f"shard {k}/{n} has no runs: there are {len(runs)} runs for {n} shards")
     outcome = study.run(mine, time_budget=args.time_budget)
-    done = len(mine) - len(outcome.pending)
+    done = len(mine) - len(outcome.pending) - len(outcome.elsewhere)
     print(f"{done} of {len(mine)} run(s) finished: {len(outcome.trained)} trained now "
           f"({len(outcome.resumed)} resumed), {len(outcome.skipped)} trained before; {len(outcome.timed)} timed")
     print(f"wrote {outcome.csv}" + (f", {', '.join(str(f) for f in outcome.figures)}" if outcome.figures else ""))

@@ -50,6 +50,49 @@ CHECKPOINT = "checkpoint.safetensors"
 TRAINED = "trained.json"
 RESULT = "result.json"
 CSV = "results.csv"
+LOCK = ".training.lock"  # a run being trained by some process (its pid inside)
+
+
+def claim(d: Path) -> bool:
+    """Take the run directory ``d`` for this process, so that several processes can work through
+    one study at once (each takes the next run nobody holds). False if a live process holds it; a
+    lock left by a process that is gone (killed, or on a machine since restarted) is taken over."""
+    import os
+
+    d.mkdir(parents=True, exist_ok=True)
+    lock = d / LOCK
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text().strip() or 0)
+            except (OSError, ValueError):
+                pid = 0
+            if pid and pid != os.getpid() and _alive(pid):
+                return False
+            lock.unlink(missing_ok=True)  # stale: its process is gone
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        return True
+    return False
+
+
+def release(d: Path) -> None:
+    (d / LOCK).unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @dataclass(frozen=True)
@@ -239,12 +282,13 @@ class StudyOutcome:
     skipped: list[Run] = field(default_factory=list)   # trained before this session: not trained again
     timed: list[Run] = field(default_factory=list)
     pending: list[Run] = field(default_factory=list)   # left for the next session (time budget spent)
+    elsewhere: list[Run] = field(default_factory=list)  # being trained by another process (see claim)
     csv: Path | None = None
     figures: list[Path] = field(default_factory=list)
 
     @property
     def finished(self) -> bool:
-        return not self.pending
+        return not self.pending and not self.elsewhere
 
 
 class Study:
@@ -253,13 +297,19 @@ class Study:
     def __init__(self, heads: Mapping[str, Diagram], corpus: Corpus, recipe: Recipe, out: str | Path,
                  file: str = "", families: Mapping[str, Iterable[str]] = R.DEFAULT_FAMILIES,
                  log: Callable[[str], None] = print, figures: bool = True, control: Diagram | None = None,
-                 device: str = "cpu"):
+                 device: str = "cpu", controls: Mapping[str, Diagram] | None = None):
         self.heads, self.corpus, self.recipe = dict(heads), corpus, recipe
-        self.control = None
-        if control is not None:  # the attention-free baseline every mechanism is measured against
-            if R.CONTROL in self.heads:
-                raise DiagError(f"a mechanism is named '{R.CONTROL}', the name of the study's control; rename it")
-            self.heads[R.CONTROL], self.control = control, R.CONTROL
+        # the controls every mechanism is measured against (run name -> head): ``control`` alone is
+        # the attention-free floor under its historical name 'control'
+        controls = dict(controls or {})
+        if control is not None:
+            controls = {R.CONTROL: control, **controls}
+        for name, head in controls.items():
+            if name in self.heads:
+                what = "the name of the study's control" if name == R.CONTROL else "also the name of a control"
+                raise DiagError(f"a mechanism is named '{name}', {what}; rename it")
+            self.heads[name] = head
+        self.controls = tuple(controls)
         self.out, self.file, self.log, self.figures = Path(out), file, log, figures
         self.device = recipe.timing_device
         self.train_device = device  # where runs train and are tested (not the recipe's: no hash changes)
@@ -366,19 +416,32 @@ class Study:
                 stopped = True
                 outcome.pending.append(run)
                 continue
-            resuming, started = (d / CHECKPOINT).exists(), True
-            bar.show(i, run, ": resuming" if resuming else "")
-            if self.train_run(run, left):
-                outcome.trained.append(run)
-                if resuming:
-                    outcome.resumed.append(run)
-            else:
-                stopped = True
-                outcome.pending.append(run)
+            if not claim(d):
+                bar.show(i, run, ": being trained by another process, skipped")
+                outcome.elsewhere.append(run)
+                continue
+            try:
+                if (d / TRAINED).exists():  # finished by another process since we looked
+                    outcome.skipped.append(run)
+                    continue
+                resuming, started = (d / CHECKPOINT).exists(), True
+                bar.show(i, run, ": resuming" if resuming else "")
+                if self.train_run(run, left):
+                    outcome.trained.append(run)
+                    if resuming:
+                        outcome.resumed.append(run)
+                else:
+                    stopped = True
+                    outcome.pending.append(run)
+            finally:
+                release(d)
+        if outcome.elsewhere:
+            self.log(f"{len(outcome.elsewhere)} run(s) were being trained by another process; when they are done, "
+                     "run the same command again to time every run and write the results")
         if outcome.pending:
             self.log(f"time budget spent: {len(outcome.pending)} of {len(runs)} run(s) not finished; run the same "
                      "command again to continue")
-        else:
+        if not outcome.pending and not outcome.elsewhere:
             todo = [r for r in runs if not (self.out / r.name / RESULT).exists()]
             if todo:
                 self.time_runs(todo)
@@ -410,7 +473,7 @@ class Study:
         test, accuracy, scored = self.test(run, model)
         history = meta.get("history") or []
         trained = {"mechanism": run.mechanism, "layers": run.layers, "seed": run.seed,
-                   "control": run.mechanism == self.control,
+                   "control": run.mechanism in self.controls,
                    "parameters": sum(p.numel() for p in model.parameters()), "steps": step,
                    "valid_ppl": history[-1].get("valid_ppl") if history else None, "test_ppl": test,
                    "test_acc": accuracy, "test_tokens": scored,

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The CPU study of gallery/study/lm-cpu (docs/reproductions.md), stage by stage, most decisive first.
+# Resumable: a finished run is skipped, a run with a checkpoint resumes. Several copies of this
+# script may run at once (one per core): each takes the next run that no other process holds.
+#   bash benchmarks/cpu/lm_cpu_study.sh            # one lane; start a second beside it for two cores
+#   STAGES="controls-1" bash benchmarks/cpu/lm_cpu_study.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+SD=${STRINGDIAG:-.venv/bin/stringdiag}
+RECIPE=(--d-model 128 --heads 4 --context 35 --batch-size 32 --max-steps 1200 --warmup 200 --eval-every 400
+        --test-tokens 10000 --timing-steps 10 --threads 1 -o gallery/study/lm-cpu)
+# (b): eight members spanning the four structural groups, the best and the worst of each at seed 0
+SPREAD=M4,M22,M7,M9,M23,M13,M3,M20
+# (c): every member that uses both families
+BOTH=M8,M9,M10,M11,M22,M23,M24,M25,M26,M27,M28,M29,M30
+stage() {
+  case $1 in
+    controls-1)  "$SD" study gallery/mechanisms.diag -d M1 --control mixing --layers 1 --seeds 1 "${RECIPE[@]}" ;;
+    controls-13) "$SD" study gallery/mechanisms.diag -d M1 --control mixing --layers 1 --seeds 3 "${RECIPE[@]}" ;;
+    controls-2)  "$SD" study gallery/mechanisms.diag -d M1 --control mixing --layers 1-2 --seeds 3 "${RECIPE[@]}" ;;
+    members-3)   "$SD" study gallery/mechanisms.diag -d "$SPREAD" --control mixing --layers 1 --seeds 3 "${RECIPE[@]}" ;;
+    both-2)      "$SD" study gallery/mechanisms.diag -d "$BOTH" --control mixing --layers 2 --seeds 1 "${RECIPE[@]}" ;;
+    *) echo "unknown stage $1" >&2; return 2 ;;
+  esac
+}
+for s in ${STAGES:-controls-1 controls-13 controls-2 members-3 both-2}; do
+  echo "== stage $s ($(date -u +%FT%TZ))"
+  stage "$s" || exit $?
+done
