@@ -251,7 +251,7 @@ def test_llama_decoder_layer_round_trips(hf, implementation):
 
 
 def test_a_whole_two_layer_llama_for_causal_lm_round_trips(hf):
-    """Token ids in, logits out: embed, RoPE from the module's inv_freq (a marked constant box),
+    """Token ids in, logits out: embed, RoPE from the module's inv_freq (a constant in the weights file),
     Hugging Face's causal mask (None: the layers' attention is causal by itself), two layers as one
     repeat, the final norm, the head."""
     from transformers import LlamaForCausalLM
@@ -277,7 +277,7 @@ def test_a_whole_two_layer_llama_for_causal_lm_round_trips(hf):
     assert "diagram LlamaForCausalLM(input_ids: [s] of d50) -> [s, d50]" in t.text
     assert "layers_1 = repeat 2 LlamaDecoderLayer(embed_tokens_2, rotary_emb, rotary_emb_1)" in t.text
     assert "causal_sdpa<s, d2 + d2, d2 + d2, d2 + d2>" in t.text
-    assert "abstract op_inv_freq :  -> [d2]" in t.text
+    assert "learn inv_freq : -> [d2]" in t.text and "detach(inv_freq()[a])" in t.text  # stored, never trained
 
 
 def test_the_command_writes_a_file_that_checks_and_renders(tmp_path, capsys):

@@ -15,6 +15,7 @@ from torch import nn
 
 from ..errors import DiagError
 from .capture import ModuleCall
+from .constants import CONSTANT
 from .emit import Emitter
 
 
@@ -25,15 +26,17 @@ class WeightMap:
 
     mapping: dict = field(default_factory=dict)
     transpose: list = field(default_factory=list)
+    constants: dict = field(default_factory=dict)  # the module's constants (``NAME@constant``) -> their tensors
 
     def load(self, compiled: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> None:
         from ..lower.porting import load_weights
 
-        load_weights(compiled, state_dict, self.mapping, self.transpose)
+        load_weights(compiled, {**state_dict, **self.constants}, self.mapping, self.transpose)
 
     def tensors(self, state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The module's weights under the compiled program's names (for a safetensors file)."""
+        """The module's weights (and constants) under the compiled program's names (for a safetensors file)."""
         out = {}
+        state_dict = {**state_dict, **self.constants}
         for theirs, ours in self.mapping.items():
             t = state_dict[theirs]
             t = t.t() if theirs in self.transpose and t.dim() == 2 else t
@@ -118,4 +121,7 @@ def trace(module: nn.Module, example_inputs, other_inputs=None, file: str | None
         weights.mapping[theirs] = _compiled_name(ours, ident)
         if transposed:
             weights.transpose.append(theirs)
+        if theirs.endswith(CONSTANT):
+            where, _, key = theirs.rpartition(".")
+            weights.constants[theirs] = em.constants[(id(module.get_submodule(where)), key)]
     return Traced(program, weights, text, top.name, em.warnings, em.fixed)

@@ -46,6 +46,7 @@ class Use:
 @dataclass
 class Body:
     em: "Emitter"  # noqa: F821 (emit.Emitter, which imports this module)
+    module: object = None  # the torch module this definition is of (its constants are kept by it)
     taken: set = field(default_factory=set)
     attrs: set = field(default_factory=set)  # the submodules' names: kept for their boxes and uses
     decls: list = field(default_factory=list)

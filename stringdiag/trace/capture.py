@@ -25,6 +25,8 @@ from ..errors import DiagError
 SLOTS = 16  # tensors one call may take
 _SLOT = object()  # where a tensor of the call goes
 WRAPPED = ("create_causal_mask",)  # Hugging Face's mask builder: recognised whole (ops.causal_mask)
+# torch's tensor factories, which torch.fx cannot call with traced sizes (``torch.ones(b, s)``): one node each
+FACTORIES = ("ones", "zeros", "full", "empty", "eye", "arange")
 
 
 @dataclass
@@ -113,6 +115,7 @@ class _Tracer(fx.Tracer):
     def __init__(self, inner: nn.Module, inputs: list):
         super().__init__()
         self.inner, self.inputs = inner, inputs
+        self.proxy_buffer_attributes = True  # a buffer read is a node (sliced by a traced length, say)
 
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         return m is not self.inner
@@ -179,7 +182,9 @@ def _one_call(fn):
 @contextlib.contextmanager
 def _whole(names=WRAPPED):
     """While tracing, the functions ``names`` of the libraries loaded are single calls."""
-    patched = []
+    patched = [(torch, name, getattr(torch, name)) for name in FACTORIES]
+    for _, name, fn in patched:
+        setattr(torch, name, _one_call(fn))
     for mod in list(sys.modules.values()):
         if getattr(mod, "__name__", "").startswith("transformers."):
             for name in names:

@@ -18,10 +18,15 @@ from .attention import attention_of, multihead
 from .body import Body, Definition, Use, ident, prefixed
 from .capture import Capture, ModuleCall, capture
 from .dims import Sizes, classify
-from .nodes import emit_node
+from .constants import input_free, materialise
+from .modules import emit_module
+from .ops import RELABEL
+from .nodes import emit_node, is_tensorish
 from .eager_attention import plan
 from .repeat import stack
-from .values import Val, lookup as _lookup, where_
+from .values import Val, lookup as _lookup, op_name, where_
+
+IGNORES_ARGS = {"create_causal_mask"}  # recognised by its value: its arguments are not written
 
 
 @dataclass
@@ -32,6 +37,7 @@ class Emitter:
     fixed: dict = field(default_factory=dict)  # opaque box name -> Opaque
     warnings: list = field(default_factory=list)
     reserved: set = field(default_factory=set)
+    constants: dict = field(default_factory=dict)  # (id(module), name) -> the tensor a stored constant holds
 
     vocabulary: int | None = None  # the rows of the module's embedding table: what token ids range over
 
@@ -56,18 +62,44 @@ class Emitter:
     def warn(self, node: fx.Node, message: str) -> None:
         self.warnings.append(f"{where_(node)}: warning: {message}")
 
-    def define(self, module: nn.Module, calls: list[ModuleCall]) -> Definition:
-        """The definition of ``module`` as called in ``calls`` (one per run), written once per text."""
+    def define(self, module: nn.Module, calls: list[ModuleCall], free_inputs: frozenset = frozenset()) -> Definition:
+        """The definition of ``module`` as called in ``calls`` (one per run), written once per text;
+        ``free_inputs``: the call's tensors (by position) that its caller made from sizes alone."""
         if isinstance(module, nn.MultiheadAttention):
             return multihead(self, module, calls)
         cap = self.capture(module, calls)
-        body = Body(self)
+        body = Body(self, module=module)
         body.attrs |= {ident(n.target.removeprefix("inner.")) for n in cap.graph.nodes if n.op == "call_module"}
         env: dict[fx.Node, Any] = {}
         inputs, ins = [], []
-        k = 0
         eager = plan(cap.graph, cap.values[0])
+        placeholders = [n for n in cap.graph.nodes if n.op == "placeholder" and isinstance(cap.values[0][n], torch.Tensor)]
+        free = input_free(cap, eager.inner, {n for k, n in enumerate(placeholders) if k in free_inputs})
+
+        def said(a: fx.Node):
+            """A free node as the language says it (written once, where it is first used)."""
+            if a not in env:
+                value = materialise(self, body, cap, a)
+                if value is None:  # as computed, from what it is computed from
+                    if a.op not in ("call_function", "call_method"):
+                        raise DiagError(f"{where_(a)}: '{a.name}' is made from the input's length, and is neither "
+                                        "positions, a mask nor a constant the language can say; cannot trace it")
+                    for b in a.all_input_nodes:
+                        if b in free:
+                            said(b)
+                    value = emit_node(self, body, cap, a, env)
+                env[a] = value
+            return env[a]
         for node in cap.graph.nodes:
+            if node in free:
+                continue  # said where it is used, as what its values show it is
+            if node.op not in ("placeholder", "call_module") and op_name(node) not in IGNORES_ARGS and (
+                    node.op == "output" or is_tensorish(cap.values[0][node])):
+                used = list(node.all_input_nodes) + [n for n in eager.attentions.get(node, {}).values()
+                                                     if isinstance(n, fx.Node)]
+                for a in used:
+                    if a in free:
+                        said(a)
             if node in eager.inner:
                 env[node] = None  # part of an attention, written at its last product
             elif node in eager.attentions:
@@ -75,20 +107,22 @@ class Emitter:
             elif node.op == "placeholder":
                 value = cap.values[0][node]
                 if isinstance(value, torch.Tensor):
+                    k = placeholders.index(node)
                     axes = classify([run[node].shape for run in cap.values], node.name)
                     name = body.fresh(cap.inputs[k] if k < len(cap.inputs) else node.name)
-                    env[node] = Val.whole(name, axes)
+                    ids = self.ids(value) if any(_takes_ids(cap, u) for u in node.users) else ""
+                    env[node] = Val.whole(name, axes, ids=bool(ids))
                     if node.users:
                         inputs.append(k)
-                        ids = self.ids(value) if any(_takes_ids(cap, u) for u in node.users) else ""
                         ins.append((name, f"{name}: {body.type_of(axes)}{ids}"))
-                    k += 1
                 else:
                     env[node] = value
             elif node.op == "output":
                 outs = [v for v in pytree.tree_leaves(_lookup(env, node.args[0])) if isinstance(v, Val)]
                 body.say("return " + ", ".join(body.whole(v, "out") for v in outs))
                 sig = ", ".join(body.type_of(v.axes) for v in outs)
+            elif node.op == "call_module":
+                env[node] = emit_module(self, body, cap, node, env, free, said)
             else:
                 env[node] = emit_node(self, body, cap, node, env)
         read = [n for n, _ in ins if _reads(body, n)]  # passed on to a use that takes it not: no input
@@ -126,8 +160,13 @@ class Emitter:
 
 
 def _takes_ids(cap: Capture, user: fx.Node) -> bool:
-    """Whether an integer input is token ids: read by an nn.Embedding, or handed to a submodule
-    (whose own definition says); positions computed with are real numbers."""
+    """Whether an integer input is token ids: read by an nn.Embedding or ``F.embedding``, or handed
+    to a submodule (whose own definition says), perhaps after a reshape; positions computed with
+    are real numbers."""
+    if user.op == "call_function" and op_name(user) == "embedding":
+        return True
+    if op_name(user) in RELABEL | {"long", "int", "to"} and user.op != "call_module":
+        return any(_takes_ids(cap, u) for u in user.users)
     return user.op == "call_module" and (isinstance(cap.submodule(user), nn.Embedding)
                                          or not _is_leaf_box(cap.submodule(user)))
 

@@ -11,7 +11,7 @@ from torch.utils import _pytree as pytree
 from .body import Body, Use, ident
 from .capture import Capture
 from .dims import classify
-from .ops import SCALAR, scalar
+from .ops import SCALAR, rows, scalar
 from .values import Val, aligned, letters_for, lookup, number, out_axes
 
 ACTIVATIONS = {  # class name -> the scalar template
@@ -31,11 +31,18 @@ def _linear(body: Body, attr: str, x: Val, n_in: int, n_out: int, bias: bool, tr
     return Val.whole(wire, out_axes(cap, node))
 
 
-def emit_module(em, body: Body, cap: Capture, node: fx.Node, env: dict) -> Any:
+def emit_module(em, body: Body, cap: Capture, node: fx.Node, env: dict, free: set, said) -> Any:
+    """A submodule's call: a box the language has, or a use of the submodule's own definition
+    (the arguments its caller made from sizes alone are made again inside it)."""
     attr = node.target.removeprefix("inner").lstrip(".")
     m = cap.submodule(node)
     cls = type(m).__name__
-    args, kwargs = lookup(env, node.args), lookup(env, dict(node.kwargs))
+    if not _is_box(m):
+        args, kwargs = (fx.node.map_aggregate(a, lambda n: FreeRef() if n in free else env[n] if isinstance(n, fx.Node)
+                                              else n) for a in (node.args, dict(node.kwargs)))
+        return _definition(em, body, cap, node, m, attr, args, kwargs)
+    args, kwargs = (fx.node.map_aggregate(a, lambda n: said(n) if n in free else env[n] if isinstance(n, fx.Node)
+                                          else n) for a in (node.args, dict(node.kwargs)))
     x = args[0] if args else next(iter(kwargs.values()), None)
     if isinstance(m, nn.Linear):
         return _linear(body, attr, x, m.in_features, m.out_features, m.bias is not None, False, node, cap)
@@ -46,14 +53,11 @@ def emit_module(em, body: Body, cap: Capture, node: fx.Node, env: dict) -> Any:
         body.weights += [(f"{wire}.weight", f"{attr}.weight", False), (f"{wire}.bias", f"{attr}.bias", False)]
         body.say(f"{wire} = layernorm_eps({body.whole(x)}, {number(m.eps)})")
         return Val.whole(wire, out_axes(cap, node))
-    if isinstance(m, nn.Embedding) and m.padding_idx is None and m.max_norm is None:
+    if isinstance(m, nn.Embedding):  # the padding row (padding_idx) changes the gradient only
         S = body.em.sizes.expr
         box = body.learn(ident(attr), f"-> [{S(m.num_embeddings)}, {S(m.embedding_dim)}]", [("weight", f"{attr}.weight",
                                                                                              False)])
-        axes = out_axes(cap, node)
-        rows = {t: c for t, c in letters_for(axes).items() if t < len(axes) - 1}  # the ids' axes; a row each
-        return body.assign_lead(attr, axes, rows, f"embed({x.index(aligned(len(x.axes), rows, len(axes) - 1))}, "
-                                                  f"{box}())")
+        return rows(body, attr, f"{box}()", m.num_embeddings, x, out_axes(cap, node))
     if cls in ACTIVATIONS or isinstance(m, nn.GELU):
         t = ACTIVATIONS.get(cls) or ("gelu_tanh({0})" if m.approximate == "tanh" else "gelu({0})")
         return scalar(t)(em, body, cap, node, (x,), {})
@@ -65,10 +69,25 @@ def emit_module(em, body: Body, cap: Capture, node: fx.Node, env: dict) -> Any:
     return _definition(em, body, cap, node, m, attr, args, kwargs)
 
 
+class FreeRef:
+    """An argument its caller made from sizes alone: made again inside the callee."""
+
+
+def _is_box(m: nn.Module) -> bool:
+    """A submodule the language has a box for (else it is a definition of its own)."""
+    cls = type(m).__name__
+    if isinstance(m, nn.Embedding):
+        return m.max_norm is None and type(m).forward is nn.Embedding.forward
+    if isinstance(m, nn.LayerNorm):
+        return len(m.normalized_shape) == 1 and m.elementwise_affine and m.bias is not None
+    return isinstance(m, (nn.Linear, nn.GELU, nn.Dropout, nn.Identity)) or cls in ACTIVATIONS or (
+        cls == "Conv1D" and hasattr(m, "nf"))
+
+
 def _definition(em, body: Body, cap: Capture, node: fx.Node, m: nn.Module, attr: str, args, kwargs) -> Any:
     """A use of the submodule's own definition: ``out = Name(inputs)``."""
-    d = em.define(m, cap.calls[node])
-    vals = [v for v in pytree.tree_leaves((args, kwargs)) if isinstance(v, Val)]
+    vals = [v for v in pytree.tree_leaves((args, kwargs)) if isinstance(v, (Val, FreeRef))]
+    d = em.define(m, cap.calls[node], frozenset(k for k, v in enumerate(vals) if isinstance(v, FreeRef)))
     ins = [body.whole(vals[k]) for k in d.inputs]
     value = cap.values[0][node]
     leaves, spec = pytree.tree_flatten(value)

@@ -12,7 +12,6 @@ from ..errors import DiagError
 from .attention import sdpa
 from .body import Body, ident
 from .capture import Capture
-from .modules import emit_module
 from .ops import OPS, constant, opaque
 from .values import Val, lookup, op_name, out_axes
 
@@ -27,8 +26,6 @@ def is_tensorish(value: Any) -> bool:
 
 def emit_node(em, body: Body, cap: Capture, node: fx.Node, env: dict) -> Any:
     value = cap.values[0][node]
-    if node.op == "call_module":
-        return emit_module(em, body, cap, node, env)
     if node.op == "get_attr":
         return _attribute(em, body, cap, node)
     if not is_tensorish(value):

@@ -246,6 +246,9 @@ def getitem(em, body, cap, node, args, kwargs) -> Any:
     x, key = args
     if not isinstance(x, Val):
         return x[key]
+    if (isinstance(key, Val) or isinstance(key, (float, int)) and not isinstance(node.args[1], (int, type(None))))\
+            and len(x.axes) == 2 and all(a.kept for a in x.axes):  # table[ids]: rows of a table
+        return rows(body, node.name, body.whole(x), x.axes[0].size, key, out_axes(cap, node))
     return cut(body, node, x, key if isinstance(key, tuple) else (key,), out_axes(cap, node))
 
 
@@ -404,6 +407,28 @@ def causal_mask(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> An
     return body.assign_lead(node.name, axes, {}, f"causal<{body.em.sizes.axis(axes[-1])}>()")
 
 
+def rows(body: Body, base: str, table: str, n_rows: int, ids, axes) -> Val:
+    """``embed``: a row of ``table`` (``n_rows`` rows) per id. Token ids are read as they are; a
+    computed number (positions, say) through ``bucket``; one number for every position is one row."""
+    V = body.em.sizes.expr(n_rows)
+    if not isinstance(ids, Val):  # the same id everywhere (token type 0): one row, broadcast
+        flat = tuple(a if t == len(axes) - 1 or not a.kept else Axis(Kind.ONE, a.size) for t, a in enumerate(axes))
+        return body.assign_lead(base, flat, {}, f"embed(bucket<{V}>({number(ids)}), {table})")
+    keep = {t: c for t, c in letters_for(axes).items() if t < len(axes) - 1}  # the ids' axes; a row each
+    read = ids.index(aligned(len(ids.axes), keep, len(axes) - 1))
+    return body.assign_lead(base, axes, keep, f"embed({read if ids.ids else f'bucket<{V}>({read})'}, {table})")
+
+
+def embedding(em, body, cap, node, args, kwargs) -> Val:
+    """``F.embedding(ids, weight, padding_idx, ...)`` (an ``nn.Embedding`` subclass's forward): its
+    rows as ``embed`` (the padding row changes the gradient only)."""
+    ids, w = args[0], args[1] if len(args) > 1 else kwargs["weight"]
+    rest = dict(zip(("padding_idx", "max_norm"), args[2:]), **kwargs)
+    if not isinstance(w, Val) or len(w.axes) != 2 or rest.get("max_norm") is not None:
+        raise DiagError("an embedding with max_norm, or of a table not of the module")
+    return rows(body, node.name, body.whole(w), w.axes[0].size, ids, out_axes(cap, node))
+
+
 def _field(value, key) -> int:
     """The position of ``key`` (an index, or a field of a named tuple: ``cummax(x).values``)."""
     if not isinstance(key, str):
@@ -448,5 +473,5 @@ OPS.update({
     "mean": reduce("mean"), "sum": reduce("sum"), "transpose": transpose, "permute": transpose, "t": transpose,
     "to": cast, "type": cast, "float": cast, "double": cast, "half": cast, "bfloat16": cast,
     "dropout": dropout, "getitem": getitem, "split": split, "chunk": split, "cat": cat, "concat": cat,
-    "getattr": getattr_, "arange": arange, "create_causal_mask": causal_mask,
+    "getattr": getattr_, "arange": arange, "create_causal_mask": causal_mask, "embedding": embedding,
 })

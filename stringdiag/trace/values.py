@@ -29,15 +29,16 @@ class Val:
     wire: str  # a wire name, or a learnable tensor's use `W()`
     axes: tuple[Axis, ...]  # torch's axes, in torch's order
     pos: tuple[int | None, ...]  # each torch axis's place on the wire (None: not on it)
+    ids: bool = False  # token ids (typed ``of V``), not real numbers
 
     @classmethod
-    def whole(cls, wire: str, axes) -> "Val":
+    def whole(cls, wire: str, axes, ids: bool = False) -> "Val":
         """A value whose wire holds its kept axes in torch's order."""
         k, pos = 0, []
         for a in axes:
             pos.append(k if a.kept else None)
             k += a.kept
-        return cls(wire, tuple(axes), tuple(pos))
+        return cls(wire, tuple(axes), tuple(pos), ids)
 
     @property
     def kept(self) -> list[int]:
@@ -59,7 +60,7 @@ class Val:
     def relabel(self, axes) -> "Val":
         """The same wire under other torch axes whose kept ones are these, in order."""
         places = iter(self.pos[t] for t in self.kept)
-        return Val(self.wire, tuple(axes), tuple(next(places) if a.kept else None for a in axes))
+        return Val(self.wire, tuple(axes), tuple(next(places) if a.kept else None for a in axes), self.ids)
 
 
 def letters_for(axes) -> dict[int, str]:
