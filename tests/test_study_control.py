@@ -41,23 +41,25 @@ def test_every_seed_is_its_own_run_with_its_own_weights(seeded):
     assert control["control"] is True and control["uses"] == []
 
 
-def test_the_summary_gives_mean_and_spread_over_seeds_against_the_control(seeded):
-    rows = R.read_csv(seeded / "results.csv")
-    ppl = {(r["mechanism"], r["seed"]): r["test_ppl"] for r in rows}
+def test_the_summary_gives_mean_spread_and_the_seed_paired_difference_against_the_control(seeded):
+    runs = [json.loads(p.read_text()) for p in seeded.glob("*/result.json")]  # full precision
+    ppl = {(r["mechanism"], r["seed"]): r["test_ppl"] for r in runs}
     lines = (seeded / "summary.csv").read_text().splitlines()
     assert lines[0].split(",") == R.SUMMARY
-    summary = {line.split(",")[0]: dict(zip(R.SUMMARY, line.split(","))) for line in lines[1:]}
+    table = [dict(zip(R.SUMMARY, line.split(","))) for line in lines[1:]]
+    summary = {(t["mechanism"], t["reference"]): t for t in table}
     m1 = [ppl["M1", 0], ppl["M1", 1]]
-    ctl = [ppl["control", 0], ppl["control", 1]]
-    assert summary["M1"]["metric"] == "test_ppl"
-    assert float(summary["M1"]["mean"]) == pytest.approx(statistics.mean(m1), rel=1e-5)
-    assert float(summary["M1"]["std"]) == pytest.approx(statistics.stdev(m1), rel=1e-4)
-    assert float(summary["M1"]["control_mean"]) == pytest.approx(statistics.mean(ctl), rel=1e-5)
-    gap = statistics.mean(ctl) - statistics.mean(m1)
-    wins = gap >= 0.03 * statistics.mean(ctl) and gap > 2 * max(statistics.stdev(m1), statistics.stdev(ctl))
-    assert summary["M1"]["beats_control"] == str(wins).lower()
-    assert summary["control"]["beats_control"] == "" and summary["M1"]["seeds"] == "2"
-    assert "beats the control" in (seeded / "verdict.txt").read_text()
+    diffs = [ppl["M1", k] - ppl["control", k] for k in (0, 1)]
+    row = summary["M1", "control"]
+    assert row["metric"] == "test_ppl" and row["seeds"] == row["pairs"] == "2"
+    assert float(row["mean"]) == pytest.approx(statistics.mean(m1), rel=1e-5)
+    assert float(row["std"]) == pytest.approx(statistics.stdev(m1), rel=1e-4)
+    assert float(row["diff_mean"]) == pytest.approx(statistics.mean(diffs), rel=1e-4, abs=1e-6)
+    half = 12.7062047 * statistics.stdev(diffs) / 2 ** 0.5  # t(0.975, 1 df) from the printed tables
+    assert float(row["diff_low"]) == pytest.approx(statistics.mean(diffs) - half, rel=1e-4, abs=1e-6)
+    assert float(row["diff_high"]) == pytest.approx(statistics.mean(diffs) + half, rel=1e-4, abs=1e-6)
+    assert summary["control", "M1"]["diff_mean"] != ""  # the control against M1 too
+    assert "Seed-paired comparisons" in (seeded / "verdict.txt").read_text()
 
 
 def _row(mech, layers, seed, ppl):
@@ -65,19 +67,21 @@ def _row(mech, layers, seed, ppl):
             "seed": seed, "parameters": 10, "test_ppl": ppl}
 
 
-@pytest.mark.parametrize("m1, control, beats", [
-    ([100.0, 101.0, 99.0], [110.0, 111.0, 109.0], True),    # 9 % better, spread 1
-    ([100.0, 101.0, 99.0], [102.0, 103.0, 101.0], False),   # 2 % better: below the 3 % margin
-    ([100.0, 110.0, 90.0], [115.0, 116.0, 114.0], False),   # 13 % better, but spread 10: 15 < 2 x 10
-    ([105.0], [100.0], False),                              # worse than no attention
-    ([90.0], [100.0], True),                                # one seed: the margin alone
+@pytest.mark.parametrize("m1, control, verdict", [
+    ([100.0, 101.0, 99.0], [110.0, 111.2, 108.9], "beats"),   # 10 lower on every seed, spread of pairs 0.15
+    ([100.0, 110.0, 90.0], [101.0, 109.0, 92.0], "ties"),     # the pairs disagree in sign
+    ([112.0, 113.1, 110.9], [100.0, 101.0, 99.0], "loses"),   # worse than no attention on every seed
+    ([90.0], [100.0], "one pair"),                             # one seed: no interval, no verdict
+    ([100.0, 101.0, 99.0, 97.0], [110.0, 111.2], "beats"),     # only the seeds both have are paired
 ])
-def test_the_verdict_rule(m1, control, beats):
+def test_the_verdict_rule(m1, control, verdict):
     rows = [_row("M1", 1, k, p) for k, p in enumerate(m1)] + [_row("control", 1, k, p) for k, p in enumerate(control)]
-    (m1_row,) = [r for r in R.summary(rows) if r["mechanism"] == "M1"]
-    assert m1_row["beats_control"] is beats
+    (m1_row,) = [r for r in R.summary(rows) if r["mechanism"] == "M1" and r["reference"] == "control"]
+    assert m1_row["verdict"] == verdict and m1_row["pairs"] == min(len(m1), len(control))
     text = R.verdict(rows)
-    assert ("too small to compare" in text) is (not beats)
+    word = {"beats": "beat control", "ties": "cannot be told from control", "loses": "lose to control",
+            "one pair": "one seed shared (no interval)"}[verdict]
+    assert f"1 {word}: M1 L1" in text
 
 
 def test_list_runs_prints_the_manifest_of_a_slurm_array_task(tmp_path, capsys, monkeypatch):

@@ -35,18 +35,15 @@ def _colour(fam: str, seen: dict[str, str]) -> str:
 
 
 def _save(fig, out: Path, name: str) -> list[Path]:
+    """SVG and PNG, each written atomically under a name of its own (several processes of one
+    study may redraw the figures at once)."""
+    from ..syntax.source import write_atomic
+
     paths = []
     for ext, meta in (("svg", {"Date": None}), ("png", {"Software": None})):
         path = out / f"{name}.{ext}"
-        tmp = out / f".{name}.tmp.{ext}"
-        try:
-            fig.savefig(tmp, format=ext, metadata=meta, dpi=150)
-            tmp.replace(path)
-        except OSError as e:
-            raise DiagError(f"cannot write {path}: {e.strerror or e}") from None
-        finally:
-            if tmp.exists():
-                tmp.unlink()
+        write_atomic(path, lambda tmp, ext=ext, meta=meta: fig.savefig(tmp, format=ext, metadata=meta, dpi=150),
+                     what="figure")
         paths.append(path)
     return paths
 

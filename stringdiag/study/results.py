@@ -27,8 +27,6 @@ REFERENCE = "M1"
 DEFAULT_FAMILIES: dict[str, tuple[str, ...]] = {"linear": ("LinAttPrep", "LinAttApply"), "dot": ("AttPrep", "AttApply")}
 BOTH, NONE = "both", "none"  # a mechanism with generators of several families; of none
 CONTROL = "control"  # the attention-free baseline's run name and family
-MARGIN = 0.03        # a mechanism beats the control by at least 3 % of the control's perplexity ...
-SPREADS = 2.0        # ... and by more than twice the larger of the two spreads over seeds
 
 COLUMNS = ["mechanism", "family", "layers", "seed", "parameters", "steps", "test_ppl", "test_acc",
            "seconds_per_epoch", "seconds_per_epoch_std", "peak_memory_bytes", "peak_memory_std",
@@ -137,8 +135,8 @@ def sort_key(r: Mapping) -> tuple:
     return (natural(r["mechanism"]), r["layers"], r.get("seed") or 0)
 
 
-SUMMARY = ["mechanism", "family", "layers", "seeds", "parameters", "metric", "mean", "std",
-           "control_mean", "control_std", "margin", "beats_control"]
+SUMMARY = ["mechanism", "family", "layers", "seeds", "parameters", "metric", "mean", "std", "reference", "pairs",
+           "diff_mean", "diff_rel", "diff_low", "diff_high", "p", "p_holm", "verdict", "verdict_95"]
 
 
 def metric(rows: list[dict]) -> str:
@@ -146,60 +144,81 @@ def metric(rows: list[dict]) -> str:
     return "test_acc" if rows and all(r.get("test_acc") is not None for r in rows) else "test_ppl"
 
 
+def references(rows: list[dict]) -> list[str]:
+    """What every mechanism is compared with: M1, then each control (natural order)."""
+    controls = sorted({r["mechanism"] for r in rows if r.get("family") == CONTROL}, key=natural)
+    return ([REFERENCE] if any(r["mechanism"] == REFERENCE for r in rows) else []) + controls
+
+
 def summary(rows: list[dict]) -> list[dict]:
-    """One row per mechanism and depth: the metric's mean and sample standard deviation over seeds,
-    and whether it beats the control at that depth: by at least ``MARGIN`` (of the control's mean
-    perplexity; in accuracy, absolute) and by more than ``SPREADS`` times the larger spread (a single
-    seed has no spread; then the margin alone decides, and ``seeds`` says so). ``margin`` is the gain
-    (positive: better than the control). Empty ``beats_control`` where no control ran."""
+    """One row per mechanism, depth and reference (M1 and each control at that depth): the
+    mechanism's mean and sample standard deviation over seeds, and the seed-paired comparison
+    with the reference (:mod:`.paired`: mean difference, its 95 % interval, p-values, Holm's
+    correction across every comparison here, the verdict). A mechanism with no reference at its
+    depth has one row with the reference empty."""
+    from .paired import comparisons
+
     col = metric(rows)
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["mechanism"], r["layers"]), []).append(r)
-    stats = {k: (_mean([r[col] for r in g]), _std([r[col] for r in g])) for k, g in groups.items()}
+    by_key: dict[tuple, list] = {}
+    for c in comparisons(rows, references(rows), col):
+        by_key.setdefault((c.mechanism, c.layers), []).append(c)
+    order = {ref: i for i, ref in enumerate(references(rows))}
     out = []
     for (mech, layers), g in sorted(groups.items(), key=lambda kv: (natural(kv[0][0]), kv[0][1])):
-        mean, std = stats[mech, layers]
-        c_mean, c_std = stats.get((CONTROL, layers), (None, None))
-        row = {"mechanism": mech, "family": g[0]["family"], "layers": layers, "seeds": len(g),
-               "parameters": g[0]["parameters"], "metric": col, "mean": mean, "std": std,
-               "control_mean": c_mean, "control_std": c_std, "margin": None, "beats_control": None}
-        if c_mean is not None and mech != CONTROL:
-            gap = mean - c_mean if col == "test_acc" else c_mean - mean
-            row["margin"] = gap if col == "test_acc" else gap / c_mean
-            needed = MARGIN if col == "test_acc" else MARGIN * c_mean
-            row["beats_control"] = gap >= needed and gap > SPREADS * max(std, c_std)
-        out.append(row)
+        vals = [r[col] for r in g if r.get(col) is not None]
+        base = {"mechanism": mech, "family": g[0]["family"], "layers": layers, "seeds": len(g),
+                "parameters": g[0]["parameters"], "metric": col,
+                "mean": _mean(vals) if vals else None, "std": _std(vals) if vals else None}
+        found = sorted(by_key.get((mech, layers), []), key=lambda c: order.get(c.reference, 0))
+        if not found:
+            out.append({**base, "reference": None})
+        for c in found:
+            out.append({**base, "reference": c.reference, "pairs": c.pairs, "diff_mean": c.mean,
+                        "diff_rel": c.relative, "diff_low": c.low, "diff_high": c.high, "p": c.p,
+                        "p_holm": c.p_holm, "verdict": c.verdict, "verdict_95": c.verdict_95})
     return out
 
 
 def verdict(rows: list[dict]) -> str:
-    """What the study supports, in sentences: which mechanisms beat the control at which depths,
-    and, when none does, that its budget is too small to compare mechanisms."""
-    table = [r for r in summary(rows) if r["beats_control"] is not None]
+    """What the study supports, in sentences: for each reference, the mechanisms that beat it, tie
+    with it and lose to it (seed-paired, Holm-corrected), with their mean differences and intervals."""
+    from .paired import BEATS, LOSES, ONE, TIES
+
+    table = [r for r in summary(rows) if r.get("reference")]
     if not table:
-        return "No control was trained at the depths of these runs: nothing can be said against it.\n"
-    if metric(rows) == "test_acc":
-        rule = (f"'beats the control' means a test accuracy higher than the control's by at least {MARGIN:.0%} "
-                f"(absolute) and by more than {SPREADS:g} times the larger standard deviation over seeds.")
-    else:
-        rule = (f"'beats the control' means a test perplexity lower than the control's by at least {MARGIN:.0%} "
-                f"of it and by more than {SPREADS:g} times the larger standard deviation over seeds.")
-    lines = [rule]
+        return "No reference (M1 or a control) was trained at the depths of these runs: nothing can be compared.\n"
     acc = metric(rows) == "test_acc"
-    gain = (lambda m: f"{100 * m:+.1f} points") if acc else (lambda m: f"{m:+.1%}")  # noqa: E731
-    won = [r for r in table if r["beats_control"]]
-    lost = [r for r in table if not r["beats_control"]]
-    for title, part in (("beat the control", won), ("do not beat the control", lost)):
-        if part:
-            lines.append(f"{len(part)} of {len(table)} (mechanism, depth) pairs {title}: " + ", ".join(
-                f"{r['mechanism']} L{r['layers']} ({gain(r['margin'])}, {r['seeds']} seed{'s' * (r['seeds'] > 1)})"
-                for r in part) + ".")
-    if not won:
-        lines.append("No mechanism beats the attention-free control: this budget is too small to compare "
-                     "mechanisms (every difference between them is below what no attention at all achieves).")
-    elif lost:
-        lines.append("Differences between mechanisms that do not beat the control say nothing about attention.")
+    tested = sum(1 for r in table if r["p"] is not None)
+    unit = "points of accuracy" if acc else "perplexity"
+    lines = [f"Seed-paired comparisons: each mechanism against M1 and each control at the same depth, as the mean "
+             f"difference in test {unit} between runs of the same seed (negative: lower{' accuracy' if acc else ''}), "
+             f"with its 95 % t-interval; beats/ties/loses after Holm's correction across all {tested} comparisons "
+             "with two seeds or more (family-wise error 5 %). A comparison of one seed has no interval."]
+    scale = 100.0 if acc else 1.0
+
+    def show(r: dict) -> str:
+        d = f"{scale * r['diff_mean']:+.1f}"
+        rel = "" if acc else f" ({r['diff_rel']:+.1%})"
+        if r["diff_low"] is None:
+            return f"{r['mechanism']} L{r['layers']} {d}{rel}"
+        return (f"{r['mechanism']} L{r['layers']} {d}{rel} [{scale * r['diff_low']:+.1f}, {scale * r['diff_high']:+.1f}],"
+                f" {r['pairs']} seeds, p_holm {r['p_holm']:.2g}")
+
+    for ref in references(rows):
+        part = [r for r in table if r["reference"] == ref]
+        if not part:
+            continue
+        what = "the reference of the paper's Fig. 4" if ref == REFERENCE else "a control"
+        lines.append(f"Against {ref} ({what}):")
+        for word in (BEATS, TIES, LOSES, ONE):
+            group = [r for r in part if r["verdict"] == word]
+            if group:
+                title = {BEATS: f"beat {ref}", TIES: f"cannot be told from {ref}", LOSES: f"lose to {ref}",
+                         ONE: "one seed shared (no interval)"}[word]
+                lines.append(f"  {len(group)} {title}: " + "; ".join(show(r) for r in group) + ".")
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,174 @@
+"""Seed-paired statistics of a study, against independent references: Student's t by numerical
+integration of its density (mpmath), printed quantile tables, Holm's correction written out from its
+definition, paired differences recomputed with the standard library; several controls in one study;
+two processes working through one study."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import mpmath
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stringdiag.cli.main import main
+from stringdiag.study import paired
+from stringdiag.study import results as R
+from stringdiag.study.runner import LOCK, claim, release
+
+ROOT = Path(__file__).resolve().parents[1]
+ANATOMY = str(ROOT / "gallery" / "anatomy.diag")
+TINY = ["--data", "synthetic", "--heads", "2", "--d-model", "8", "--context", "8", "--batch-size", "8",
+        "--max-steps", "2", "--eval-every", "2", "--approximator", "linear", "--timing-steps", "1",
+        "--test-tokens", "200"]
+
+
+def _density_mass(t: float, df: int) -> float:
+    """P(|T| <= t) by integrating Student's density: no closed form shared with the code."""
+    c = mpmath.gamma((df + 1) / 2) / (mpmath.sqrt(df * mpmath.pi) * mpmath.gamma(df / 2))
+    return float(2 * mpmath.quad(lambda x: c * (1 + x * x / df) ** (-(df + 1) / 2), [0, t]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 30), st.floats(0, 60))
+def test_t_distribution_against_its_integrated_density(df, t):
+    assert paired.t_cdf_abs(t, df) == pytest.approx(_density_mass(t, df), abs=1e-10)
+
+
+@pytest.mark.parametrize("df, q975, q995", [(1, 12.706, 63.657), (2, 4.303, 9.925), (3, 3.182, 5.841),
+                                            (4, 2.776, 4.604), (9, 2.262, 3.250), (29, 2.045, 2.756)])
+def test_t_quantiles_match_the_printed_tables(df, q975, q995):
+    assert paired.t_quantile(0.975, df) == pytest.approx(q975, abs=5e-4)
+    assert paired.t_quantile(0.995, df) == pytest.approx(q995, abs=5e-4)
+
+
+def _holm_by_definition(ps: list[float]) -> list[float]:
+    """adjusted p_(i) = max over j <= i of min(1, (m - j + 1) p_(j)), ranks from 1."""
+    m = len(ps)
+    ranked = sorted(range(m), key=lambda i: ps[i])
+    out = [0.0] * m
+    for i, k in enumerate(ranked, start=1):
+        out[k] = max(min(1.0, (m - j + 1) * ps[ranked[j - 1]]) for j in range(1, i + 1))
+    return out
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=30))
+def test_holm_against_its_definition(ps):
+    assert paired.holm(ps) == pytest.approx(_holm_by_definition(ps))
+
+
+def _rows(values: dict[tuple[str, int], dict[int, float]]) -> list[dict]:
+    return [{"mechanism": m, "family": "control" if m.startswith("C") else "dot", "layers": n, "seed": s,
+             "parameters": 1, "test_ppl": v} for (m, n), seeds in values.items() for s, v in seeds.items()]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.dictionaries(st.sampled_from([("M1", 1), ("M2", 1), ("C", 1), ("Cmix", 1), ("M2", 2), ("C", 2)]),
+                       st.dictionaries(st.integers(0, 4), st.floats(50, 500), min_size=1, max_size=5),
+                       min_size=2))
+def test_comparisons_recomputed_by_hand(values):
+    rows = _rows(values)
+    refs = [m for m in ("M1", "C", "Cmix") if any(k[0] == m for k in values)]
+    got = {(c.mechanism, c.layers, c.reference): c for c in paired.comparisons(rows, refs, "test_ppl")}
+    want = {}
+    for (mech, n), mine in values.items():
+        for ref in refs:
+            theirs = values.get((ref, n))
+            if ref == mech or theirs is None or not set(mine) & set(theirs):
+                continue
+            seeds = sorted(set(mine) & set(theirs))
+            want[mech, n, ref] = [mine[s] - theirs[s] for s in seeds]
+    assert set(got) == set(want)
+    tested = [k for k, d in want.items() if len(d) > 1]
+    holm = dict(zip(tested, _holm_by_definition([got[k].p for k in tested])))
+    for key, diffs in want.items():
+        c = got[key]
+        assert c.pairs == len(diffs) and c.mean == pytest.approx(statistics.mean(diffs))
+        if len(diffs) == 1:
+            assert c.low is None and c.verdict == c.verdict_95 == "one pair"
+            continue
+        se = statistics.stdev(diffs) / math.sqrt(len(diffs))
+        if se == 0:
+            continue
+        t = statistics.mean(diffs) / se
+        assert c.p == pytest.approx(1 - _density_mass(abs(t), len(diffs) - 1), abs=1e-8)
+        assert c.p_holm == pytest.approx(holm[key], abs=1e-8)
+        side = "beats" if c.mean < 0 else "loses"
+        assert c.verdict == (side if holm[key] < 0.05 else "ties")
+        assert c.verdict_95 == (side if c.low > 0 or c.high < 0 else "ties")
+        assert c.high - c.mean == pytest.approx(paired.t_quantile(0.975, len(diffs) - 1) * se)
+
+
+def test_accuracy_is_better_when_higher():
+    rows = [{"mechanism": m, "family": "control" if m == "control" else "dot", "layers": 1, "seed": s,
+             "parameters": 1, "test_ppl": 2.0, "test_acc": a}
+            for m, accs in (("M1", [0.9, 0.91, 0.92]), ("control", [0.5, 0.52, 0.49])) for s, a in enumerate(accs)]
+    (c,) = [c for c in paired.comparisons(rows, ["control"], "test_acc") if c.mechanism == "M1"]
+    assert c.better and c.verdict == "beats"
+
+
+def test_a_study_with_several_controls_compares_every_mechanism_with_each(tmp_path):
+    out = tmp_path / "s"
+    assert main(["study", ANATOMY, "-d", "M1", *TINY, "--layers", "1", "--seeds", "2", "--control", "mixing",
+                 "-o", str(out)]) == 0
+    runs = sorted(p.name for p in out.iterdir() if p.is_dir())
+    assert runs == sorted(f"{m}-L1{s}" for m in ("M1", "control", "RunningMean", "ShortConv", "CausalMixer")
+                          for s in ("", "-s1"))
+    mix = json.loads((out / "RunningMean-L1" / "result.json").read_text())
+    assert mix["control"] is True and mix["uses"] == []
+    table = [dict(zip(R.SUMMARY, line.split(","))) for line in (out / "summary.csv").read_text().splitlines()[1:]]
+    refs = {t["reference"] for t in table if t["mechanism"] == "M1"}
+    assert refs == {"control", "RunningMean", "ShortConv", "CausalMixer"}
+    text = (out / "verdict.txt").read_text()
+    assert "Against RunningMean" in text and "Against CausalMixer" in text
+    assert not list(out.glob(f"*/{LOCK}"))  # every claim released
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("a.diag", "expected [NAME=]FILE:DIAGRAM"),
+    ("x=stringdiag:gallery/control.diag:TokenFF,x=stringdiag:gallery/control.diag:RunningMean",
+     "two controls are named 'x'"),
+    ("1x=stringdiag:gallery/control.diag:TokenFF", "expected [NAME=]FILE:DIAGRAM"),
+    ("stringdiag:gallery/control.diag:Nope", "Nope"),
+])
+def test_bad_control_specs_are_one_line_errors(tmp_path, capsys, spec, message):
+    assert main(["study", ANATOMY, "-d", "M1", *TINY, "--layers", "1", "--control", spec, "-o",
+                 str(tmp_path / "s")]) == 1
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_run_held_by_a_live_process_is_not_taken_and_a_dead_ones_lock_is(tmp_path):
+    d = tmp_path / "M1-L1"
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        d.mkdir()
+        (d / LOCK).write_text(str(holder.pid))
+        assert not claim(d)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert claim(d) and (d / LOCK).read_text() == str(os.getpid())  # its holder is gone: taken over
+    release(d)
+    assert not (d / LOCK).exists()
+
+
+def test_two_processes_share_one_study_without_training_a_run_twice(tmp_path):
+    out = tmp_path / "s"
+    cmd = [sys.executable, "-m", "stringdiag", "study", ANATOMY, "-d", "M0,M1", *TINY, "--layers", "1",
+           "--seeds", "2", "--threads", "1", "-o", str(out)]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    logs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], logs
+    trained = [line for log in logs for line in log.splitlines() if ": test perplexity " in line and "after" in line]
+    names = sorted(line.split(":")[0] for line in trained)
+    assert len(names) == 6 and len(set(names)) == 6, logs  # each of the 6 runs trained by exactly one process
+    assert main(["study", ANATOMY, "-d", "M0,M1", *TINY, "--layers", "1", "--seeds", "2", "-o", str(out)]) == 0
+    assert len(list(out.glob("*/result.json"))) == 6  # the next command times what is left
