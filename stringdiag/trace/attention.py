@@ -13,7 +13,7 @@ from torch import fx, nn
 from ..errors import DiagError
 from .body import Body
 from .capture import ModuleCall
-from .dims import Kind, classify
+from .dims import Axis, Kind, classify
 from .values import Val, aligned, letters_for, number, out_axes
 
 
@@ -94,8 +94,9 @@ def attend(em, body: Body, cap, node, a: dict) -> Val:
     q, k, v = a["query"], a["key"], a["value"]
     axes = out_axes(cap, node)
     n = len(axes)
-    if a.get("enable_gqa"):
-        raise DiagError("scaled_dot_product_attention with enable_gqa")
+    if a.get("enable_gqa") and k.axes[-3].kept and k.axes[-3].size != q.axes[-3].size:  # (one group: a broadcast)
+        a = {**a, "key": _heads_repeated(body, node, k, q.axes[-3]), "value": _heads_repeated(body, node, v, q.axes[-3])}
+        k, v = a["key"], a["value"]
     lead = {t: c for t, c in letters_for(axes).items() if t < n - 2}
     if any(axes[t].kind is Kind.SEQ for t in lead) or a["dropout_p"]:
         raise DiagError("scaled_dot_product_attention over a sequence of heads, or with dropout")
@@ -109,6 +110,32 @@ def attend(em, body: Body, cap, node, a: dict) -> Val:
         reads = [t.index(aligned(len(t.axes) - 2, lead, n - 2)) for t in (q, k, v)]
         return body.assign_lead(node.name, axes, lead, f"{fn}({', '.join(reads)})")
     return _written_out(body, node, axes, lead, a, E if default else None)
+
+
+def _heads_repeated(body: Body, node, x: Val, heads: Axis) -> Val:
+    """Grouped-query attention's keys or values, [.., G, s, E], each of the G heads repeated for
+    the H / G query heads of its group (as torch's ``enable_gqa`` and Hugging Face's ``repeat_kv``):
+    a product with ``ones<H / G>()``, the group and its copies flattened into H heads."""
+    g_axis = len(x.axes) - 3
+    G = x.axes[g_axis]
+    if not G.kept or heads.size % G.size:
+        raise DiagError("grouped-query attention whose groups do not divide the heads")
+    sizes = body.em.sizes
+    R = heads.size // G.size
+    sizes.product(heads.size, [G.size, R])
+    ones = body.assign_lead(f"ones_{R}", (Axis(Kind.FIXED, R),), {}, f"ones<{sizes.expr(R)}>()")
+    x = body.ordered(x)
+    L = letters_for(x.axes)
+    rest = {t: c for t, c in L.items() if t != g_axis}
+    wire = body.fresh(f"{x.wire}_groups")
+    body.say(f"{wire}[{', '.join(L[t] for t in sorted(L))}, r] = {x.index(L)} * {ones.wire}[r]")
+    flat = body.fresh(f"{x.wire}_heads")
+    read = ", ".join(":" if t == g_axis else rest[t] for t in sorted(L)) + ", :"
+    body.say(f"{flat}[{', '.join(rest[t] for t in sorted(rest))}] = flatten({wire}[{read}])")
+    axes = list(x.axes)
+    axes[g_axis] = heads
+    order = sorted(rest) + [g_axis]  # the wire holds the other axes, then the heads
+    return Val(flat, tuple(axes), tuple(order.index(t) if a.kept else None for t, a in enumerate(axes)))
 
 
 def _written_out(body: Body, node, axes, lead: dict, a: dict, root: str | None) -> Val:

@@ -21,12 +21,10 @@ from .dims import Sizes, classify
 from .constants import input_free, materialise
 from .modules import emit_module
 from .ops import RELABEL
-from .nodes import emit_node, is_tensorish
+from .nodes import IGNORES_ARGS, emit_node, is_tensorish
 from .eager_attention import plan
 from .repeat import stack
 from .values import Val, lookup as _lookup, op_name, where_
-
-IGNORES_ARGS = {"create_causal_mask"}  # recognised by its value: its arguments are not written
 
 
 @dataclass

@@ -17,7 +17,8 @@ from .values import Val, lookup, op_name, out_axes
 
 
 HANDLERS = {**OPS, "scaled_dot_product_attention": sdpa}
-MADE = {"arange", "create_causal_mask"}  # what makes a tensor from sizes alone and still has a box
+MADE = {"arange", "create_causal_mask"}
+IGNORES_ARGS = {"create_causal_mask"}  # recognised by its value  # what makes a tensor from sizes alone and still has a box
 
 
 def is_tensorish(value: Any) -> bool:
@@ -30,6 +31,8 @@ def emit_node(em, body: Body, cap: Capture, node: fx.Node, env: dict) -> Any:
         return _attribute(em, body, cap, node)
     if not is_tensorish(value):
         return value  # a size, a dtype, a flag: known in every run
+    if op_name(node) in IGNORES_ARGS:  # its arguments are not written (made from sizes, they may be unsaid)
+        env = {**{a: None for a in node.all_input_nodes}, **env}
     args, kwargs = lookup(env, node.args), lookup(env, dict(node.kwargs))
     handler = HANDLERS.get(op_name(node))
     if not any(isinstance(v, Val) for v in pytree.tree_leaves((args, kwargs))) and op_name(node) not in MADE:

@@ -164,7 +164,42 @@ def relabel(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
     a_out = [a for a in axes if a.kept]
     if [a.size for a in a_in] == [a.size for a in a_out]:
         return x.relabel(axes)
-    return reshape(body, node, x, axes)
+    if op_name(node) in ("expand", "expand_as"):
+        return expand(body, node, x, axes)
+    xs, ys = [a.size for a in a_in], [a.size for a in a_out]
+    p = 0
+    while p < min(len(xs), len(ys)) and xs[p] == ys[p]:
+        p += 1
+    q = 0
+    while q < min(len(xs), len(ys)) - p and xs[-1 - q] == ys[-1 - q]:
+        q += 1
+    if q == 0:
+        return reshape(body, node, x, axes)
+    # the axes merged or split lie between others: moved last (no statement), reshaped, moved back
+    xk, ok = x.kept, [t for t, a in enumerate(axes) if a.kept]
+    x_order = xk[:p] + xk[len(xk) - q:] + xk[p:len(xk) - q]
+    o_order = ok[:p] + ok[len(ok) - q:] + ok[p:len(ok) - q]
+    moved = Val(x.wire, tuple(x.axes[t] for t in x_order), tuple(x.pos[t] for t in x_order), x.ids)
+    r = reshape(body, node, moved, tuple(axes[t] for t in o_order))
+    pos: list = [None] * len(axes)
+    for k, t in enumerate(o_order):
+        pos[t] = r.pos[k]
+    return Val(r.wire, tuple(axes), tuple(pos))
+
+
+def expand(body: Body, node: fx.Node, x: Val, axes) -> Val:
+    """``expand``: an axis of size one made n copies (``repeat_kv`` of grouped-query attention)
+    is a product with ``ones<n>()``; one expanded over the batch or the sequence stays a broadcast."""
+    shift = len(axes) - len(x.axes)
+    new = [t for t, a in enumerate(axes) if a.kind is Kind.FIXED and (t < shift or not x.axes[t - shift].kept)]
+    kept = [a if a.kept and (t in new or t >= shift and x.axes[t - shift].kept) else Axis(Kind.ONE, a.size)
+            for t, a in enumerate(axes)]
+    if not new:
+        return x.relabel(tuple(kept))
+    ones = {t: body.assign_lead(f"ones_{axes[t].size}", (axes[t],), {}, f"ones<{body.em.sizes.expr(axes[t].size)}>()")
+            for t in new}
+    return body.assign(node.name, tuple(kept), lambda L: " * ".join(
+        [x.index(aligned(len(x.axes), L, len(axes)))] + [ones[t].index({0: L[t]}) for t in new]))
 
 
 def reshape(body: Body, node: fx.Node, x: Val, axes) -> Val:
@@ -226,7 +261,7 @@ def cast(em, body, cap, node, args, kwargs) -> Any:
     after = cap.values[0][node]
     if before.dtype != after.dtype:
         _dropped_cast(em, node, before.dtype, after.dtype)
-    return args[0].relabel(out_axes(cap, node))
+    return args[0].relabel(out_axes(cap, node)) if isinstance(args[0], Val) else args[0]
 
 
 def _dropped_cast(em, node: fx.Node, before: torch.dtype, after: torch.dtype) -> None:
@@ -395,16 +430,27 @@ def arange(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
 
 def causal_mask(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Any:
     """Hugging Face's ``create_causal_mask`` with no padding and no cache: None (the attention is
-    then causal by itself) or the prelude's ``causal`` mask, as the examples show it is."""
+    then causal by itself), the prelude's ``causal`` mask (boolean), or the same added to the
+    scores (0 where a query sees a key, -inf or the dtype's least number elsewhere: ``where(0, causal)``),
+    as the examples show it is."""
     value = cap.values[0][node]
     if value is None:
         return None
-    if kwargs.get("attention_mask") is not None or kwargs.get("cache") is not None or value.dtype != torch.bool:
+    if kwargs.get("attention_mask") is not None or kwargs.get("cache") is not None:
         raise DiagError("create_causal_mask with padding or a cache")
     axes = out_axes(cap, node)
-    if not all(torch.equal(run[node], torch.ones_like(run[node]).tril()) for run in cap.values):
+    tril = [torch.ones(run[node].shape[-2:], dtype=torch.bool).tril() for run in cap.values]
+    if value.dtype == torch.bool:
+        exact = all(torch.equal(run[node], t.expand_as(run[node])) for run, t in zip(cap.values, tril))
+    else:
+        exact = all(bool((run[node][..., t] == 0).all() and (run[node][..., ~t] <= torch.finfo(value.dtype).min).all())
+                    for run, t in zip(cap.values, tril))
+    if not exact:
         raise DiagError("create_causal_mask that is not the causal mask")
-    return body.assign_lead(node.name, axes, {}, f"causal<{body.em.sizes.axis(axes[-1])}>()")
+    mask = body.assign_lead(node.name, axes, {}, f"causal<{body.em.sizes.axis(axes[-1])}>()")
+    if value.dtype == torch.bool:
+        return mask
+    return body.assign(f"{node.name}_added", axes, lambda L: f"where(0, {mask.index(L)})")
 
 
 def rows(body: Body, base: str, table: str, n_rows: int, ids, axes) -> Val:
@@ -471,7 +517,7 @@ OPS.update({name: relabel for name in RELABEL})
 OPS.update({
     "gelu": gelu, "matmul": matmul, "bmm": matmul, "einsum": einsum, "softmax": softmax, "linear": linear,
     "mean": reduce("mean"), "sum": reduce("sum"), "transpose": transpose, "permute": transpose, "t": transpose,
-    "to": cast, "type": cast, "float": cast, "double": cast, "half": cast, "bfloat16": cast,
+    "to": cast, "type": cast, "type_as": cast, "float": cast, "double": cast, "half": cast, "bfloat16": cast,
     "dropout": dropout, "getitem": getitem, "split": split, "chunk": split, "cat": cat, "concat": cat,
     "getattr": getattr_, "arange": arange, "create_causal_mask": causal_mask, "embedding": embedding,
 })
