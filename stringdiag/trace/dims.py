@@ -43,11 +43,21 @@ def classify(shapes: list[tuple[int, ...]], what: str) -> list[Axis]:
     axes = []
     for b, bb, ss in zip(base, batch, seq):
         if bb != b and ss != b:
-            raise DiagError(f"{what}: an axis mixes the batch and the sequence (a reshape of batch × length?); "
+            if _tokens(b, bb, ss) and sum(x != y for x, y in zip(base, batch)) == 1:
+                axes.append(Axis(Kind.SEQ, bb - b))  # every token of the batch in one axis: per row, the sequence
+                continue
+            raise DiagError(f"{what}: an axis mixes the batch and the sequence other than as batch × length; "
                             "cannot trace it")
         kind = Kind.BATCH if bb != b else Kind.SEQ if ss != b else Kind.ONE if b == 1 else Kind.FIXED
         axes.append(Axis(kind, b))
     return axes
+
+
+def _tokens(b: int, bb: int, ss: int) -> bool:
+    """Whether an axis of b, bb, ss in the three runs is batch × length (``x.reshape(-1, d)``): the
+    run with one more row adds one length, and the other length divides by the same batch."""
+    length = bb - b
+    return length > 0 and b % length == 0 and ss % (b // length) == 0 and ss // (b // length) != length
 
 
 @dataclass

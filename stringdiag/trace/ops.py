@@ -16,7 +16,7 @@ from ..errors import DiagError
 from .body import Body, ident
 from .capture import Capture
 from .dims import Axis, Kind, classify
-from .values import Opaque, Slot, Val, aligned, letters_for, number, op_name, out_axes, where_
+from .values import Empty, Opaque, Slot, Val, aligned, letters_for, number, op_name, out_axes, where_
 
 SCALAR = {  # name -> template over the operands
     "add": "{0} + {1}", "iadd": "{0} + {1}", "radd": "{1} + {0}", "sub": "{0} - {1}", "isub": "{0} - {1}",
@@ -313,6 +313,8 @@ def cut(body: Body, node: fx.Node, x: Val, key: tuple, axes) -> Val:
     if len(spans) > 1 or spans[0][0] != n - 1 or spans[0][1].step not in (None, 1):
         raise DiagError("a slice other than of the last axis")
     start, stop, _ = spans[0][1].indices(x.axes[-1].size)
+    if stop <= start:
+        return Empty(axes)
     return _slice(body, node.name, x, start, stop - start, axes)
 
 
@@ -366,6 +368,9 @@ def cat(em, body, cap, node, args, kwargs) -> Val:
     xs, d = args[0], kwargs.get("dim", args[1] if len(args) > 1 else 0)
     axes = out_axes(cap, node)
     d %= len(axes)
+    xs = [v for v in xs if not isinstance(v, Empty)]
+    if len(xs) == 1 and isinstance(xs[0], Val):
+        return xs[0].relabel(axes)
     if d != len(axes) - 1 or len(xs) != 2:
         raise DiagError("a cat of other than two tensors along the last axis")
     body.em.sizes.total(axes[-1].size, [v.axes[-1].size for v in xs])

@@ -63,6 +63,14 @@ class Val:
         return Val(self.wire, tuple(axes), tuple(next(places) if a.kept else None for a in axes), self.ids)
 
 
+@dataclass(frozen=True)
+class Empty:
+    """A slice with nothing in it (the pass-through part of a rotary embedding over every feature):
+    no wire; ``cat`` drops it."""
+
+    axes: tuple
+
+
 def letters_for(axes) -> dict[int, str]:
     """Index names for the kept axes of a value: i, j for sequences, a, b, c, ... for the rest."""
     seq, fixed, out = iter(SEQ_LETTERS), iter(FIXED_LETTERS), {}
