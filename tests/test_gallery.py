@@ -1,13 +1,17 @@
-"""Every gallery file checks, renders, and every diagram in it compiles and runs."""
+"""Every gallery file checks and renders, and every diagram in it (and in gallery/modern/)
+computes, compiled, what an independent NumPy evaluation of its graph computes."""
 from __future__ import annotations
 
+import math
 import re
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from numpy_eval import Weights, evaluate
 
 import stringdiag
 from stringdiag import DiagError
@@ -125,45 +129,108 @@ def test_generated_file_has_its_grid_picture(name):
     assert set(prog.own) <= captions  # every mechanism is in the picture
 
 
-def _sizes(prog, d) -> tuple[dict, dict]:
-    fixed = {n: 4 for n, decl in prog.dims.items() if decl.kind == "fixed"}
-    seq = {"s": 6, "t": 5, "m": 3}
+# Every diagram of gallery/ and gallery/modern/, for the value tests (abstract families included:
+# compiling one must be refused).
+VALUED = [(f, name) for f in sorted(GALLERY.glob("*.diag")) + sorted((GALLERY / "modern").glob("*.diag"))
+          for name in stringdiag.load(f)]
+# two sizes, each with sequences long enough that a window's edge (|i - j| = w) falls between
+# two positions past the g global tokens (w, g: fixed dims, 3 or 4)
+SMALL = {"fixed": 3, "seq": {"s": 7, "t": 5, "m": 2}}
+LARGE = {"fixed": 4, "seq": {"s": 9, "t": 6, "m": 3}}
+
+
+def _sizes(prog, d, at: dict) -> tuple[dict, dict]:
+    """(the dims to compile with, the seq lengths of the inputs)."""
+    fixed = {n: decl.default if decl.default is not None else at["fixed"]
+             for n, decl in prog.dims.items() if decl.kind == "fixed"}
+    seq = dict(at["seq"])
     # a learnable box over a seq dimension (Linformer's projections) fixes that length
-    for b in d.expand().boxes():
-        node = d.expand().box(b)
-        if node["box"] == "learn":
-            for w in d.expand().box_outputs(b):
-                for dim in d.expand().wire_type(w):
+    e = d.expand()
+    for b in e.boxes():
+        if e.box(b)["box"] == "learn":
+            for w in e.box_outputs(b):
+                for dim in e.wire_type(w):
                     for n in dim.names():
                         if prog.lookup_dim(n) and prog.lookup_dim(n).kind == "seq":
                             fixed[n] = seq.get(n, 6)
     if not d.inputs:  # nothing to read a sequence length from: it is given
         fixed.update({n: v for n, v in seq.items() if prog.lookup_dim(n) is not None})
+    for g in d.generics:  # a generic definition used alone (a position's count: a seq length)
+        fixed.setdefault(g, seq["s"] if g == "n" else at["fixed"])
     return fixed, seq
 
 
-@pytest.mark.parametrize("path,name", ALL, ids=lambda x: x if isinstance(x, str) else x.name)
-def test_diagram_compiles_and_runs_on_random_input(path, name):
+def _registry(monkeypatch) -> list:
+    """The compiled module's weight sets as the compiler registers them (weight set -> module):
+    how the reference finds the weights a learnable box computes with."""
+    from stringdiag.lower import lower as L
+
+    seen: list = []
+    register = L.Lowering.register
+
+    def recording(self, key, make):
+        if not any(r is self.registry for r in seen):
+            seen.append(self.registry)
+        return register(self, key, make)
+    monkeypatch.setattr(L.Lowering, "register", recording)
+    return seen
+
+
+def _agree(y: torch.Tensor, ref: np.ndarray) -> float:
+    """max |y - ref| / max |ref| over the finite entries; ``inf`` when the shapes, dtypes or the
+    places and signs of the entries that are not finite differ."""
+    y = y.detach()
+    if y.dtype not in (torch.float64, torch.int64) or tuple(y.shape) != ref.shape:
+        return math.inf
+    y = y.double().numpy()
+    for test in (np.isnan, np.isposinf, np.isneginf):
+        if not np.array_equal(test(y), test(ref)):
+            return math.inf
+    fin = np.isfinite(ref)
+    if not fin.any():
+        return 0.0
+    err, scale = np.abs(y[fin] - ref[fin]).max(), np.abs(ref[fin]).max()
+    return err / scale if scale else (0.0 if err == 0 else math.inf)
+
+
+@pytest.mark.parametrize("path,name", VALUED, ids=lambda x: x if isinstance(x, str) else x.name)
+def test_diagram_computes_what_an_independent_evaluator_computes(path, name, monkeypatch):
+    """Compiled in float64 at two sizes — natively with the fast paths at the smaller, every
+    definition opened (``native=False``) at the larger — with random weights and inputs, each
+    agrees with the NumPy evaluator of ``tests/numpy_eval.py`` to 1e-9 on every output, and the
+    evaluator reads every weight set the module holds."""
+    from stringdiag.lower.lower import compile as lower
+
     prog = stringdiag.load(path)
     d = prog[name]
-    fixed, seq = _sizes(prog, d)
     if any(d.expand().box(b)["box"] == "abstract" for b in d.expand().boxes()):
         with pytest.raises(DiagError, match="is an abstract family"):
-            compile(d, dims=fixed)
+            compile(d, dims=_sizes(prog, d, SMALL)[0])
         return
-    torch.manual_seed(0)
-    m = compile(d, dims=fixed, approximator="mlp", dtype=torch.float64)
-    sizes = {**seq, **fixed}
-    for g in d.generics:
-        sizes.setdefault(g, 3)
-
-    def shape(t):
-        return tuple(dim.evaluate(sizes) for dim in t)
-
-    xs = [torch.randn(2, *shape(t), dtype=torch.float64) if d.id_range(w) is None  # token ids: integers
-          else torch.randint(0, d.id_range(w).evaluate(sizes), (2, *shape(t))) for w, t in zip(d.inputs, d.input_types)]
-    out = m(*xs)
-    outs = out if isinstance(out, tuple) else (out,)
-    batch = (2,) if xs else ()  # a diagram without inputs makes one value
-    assert [tuple(o.shape) for o in outs] == [(*batch, *shape(t)) for t in d.output_types]
-    assert all(torch.isfinite(o).all() for o in outs)
+    seen = _registry(monkeypatch)
+    for at, native in ((SMALL, True), (LARGE, False)):
+        fixed, seq = _sizes(prog, d, at)
+        seen.clear()
+        m = lower(d, dims=fixed, dtype=torch.float64, native=native).eval()
+        gen = torch.Generator().manual_seed(len(name))
+        with torch.no_grad():
+            for p in m.parameters():  # not the initialisation: layer norms start at 1 and 0
+                p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64) * 0.5)
+        sizes = {**seq, **fixed}
+        shape = lambda t: tuple(dim.evaluate(sizes) for dim in t)  # noqa: E731
+        xs = [torch.randn(2, *shape(t), generator=gen, dtype=torch.float64) if d.id_range(w) is None
+              else torch.randint(0, d.id_range(w).evaluate(sizes), (2, *shape(t)), generator=gen)
+              for w, t in zip(d.inputs, d.input_types)]
+        with torch.no_grad():
+            out = m(*xs)
+        outs = out if isinstance(out, tuple) else (out,)
+        weights = Weights(seen[0] if seen else {})
+        with np.errstate(all="ignore"):  # log(0), as the module computes it
+            refs = evaluate(d, [x.numpy() for x in xs], sizes, weights)
+        batch = (2,) if xs else ()  # a diagram without inputs makes one value
+        assert len(outs) == len(refs) == len(d.output_types)
+        for k, (y, ref, t) in enumerate(zip(outs, refs, d.output_types)):
+            err = _agree(y, np.broadcast_to(ref, (*batch, *shape(t))))
+            assert err < 1e-9, f"output {k} at {sizes}, native={native}: relative error {err:.3g}"
+        held = {k for k in weights.registry if k[0] in ("learn", "diagram")}
+        assert held <= weights.read, f"weight sets the module holds and the diagram never uses: {held - weights.read}"

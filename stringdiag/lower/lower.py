@@ -239,8 +239,8 @@ class Lowering:
                 name += "_"
             taken.add(name)
             placeholders.append(g.placeholder(name))
-        if not placeholders:  # no inputs (a learnable tensor, a constant): one value
-            self.ref = g.call_function(torch.zeros, ((),), name="ref")
+        if not placeholders:  # no inputs (a learnable tensor, a constant): one value, in the module's dtype
+            self.ref = self.dtype_ref()
             return (), 1
         batch = n_batch = None
         for w, ph in zip(d.inputs, placeholders):
