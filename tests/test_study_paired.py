@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from stringdiag.cli.main import main
 from stringdiag.study import paired
 from stringdiag.study import results as R
-from stringdiag.study.runner import LOCK, claim, release
+from stringdiag.study.runner import LOCK, claim, plan, release
 
 ROOT = Path(__file__).resolve().parents[1]
 ANATOMY = str(ROOT / "gallery" / "anatomy.diag")
@@ -172,3 +172,19 @@ def test_two_processes_share_one_study_without_training_a_run_twice(tmp_path):
     assert len(names) == 6 and len(set(names)) == 6, logs  # each of the 6 runs trained by exactly one process
     assert main(["study", ANATOMY, "-d", "M0,M1", *TINY, "--layers", "1", "--seeds", "2", "-o", str(out)]) == 0
     assert len(list(out.glob("*/result.json"))) == 6  # the next command times what is left
+
+
+def test_plan_lists_the_runs_left_with_their_cpu_hours_and_trains_nothing(tmp_path, capsys):
+    out = tmp_path / "s"
+    base = ["study", ANATOMY, "-d", "M0,M1", *TINY, "--layers", "1-2", "--seeds", "2", "-o", str(out)]
+    assert main([*base, "--plan", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in got["runs"]] == [r.name for r in plan(["M0", "M1", "control"], [1, 2], 2)]
+    assert all(r["steps_left"] == 2 and r["cpu_hours"] > 0 for r in got["runs"])
+    assert got["cpu_hours"] == pytest.approx(sum(r["cpu_hours"] for r in got["runs"]))
+    assert not out.exists()  # nothing trained, nothing written
+    assert main(["study", ANATOMY, "-d", "M0", *TINY, "--layers", "1", "-o", str(out)]) == 0  # M0-L1, control-L1
+    capsys.readouterr()
+    assert main([*base, "--plan"]) == 0
+    text = capsys.readouterr().out
+    assert "M0-L1 " not in text and "M0-L2 " in text and "(2 trained before)" in text

@@ -4,6 +4,7 @@
 # script may run at once (one per core): each takes the next run that no other process holds.
 #   bash benchmarks/cpu/lm_cpu_study.sh            # one lane; start a second beside it for two cores
 #   STAGES="controls-1" bash benchmarks/cpu/lm_cpu_study.sh
+#   PLAN=1 bash benchmarks/cpu/lm_cpu_study.sh     # each stage's runs left and their CPU-hours; trains nothing
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 SD=${STRINGDIAG:-.venv/bin/stringdiag}
@@ -13,6 +14,10 @@ RECIPE=(--d-model 128 --heads 4 --context 35 --batch-size 32 --max-steps 1200 --
 SPREAD=M4,M22,M7,M9,M23,M13,M3,M20
 # (c): every member that uses both families
 BOTH=M8,M9,M10,M11,M22,M23,M24,M25,M26,M27,M28,M29,M30
+# (d): three epochs (4,140 steps), the whole test split: M0, M1, two members of each group, the controls
+LONG=M0,M1,M4,M22,M7,M9,M23,M13,M3,M20
+LONG_RECIPE=(--d-model 128 --heads 4 --context 35 --batch-size 32 --epochs 3 --warmup 200 --eval-every 1380
+             --timing-steps 10 --threads 1 -o gallery/study/lm-cpu-long)
 stage() {
   case $1 in
     controls-1)  "$SD" study gallery/mechanisms.diag -d M1 --control mixing --layers 1 --seeds 1 "${RECIPE[@]}" ;;
@@ -20,10 +25,12 @@ stage() {
     controls-2)  "$SD" study gallery/mechanisms.diag -d M1 --control mixing --layers 1-2 --seeds 3 "${RECIPE[@]}" ;;
     members-3)   "$SD" study gallery/mechanisms.diag -d "$SPREAD" --control mixing --layers 1 --seeds 3 "${RECIPE[@]}" ;;
     both-2)      "$SD" study gallery/mechanisms.diag -d "$BOTH" --control mixing --layers 2 --seeds 1 "${RECIPE[@]}" ;;
+    long)        "$SD" study gallery/mechanisms.diag -d "$LONG" --control mixing --layers 1 --seeds 1 "${LONG_RECIPE[@]}" ;;
     *) echo "unknown stage $1" >&2; return 2 ;;
   esac
 }
-for s in ${STAGES:-controls-1 controls-13 controls-2 members-3 both-2}; do
+if [ -n "${PLAN:-}" ]; then RECIPE+=(--plan); LONG_RECIPE+=(--plan); fi
+for s in ${STAGES:-controls-1 controls-13 controls-2 members-3 both-2 long}; do
   echo "== stage $s ($(date -u +%FT%TZ))"
   stage "$s" || exit $?
 done

@@ -7,6 +7,7 @@ the directories of several shards.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -114,7 +115,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the number of shards, with --shard-from-env")
     p.add_argument("--list-runs", action="store_true",
                    help="print the runs this command would train (this shard's), without training")
-    p.add_argument("--json", action="store_true", help="with --list-runs: the run manifest as JSON")
+    p.add_argument("--plan", action="store_true",
+                   help="print the runs still to train (this shard's) and the CPU-hours each will take, measured "
+                        "on this machine from a few training steps of each mechanism and depth; trains nothing")
+    p.add_argument("--json", action="store_true", help="with --list-runs or --plan: as JSON")
     p.add_argument("--report", nargs="+", default=None, metavar="DIR",
                    help="redraw the figures from these studies' results.csv without training (several: merged)")
     g = p.add_argument_group("the recipe (recorded in DIR/study.json; a study resumes only with the same)")
@@ -186,6 +190,8 @@ def run(args: argparse.Namespace) -> int:
         raise DiagError(f"{options.short(prog.path)} has no causal diagram of type [s, d] -> [s, d] to study")
     if args.list_runs:
         return list_runs(study, args)
+    if args.plan:
+        return show_plan(study, args)
     study.open()  # a study already in `out` must have this configuration
     _run_share(study, args, corpus.name, out)
     return 0
@@ -274,6 +280,63 @@ def list_runs(study, args: argparse.Namespace) -> int:
     for r in rows:
         print(f"{r['name']:<16} {r['state']:<9} {r['directory']}")
     print(f"{len(rows)} run(s) in shard {k}/{n}, {study.total_steps:,} steps each")
+    return 0
+
+
+PLAN_STEPS = 3  # timed training steps per mechanism and depth for --plan (after one warm-up step)
+
+
+def show_plan(study, args: argparse.Namespace) -> int:
+    """``--plan``: every run of this share not yet trained, with its steps left and its CPU-hours:
+    CPU seconds per step measured here (one thread, as the study trains) times the steps left, plus
+    its test (the test windows' forward passes, costed as a third of a training step each batch)."""
+    import json
+    import time
+
+    import torch
+
+    from ..study.runner import CHECKPOINT, TRAINED, Run, plan
+    from ..study.timing import measure
+    from ..train import checkpoint
+    from ..data.corpus import eval_windows
+
+    mine, k, n = my_share(plan(study.heads, args.layers, args.seeds), args)
+    todo = [r for r in mine if not (study.out / r.name / TRAINED).exists()]
+    windows, r = study.train_windows(), study.recipe
+    threads = torch.get_num_threads()
+    torch.set_num_threads(args.threads or 1)
+    per_step: dict[tuple[str, int], float] = {}
+    for run in todo:
+        key = (run.mechanism, run.layers)
+        if key not in per_step:
+            print(f"timing {run.mechanism} at {run.layers} layer(s) ...", file=sys.stderr)
+            per_step[key] = measure(lambda: study.make(Run(*key), check_causal=False), windows, r.batch_size,
+                                    PLAN_STEPS, warmup=1, clock=time.process_time)[0]
+    torch.set_num_threads(threads)
+    if study.recipe.task == "lm":
+        test_batches = -(-eval_windows(study.test_ids, r.context, r.test_stride)[0].shape[0] // 256)
+        test_steps = test_batches * 256 / r.batch_size / 3  # a forward pass of one window: a third of a step
+    else:
+        test_steps = study.corpus.test.windows.shape[0] / r.batch_size / 3
+    rows = []
+    for run in todo:
+        ckpt = study.out / run.name / CHECKPOINT
+        done = checkpoint.read_meta(ckpt).get("step", 0) if ckpt.exists() else 0
+        left = max(study.total_steps - int(done or 0), 0)
+        hours = per_step[run.mechanism, run.layers] * (left + test_steps) / 3600
+        rows.append({"name": run.name, "state": "started" if done else "todo", "steps_left": left,
+                     "cpu_hours": hours})
+    total = sum(x["cpu_hours"] for x in rows)
+    if args.json:
+        print(json.dumps({"shard": [k, n], "finished": len(mine) - len(todo), "runs": rows,
+                          "cpu_hours": total}, indent=2))
+        return 0
+    for x in rows:
+        print(f"{x['name']:<22} {x['state']:<8} {x['steps_left']:>7,} steps  {x['cpu_hours']:6.2f} CPU-hours")
+    print(f"{len(rows)} run(s) to train in shard {k}/{n} ({len(mine) - len(todo)} trained before): about "
+          f"{total:.1f} CPU-hours at {args.threads or 1} thread(s), measured from {PLAN_STEPS} steps of each mechanism "
+          f"and depth here, testing included; {total / max(os.cpu_count() or 1, 1):.1f} hours on "
+          f"{os.cpu_count()} cores (one process per core)")
     return 0
 
 
