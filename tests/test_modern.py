@@ -103,10 +103,20 @@ def reference_dtype(transformers, family: str, in_float64: bool, monkeypatch) ->
 
 
 def checks_and_renders(tmp_path, capsys, file: str) -> None:
+    """The file checks and every diagram in it renders; the pictures committed for it
+    (``gallery/modern.FILE.NAME.svg``) are what render draws today, byte for byte. Its values are
+    tests/test_gallery.py's (every diagram against an independent evaluator)."""
     assert main(["check", str(MODERN / file)]) == 0
     assert main(["render", str(MODERN / file), "-o", str(tmp_path)]) == 0
     capsys.readouterr()
-    assert list(tmp_path.glob("*.svg"))
+    stem = Path(file).stem
+    drawn = {p.name for p in tmp_path.glob("*.svg")}
+    assert drawn == {f"{stem}.{name}.svg" for name in stringdiag.load(str(MODERN / file))}
+    committed = sorted(MODERN.parent.glob(f"modern.{stem}.*.svg"))
+    assert committed, f"no picture of {file} in gallery/ (gallery/PICTURES draws them)"
+    for picture in committed:
+        mine = tmp_path / picture.name.removeprefix("modern.")
+        assert mine.read_bytes() == picture.read_bytes(), f"{picture.name} is stale: make pictures"
 
 
 # -- Llama --------------------------------------------------------------------------------------------
