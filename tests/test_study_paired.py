@@ -188,3 +188,20 @@ def test_plan_lists_the_runs_left_with_their_cpu_hours_and_trains_nothing(tmp_pa
     assert main([*base, "--plan"]) == 0
     text = capsys.readouterr().out
     assert "M0-L1 " not in text and "M0-L2 " in text and "(2 trained before)" in text
+
+
+def test_the_gpu_script_runs_end_to_end_on_the_cpu(tmp_path):
+    """benchmarks/gpu/mechanisms_study.py: timing shard, sizing, training, timing alone, report."""
+    out = tmp_path / "w"
+    got = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu" / "mechanisms_study.py"), "--device", "cpu",
+                          "--tiny", "--budget", "60", "--pilot", "6", "--processes", "2", "--threads", "1",
+                          "--mechanisms", "M0,M1", "--controls", "control,RunningMean", "--tar", "-o", str(out)],
+                         capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert "pilot:" in got.stdout and "sizing:" in got.stdout and "4 run(s) trained" in got.stdout
+    rows = R.read_csv(out / "study" / "results.csv")
+    assert sorted(r["mechanism"] for r in rows) == ["M0", "M1", "RunningMean", "control"]
+    assert all(r["seconds_per_epoch"] is not None for r in rows)  # timed
+    with __import__("tarfile").open(out / "study.tgz") as tar:
+        names = tar.getnames()
+    assert "study/results.csv" in names and not any(n.endswith("checkpoint.safetensors") for n in names)
