@@ -377,3 +377,162 @@ diagram Stop(x: [s]) -> [s] {
     x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
     m(x).sum().backward()
     assert torch.equal(x.grad, x.detach())
+
+
+# == every other fixed primitive at its edges, against plain Python =============================
+# Each reference below works on one row (a Python list: the last axis) or builds a small table
+# entry by entry, sharing nothing with stringdiag/lower/primitives.py. The sizes are the edges:
+# empty and size-1 axes, a window of 1, of exactly the sequence and wider, the entry |i - j| = w
+# just outside a window, no global tokens and all of them, a shift by nothing and by everything;
+# the inputs have ties (small integers) and rows that are -infinity throughout.
+def _rows(x: torch.Tensor, fn) -> torch.Tensor:
+    """``fn`` (a list -> a list or a number) on every row of the last axis."""
+    lead = x.shape[:-1]
+    out = [fn([float(v) for v in row]) for row in x.reshape(math.prod(lead), x.shape[-1])]
+    t = torch.tensor(out, dtype=torch.float64)
+    return t.reshape(*lead, *t.shape[1:]) if out else torch.zeros(*lead, 0, dtype=torch.float64)
+
+
+def _table(n: int, m: int, keep) -> torch.Tensor:
+    return torch.tensor([[float(keep(i, j)) for j in range(m)] for i in range(n)], dtype=torch.float64).reshape(n, m)
+
+
+def _hardmax_row(row):
+    top = max(row, default=None)
+    hits = [j for j, v in enumerate(row) if v == top]
+    return [1 / len(hits) if j in hits else 0.0 for j in range(len(row))]
+
+
+def _running(op, start):
+    def run(row):
+        out, acc = [], start
+        for v in row:
+            acc = op(acc, v)
+            out.append(acc)
+        return out
+    return run
+
+
+def _shift_row(k):
+    return lambda row: [row[j - k] if j >= k else 0.0 for j in range(len(row))]
+
+
+def _posenc(n, m):
+    return _table(n, m, lambda p, f: math.sin(p / 10000 ** ((f - f % 2) / m)) if f % 2 == 0
+                  else math.cos(p / 10000 ** ((f - f % 2) / m)))
+
+
+EDGE_REFERENCE: dict[str, Callable] = {
+    "hardmax": lambda xs, s: _rows(xs[0], _hardmax_row),
+    "amax": lambda xs, s: _rows(xs[0], lambda row: max(row, default=-math.inf)),
+    "cumsum": lambda xs, s: _rows(xs[0], _running(lambda a, b: a + b, 0.0)),
+    "cumprod": lambda xs, s: _rows(xs[0], _running(lambda a, b: a * b, 1.0)),
+    "ones": lambda xs, s: torch.tensor([1.0] * s["n"], dtype=torch.float64),
+    "zeros": lambda xs, s: torch.tensor([0.0] * s["n"], dtype=torch.float64),
+    "cat": lambda xs, s: torch.cat(xs, -1),
+    "split": lambda xs, s: (xs[0][..., : s["n"]], xs[0][..., s["n"]:]),
+    "rev": lambda xs, s: _rows(xs[0], lambda row: row[::-1]),
+    "flatten": lambda xs, s: xs[0].reshape(*xs[0].shape[:-2], s["n"] * s["m"]),
+    "unflatten": lambda xs, s: xs[0].reshape(*xs[0].shape[:-1], s["n"], s["m"]),
+    "pick": lambda xs, s: _rows(xs[0], lambda row: row[s["a"]]),
+    "narrow": lambda xs, s: _rows(xs[0], lambda row: row[s["a"]: s["a"] + s["m"]]),
+    "shift": lambda xs, s: _rows(xs[0], _shift_row(s["k"])),
+    "causal_conv": lambda xs, s: torch.stack([_rows(torch.cat([x, k], -1), lambda row: [
+        sum(row[s["n"] + u] * row[j + u - s["w"] + 1] for u in range(s["w"]) if j + u - s["w"] + 1 >= 0)
+        for j in range(s["n"])]) for x, k in [xs]]).squeeze(0),
+    "embed": lambda xs, s: torch.stack([xs[1][b, int(xs[0][b])] for b in range(xs[0].shape[0])]),
+    "bucket": lambda xs, s: _rows(xs[0][..., None], lambda row: float(min(max(round(row[0]), 0), s["n"] - 1))),
+    "positions": lambda xs, s: torch.tensor([float(p) for p in range(s["n"])], dtype=torch.float64),
+    "posenc": lambda xs, s: _posenc(s["n"], s["m"]),
+    "causal": lambda xs, s: _table(s["n"], s["n"], lambda i, j: j <= i),
+    "window": lambda xs, s: _table(s["n"], s["n"], lambda i, j: abs(i - j) < s["w"]),
+    "strided": lambda xs, s: _table(s["n"], s["n"], lambda i, j: (i - j) % s["w"] == 0 and j <= i),
+    "global": lambda xs, s: _table(s["n"], s["n"], lambda i, j: i < s["g"] or j < s["g"]),
+    "gauss": lambda xs, s: torch.stack([torch.tensor([math.exp(-(p - float(mu)) ** 2 / (2 * float(sg) ** 2))
+                                                      for p in range(s["n"])], dtype=torch.float64)
+                                        for mu, sg in zip(*xs)]),
+}
+
+
+def _edge_sizes(name: str) -> list[dict]:
+    """The generic sizes each primitive is tried at."""
+    n_only = [{"n": n} for n in (0, 1, 2, 5)]
+    masks = [{"n": n, "w": w} for n in (1, 2, 6) for w in sorted({1, 2, n - 1, n, n + 1} - {0})]
+    return {
+        "cat": [{"n": n, "m": m} for n, m in ((0, 2), (1, 0), (3, 2))],
+        "split": [{"n": n, "m": m} for n, m in ((0, 2), (1, 0), (3, 2))],
+        "flatten": [{"n": n, "m": m} for n, m in ((1, 1), (0, 3), (2, 3))],
+        "unflatten": [{"n": n, "m": m} for n, m in ((1, 1), (3, 0), (2, 3))],
+        "pick": [{"a": a, "r": r} for a, r in ((0, 0), (0, 3), (3, 0), (1, 1))],
+        "narrow": [{"a": a, "m": m, "r": r} for a, m, r in ((0, 0, 2), (0, 3, 0), (2, 1, 0), (1, 2, 1))],
+        "shift": [{"k": k, "n": n} for n in (1, 4) for k in (0, 1, n - 1, n, n + 2)],
+        "causal_conv": [{"w": w, "n": n} for n in (1, 4) for w in (1, 2, n, n + 2)],
+        "embed": [{"v": 1, "d": 2}, {"v": 4, "d": 1}, {"v": 5, "d": 3}],
+        "bucket": [{"n": 1}, {"n": 4}],
+        "topk": [{"k": k, "n": n} for n in (1, 4) for k in (0, 1, n)],
+        "posenc": [{"n": n, "m": m} for n, m in ((1, 1), (3, 1), (4, 5), (6, 6))],
+        "window": masks,
+        "strided": masks,
+        "global": [{"n": n, "g": g} for n in (1, 5) for g in (0, 1, n - 1, n, n + 2)],
+        "gauss": [{"n": n} for n in (1, 6)],
+    }.get(name, n_only)
+
+
+def _edge_inputs(name: str, decl: BoxDecl, sizes: dict, gen: torch.Generator) -> list[torch.Tensor]:
+    xs = []
+    for t, r in zip(decl.ins, decl.port_ranges()):
+        shape = (3, *[dim.evaluate(sizes) for dim in t])
+        if r is not None:
+            xs.append(torch.randint(0, r.evaluate(sizes), shape, generator=gen))
+        elif name in ("hardmax", "amax"):  # ties, and a row of -infinity throughout
+            x = torch.randint(-1, 2, shape, generator=gen).to(torch.float64)
+            x[0] = -math.inf
+            xs.append(x)
+        elif name == "bucket":  # halves (round to even), numbers past both ends
+            xs.append(torch.tensor([-1.5, -0.5, 0.5, 1.5, 2.5, 3.49, 3.5, 9.0], dtype=torch.float64))
+        elif name == "gauss" and len(xs) == 1:
+            xs.append(torch.rand(shape, generator=gen, dtype=torch.float64) + 0.3)  # a width sigma > 0
+        else:
+            xs.append(torch.randn(shape, generator=gen, dtype=torch.float64))
+    return xs
+
+
+def _same(y: torch.Tensor, ref: torch.Tensor) -> bool:
+    return (tuple(y.shape) == tuple(ref.shape) and torch.equal(torch.isfinite(y), torch.isfinite(ref))
+            and torch.equal(y[~torch.isfinite(y)], ref[~torch.isfinite(ref)])
+            and (not torch.isfinite(ref).any() or rel_max(y[torch.isfinite(y)], ref[torch.isfinite(ref)]) < TOL))
+
+
+EDGE = sorted(set(FIXED) - SCALAR | {"bucket"})  # bucket: its halves and both ends
+
+
+def test_every_other_fixed_primitive_has_an_edge_reference():
+    assert set(EDGE_REFERENCE) | {"topk"} == set(EDGE), "add a plain reference for each fixed primitive"
+
+
+@pytest.mark.parametrize("name", EDGE)
+def test_fixed_primitives_agree_with_plain_python_at_their_edges(name):
+    """Compiled alone, natively and opened, at every size of ``_edge_sizes``: the same values as
+    the reference, exactly where they are not finite and to 1e-12 elsewhere."""
+    decl = FIXED[name]
+    w, _ = _fixed_use(name, decl, 1)
+    gen = torch.Generator().manual_seed(7)
+    for sizes in _edge_sizes(name):
+        m = compile(w, dims=sizes, dtype=torch.float64)
+        xs = _edge_inputs(name, decl, sizes, gen)
+        with torch.no_grad():
+            ys = m(*xs)
+        ys = ys if isinstance(ys, tuple) else (ys,)
+        if name == "topk":  # ties may come in either order: the values, largest first, and where they are
+            (x,), (values, where) = xs, ys
+            want = _rows(x, lambda row: sorted(row, reverse=True)[: sizes["k"]])
+            assert _same(values, want), (sizes, values, want)
+            picked = x.gather(-1, where.long()) if sizes["k"] else values
+            assert torch.equal(picked, values), sizes
+            assert all(len(set(r.tolist())) == len(r) for r in where.reshape(-1, max(sizes["k"], 1))), sizes
+            continue
+        refs = EDGE_REFERENCE[name](xs, sizes)
+        refs = refs if isinstance(refs, tuple) else (refs,)
+        for y, ref in zip(ys, refs):
+            ref = ref.to(torch.float64) if xs else ref
+            assert _same(y.to(torch.float64), ref.expand(y.shape) if not xs else ref), (name, sizes, y, ref)

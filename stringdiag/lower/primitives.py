@@ -51,8 +51,17 @@ def const(value: float, ref: Tensor) -> Tensor:
     return torch.full((1,), value, dtype=ref.dtype, device=ref.device)
 
 
+def amax(x: Tensor) -> Tensor:
+    """The largest entry of the last axis; -infinity over an empty one (torch's amax refuses it)."""
+    if x.shape[-1] == 0:
+        return x.new_full(x.shape[:-1], float("-inf"))
+    return torch.amax(x, -1)
+
+
 def hardmax(x: Tensor) -> Tensor:
     """1/|argmax| on every maximal entry of the last axis, 0 elsewhere (ties averaged)."""
+    if x.shape[-1] == 0:
+        return x
     hit = (x == x.amax(dim=-1, keepdim=True)).to(x.dtype)
     return hit / hit.sum(dim=-1, keepdim=True)
 
