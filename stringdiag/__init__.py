@@ -18,12 +18,13 @@ from .errors import DiagError, Pos
 
 __all__ = ["DiagError", "Pos", "Diagram", "Program", "load", "loads", "compile", "load_weights", "derive",
            "load_derivation", "load_taxonomy", "info", "export", "load_run", "generate", "save_pretrained",
-           "from_pretrained", "__version__"]
+           "from_pretrained", "trace", "__version__"]
 
 # read on first use (PEP 562), so that `stringdiag --version`, `--help` or a bad command line
 # never wait for networkx and lark, which the graph layer imports
 _LAZY = {"Diagram": ".graph.diagram", "Program": ".graph.decls", "load": ".elaborate.loader",
-         "loads": ".elaborate.loader", "__version__": ".version"}  # the version: importlib.metadata
+         "loads": ".elaborate.loader", "__version__": ".version",  # the version: importlib.metadata
+         "trace": ".trace"}  # the function (torch is imported then, not before)
 
 
 def __getattr__(name: str):

@@ -7,6 +7,8 @@ box, run by torch when compiled, with a warning at the line of source that did i
 from __future__ import annotations
 
 import re
+import sys
+import types
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
@@ -15,6 +17,7 @@ from torch import nn
 
 from ..errors import DiagError
 from .capture import ModuleCall
+from .body import ident as ident_of
 from .constants import CONSTANT
 from .emit import Emitter
 
@@ -27,11 +30,13 @@ class WeightMap:
     mapping: dict = field(default_factory=dict)
     transpose: list = field(default_factory=list)
     constants: dict = field(default_factory=dict)  # the module's constants (``NAME@constant``) -> their tensors
+    aliases: list = field(default_factory=list)  # names of a tensor mapped under another name (tied weights)
 
     def load(self, compiled: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> None:
         from ..lower.porting import load_weights
 
-        load_weights(compiled, {**state_dict, **self.constants}, self.mapping, self.transpose)
+        state = {k: v for k, v in state_dict.items() if k not in self.aliases}
+        load_weights(compiled, {**state, **self.constants}, self.mapping, self.transpose)
 
     def tensors(self, state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The module's weights (and constants) under the compiled program's names (for a safetensors file)."""
@@ -102,6 +107,8 @@ def trace(module: nn.Module, example_inputs, other_inputs=None, file: str | None
     module = module.eval()
     calls = _calls(module, example_inputs, other_inputs)
     em = Emitter()
+    em.tied = _tied(module)
+    em.reset()
     em.vocabulary = next((m.num_embeddings for m in module.modules() if isinstance(m, nn.Embedding)), None)
     with torch.no_grad():
         em.define(module, calls)  # the first pass learns how sizes are cut
@@ -121,7 +128,37 @@ def trace(module: nn.Module, example_inputs, other_inputs=None, file: str | None
         weights.mapping[theirs] = _compiled_name(ours, ident)
         if transposed:
             weights.transpose.append(theirs)
-        if theirs.endswith(CONSTANT):
+        if theirs.endswith(CONSTANT) and theirs not in weights.constants:
             where, _, key = theirs.rpartition(".")
             weights.constants[theirs] = em.constants[(id(module.get_submodule(where)), key)]
+    for t in em.tied.values():
+        if t.used:
+            weights.mapping[t.names[0]] = f"{t.box}.weight"
+            weights.aliases += t.names[1:]
     return Traced(program, weights, text, top.name, em.warnings, em.fixed)
+
+
+def _tied(module: nn.Module) -> dict:
+    """The parameters held by several submodules, each one learnable tensor of the file."""
+    from .emit import Tied
+
+    names: dict = {}
+    for name, p in module.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), (p, []))[1].append(name)
+    out = {}
+    for key, (p, held) in names.items():
+        if len(held) > 1:
+            box = ident_of(held[0].rsplit(".", 2)[-2] if "." in held[0] else held[0])
+            out[key] = Tied(box, held, tuple(p.shape))
+    return out
+
+
+class _Package(types.ModuleType):
+    """This package, callable as the function: ``stringdiag.trace(module, example)`` works whether
+    ``stringdiag.trace`` was first reached as the package's attribute or imported as a package."""
+
+    def __call__(self, *args, **kwargs) -> Traced:
+        return trace(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -79,14 +79,15 @@ def materialise(em, body, cap, node: fx.Node):
     first = cores[0]
     if first.numel() == 1 and all(c.numel() == 1 and c.item() == first.item() for c in cores):
         if not seq and not any(a.kind is Kind.FIXED for a in axes):
-            return first.item()  # a scale, say
+            return first.item() if values[0].dtype.is_floating_point else int(first.item())  # a scale, say
     if not seq:
         if not all(torch.equal(c, first) for c in cores):
             raise DiagError(f"{where}: '{node.name}' changes between runs; cannot trace it")
         return _stored(em, body, node, axes, first)
     constant = first.flatten()[0].item()
+    constant = constant if values[0].dtype.is_floating_point else int(constant)
     if all(bool((c == constant).all()) for c in cores) and not any(a.kind is Kind.FIXED for a in axes):
-        return float(constant)  # the same number at every position (token types 0, a mask of ones)
+        return constant  # the same number at every position (token types 0, a mask of ones)
     if len(seq) == 1 and len(cores[0].shape) == 1:
         found = _affine(cores)
         if found is not None:
@@ -121,10 +122,13 @@ def _positions(em, body, node: fx.Node, axes, a: float, b: float) -> Val:
 
 def _stored(em, body, node: fx.Node, axes, value: torch.Tensor) -> Val:
     """A constant tensor of fixed shape: a tensor of the weights file, read through ``detach``."""
-    key = f"{node.name}{CONSTANT}"
+    name = _buffer_name(node) or f"{node.name}_table"
+    key = f"{name}{CONSTANT}"
+    if em.constant_owners.setdefault((id(body.module), key), node.name) != node.name:  # two from one buffer
+        key = f"{name}_{node.name}{CONSTANT}"
     em.constants[(id(body.module), key)] = value.detach().clone()
     kept = tuple(a for a in axes if a.kept)
-    box = body.learn(_buffer_name(node) or f"{node.name}_table", f"-> {body.type_of(kept)}", [("weight", key, False)])
+    box = body.learn(name, f"-> {body.type_of(kept)}", [("weight", key, False)])
     body.decls.append(f"# {box}: a constant of the model ({_what(node)}), stored in the weights file")
     letters = "abcefgmnpq"[:len(kept)]
     idx = f"[{', '.join(letters)}]" if letters else ""

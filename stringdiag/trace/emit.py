@@ -28,6 +28,23 @@ from .values import Val, lookup as _lookup, op_name, where_
 
 
 @dataclass
+class Tied:
+    """A parameter several submodules hold (a language model's embedding and output head): one
+    learnable tensor of the file, which each of them reads."""
+
+    box: str
+    names: list  # the module's names for it, the first the one the weight map reads
+    shape: tuple
+    used: bool = False
+
+    def read(self, em) -> str:
+        self.used = True
+        for n in self.shape:
+            em.sizes.used.add(n)
+        return f"{self.box}()"
+
+
+@dataclass
 class Emitter:
     sizes: Sizes = field(default_factory=Sizes)
     captures: dict = field(default_factory=dict)  # id(module) -> Capture
@@ -36,6 +53,8 @@ class Emitter:
     warnings: list = field(default_factory=list)
     reserved: set = field(default_factory=set)
     constants: dict = field(default_factory=dict)  # (id(module), name) -> the tensor a stored constant holds
+    constant_owners: dict = field(default_factory=dict)  # (id(module), name) -> the node that made it
+    tied: dict = field(default_factory=dict)  # id(parameter) -> Tied: one tensor used by several submodules
 
     vocabulary: int | None = None  # the rows of the module's embedding table: what token ids range over
 
@@ -49,7 +68,7 @@ class Emitter:
 
     def reset(self) -> None:
         self.texts, self.fixed, self.warnings = {}, {}, []
-        self.reserved = set()
+        self.reserved = {t.box for t in self.tied.values()}
 
     def capture(self, module: nn.Module, calls: list[ModuleCall]) -> Capture:
         key = id(module)
@@ -151,6 +170,8 @@ class Emitter:
                         f"{op.label}, run by torch when the trace compiles it")
         head = ["dim s : seq"] if "s" in self.sizes.used_kinds else []
         head += [f"dim d{n} : fixed = {n}" for n in self.sizes.atoms()] + boxes
+        head += [f"learn {t.box} : -> [{', '.join(self.sizes.expr(n) for n in t.shape)}]   # one tensor: "
+                 + ", ".join(t.names) for t in self.tied.values() if t.used]
         defs = [f"diagram {name}{text}" for name, text in self.texts.items()]
         return "\n".join(head) + "\n\n" + "\n\n".join(defs) + "\n"
 

@@ -31,6 +31,24 @@ def _linear(body: Body, attr: str, x: Val, n_in: int, n_out: int, bias: bool, tr
     return Val.whole(wire, out_axes(cap, node))
 
 
+def _tied_linear(body: Body, attr: str, x: Val, table: str, m: nn.Linear, node: fx.Node, cap: Capture) -> Val:
+    """A linear map whose weight is another submodule's too (a head tied to the embedding): a
+    contraction with that one tensor, ``y[.., v] = sum_z x[.., z] * E()[v, z]`` (+ its own bias)."""
+    axes = out_axes(cap, node)
+    n = len(axes)
+    bias = None
+    if m.bias is not None:
+        bias = body.learn(f"{ident(attr)}_bias", f"-> [{body.em.sizes.expr(m.out_features)}]",
+                          [("weight", f"{attr}.bias", False)])
+
+    def expr(L):
+        lx = aligned(len(x.axes) - 1, L, n - 1)
+        lx[len(x.axes) - 1] = "z"
+        out = f"sum_z {x.index(lx)} * {table}[{L[n - 1]}, z]"
+        return out if bias is None else f"{out} + {bias}()[{L[n - 1]}]"
+    return body.assign(f"{ident(attr)}_out", axes, expr)
+
+
 def emit_module(em, body: Body, cap: Capture, node: fx.Node, env: dict, free: set, said) -> Any:
     """A submodule's call: a box the language has, or a use of the submodule's own definition
     (the arguments its caller made from sizes alone are made again inside it)."""
@@ -44,6 +62,8 @@ def emit_module(em, body: Body, cap: Capture, node: fx.Node, env: dict, free: se
     args, kwargs = (fx.node.map_aggregate(a, lambda n: said(n) if n in free else env[n] if isinstance(n, fx.Node)
                                           else n) for a in (node.args, dict(node.kwargs)))
     x = args[0] if args else next(iter(kwargs.values()), None)
+    if isinstance(m, nn.Linear) and id(m.weight) in em.tied:
+        return _tied_linear(body, attr, x, em.tied[id(m.weight)].read(em), m, node, cap)
     if isinstance(m, nn.Linear):
         return _linear(body, attr, x, m.in_features, m.out_features, m.bias is not None, False, node, cap)
     if cls == "Conv1D" and hasattr(m, "nf"):  # Hugging Face's: a linear map stored [in, out]
@@ -55,6 +75,8 @@ def emit_module(em, body: Body, cap: Capture, node: fx.Node, env: dict, free: se
         return Val.whole(wire, out_axes(cap, node))
     if isinstance(m, nn.Embedding):  # the padding row (padding_idx) changes the gradient only
         S = body.em.sizes.expr
+        if id(m.weight) in em.tied:
+            return rows(body, attr, em.tied[id(m.weight)].read(em), m.num_embeddings, x, out_axes(cap, node))
         box = body.learn(ident(attr), f"-> [{S(m.num_embeddings)}, {S(m.embedding_dim)}]", [("weight", f"{attr}.weight",
                                                                                              False)])
         return rows(body, attr, f"{box}()", m.num_embeddings, x, out_axes(cap, node))

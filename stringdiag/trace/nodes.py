@@ -55,5 +55,7 @@ def _attribute(em, body: Body, cap: Capture, node: fx.Node) -> Any:
     if not isinstance(value, torch.nn.Parameter):
         return constant(em, body, cap, node, value, path) if isinstance(value, torch.Tensor) else value
     axes = out_axes(cap, node)
+    if id(value) in em.tied:
+        return Val.whole(em.tied[id(value)].read(em), axes)
     box = body.learn(ident(path), f"-> {body.type_of(axes)}", [("weight", path, False)])
     return Val.whole(f"{box}()", axes)
