@@ -1,9 +1,9 @@
 """The study's two figures, after Khatri et al.'s (2024) Figs. 2 and 4, as SVG and PNG.
 
 ``perplexity``: (a) test perplexity against trainable parameters, one line per mechanism
-through its depths (the mean over seeds, one standard deviation as error bars), coloured by
+through its depths (the mean over seeds, its 95 % Student-t interval as error bars), coloured by
 family (magenta: linear attention generators only; cyan: dot-product only; orange: both, as
-the paper; grey: none; black dashed: the attention-free control); (b) the same with App. C's
+the paper; grey: none; black dashed: the controls); (b) the same with App. C's
 published PTB perplexities as reference lines (Fig. 2(b); another corpus, for scale only). A
 recall task's study draws accuracy instead, in one panel. ``cost``: seconds per epoch and peak memory
 relative to M1 at the same depth, one bar per mechanism and depth, with one standard
@@ -68,7 +68,10 @@ def published() -> list[tuple[float, str]]:
 
 
 def _by_depth(rows: list[dict], col: str) -> dict[str, list[tuple[int, float, float, float]]]:
-    """mechanism -> [(parameters, mean, std, layers)] over seeds, one point per depth (finite values)."""
+    """mechanism -> [(parameters, mean, half-width, layers)] over seeds, one point per depth (finite
+    values): the half-width of the mean's 95 % Student-t interval, 0 for one seed."""
+    from .paired import t_quantile
+
     groups: dict[tuple[str, int], list[dict]] = {}
     for r in rows:
         v = r.get(col)  # a diverged run (inf) has no place on a log axis
@@ -79,13 +82,14 @@ def _by_depth(rows: list[dict], col: str) -> dict[str, list[tuple[int, float, fl
         vals = [r[col] for r in g]
         mean = sum(vals) / len(vals)
         std = math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else 0.0
-        out.setdefault(mech, []).append((g[0]["parameters"], mean, std, layers))
+        half = t_quantile(0.975, len(vals) - 1) * std / math.sqrt(len(vals)) if len(vals) > 1 else 0.0
+        out.setdefault(mech, []).append((g[0]["parameters"], mean, half, layers))
     return out
 
 
 def _panel(ax, rows: list[dict], col: str, families: dict[str, str], extra: dict[str, str],
            marks: list) -> list[float]:
-    """One line per mechanism through its depths (mean over seeds, one standard deviation as bars)."""
+    """One line per mechanism through its depths (mean over seeds, its 95 % interval as bars)."""
     by_mech = _by_depth(rows, col)
     fam_of = {r["mechanism"]: r.get("family") or NONE for r in rows}
     for mech in sorted(by_mech, key=natural):
