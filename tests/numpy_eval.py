@@ -12,6 +12,7 @@ SIMD label, local axes]`` before it applies, as the paper's SIMD boxes say (App.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Callable, Mapping
 
@@ -44,6 +45,30 @@ class Weights:
         raise KeyError(f"no weights for {key}; the module has {sorted(map(str, self.registry))}")
 
 
+class Seeded:
+    """A weight set made on first use: numbers drawn from a seed that is the set's identity, so
+    that two diagrams (a diagram and its rewritten form) compute with the same weights wherever
+    they name the same set."""
+
+    def __init__(self, key: tuple):
+        self.key = key
+
+    def draw(self, *shape: int) -> np.ndarray:
+        seed = int.from_bytes(hashlib.sha256(repr((self.key, shape)).encode()).digest()[:8], "little")
+        return np.random.default_rng(seed).normal(size=shape) / math.sqrt(max(shape[0], 1))
+
+
+class SeededWeights(Weights):
+    """Every weight set :class:`Seeded`, none held by a module."""
+
+    def __init__(self):
+        super().__init__({})
+
+    def module(self, key: tuple):
+        self.read.add(key)
+        return Seeded(key)
+
+
 def array(t) -> np.ndarray:
     return t.detach().to(torch.float64).cpu().numpy()
 
@@ -51,6 +76,9 @@ def array(t) -> np.ndarray:
 # -- learnable boxes ------------------------------------------------------------------------------
 def approximate(module, x: np.ndarray) -> np.ndarray:
     """A learnable box's module on the flattened inputs ``[..., n_in]``: affine maps and ReLUs."""
+    if isinstance(module, Seeded):
+        w = module.draw(x.shape[-1] + 1, module.n_out)
+        return x @ w[:-1] + w[-1]
     if isinstance(module, torch.nn.Linear):
         y = x @ array(module.weight).T
         return y + array(module.bias) if module.bias is not None else y
@@ -66,6 +94,8 @@ def approximate(module, x: np.ndarray) -> np.ndarray:
 def tensor(module, local: list[int]) -> np.ndarray:
     """A learnable tensor (a box without inputs), cut to the run's lengths where an axis is a
     bounded seq one (held at its bound)."""
+    if isinstance(module, Seeded):
+        return module.draw(*local) if local else module.draw(1)[0]
     w = array(module.weight if hasattr(module, "weight") else module)
     return w[tuple(slice(0, n) for n in local)]
 
@@ -264,6 +294,8 @@ def _weight_key(box, prefix: str) -> tuple:
 
 
 def _learn(module, xs: list[np.ndarray], lead: tuple, locals_out: list[list[int]]) -> list[np.ndarray]:
+    if isinstance(module, Seeded):
+        module.n_out = sum(math.prod(t) for t in locals_out)
     flat = np.concatenate([np.broadcast_to(x, lead + x.shape[len(lead):]).reshape(lead + (-1,)) for x in xs], -1)
     y = approximate(module, flat)
     outs, k = [], 0

@@ -36,5 +36,5 @@ def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path):
     # the same windows, the gradients averaged over the two processes: the same training,
     # up to float32 summation order (which Adam's normalisation amplifies a little)
     moved = (flat(b) - flat(start)).norm()
-    assert (flat(a) - flat(b)).norm() < 1e-3 * moved * 10
+    assert (flat(a) - flat(b)).norm() < 0.01 * moved  # within 1 % of how far training moved the weights
     assert moved > 0.1

@@ -371,6 +371,29 @@ def test_normalize_reaches_a_fixpoint_on_the_gallery(path):
         assert result.fixpoint, f"{name}: {result.stop}"
 
 
+def test_normalize_leaves_the_function_unchanged_by_an_independent_evaluation():
+    """The gallery is normal already (its test above rewrites nothing); these diagrams are not:
+    each normalised form computes what the diagram computes, by tests/numpy_eval.py with one
+    set of random weights per weight set, and at least one step was taken."""
+    import numpy as np
+    from numpy_eval import SeededWeights, evaluate
+
+    sizes = {"s": 5, "d": 3, "k": 2, "k2": 4, "o": 3}
+    rewrites = 0
+    for name in ("Loop", "Rnn", "Slid", "Loop2"):
+        d = TARGET[name]
+        result = normalize(d)
+        assert result.fixpoint, f"{name}: {result.stop}"
+        rewrites += result.rewrites
+        rng = np.random.default_rng(len(name))
+        xs = [rng.normal(size=(2, *[x.evaluate(sizes) for x in t])) for t in d.input_types]
+        before = evaluate(d, xs, sizes, SeededWeights())
+        after = evaluate(result.diagram, xs, sizes, SeededWeights())
+        for a, b in zip(before, after, strict=True):
+            assert a.shape == b.shape and np.abs(a - b).max() <= 1e-12 * np.abs(a).max(), name
+    assert rewrites > 0
+
+
 def test_normalize_removes_a_loop_that_carries_nothing():
     result = normalize(TARGET["Loop"])
     assert result.fixpoint and result.rewrites == 1 and scans(result.diagram) == []
