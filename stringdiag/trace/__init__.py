@@ -102,8 +102,6 @@ def trace(module: nn.Module, example_inputs, other_inputs=None, file: str | None
     arguments, or a dict of keyword ones; the first axis of each tensor is the batch). With
     ``other_inputs`` (the same with another sequence length), the axes whose length differs
     become the sequence dimension ``s``; otherwise every axis is fixed."""
-    from ..elaborate.loader import loads
-
     module = module.eval()
     calls = _calls(module, example_inputs, other_inputs)
     em = Emitter()
@@ -112,15 +110,17 @@ def trace(module: nn.Module, example_inputs, other_inputs=None, file: str | None
     em.vocabulary = next((m.num_embeddings for m in module.modules() if isinstance(m, nn.Embedding)), None)
     with torch.no_grad():
         em.define(module, calls)  # the first pass learns how sizes are cut
-        em.reset()
         em.sizes.frozen = True
-        top = em.define(module, calls)
-    text = em.source()
-    name = f"{file or type(module).__name__ + '.diag'}"
-    try:
-        program = loads(text, name)
-    except DiagError as e:
-        raise DiagError(f"the trace of {type(module).__name__} does not check (a bug of the tracer): {e}\n{text}")
+        em.sizes.literal = em.sizes.conflict is not None
+        top, text, program = _write(em, module, calls, file)
+        if program is None and not em.sizes.literal:  # sizes the checker cannot match by name: by number
+            em.sizes.literal = True
+            top, text, program = _write(em, module, calls, file)
+    if program is None:
+        raise DiagError(f"the trace of {type(module).__name__} does not check (a bug of the tracer): {text}")
+    if em.sizes.literal:
+        em.warnings.append(f"warning: {type(module).__name__}'s sizes are cut in ways that names cannot say at once "
+                           "(a width split into 8 * 8 and 4 * 16, say): every fixed size is written as its number")
     from ..lower.param_names import ident
 
     weights = WeightMap()
@@ -136,6 +136,20 @@ def trace(module: nn.Module, example_inputs, other_inputs=None, file: str | None
             weights.mapping[t.names[0]] = f"{t.box}.weight"
             weights.aliases += t.names[1:]
     return Traced(program, weights, text, top.name, em.warnings, em.fixed)
+
+
+def _write(em: Emitter, module: nn.Module, calls, file: str | None):
+    """The second pass: the definitions written with the sizes' cuts known; (top, text, program),
+    the program None (the text then the checker's error and the text) when it does not check."""
+    from ..elaborate.loader import loads
+
+    em.reset()
+    top = em.define(module, calls)
+    text = em.source()
+    try:
+        return top, text, loads(text, f"{file or type(module).__name__ + '.diag'}")
+    except DiagError as e:
+        return top, f"{e}\n{text}", None
 
 
 def _tied(module: nn.Module) -> dict:

@@ -94,7 +94,18 @@ def materialise(em, body, cap, node: fx.Node):
             return _positions(em, body, node, axes, *found)
     if len(seq) == 2 and all(c.dim() == 2 and torch.equal(c, torch.ones_like(c).tril()) for c in cores):
         return body.assign_lead(node.name, axes, {}, f"causal<{em.sizes.axis(axes[seq[-1]])}>()")
+    if len(seq) == 2 and values[0].dtype.is_floating_point and all(_added_causal(c) for c in cores):
+        mask = body.assign_lead(f"{node.name}_causal", axes, {}, f"causal<{em.sizes.axis(axes[seq[-1]])}>()")
+        return body.assign(node.name, axes, lambda L: f"where(0, {mask.index(L)})")  # 0 or -inf: added to scores
     return None  # computed in the language from what made it
+
+
+def _added_causal(c: torch.Tensor) -> bool:
+    """A causal mask to add to scores: 0 where key j <= query i, -inf (or the dtype's least) elsewhere."""
+    if c.dim() != 2:
+        return False
+    keep = torch.ones(c.shape, dtype=torch.bool).tril()
+    return bool((c[keep] == 0).all() and (c[~keep] <= torch.finfo(c.dtype).min).all())
 
 
 def _affine(cores) -> tuple[float, float] | None:

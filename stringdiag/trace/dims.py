@@ -70,6 +70,8 @@ class Sizes:
     frozen: bool = False
     used: set = field(default_factory=set)  # sizes written (their atoms are declared)
     used_kinds: set = field(default_factory=set)  # "s" once a sequence axis is written
+    conflict: int | None = None  # a size the module cuts two ways (8 * 8 and 4 * 16, say)
+    literal: bool = False  # every fixed size written as its number (when one is cut two ways)
 
     def product(self, n: int, parts: list[int]) -> None:
         self._cut(n, "*", tuple(p for p in parts if p != 1))
@@ -78,15 +80,17 @@ class Sizes:
         self._cut(n, "+", tuple(p for p in parts if p != 0))
 
     def _cut(self, n: int, op: str, parts: tuple[int, ...]) -> None:
-        if not self.frozen and len(parts) > 1 and n not in self.cuts and n not in parts:
+        if not self.frozen and len(parts) > 1 and n not in parts:
             if (math.prod(parts) if op == "*" else sum(parts)) == n:
-                self.cuts[n] = (op, parts)
+                if n in self.cuts and op == self.cuts[n][0] == "*" and sorted(self.cuts[n][1]) != sorted(parts):
+                    self.conflict = n
+                self.cuts.setdefault(n, (op, parts))
 
     def expr(self, n: int) -> str:
         """The type expression of a fixed size ``n``."""
         self.used.add(n)
-        if n == 1:
-            return "1"
+        if n == 1 or self.literal:
+            return str(n)
         if n not in self.cuts:
             return f"d{n}"
         op, parts = self.cuts[n]
@@ -96,6 +100,8 @@ class Sizes:
     def atoms(self) -> list[int]:
         """Every size written as an atom somewhere (the ``dim`` declarations)."""
         seen: set[int] = set()
+        if self.literal:
+            return []
 
         def walk(n: int) -> None:
             if n in self.cuts:

@@ -480,6 +480,39 @@ def embedding(em, body, cap, node, args, kwargs) -> Val:
     return rows(body, node.name, body.whole(w), w.axes[0].size, ids, out_axes(cap, node))
 
 
+def rms_norm(em, body, cap, node, args, kwargs) -> Val:
+    """``F.rms_norm(x, shape, weight, eps)`` over the last axis: x / sqrt(mean(x²) + eps) * weight
+    (eps None: the dtype's machine epsilon, as torch takes it)."""
+    a = dict(zip(("input", "normalized_shape", "weight", "eps"), args), **kwargs)
+    x, w = a["input"], a.get("weight")
+    shape = a["normalized_shape"]
+    if not isinstance(x, Val) or len(shape if isinstance(shape, (list, tuple)) else [shape]) != 1:
+        raise DiagError("rms_norm over more than the last axis")
+    eps = a.get("eps")
+    eps = torch.finfo(cap.values[0][node.args[0]].dtype).eps if eps is None else eps
+    axes = out_axes(cap, node)
+    L = _letters(x)
+    last = len(x.axes) - 1
+    keep = {t: c for t, c in L.items() if t != last}
+    ms = body.fresh(f"{node.name}_ms")
+    lhs = ", ".join(keep[t] for t in sorted(keep))
+    z = {**keep, last: "z"}
+    body.say(f"{ms}{f'[{lhs}]' if lhs else ''} = (sum_z {x.index(z)} * {x.index(z)}) / {body.em.sizes.axis(x.axes[last])}")
+    n = len(axes)
+
+    def expr(Lo):
+        out = f"{x.index(aligned(len(x.axes), Lo, n))} / sqrt({ms}{_read(keep, Lo, n, len(x.axes))} + {number(eps)})"
+        return out if w is None else f"{out} * {w.index({0: Lo[n - 1]})}"
+    return body.assign(node.name, axes, expr)
+
+
+def _read(keep: dict, out_letters: dict, n_out: int, n_in: int) -> str:
+    """The index of a value over the kept axes ``keep`` of an operand, under the output's letters."""
+    shift = n_out - n_in
+    letters = [out_letters[t + shift] for t in sorted(keep)]
+    return f"[{', '.join(letters)}]" if letters else ""
+
+
 def _field(value, key) -> int:
     """The position of ``key`` (an index, or a field of a named tuple: ``cummax(x).values``)."""
     if not isinstance(key, str):
@@ -525,4 +558,5 @@ OPS.update({
     "to": cast, "type": cast, "type_as": cast, "float": cast, "double": cast, "half": cast, "bfloat16": cast,
     "dropout": dropout, "getitem": getitem, "split": split, "chunk": split, "cat": cat, "concat": cat,
     "getattr": getattr_, "arange": arange, "create_causal_mask": causal_mask, "embedding": embedding,
+    "rms_norm": rms_norm,
 })
