@@ -109,6 +109,8 @@ MODELS = {  # name -> the module, called with input_ids [batch, length] (and use
     "Phi-3 (default: full rotary)": lambda: language_model(T.Phi3Config, T.Phi3ForCausalLM, pad_token_id=0),
     "OPT": lambda: language_model(T.OPTConfig, T.OPTForCausalLM, ffn_dim=96, word_embed_proj_dim=64,
                                   max_position_embeddings=32, pad_token_id=1),
+    "GPT-J (rotary on 8 of 16 features)": lambda: language_model(T.GPTJConfig, T.GPTJForCausalLM, n_embd=64, n_head=4,
+                                                                 n_layer=2, rotary_dim=8, n_positions=32),
     "Qwen2 (sdpa, grouped-query)": lambda: language_model(T.Qwen2Config, T.Qwen2ForCausalLM, num_key_value_heads=2),
     "Qwen2 (eager, grouped-query)": lambda: language_model(T.Qwen2Config, T.Qwen2ForCausalLM, "eager",
                                                            num_key_value_heads=2),

@@ -307,15 +307,65 @@ def cut(body: Body, node: fx.Node, x: Val, key: tuple, axes) -> Val:
             raise DiagError("an index by a tensor")
     if picks:
         return _index(body, node, x, picks, spans, axes)
-    spans = [(t, sl) for t, sl in spans if sl.indices(x.axes[t].size)[:2] != (0, x.axes[t].size)]
+    spans = [(t, sl) for t, sl in spans if sl.indices(x.axes[t].size) != (0, x.axes[t].size, 1)]
     if not spans:  # every slice the whole axis (``x[:, 0:]``)
         return x.relabel(axes)
-    if len(spans) > 1 or spans[0][0] != n - 1 or spans[0][1].step not in (None, 1):
+    if len(spans) > 1 or spans[0][0] != n - 1:
         raise DiagError("a slice other than of the last axis")
-    start, stop, _ = spans[0][1].indices(x.axes[-1].size)
+    start, stop, step = spans[0][1].indices(x.axes[-1].size)
+    if step != 1:
+        return _strided(body, node, x, start, stop, step, axes)
     if stop <= start:
         return Empty(axes)
     return _slice(body, node.name, x, start, stop - start, axes)
+
+
+def _strided(body: Body, node: fx.Node, x: Val, start: int, stop: int, step: int, axes) -> Val:
+    """``x[..., start::step]`` (GPT-J's ``x[..., ::2]``, ``x[..., 1::2]``): the last axis cut into
+    rows of ``step`` (``unflatten``), and the ``start``-th of each row picked."""
+    n = x.axes[-1].size
+    if n % step or start >= step or stop < n - (n - 1 - start) % step:
+        raise DiagError("a strided slice other than x[..., k::m] over the whole axis")
+    sizes = body.em.sizes
+    sizes.product(n, [n // step, step])
+    x = body.ordered(x)
+    keep = {t: c for t, c in letters_for(x.axes).items() if t != len(x.axes) - 1}
+    rows = body.assign_lead(f"{node.name}_rows", x.axes[:-1] + (Axis(Kind.FIXED, n // step), Axis(Kind.FIXED, step)),
+                            keep, f"unflatten<{sizes.expr(n // step)}, {sizes.expr(step)}>({x.index(keep)})")
+    return body.assign(node.name, axes, lambda L: rows.index({**aligned(len(rows.axes) - 1, L, len(axes)),
+                                                               len(rows.axes) - 1: str(start)}))
+
+
+def repeat_interleave(em, body, cap, node, args, kwargs) -> Val:
+    """``repeat_interleave(x, r, dim=-1)``: each entry of the last axis r times in a row
+    (``y[.., a, k] = x[.., a] * ones<r>()[k]``, the two axes flattened)."""
+    a = dict(zip(("input", "repeats", "dim"), args), **kwargs)
+    x, r, d = a["input"], a["repeats"], a.get("dim")
+    if not isinstance(x, Val) or not isinstance(r, int) or d is None or d % len(x.axes) != len(x.axes) - 1:
+        raise DiagError("repeat_interleave other than a number of times along the last axis")
+    sizes = body.em.sizes
+    sizes.product(x.axes[-1].size * r, [x.axes[-1].size, r])
+    ones = body.assign_lead(f"ones_{r}", (Axis(Kind.FIXED, r),), {}, f"ones<{sizes.expr(r)}>()")
+    x = body.ordered(x)
+    L = letters_for(x.axes)
+    wide = body.fresh(f"{node.name}_rows")
+    body.say(f"{wide}[{', '.join(L[t] for t in sorted(L))}, r] = {x.index(L)} * {ones.wire}[r]")
+    keep = {t: c for t, c in L.items() if t != len(x.axes) - 1}
+    read = f"{wide}[{', '.join(keep[t] for t in sorted(keep))}]" if keep else wide
+    return body.assign_lead(node.name, out_axes(cap, node), keep, f"flatten({read})")
+
+
+def stack(em, body, cap, node, args, kwargs) -> Val:
+    """``torch.stack(xs, dim=-1)``: a new last axis t of len(xs) entries,
+    ``y[.., t] = x0[..] * eq(p[t], 0) + x1[..] * eq(p[t], 1) + ...`` with p = positions."""
+    xs, d = args[0], kwargs.get("dim", args[1] if len(args) > 1 else 0)
+    axes = out_axes(cap, node)
+    if d % len(axes) != len(axes) - 1 or not all(isinstance(v, Val) for v in xs):
+        raise DiagError("a stack other than along a new last axis")
+    p = body.assign_lead(f"{node.name}_at", (axes[-1],), {}, f"positions<{body.em.sizes.axis(axes[-1])}>()")
+    n = len(axes)
+    return body.assign(node.name, axes, lambda L: " + ".join(
+        f"{v.index(aligned(len(v.axes), L, n - 1))} * eq({p.wire}[{L[n - 1]}], {k})" for k, v in enumerate(xs)))
 
 
 def _index(body: Body, node: fx.Node, x: Val, picks: dict, spans: list, axes) -> Val:
@@ -558,5 +608,5 @@ OPS.update({
     "to": cast, "type": cast, "type_as": cast, "float": cast, "double": cast, "half": cast, "bfloat16": cast,
     "dropout": dropout, "getitem": getitem, "split": split, "chunk": split, "cat": cat, "concat": cat,
     "getattr": getattr_, "arange": arange, "create_causal_mask": causal_mask, "embedding": embedding,
-    "rms_norm": rms_norm,
+    "rms_norm": rms_norm, "repeat_interleave": repeat_interleave, "stack": stack,
 })
