@@ -205,3 +205,23 @@ def test_the_gpu_script_runs_end_to_end_on_the_cpu(tmp_path):
     with __import__("tarfile").open(out / "study.tgz") as tar:
         names = tar.getnames()
     assert "study/results.csv" in names and not any(n.endswith("checkpoint.safetensors") for n in names)
+
+
+def test_retime_times_every_trained_run_again_in_cpu_time(tmp_path, capsys):
+    out = tmp_path / "s"
+    base = ["study", ANATOMY, "-d", "M1", *TINY, "--layers", "1", "-o", str(out)]
+    assert main(base) == 0
+    before = json.loads((out / "M1-L1" / "result.json").read_text())
+    assert before["timing_clock"] == "cpu" and len(before["seconds_per_epoch_samples"]) == 3
+    spent = __import__("time").process_time()
+    assert main([*base, "--retime"]) == 0
+    spent = __import__("time").process_time() - spent
+    assert "timed 2 trained run(s) again" in capsys.readouterr().out
+    after = json.loads((out / "M1-L1" / "result.json").read_text())
+    assert after["seconds_per_epoch_samples"] != before["seconds_per_epoch_samples"]
+    assert after["test_ppl"] == before["test_ppl"]  # only the timing is new
+    # CPU seconds of a step cannot exceed the CPU time the whole command took
+    steps = after["timing_steps"] * 3 * 2 / after["steps_per_epoch"]
+    assert 0 < sum(after["seconds_per_epoch_samples"]) * steps / 3 / 2 < spent
+    rows = R.read_csv(out / "results.csv")
+    assert {r["timing_clock"] for r in rows} == {"cpu"}

@@ -115,6 +115,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the number of shards, with --shard-from-env")
     p.add_argument("--list-runs", action="store_true",
                    help="print the runs this command would train (this shard's), without training")
+    p.add_argument("--retime", action="store_true",
+                   help="time every trained run of this share again (interleaved; on a CPU, the process's CPU "
+                        "time) and rewrite the results: one clock and one session for a study's Fig. 4")
     p.add_argument("--plan", action="store_true",
                    help="print the runs still to train (this shard's) and the CPU-hours each will take, measured "
                         "on this machine from a few training steps of each mechanism and depth; trains nothing")
@@ -192,6 +195,13 @@ def run(args: argparse.Namespace) -> int:
         return list_runs(study, args)
     if args.plan:
         return show_plan(study, args)
+    if args.retime:
+        from ..study.runner import plan
+
+        mine, _, _ = my_share(plan(study.heads, args.layers, args.seeds), args)
+        timed = study.retime(mine)
+        print(f"timed {len(timed)} trained run(s) again; wrote {study.out / 'results.csv'}")
+        return 0
     study.open()  # a study already in `out` must have this configuration
     _run_share(study, args, corpus.name, out)
     return 0

@@ -178,6 +178,14 @@ def perplexity_figure(rows: list[dict]):
     return fig
 
 
+def timing_noise(rows: list[dict]) -> float | None:
+    """How much a run's timing repeats disagree: the median over runs of their standard deviation
+    over their median (the bars' own noise, stated on the figure)."""
+    spreads = sorted(r["seconds_per_epoch_std"] / r["seconds_per_epoch"] for r in rows
+                     if r.get("seconds_per_epoch") and r.get("seconds_per_epoch_std") is not None)
+    return spreads[len(spreads) // 2] if spreads else None
+
+
 def cost_figure(rows: list[dict], reference: str = REFERENCE):
     from matplotlib import colormaps
     from matplotlib.figure import Figure
@@ -188,7 +196,9 @@ def cost_figure(rows: list[dict], reference: str = REFERENCE):
     depths = sorted({r["layers"] for r in rows})
     width = 0.8 / max(len(depths), 1)
     cmap = colormaps["viridis"]
-    for ax, col, label in ((axes[0], "seconds_per_epoch", "time per epoch"),
+    clocks = {r.get("timing_clock") for r in rows if r.get("seconds_per_epoch") is not None}
+    time_label = "CPU time per epoch" if clocks == {"cpu"} else "time per epoch"
+    for ax, col, label in ((axes[0], "seconds_per_epoch", time_label),
                            (axes[1], "peak_memory", "peak memory")):
         drawn = False
         for k, depth in enumerate(depths):
@@ -208,7 +218,10 @@ def cost_figure(rows: list[dict], reference: str = REFERENCE):
         ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
         ax.set_xticks(range(len(mechs)), mechs, rotation=45 if len(mechs) > 8 else 0, fontsize=8)
         ax.set_ylabel(f"{label} relative to {reference}")
-        ax.set_title(f"{label[0].upper()}{label[1:]}, relative to {reference} at the same depth", fontsize=9)
+        ax.set_title(f"{label[0].upper()}{label[1:]}, relative to {reference} at the same depth"
+                     + (f"\n(repeats spread {noise:.0%}: median over runs of sd / median)"
+                        if col == "seconds_per_epoch" and (noise := timing_noise(rows)) is not None else ""),
+                     fontsize=9)
         ax.grid(True, axis="y", alpha=0.3)
         if drawn:
             ax.legend(fontsize=8)

@@ -31,11 +31,11 @@ CONTROL = "control"  # the attention-free baseline's run name and family
 COLUMNS = ["mechanism", "family", "layers", "seed", "parameters", "steps", "test_ppl", "test_acc",
            "seconds_per_epoch", "seconds_per_epoch_std", "peak_memory_bytes", "peak_memory_std",
            "test_ppl_rel", "seconds_per_epoch_rel", "seconds_per_epoch_rel_std", "peak_memory_rel",
-           "peak_memory_rel_std", "timing_repeats", "device"]
+           "peak_memory_rel_std", "timing_repeats", "device", "timing_clock"]
 # tables written before seeds and tasks have neither a seed nor an accuracy column
 REQUIRED = [c for c in COLUMNS[:12] if c not in ("seed", "test_acc")]
 INTS = {"layers", "seed", "parameters", "steps", "timing_repeats"}
-TEXT = {"mechanism", "family", "device"}
+TEXT = {"mechanism", "family", "device", "timing_clock"}
 BYTES = {"peak_memory_bytes"}  # a whole count where the file writes one: `study --report` keeps it exact
 
 
@@ -98,7 +98,9 @@ def row(result: Mapping, families: Mapping[str, Iterable[str]] = DEFAULT_FAMILIE
             **{c: result.get(c) for c in ("seconds_per_epoch", "seconds_per_epoch_std", "peak_memory_bytes",
                                           "peak_memory_std")},
             "timing_repeats": len(result.get("seconds_per_epoch_samples", ())) or None,
-            "device": result.get("device")}
+            "device": result.get("device"),
+            # cpu: the process's CPU seconds; wall: the wall clock (a GPU, or a run timed before CPU time was)
+            "timing_clock": result.get("timing_clock") or ("wall" if result.get("seconds_per_epoch") else None)}
 
 
 def relative(rows: list[dict], reference: str = REFERENCE) -> list[dict]:

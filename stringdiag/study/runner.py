@@ -449,6 +449,18 @@ class Study:
         outcome.csv, outcome.figures = self.write_results()
         return outcome
 
+    def retime(self, runs: list[Run]) -> list[Run]:
+        """Time again every trained run among ``runs`` (interleaved, as :meth:`time_runs`), so that
+        one study's timings come from one clock and one session; the results are rewritten."""
+        self.open()
+        trained = [r for r in runs if (self.out / r.name / TRAINED).exists()]
+        for run in trained:
+            self.check_identity(run)
+        if trained:
+            self.time_runs(trained)
+            self.write_results()
+        return trained
+
     def check_identity(self, run: Run) -> None:
         """A finished run's files must be this run's (not another's copied over, say when shard
         directories are merged by hand): mechanism, depth, seed, diagram and recipe hash."""
@@ -503,11 +515,15 @@ class Study:
         seconds: dict[Run, list[float]] = {run: [] for run in runs}
         memory: dict[Run, list[int]] = {run: [] for run in runs}
         method = ""
+        # on a CPU, the process's CPU time: what a step costs, whatever else the machine is doing
+        # (wall-clock ratios on a shared CPU are the machine's load); on a GPU, the wall clock
+        cpu = torch.device(self.device).type == "cpu"
+        clock = time.process_time if cpu else time.perf_counter
         for rep in range(r.timing_repeats):
             for i, run in enumerate(runs, 1):
                 self.log(f"timing {rep + 1}/{r.timing_repeats}, run {i}/{len(runs)}: {run}")
                 sec, peak, method = measure(lambda: self.make(run, check_causal=False), windows, r.batch_size,
-                                            r.timing_steps, device=self.device, seed=r.seed + rep)
+                                            r.timing_steps, device=self.device, seed=r.seed + rep, clock=clock)
                 seconds[run].append(sec * per_epoch)
                 memory[run].append(peak)
         for run in runs:
@@ -519,6 +535,7 @@ class Study:
                            "seconds_per_epoch_samples": seconds[run], "peak_memory_bytes": int(mem),
                            "peak_memory_std": mem_sd, "peak_memory_samples": memory[run], "memory_method": method,
                            "steps_per_epoch": per_epoch, "timing_steps": r.timing_steps,
+                           "timing_clock": "cpu" if cpu else "wall",
                            "device": str(torch.device(self.device)), "threads": torch.get_num_threads()})
             R.write_json(d / RESULT, result)
 
