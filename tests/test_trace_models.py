@@ -115,10 +115,19 @@ MODELS = {  # name -> the module, called with input_ids [batch, length] (and use
     "Qwen2 (eager, grouped-query)": lambda: language_model(T.Qwen2Config, T.Qwen2ForCausalLM, "eager",
                                                            num_key_value_heads=2),
     "Llama (grouped-query)": lambda: language_model(T.LlamaConfig, T.LlamaForCausalLM, num_key_value_heads=2),
+    "ViT (ViTModel, 16 patches and a class token)": lambda: vit(),
     "differential attention (plain torch)": lambda: randomise(Stack(DiffBlock(64, 4, 1), DiffBlock(64, 4, 2)).double()),
 }
+IMAGES = {"ViT (ViTModel, 16 patches and a class token)"}  # images of one size: no sequence axis; two batches
 NOT_REPEATED = {"differential attention (plain torch)"}  # its layers differ (lambda_init by depth)
 PLAIN = {"differential attention (plain torch)"}  # called with x [batch, length, 64], not token ids
+
+
+def vit() -> nn.Module:
+    config = T.ViTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=96,
+                         image_size=16, patch_size=4, num_channels=3)
+    config._attn_implementation = "sdpa"
+    return Output(randomise(T.ViTModel(config, add_pooling_layer=False).double().eval()), "last_hidden_state")
 
 
 class Stack(nn.Module):
@@ -159,8 +168,11 @@ def ids(s: int, seed: int) -> torch.Tensor:
 
 def example(name: str, s: int, seed: int):
     """The model's input at length s: token ids (with use_cache=False), or x [2, s, 64]."""
+    gen = torch.Generator().manual_seed(seed)
     if name in PLAIN:
-        return torch.randn(2, s, 64, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+        return torch.randn(2, s, 64, generator=gen, dtype=torch.float64)
+    if name in IMAGES:  # s - 3 images: 2 or 3
+        return {"pixel_values": torch.randn(s - 3, 3, 16, 16, generator=gen, dtype=torch.float64)}
     return {"input_ids": ids(s, seed), "use_cache": False}
 
 
@@ -204,12 +216,12 @@ def traced(tmp_path_factory):
     for k, (name, make) in enumerate(MODELS.items()):
         model = make()
         with float32_islands_off():
-            t = trace(model, example(name, 5, 1), example(name, 7, 2))
+            t = trace(model, example(name, 5, 1), None if name in IMAGES else example(name, 7, 2))
             data = {}
             for s in (5, 6):
                 ex = example(name, s, 3 + s)
                 with torch.no_grad():
-                    data[f"ids{s}"] = ex["input_ids"] if isinstance(ex, dict) else ex
+                    data[f"ids{s}"] = next(iter(ex.values())) if isinstance(ex, dict) else ex
                     data[f"ref{s}"] = forward(model, ex).contiguous()
         stem = folder / f"m{k}"
         stem.with_suffix(".diag").write_text(t.text)
@@ -229,7 +241,10 @@ def test_a_model_compiles_back_from_its_files_alone(traced, name):
     t, fresh = traced[name]
     assert "failed" not in fresh, fresh.get("failed")
     assert max(fresh["errors"]) <= TOL, fresh["errors"]  # two lengths, a process without the model's code
-    assert "in the sequence length: O(s^2)" in fresh["info"]  # time: full attention
+    if name in IMAGES:  # a fixed number of patches (1 + 16 tokens): no sequence dimension
+        assert "in the sequence length: O(1)" in fresh["info"]
+    else:
+        assert "in the sequence length: O(s^2)" in fresh["info"]  # time: full attention
     assert not t.opaque and "abstract" not in t.text  # nothing left for torch to run
     assert re.search(r"= repeat 2 \w+\(", t.text) or name in NOT_REPEATED, "the two layers are one repeat"
 

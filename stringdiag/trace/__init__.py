@@ -31,17 +31,22 @@ class WeightMap:
     transpose: list = field(default_factory=list)
     constants: dict = field(default_factory=dict)  # the module's constants (``NAME@constant``) -> their tensors
     aliases: list = field(default_factory=list)  # names of a tensor mapped under another name (tied weights)
+    squeeze: list = field(default_factory=list)  # names stored without their axes of size one ([1, 1, d] as [d])
+
+    def _state(self, state_dict: Mapping[str, torch.Tensor]) -> dict:
+        state = {k: v for k, v in state_dict.items() if k not in self.aliases}
+        state.update({k: state[k].reshape([n for n in state[k].shape if n != 1]) for k in self.squeeze if k in state})
+        return {**state, **self.constants}
 
     def load(self, compiled: nn.Module, state_dict: Mapping[str, torch.Tensor]) -> None:
         from ..lower.porting import load_weights
 
-        state = {k: v for k, v in state_dict.items() if k not in self.aliases}
-        load_weights(compiled, {**state, **self.constants}, self.mapping, self.transpose)
+        load_weights(compiled, self._state(state_dict), self.mapping, self.transpose)
 
     def tensors(self, state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The module's weights (and constants) under the compiled program's names (for a safetensors file)."""
         out = {}
-        state_dict = {**state_dict, **self.constants}
+        state_dict = self._state(state_dict)
         for theirs, ours in self.mapping.items():
             t = state_dict[theirs]
             t = t.t() if theirs in self.transpose and t.dim() == 2 else t
@@ -126,7 +131,9 @@ def trace(module: nn.Module, example_inputs, other_inputs=None, file: str | None
     weights = WeightMap()
     for ours, theirs, transposed in top.weights:
         weights.mapping[theirs] = _compiled_name(ours, ident)
-        if transposed:
+        if transposed == "squeeze":
+            weights.squeeze.append(theirs)
+        elif transposed:
             weights.transpose.append(theirs)
         if theirs.endswith(CONSTANT) and theirs not in weights.constants:
             where, _, key = theirs.rpartition(".")

@@ -50,12 +50,13 @@ def _attribute(em, body: Body, cap: Capture, node: fx.Node) -> Any:
     """A parameter read in the forward: a learnable tensor of this definition."""
     path = node.target.removeprefix("inner").lstrip(".")
     value = cap.values[0][node]
-    if not node.users:
-        return value  # read only by Python (``self.bias is None``), never computed with
+    if not any(is_tensorish(cap.values[0][u]) for u in node.users):
+        return value  # read only by Python (``self.bias is None``, ``w.dtype``), never computed with
     if not isinstance(value, torch.nn.Parameter):
         return constant(em, body, cap, node, value, path) if isinstance(value, torch.Tensor) else value
     axes = out_axes(cap, node)
     if id(value) in em.tied:
         return Val.whole(em.tied[id(value)].read(em), axes)
-    box = body.learn(ident(path), f"-> {body.type_of(axes)}", [("weight", path, False)])
+    squeezed = "squeeze" if any(not a.kept for a in axes) else False  # a class token [1, 1, d]: stored [d]
+    box = body.learn(ident(path), f"-> {body.type_of(axes)}", [("weight", path, squeezed)])
     return Val.whole(f"{box}()", axes)

@@ -415,18 +415,74 @@ def split(em, body, cap, node, args, kwargs) -> tuple:
 
 
 def cat(em, body, cap, node, args, kwargs) -> Val:
+    """``torch.cat(xs, dim)`` along any axis: the prelude's ``cat`` (nested for more than two),
+    the other axes indexed; a part broadcast along that axis (a class token) an axis of one."""
     xs, d = args[0], kwargs.get("dim", args[1] if len(args) > 1 else 0)
     axes = out_axes(cap, node)
-    d %= len(axes)
+    n = len(axes)
+    d %= n
     xs = [v for v in xs if not isinstance(v, Empty)]
     if len(xs) == 1 and isinstance(xs[0], Val):
         return xs[0].relabel(axes)
-    if d != len(axes) - 1 or len(xs) != 2:
-        raise DiagError("a cat of other than two tensors along the last axis")
-    body.em.sizes.total(axes[-1].size, [v.axes[-1].size for v in xs])
+    if not all(isinstance(v, Val) and len(v.axes) == n for v in xs) or not axes[d].kept:
+        raise DiagError("a cat of tensors of different ranks, or along a broadcast axis")
+    xs = [v if v.axes[d].kept else _unit_axis(body, v, d) for v in xs]
+    body.em.sizes.total(axes[d].size, [v.axes[d].size for v in xs])
     L = {t: c for t, c in _letters(Val.whole("", axes)).items() if t != d}
-    parts = [v.index(aligned(len(v.axes), L, len(axes))) for v in xs]
-    return body.assign_lead(node.name, axes, L, f"cat({parts[0]}, {parts[1]})")
+    reads = [v.index({t: c for t, c in L.items() if v.axes[t].kept}) for v in xs]
+    expr = reads[0]
+    for r in reads[1:]:
+        expr = f"cat({expr}, {r})"
+    wire = body.fresh(node.name)
+    lhs = ", ".join(L[t] for t in sorted(L))
+    body.say(f"{wire}{f'[{lhs}]' if lhs else ''} = {expr}")
+    order = sorted(L) + [d]  # the wire: the other axes, then the one cut along
+    return Val(wire, axes, tuple(order.index(t) if a.kept else None for t, a in enumerate(axes)))
+
+
+def _unit_axis(body: Body, v: Val, d: int) -> Val:
+    """``v`` with its broadcast axis ``d`` (of size one) on the wire: a product with ``ones<1>()``."""
+    if v.axes[d].size != 1:
+        raise DiagError("a cat of a part broadcast along the axis cut")
+    one = body.assign_lead("one", (Axis(Kind.FIXED, 1),), {}, "ones<1>()")
+    axes = tuple(Axis(Kind.FIXED, 1) if t == d else a for t, a in enumerate(v.axes))
+    L = letters_for(v.axes)
+    wire = body.fresh(f"{v.wire.rstrip('()')}_row")
+    body.say(f"{wire}[{', '.join([L[t] for t in sorted(L)] + ['r'])}] = {v.index(L)} * {one.wire}[r]")
+    order = sorted(L) + [d]
+    return Val(wire, axes, tuple(order.index(t) if a.kept else None for t, a in enumerate(axes)))
+
+
+def conv2d(em, body, cap, node, args, kwargs) -> Val:
+    """``F.conv2d`` of patches (stride = kernel, no padding: a ViT's patch embedding): the image cut
+    into patches by ``unflatten`` and each patch contracted with the kernel,
+    ``y[o, m, g] = sum_{c, u, e} x[c, m, u, g, e] * W[o, c, u, e] + b[o]``."""
+    a = dict(zip(("input", "weight", "bias", "stride", "padding", "dilation", "groups"), args), **kwargs)
+    x, w, b = a["input"], a["weight"], a.get("bias")
+    kh, kw = w.axes[2].size, w.axes[3].size
+    pair = lambda v, k: tuple(v) if isinstance(v, (tuple, list)) else (v, v)  # noqa: E731
+    if (pair(a.get("stride", 1), 0) != (kh, kw) or pair(a.get("padding", 0), 0) != (0, 0)
+            or pair(a.get("dilation", 1), 0) != (1, 1) or a.get("groups", 1) != 1 or len(x.axes) != 4
+            or not all(t.kept for t in x.axes[1:]) or x.axes[2].size % kh or x.axes[3].size % kw):
+        raise DiagError("a conv2d other than of whole patches (stride = kernel, no padding)")
+    sizes = body.em.sizes
+    H, W = x.axes[2].size, x.axes[3].size
+    sizes.product(H, [H // kh, kh])
+    sizes.product(W, [W // kw, kw])
+    x = body.ordered(x)
+    L = letters_for(x.axes)  # c, h, w (after the batch)
+    c, h = L[1], L[2]
+    cols = body.fresh(f"{node.name}_cols")
+    body.say(f"{cols}[{c}, {h}] = unflatten<{sizes.expr(W // kw)}, {sizes.expr(kw)}>({x.index({1: c, 2: h})})")
+    rows = body.fresh(f"{node.name}_patches")
+    body.say(f"{rows}[{c}, g, e] = unflatten<{sizes.expr(H // kh)}, {sizes.expr(kh)}>({cols}[{c}, :, g, e])")
+    kernel = body.whole(w)
+    out = f"sum_{{zc, zu, ze}} {rows}[zc, g, ze, m, zu] * {kernel}[o, zc, zu, ze]"
+    if isinstance(b, Val):
+        out += f" + {b.index({0: 'o'})}"
+    wire = body.fresh(node.name)
+    body.say(f"{wire}[o, m, g] = {out}")
+    return Val.whole(wire, out_axes(cap, node))
 
 
 def opaque(em, body: Body, cap: Capture, node: fx.Node, args, kwargs, why: str) -> Any:
@@ -609,4 +665,5 @@ OPS.update({
     "dropout": dropout, "getitem": getitem, "split": split, "chunk": split, "cat": cat, "concat": cat,
     "getattr": getattr_, "arange": arange, "create_causal_mask": causal_mask, "embedding": embedding,
     "rms_norm": rms_norm, "repeat_interleave": repeat_interleave, "stack": stack,
+    "conv2d": conv2d,
 })
