@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from stringdiag.analysis.complexity import analyse
+from stringdiag.errors import DiagError
 from stringdiag.trace import trace
 from helpers import rel_max
 
@@ -319,3 +320,54 @@ def test_functional_linear_is_a_contraction_with_the_modules_tensors():
     t = round_trip(m, lambda s: torch.randn(2, s, 6, dtype=torch.float64), lambda x: (x,))
     assert not t.warnings and "op_" not in t.text
     assert "sum_z x_[i, z] * w_()[a, z] + b_()[a]" in t.text and "sum_z x_[i, z] * v_()[a, z]" in t.text
+
+
+class Branching(nn.Module):
+    """Python that branches on data: no diagram says it."""
+
+    def __init__(self):
+        super().__init__()
+        self.f = nn.Linear(4, 4)
+
+    def forward(self, x):
+        if x.sum() > 0:
+            return self.f(x)
+        return x
+
+
+class Rolled(nn.Module):
+    """An operation the language lacks, run with a size of the example (half the length)."""
+
+    def __init__(self):
+        super().__init__()
+        self.f = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.roll(self.f(x), shifts=x.shape[1] // 2, dims=1)
+
+
+def _line(text: str) -> int:
+    return next(k for k, line in enumerate(Path(__file__).read_text().splitlines(), 1) if text in line)
+
+
+def test_a_branch_on_data_fails_in_one_line_naming_the_models_source_line():
+    with pytest.raises(DiagError) as e:
+        trace(Branching(), torch.randn(2, 5, 4), torch.randn(2, 7, 4))
+    assert str(e.value).splitlines() == [f"{__file__}:{_line('if x.sum() > 0:')}: the module's Python branches on the "
+                                         "values of a tensor (an if or a while on data); a diagram has no such branch: "
+                                         "cannot trace it"]
+
+
+def test_an_opaque_box_that_would_fix_the_examples_length_is_refused_at_its_line():
+    with pytest.raises(DiagError) as e:
+        trace(Rolled(), torch.randn(2, 5, 4), torch.randn(2, 7, 4))
+    assert str(e.value).startswith(f"{__file__}:{_line('torch.roll(self.f(x)')}: 'roll' is not expressible")
+    assert "'floordiv' = 2, a size of this example that changes with the batch or the length" in str(e.value)
+
+
+def test_trace_is_a_function_of_the_package():
+    import stringdiag
+
+    assert "trace" in stringdiag.__all__ and callable(stringdiag.trace)
+    t = stringdiag.trace(Layer().double(), torch.randn(2, 5, 6, dtype=torch.float64))
+    assert t.name == "Layer" and not t.opaque

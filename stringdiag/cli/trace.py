@@ -12,7 +12,8 @@ from pathlib import Path
 from ..errors import DiagError
 from .options import UsageError
 
-HELP = "trace a PyTorch module (a file or importable module, and a class or function making it) into a .diag"
+HELP = ("trace a PyTorch module (a file or importable module, and a class or function making it) into a .diag; "
+        "this runs the file's Python (import it only if you trust it)")
 EXAMPLES = """\
 stringdiag trace my_model.py:Block --example 2x5x64 --example 2x7x64 -o block.diag
 stringdiag trace my_model.py:make --config '{"width": 64}' --example 2x5x64 -o block.diag --weights block.safetensors"""
@@ -20,21 +21,29 @@ stringdiag trace my_model.py:make --config '{"width": 64}' --example 2x5x64 -o b
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", metavar="MODULE:CALLABLE",
-                   help="a Python file (or an importable module) and the class or function in it that makes the module")
+                   help="a Python file (or an importable module) and the class or function in it that makes the "
+                        "module; the file is imported and its Python executed, as python would run it")
     p.add_argument("--example", metavar="SHAPES", action="append", required=True,
-                   help="the shapes of the example inputs, batch first, e.g. 2x5x64 (several inputs: 2x5x64,2x5x5); "
-                        "give it twice, with two sequence lengths, for the sequence dimension s")
+                   help="the shapes of the example inputs, batch first, e.g. 2x5x64 (several inputs: 2x5x64,2x5x5; "
+                        "token ids below 50: 2x5@50); give it twice, with two sequence lengths, for the sequence "
+                        "dimension s")
     p.add_argument("--config", metavar="JSON", default="{}", help="keyword arguments for CALLABLE, as a JSON object")
     p.add_argument("-o", "--output", metavar="OUT.diag", required=True, help="the .diag file to write")
     p.add_argument("--weights", metavar="OUT.safetensors",
                    help="also write the module's weights, named as the compiled trace names them")
 
 
-def _shapes(text: str) -> list[tuple[int, ...]]:
+def _shapes(text: str) -> list[tuple[tuple[int, ...], int | None]]:
+    """Each input's shape, and for token ids (``2x5@50``) the vocabulary they are drawn from."""
+    out = []
     try:
-        return [tuple(int(n) for n in part.split("x")) for part in text.split(",")]
+        for part in text.split(","):
+            shape, _, vocab = part.partition("@")
+            out.append((tuple(int(n) for n in shape.split("x")), int(vocab) if vocab else None))
     except ValueError:
-        raise UsageError(f"--example '{text}': expected shapes such as 2x5x64 (several: 2x5x64,2x5x5)") from None
+        raise UsageError(f"--example '{text}': expected shapes such as 2x5x64 (several: 2x5x64,2x5x5; token ids "
+                         "below 50: 2x5@50)") from None
+    return out
 
 
 def _user(what: str, fn, *args, **kwargs):
@@ -89,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
     if not isinstance(module, torch.nn.Module):
         raise DiagError(f"'{args.target}' made a {type(module).__name__}, not a torch.nn.Module")
     gen = torch.Generator().manual_seed(0)
-    examples = [tuple(torch.randn(s, generator=gen) for s in _shapes(e)) for e in args.example]
+    examples = [tuple(torch.randn(s, generator=gen) if v is None else torch.randint(0, v, s, generator=gen)
+                      for s, v in _shapes(e)) for e in args.example]
     t = _user(f"tracing {args.target} on the examples", trace, module, examples[0],
               examples[1] if len(examples) > 1 else None, file=args.output)
     for w in t.warnings:

@@ -91,7 +91,8 @@ class _Known:
         v = self._known()
         if v is not None and not isinstance(v, torch.Tensor):
             return bool(v)
-        return super().__bool__()
+        raise DiagError(f"{_caller()}: the module's Python branches on the values of a tensor (an if or a while "
+                        "on data); a diagram has no such branch: cannot trace it")
 
     def __len__(self):
         v = self._known()
@@ -159,6 +160,16 @@ def _caller() -> str:
     while frame is not None and _INTERNAL.search(frame.f_code.co_filename):
         frame = frame.f_back
     return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "<unknown>"
+
+
+def _caller_of(e: BaseException) -> str:
+    """``FILE:LINE: `` of the innermost frame of ``e``'s traceback outside torch and this package."""
+    tb, found = e.__traceback__, ""
+    while tb is not None:
+        if not _INTERNAL.search(tb.tb_frame.f_code.co_filename):
+            found = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}: "
+        tb = tb.tb_next
+    return found
 
 
 def _one_call(fn):
@@ -249,8 +260,10 @@ def capture(module: nn.Module, calls: list[ModuleCall]) -> Capture:
         tensors = [v for v in calls[0].leaves()[0] if isinstance(v, torch.Tensor)]
         with _whole():
             graph = _Tracer(module, tensors).trace(wrapper, concrete_args=concrete)
-    except Exception as e:  # torch.fx says why in its own words: data-dependent control flow, say
-        raise DiagError(f"torch.fx cannot trace {type(module).__name__}: {e}") from None
+    except DiagError:
+        raise
+    except Exception as e:  # torch.fx says why in its own words
+        raise DiagError(f"{_caller_of(e)}torch.fx cannot trace {type(module).__name__}: {e}") from None
     gm = fx.GraphModule(wrapper, graph)
     cap = Capture(module, graph, _names(module, calls[0]), [])
     for call in calls:

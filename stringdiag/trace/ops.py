@@ -488,6 +488,12 @@ def conv2d(em, body, cap, node, args, kwargs) -> Val:
 def opaque(em, body: Body, cap: Capture, node: fx.Node, args, kwargs, why: str) -> Any:
     """A ``fixed`` box named after the operation, run by torch itself when compiled; warned at its line."""
     value = cap.values[0][node]
+    for a in pytree.tree_leaves((node.args, node.kwargs)):
+        if isinstance(a, fx.Node) and not isinstance(cap.values[0][a], torch.Tensor) and any(
+                run[a] != cap.values[0][a] for run in cap.values[1:]):
+            raise DiagError(f"{where_(node)}: '{op_label(node)}' is not expressible in the language ({why}), and "
+                            f"torch would run it with '{a.name}' = {cap.values[0][a]!r}, a size of this example that "
+                            "changes with the batch or the length: cannot trace it")
     if isinstance(value, (tuple, list)) and all(isinstance(v, torch.Tensor) for v in value):
         used = {_field(value, u.args[1]) for u in node.users if op_name(u) in ("getitem", "getattr")}
         return tuple(_opaque_one(em, body, cap, node, args, kwargs, why, k) if k in used else None
