@@ -1,7 +1,35 @@
 """Errors that carry a source position, printed as ``FILE:LINE:COL: error: MESSAGE``."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
+
+PREFIX = "stringdiag:"  # a file shipped with the package, named from anywhere (resources.py)
+FOLDERS = ("gallery", "grammars", "prelude", "rules")  # the shipped folders
+
+
+PACKAGE = Path(__file__).resolve().parent
+
+
+def shown(file: str | os.PathLike) -> str:
+    """A file as users are shown it: one inside the installed package by its package name
+    (``stringdiag:gallery/attention.diag``), never by where the package happens to be installed
+    (a site-packages path); any other as given (a checkout's ``gallery/`` is the user's own).
+
+    >>> shown(PACKAGE / "gallery" / "attention.diag")
+    'stringdiag:gallery/attention.diag'
+    >>> shown("mine/attention.diag")
+    'mine/attention.diag'
+    """
+    text = os.fspath(file)
+    if not os.path.isabs(text):
+        return text
+    path = Path(text)
+    for name in FOLDERS:
+        if path.is_relative_to(PACKAGE / name):
+            return PREFIX + path.relative_to(PACKAGE).as_posix()
+    return text
 
 
 @dataclass(frozen=True)
@@ -13,7 +41,7 @@ class Pos:
     col: int
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.col}"
+        return f"{shown(self.file)}:{self.line}:{self.col}"
 
 
 class DiagError(Exception):
@@ -37,23 +65,55 @@ class DiagError(Exception):
         return self.render(self.severity).splitlines()
 
     def render(self, severity: str = "error") -> str:
-        """The message as a compiler prints it, with the offending line and a caret."""
-        head = f"{self.pos}: {severity}: {self.message}" if self.pos else f"{severity}: {self.message}"
+        """The message as a compiler prints it, with the offending line and a caret (at most
+        :data:`QUOTED` characters of it; a message that quotes a huge name is cut too)."""
+        message = self.message if len(self.message) <= 10 * QUOTED else self.message[:10 * QUOTED] + "..."
+        head = f"{self.pos}: {severity}: {message}" if self.pos else f"{severity}: {message}"
         if self.pos is None:
             return head
         source = self.source
         if source is None:  # raised far from the text (compiling, say): read the file again
             try:
+                if os.path.getsize(self.pos.file) > 16 * 2 ** 20:  # not one this tool would have read
+                    return head
                 with open(self.pos.file, encoding="utf-8") as f:
                     source = f.read()
             except (OSError, ValueError):
                 return head
-        lines = source.splitlines()
-        if not 1 <= self.pos.line <= len(lines):
+        line = _line(source, self.pos.line)
+        if line is None:
             return head
-        text = lines[self.pos.line - 1].expandtabs(1)
-        caret = " " * max(self.pos.col - 1, 0) + "^"
+        text, col = quoted(line.expandtabs(1), self.pos.col)
+        caret = " " * max(col - 1, 0) + "^"
         return f"{head}\n    {text}\n    {caret}"
+
+
+QUOTED = 200  # the most characters of a source line a message quotes
+
+
+def _line(source: str, number: int) -> str | None:
+    """Line ``number`` (from 1) of ``source``, found without splitting the whole text."""
+    if number < 1:
+        return None
+    start = 0
+    for _ in range(number - 1):
+        start = source.find("\n", start) + 1
+        if start == 0:
+            return None
+    end = source.find("\n", start)
+    line = source[start:] if end < 0 else source[start:end]
+    return line.rstrip("\r")
+
+
+def quoted(text: str, col: int) -> tuple[str, int]:
+    """At most :data:`QUOTED` characters of a line around column ``col``, ``...`` where cut,
+    and the column in what is quoted."""
+    if len(text) <= QUOTED:
+        return text, col
+    start = max(0, min(col - 1 - QUOTED // 2, len(text) - QUOTED))
+    cut = text[start:start + QUOTED]
+    head, tail = ("..." if start > 0 else ""), ("..." if start + QUOTED < len(text) else "")
+    return head + cut + tail, col - start + len(head)
 
 
 class DiagWarning(DiagError):

@@ -20,13 +20,11 @@ PosixPath('models/other.diag')
 """
 from __future__ import annotations
 
+import os
 from importlib.resources import files
 from pathlib import Path, PurePosixPath
 
-from .errors import DiagError, Pos
-
-PREFIX = "stringdiag:"
-FOLDERS = ("gallery", "grammars", "prelude", "rules")
+from .errors import FOLDERS, PREFIX, DiagError, Pos, shown
 
 
 def folder(name: str) -> Path:
@@ -87,4 +85,18 @@ def argument(path: str | Path) -> str | Path:
     return shipped(str(path)[len(PREFIX):]) if str(path).startswith(PREFIX) else path
 
 
-__all__ = ["PREFIX", "FOLDERS", "folder", "shipped", "check_name", "locate", "argument"]
+def hint(name: str | Path) -> str:
+    """For a file that is not there: the shipped file of that name, when there is one (a
+    README's ``gallery/attention.diag`` read from a folder other than a checkout), as
+    ``; the copy shipped with stringdiag is stringdiag:gallery/attention.diag``; else ''."""
+    parts = PurePosixPath(Path(name).as_posix()).parts
+    if os.path.isabs(name) or ".." in parts or len(parts) < 2 or parts[0] not in FOLDERS:
+        return ""
+    try:
+        there = shipped("/".join(parts)).is_file()
+    except DiagError:
+        return ""
+    return f"; the copy shipped with stringdiag is {PREFIX}{'/'.join(parts)}" if there else ""
+
+
+__all__ = ["PREFIX", "FOLDERS", "folder", "shipped", "check_name", "locate", "argument", "shown", "hint"]

@@ -9,6 +9,7 @@ import re
 import stat
 from enum import Enum
 
+from ..resources import argument
 from .options import UsageError, short
 
 SNIFF_BYTES = 64 * 1024  # enough to find a file's first word and its rules
@@ -88,7 +89,7 @@ def expect(path: str, kinds: tuple[FileKind, ...], command: str) -> None:
     extension when it has a known one, else by its content. A known extension whose text
     clearly reads as another kind is refused too (a rule file is a diagram file with rules, so
     a ``.rules`` file without any is still one)."""
-    by_ext, by_text = kind_of(path)
+    by_ext, by_text = kind_of(str(argument(path)))
     kind = by_ext or by_text
     if kind is None:
         return  # unknown: the parser says what it finds

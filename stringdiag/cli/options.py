@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from ..errors import DiagError
+from ..errors import DiagError, shown
 
 INT = re.compile(r"[+-]?[0-9]+")
 DIGITS = re.compile(r"[0-9]+")
@@ -30,8 +30,9 @@ class UsageError(DiagError):
 
 
 def short(path: object, limit: int = 120) -> str:
-    """A path for a one-line message: a very long one keeps its two ends."""
-    text = str(path)
+    """A path for a one-line message: a shipped file by its package name; a very long one keeps
+    its two ends."""
+    text = shown(str(path))
     return text if len(text) <= limit else f"{text[:limit // 2 - 2]}...{text[-(limit // 2 - 2):]}"
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..errors import DiagError
 from ..render.formats import DOCUMENTS, FORMATS
+from ..resources import PREFIX
 from .common import load_reporting, pick
 from .outputs import add_tikz_body, names_directory, picture_or_directory
 
@@ -36,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
 
     prog = load_reporting(args.file)
     diagrams = pick(prog, args.diagram)
-    out = Path(args.output) if args.output else Path(args.file).parent
+    # beside FILE, unless FILE is shipped (stringdiag:...): then here, never inside the installed package
+    out = Path(args.output) if args.output else Path(".") if args.file.startswith(PREFIX) else Path(args.file).parent
     into_dir = args.output is None or names_directory(args.output)
     if not into_dir and len(diagrams) > 1:
         raise DiagError(f"{args.file} defines {len(diagrams)} diagrams; give -d NAME to draw one into "

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from .box import Kind
-from ..errors import DiagError, DiagWarning, Pos
+from ..errors import DiagError, DiagWarning, Pos, shown
 from ..syntax import ast as A
 from .diagram import Diagram
 from .types import Dim, TensorType, show_type
@@ -105,7 +105,7 @@ class Program:
         if self.prelude is not None and name in self.prelude.defs:
             return self.prelude[name]
         hint = suggest(name, list(self.defs))
-        raise KeyError(f"no diagram named {name!r} in {self.path}{hint}")
+        raise KeyError(f"no diagram named {name!r} in {shown(self.path)}{hint}")
 
     def __contains__(self, name: str) -> bool:
         return name in self.defs
@@ -143,7 +143,7 @@ class Program:
         return [b for b in self.boxes.values() if b.box == Kind.LEARN]
 
     def __repr__(self) -> str:  # not the dataclass's: that prints every declaration and the source
-        return f"<Program {self.path}: {', '.join(self.own) or 'no diagrams'}>"
+        return f"<Program {shown(self.path)}: {', '.join(self.own) or 'no diagrams'}>"
 
 
 class Definition:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
+from ..errors import shown
 from ..graph.decls import Program
 
 STYLE = "border-collapse:collapse;text-align:left;vertical-align:top"
@@ -49,4 +50,4 @@ def program_html(prog: Program, pictures: bool = True) -> str:
         where = f"line {d.pos.line}" if d.pos else ""
         rows.append([name, types, len(d), where] + ([inline(to_svg(d))] if pictures else []))
     header = ["diagram", "type", "boxes", "where"] + (["picture"] if pictures else [])
-    return table(header, rows, f"{prog.path}: {len(rows)} diagram{'s' if len(rows) != 1 else ''}")
+    return table(header, rows, f"{shown(prog.path)}: {len(rows)} diagram{'s' if len(rows) != 1 else ''}")

@@ -15,12 +15,14 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from ..errors import DiagError, Pos
+from ..errors import DiagError, Pos, shown
+from ..resources import hint
 
 
 def shown_path(name: str) -> str:
-    """A path as messages show it: whole, unless it is very long."""
-    name = str(name)
+    """A path as messages show it: a shipped file by its package name, else whole unless it is
+    very long."""
+    name = shown(str(name))
     return name if len(name) <= 120 else f"{name[:58]}...{name[-58:]}"
 
 
@@ -73,7 +75,8 @@ def read_source(path: str | Path, limit: int = 16 * 2 ** 20) -> str:
     except OSError as e:
         if e.errno == errno.ENAMETOOLONG:
             raise DiagError(f"cannot read {shown}: the file name is too long") from None
-        raise DiagError(f"cannot read {shown}: {e.strerror or e}") from None
+        missing = hint(name) if e.errno == errno.ENOENT else ""
+        raise DiagError(f"cannot read {shown}: {e.strerror or e}{missing}") from None
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):

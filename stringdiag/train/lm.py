@@ -21,7 +21,7 @@ from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..elaborate.loader import loads
 from ..lower import compile
-from ..resources import PREFIX
+from ..resources import PREFIX, argument
 from ..syntax import ast as A
 from .model import assert_causal
 
@@ -114,6 +114,7 @@ class Spec:
 def sources(path: str | Path) -> tuple[dict[str, str], str]:
     """The text of a file and of every file it imports (transitively; the package's own imports
     excepted), keyed by their paths relative to the folder that holds them all; and the file's key."""
+    path = argument(path)  # a shipped name (stringdiag:gallery/lm.diag) is the installed file
     found: dict[Path, str] = {}
     todo = [Path(path).resolve()]
     while todo:
