@@ -194,9 +194,9 @@ def verdict(rows: list[dict]) -> str:
         return "No reference (M1 or a control) was trained at the depths of these runs: nothing can be compared.\n"
     acc = metric(rows) == "test_acc"
     tested = sum(1 for r in table if r["p"] is not None)
-    unit = "points of accuracy" if acc else "perplexity"
+    unit = "accuracy, in points" if acc else "perplexity"
     lines = [f"Seed-paired comparisons: each mechanism against M1 and each control at the same depth, as the mean "
-             f"difference in test {unit} between runs of the same seed (negative: lower{' accuracy' if acc else ''}), "
+             f"difference in test {unit}, between runs of the same seed (negative: lower), "
              f"with its 95 % t-interval; beats/ties/loses after Holm's correction across all {tested} comparisons "
              "with two seeds or more (family-wise error 5 %). A comparison of one seed has no interval."]
     scale = 100.0 if acc else 1.0
@@ -213,7 +213,8 @@ def verdict(rows: list[dict]) -> str:
         part = [r for r in table if r["reference"] == ref]
         if not part:
             continue
-        what = "the reference of the paper's Fig. 4" if ref == REFERENCE else "a control"
+        what = "the reference of the paper's Fig. 4" if ref == REFERENCE else \
+            "the control, by default one that mixes no tokens" if ref == CONTROL else "a control"
         lines.append(f"Against {ref} ({what}):")
         for word in (BEATS, TIES, LOSES, ONE):
             group = [r for r in part if r["verdict"] == word]
