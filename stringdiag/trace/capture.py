@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import linecache
 import re
 import sys
 from dataclasses import dataclass, field
@@ -274,4 +275,32 @@ def capture(module: nn.Module, calls: list[ModuleCall]) -> Capture:
         cap.values.append(rec.values)
         for node, c in rec.calls.items():
             cap.calls.setdefault(node, []).append(c)
+    _source_names(graph)
     return cap
+
+
+_MOVES = {"transpose", "permute", "t", "contiguous", "to", "float", "double", "type_as"}  # no statement of their own
+
+
+def _name_of(n: fx.Node) -> str:
+    return n.target if isinstance(n.target, str) else getattr(n.target, "__name__", "op")
+
+
+_ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)")  # ``name = ...`` (one target)
+
+
+def _source_names(graph: fx.Graph) -> None:
+    """Each operation named after the variable its source line assigns (``query_states``,
+    ``attn_weights``), not torch.fx's ``getitem_3``: the last operation of the line the
+    variable itself, those before it the variable and their operation (``q_embed_mul``)."""
+    for n in graph.nodes:
+        if n.op not in ("call_function", "call_method"):
+            continue
+        where = n.meta.get("where", "")
+        file, _, line = where.rpartition(":")
+        m = _ASSIGN.match(linecache.getline(file, int(line))) if line.isdigit() else None
+        if m is None:
+            continue
+        op = _name_of(n)
+        last = op in _MOVES or all(_name_of(u) in _MOVES for u in n.users if u.meta.get("where") == where)
+        n.name = m[1] if last else f"{m[1]}_{op}"
