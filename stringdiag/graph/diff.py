@@ -97,6 +97,12 @@ class _Matching:
 
 def changed_boxes(parent: Hypergraph, child: Hypergraph) -> frozenset[int]:
     """The boxes of ``child`` that no box of ``parent`` corresponds to (module docstring)."""
+    m = correspondence(parent, child)
+    return frozenset(b for b in child.boxes() if b not in m.boxes)
+
+
+def correspondence(parent: Hypergraph, child: Hypergraph) -> _Matching:
+    """The greedy common structure itself: ``boxes`` (child box -> parent box) and ``wires``."""
     m = _Matching(parent, child)
     for cw, pw in zip(child.inputs, parent.inputs):
         m.wires[cw] = pw
@@ -108,4 +114,4 @@ def changed_boxes(parent: Hypergraph, child: Hypergraph) -> frozenset[int]:
         m.backward()
         m.anchor()
         if len(m.boxes) == before:
-            return frozenset(b for b in child.boxes() if b not in m.boxes)
+            return m

@@ -1,0 +1,86 @@
+"""Why two diagrams are not isomorphic: the first difference a reader can act on.
+
+Isomorphism (``iso.py``) answers yes or no. When a derivation's result is not its target, the user
+needs to know where they part, so the checks here go from the coarsest to the finest and stop at the
+first that tells the two apart:
+
+1. the boundary: the types of the inputs and outputs;
+2. the boxes: how many of each kind and name (``learn Q``, ``fixed softmax``, a contraction of k
+   factors), with their SIMD depth;
+3. the weights: how the uses of each learnable name fall into weight sets (one set used twice is one
+   function; two sets are two: weight sharing is semantics);
+4. the wiring: the boxes of each that a greedy common structure grown from the two boundaries
+   (``diff.py``) leaves without a counterpart in the other, the first in topological order named
+   with its source line;
+5. otherwise the two have the same boxes in the same places and differ in how their indices are
+   ordered or summed at some box.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from ..errors import shown
+from .box import Kind
+from .diff import correspondence, label
+from .weights import boxes_by_weights
+
+
+def _box(d, b: int) -> str:
+    node = d.record(b)
+    what = f"a contraction of {len(d.box_inputs(b))}" if node.kind is Kind.CONTRACT else f"'{node.op}'"
+    pos = node.pos
+    where = f" ({shown(str(pos.file))}:{pos.line})" if pos is not None and getattr(pos, "line", None) else ""
+    return what + where
+
+
+def _labels(d) -> Counter:
+    return Counter(label(d, b)[:3] for b in d.boxes())
+
+
+def _show_label(lab) -> str:
+    kind, name, depth = lab
+    what = f"contraction of {name}" if kind is Kind.CONTRACT else f"{kind.value} '{name}'"
+    return what + (f" over {depth} ind{'ex' if depth == 1 else 'ices'}" if depth else "")
+
+
+def _sharing(d) -> Counter:
+    """For each learnable name, the sizes of its weight sets (uses per set), sorted."""
+    out: dict[str, list[int]] = {}
+    for key, bs in boxes_by_weights(d).items():
+        out.setdefault(d.record(bs[0]).op, []).append(len(bs))
+    return Counter({name: tuple(sorted(sizes)) for name, sizes in out.items()})
+
+
+def first_difference(result, target, names: tuple[str, str] = ("the result", "the target")) -> str:
+    """One or a few lines: where ``result`` and ``target`` (both expanded as compared) part."""
+    a, b = names
+    if (result.input_types, result.output_types) != (target.input_types, target.output_types):
+        return f"their types differ: {a} is {result.signature()}, {b} {target.signature()}"
+    la, lb = _labels(result), _labels(target)
+    if la != lb:
+        more = [f"{n - lb[k]} more {_show_label(k)}" for k, n in sorted(la.items(), key=str) if n > lb[k]]
+        fewer = [f"{n - la[k]} more {_show_label(k)}" for k, n in sorted(lb.items(), key=str) if n > la[k]]
+        parts = ([f"{a} has {', '.join(more)}"] if more else []) + ([f"{b} has {', '.join(fewer)}"] if fewer else [])
+        return "their boxes differ: " + "; ".join(parts)
+    sa, sb = _sharing(result), _sharing(target)
+    if sa != sb:
+        name = next(n for n in sorted(set(sa) | set(sb)) if sa.get(n) != sb.get(n))
+        return (f"their weights differ: the uses of '{name}' fall into weight sets of {list(sa.get(name, ()))} uses "
+                f"in {a} and {list(sb.get(name, ()))} in {b} (one set is one function)")
+    m = correspondence(target, result)
+    lost = [x for x in result.topological_boxes() if x not in m.boxes]
+    if lost:
+        return (f"their wiring differs: {a}'s {_box(result, lost[0])} has no counterpart in {b} "
+                f"({len(lost)} box(es) of {a} have none)")
+    for x in result.topological_boxes():  # paired boxes whose inputs are not the paired wires
+        y = m.boxes[x]
+        got = [m.wires.get(w) for w, _ in result.box_inputs(x)]
+        want = [w for w, _ in target.box_inputs(y)]
+        if got != want:
+            k = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
+            return (f"their wiring differs: input {k + 1} of {a}'s {_box(result, x)} is not the wire that input "
+                    f"{k + 1} of {b}'s {_box(target, y)} reads")
+    return "the same boxes on the same wires, with their indices in another order (or summed differently) at some box"
+
+
+__all__ = ["first_difference"]

@@ -1,0 +1,139 @@
+"""Why a rule does not match, and why a result is not its target: the explanation names the box or
+condition that stopped it, with its source line, over a corpus of near misses."""
+from __future__ import annotations
+
+import pytest
+
+import stringdiag
+from stringdiag.graph.whynot import first_difference
+from stringdiag.rewrite.match import find_matches
+from stringdiag.rewrite.rule import library, loads_rules
+from stringdiag.rewrite.whynot import explain
+
+NEAR = stringdiag.loads("""dim s : seq
+dim d, w : fixed
+learn F : [d] -> [d]
+diagram Res(x: [s, d]) -> [s, d] {
+  y[i] = F(x[i]) + x[i]
+  return y
+}
+diagram NoRes(x: [s, d]) -> [s, d] {
+  y[i] = F(x[i])
+  return y
+}
+diagram Swap(x: [s, d], z: [s, d]) -> [s, d] {
+  y[i] = F(z[i]) + x[i]
+  return y
+}
+diagram Plain(x: [s, d], z: [s, d]) -> [s, d] {
+  y[i] = F(x[i]) + z[i]
+  return y
+}
+diagram T(x: [d, d]) -> [d, d] {
+  y[i, j] = x[i, j] * 2
+  return y
+}
+diagram U(x: [d, d]) -> [d, d] {
+  y[i, j] = x[j, i] * 2
+  return y
+}
+diagram Causal(e: [s, s]) -> [s, s] {
+  return softmax(where(e, causal<s>()))
+}
+diagram Window(e: [s, s]) -> [s, s] {
+  return softmax(where(e, window<s, w>()))
+}
+diagram Twice(x: [s, d]) -> [s, d] {
+  y[i] = NoRes(x)[i] + NoRes(x)[i]
+  return y
+}
+diagram Fresh(x: [s, d]) -> [s, d] {
+  learn G : [d] -> [d]
+  y[i] = G(x[i])
+  return y
+}
+diagram TwiceFresh(x: [s, d]) -> [s, d] {
+  y[i] = Fresh(x)[i] + Fresh(x)[i]
+  return y
+}
+diagram Shared(x: [s, d]) -> [s, d] {
+  learn G : [d] -> [d]
+  y[i] = G(x[i]) + G(x[i])
+  return y
+}
+""", "near.diag")
+
+
+@pytest.mark.parametrize("a, b, words", [
+    ("Res", "NoRes", ["their boxes differ", "fixed 'add'"]),                      # a missing residual
+    ("Swap", "Plain", ["their wiring differs", "input 1", "'F' (near.diag:13)"]),  # inputs exchanged
+    ("T", "U", ["indices in another order"]),                                        # an index order
+    ("Causal", "Window", ["their boxes differ", "'causal'", "'window'"]),             # another mask
+    ("TwiceFresh", "Shared", ["their weights differ", "'G'", "[1, 1]", "[2]"]),      # another weight set
+    ("Res", "Causal", ["their types differ"]),
+])
+def test_the_first_difference_names_what_differs(a, b, words):
+    x, y = NEAR[a].expand(), NEAR[b].expand()
+    assert not x.isomorphic(y)
+    text = first_difference(x, y)
+    for w in words:
+        assert w in text, text
+
+
+def test_isomorphic_diagrams_have_no_difference_to_name():
+    x = NEAR["Twice"].expand()
+    assert x.isomorphic(NEAR["Twice"].expand())
+
+
+RULES = loads_rules("""dim s : seq
+dim d : fixed
+learn F : [d] -> [d]
+rule drop_residual(x: [s, d]) -> [s, d] {
+  y[i] = F(x[i]) + x[i]
+  return y
+} == {
+  y[i] = x[i] + F(x[i])
+  return y
+}
+rule swap_then(x: [d, d]) -> [d, d] {
+  y[i, j] = x[j, i] * 2
+  return y
+} == {
+  y[i, j] = x[j, i] + x[j, i]
+  return y
+}
+""", "near.rules")
+
+
+def test_a_rule_missing_its_residual_is_explained_at_the_box_that_failed():
+    rule = next(r for r in RULES if r.name == "drop_residual")
+    target = NEAR["NoRes"]
+    assert not find_matches(target, rule, ties=True)
+    why = explain(target, rule)
+    assert why.failed is not None and len(why.placed) < why.total
+    text = why.summary(rule.sides(False)[0], target)
+    assert "closest match:" in text and "near.rules:5" in text, text  # the pattern's add, by its line
+
+
+def test_a_matching_rule_has_a_complete_placement():
+    rule = next(r for r in RULES if r.name == "drop_residual")
+    assert find_matches(NEAR["Res"], rule, ties=True)
+    why = explain(NEAR["Res"], rule)
+    assert len(why.placed) == why.total and why.failed is None
+
+
+def test_a_rule_that_finds_no_box_of_its_kind_says_so():
+    rule = library()["div_out"]
+    why = explain(NEAR["T"], rule)
+    text = why.summary(rule.sides(False)[0], NEAR["T"])
+    assert why.placed == {} and "anywhere in the diagram" in text, text
+
+
+def test_every_candidate_is_listed_with_explain():
+    rule = next(r for r in RULES if r.name == "drop_residual")
+    target = NEAR["Twice"].expand()
+    why = explain(target, rule)
+    short = why.summary(rule.sides(False)[0], target)
+    full = why.summary(rule.sides(False)[0], target, explain=True)
+    assert len(full.splitlines()) >= len(short.splitlines())
+    assert "closest match:" in full
