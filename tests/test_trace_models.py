@@ -206,12 +206,11 @@ print(json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def traced(tmp_path_factory):
-    """Each model traced here, written out; then all compiled back in one fresh process."""
+def trace_all(folder: Path) -> dict:
+    """Each model traced here, written out; then all compiled back in one fresh process:
+    name -> (the trace, what the fresh process measured)."""
     from stringdiag import trace
 
-    folder = tmp_path_factory.mktemp("models")
     results, files = {}, {}
     for k, (name, make) in enumerate(MODELS.items()):
         model = make()
@@ -234,6 +233,11 @@ def traced(tmp_path_factory):
     assert run.returncode == 0, run.stderr[-3000:]
     fresh = json.loads(run.stdout.strip().splitlines()[-1])
     return {name: (results[name], fresh[name]) for name in MODELS}
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    return trace_all(tmp_path_factory.mktemp("models"))
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -269,3 +273,22 @@ def test_rope_frequencies_are_a_constant_of_the_weights_file(traced):
     assert "learn inv_freq : -> [d8]" in t.text and "detach(inv_freq()[a])" in t.text
     assert list(t.weights.constants) == ["model.model.rotary_emb.inv_freq@constant"]
     assert t.weights.mapping["model.model.rotary_emb.inv_freq@constant"].endswith("rotary_emb.inv_freq.weight")
+
+
+def table(results: dict) -> str:
+    """The table of docs/trace.md: each model, the lines of its file, its repeats, its error."""
+    rows = ["| model | lines | `repeat`s | in the sequence length | largest relative error (lengths 5, 6) |",
+            "|---|---|---|---|---|"]
+    for name, (t, fresh) in results.items():
+        repeats = ", ".join(f"`repeat {m[1]} {m[2]}`" for m in re.finditer(r"= repeat (\d+) (\w+)\(", t.text)) or "none"
+        cost = re.search(r"in the sequence length: (O\([^)]*\))", fresh.get("info", ""))
+        error = f"{max(fresh['errors']):.1e}" if "errors" in fresh else fresh.get("failed", "")[:60]
+        rows.append(f"| {name} | {t.text.count(chr(10))} | {repeats} | {cost[1] if cost else ''} | {error} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":  # python tests/test_trace_models.py: the table of docs/trace.md
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        print(table(trace_all(Path(folder))))

@@ -279,6 +279,7 @@ def capture(module: nn.Module, calls: list[ModuleCall]) -> Capture:
     return cap
 
 
+_TARGETS = re.compile(r"^\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)+)\s*=(?!=)")
 _MOVES = {"transpose", "permute", "t", "contiguous", "to", "float", "double", "type_as"}  # no statement of their own
 
 
@@ -298,8 +299,12 @@ def _source_names(graph: fx.Graph) -> None:
             continue
         where = n.meta.get("where", "")
         file, _, line = where.rpartition(":")
-        m = _ASSIGN.match(linecache.getline(file, int(line))) if line.isdigit() else None
+        text = linecache.getline(file, int(line)) if line.isdigit() else ""
+        m = _ASSIGN.match(text)
         if m is None:
+            many = _TARGETS.match(text)  # ``q, k, v = x.split(...)``: the parts' names
+            if many:
+                n.meta["targets"] = [t.strip() for t in many[1].split(",")]
             continue
         op = _name_of(n)
         last = op in _MOVES or all(_name_of(u) in _MOVES for u in n.users if u.meta.get("where") == where)

@@ -406,10 +406,12 @@ def split(em, body, cap, node, args, kwargs) -> tuple:
     value = cap.values[0][node]
     body.em.sizes.total(x.axes[-1].size, parts)
     out, start = [], 0
+    names = node.meta.get("targets") or []
+    names = names if len(names) == len(parts) else [f"{node.name}_{k}" for k in range(len(parts))]
     for k, n in enumerate(parts):
         axes = tuple(classify([run[node][k].shape for run in cap.values], node.name))
         lo = " + ".join(body.em.sizes.expr(p) for p in parts[:k]) or "0"
-        out.append(_slice(body, f"{node.name}_{k}", x, start, n, axes, lo))
+        out.append(_slice(body, names[k], x, start, n, axes, lo))
         start += n
     return tuple(out) if isinstance(value, tuple) else out
 
