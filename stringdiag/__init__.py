@@ -42,14 +42,17 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-def compile(diagram: "Diagram", dims: dict | None = None, approximator="mlp", dtype=None, fast: bool = True):
-    """Lower a diagram to a trainable ``torch.fx.GraphModule`` (see :mod:`stringdiag.lower`).
+def compile(diagram: "Diagram", dims: dict | None = None, approximator="mlp", dtype=None, fast: bool = True,
+            incremental: bool = False):
+    """Lower a diagram to a trainable ``torch.fx.GraphModule`` (see :mod:`stringdiag.lower`); with
+    ``incremental``, to its incremental form (``initial_state``, ``step``, ``prefill``: a key/value
+    cache, a recurrent state; see :mod:`stringdiag.lower.incremental`).
 
     Imported on first use, so that checking and drawing never wait for torch.
     """
     from .lower import compile as lower
 
-    return lower(diagram, dims=dims, approximator=approximator, dtype=dtype, fast=fast)
+    return lower(diagram, dims=dims, approximator=approximator, dtype=dtype, fast=fast, incremental=incremental)
 
 
 def load_weights(module, state_dict, mapping=None, transpose=()) -> None:
