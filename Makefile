@@ -52,7 +52,7 @@ demo: install dot
 	$(BIN)/stringdiag derive gallery/linearize.deriv --verify
 	$(BIN)/stringdiag compile gallery/anatomy.diag -d M1 --dims d=32,k=32 -o runs/demo/modules/M1
 	$(BIN)/stringdiag compile gallery/anatomy.diag -d M0 --dims d=32,k=32 -o runs/demo/modules/M0
-	$(BIN)/stringdiag train gallery/anatomy.diag -d M1 --layers 1 --time-budget 120 --eval-every 100 -o runs/demo/train-M1
+	$(BIN)/stringdiag train gallery/anatomy.diag -d M1 --layers 1 --max-steps 200 --eval-every 100 --test-tokens 10000 -o runs/demo/train-M1
 
 # Every picture in gallery/, made as gallery/PICTURES says (tests/test_pictures.py fails when one is stale).
 pictures: install dot

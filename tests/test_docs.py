@@ -46,7 +46,7 @@ NOT_RUN = {
     ("README.md", "make demo is 3 minutes, make test the whole suite"),
     ("getting-started.md", "make demo is 3 minutes, make test the whole suite"),
     ("getting-started.md", "builds a wheel and installs it into a new environment"),
-    ("tutorial.md", "trains a model for a minute"),
+    ("tutorial.md", "trains a model for a few minutes"),
     ("compiling.md", "studies train models for hours"),
     ("reproductions.md", "a minute of enumeration, every reading varied"),
     ("reproductions.md", "a study of many hours on this CPU"),

@@ -7,8 +7,8 @@ equation (``==``) are also evaluated on random float64 inputs, box variables and
 abstract families instantiated as random universal approximators (the same on both
 sides), and one line per rule says what was found::
 
-    $ stringdiag check rules/contraction.rules --verify
-    rules/contraction.rules: 7 rules
+    $ stringdiag check stringdiag:rules/contraction.rules --verify
+    stringdiag:rules/contraction.rules: 7 rules
       assoc          ≡  verified, relative error 2e-16
       ...
 
@@ -33,9 +33,9 @@ from .kinds import FileKind, kind_of
 
 HELP = "type-check .diag and .rules files (errors as FILE:LINE:COL); --verify evaluates rules' equations"
 EXAMPLES = """\
-stringdiag check gallery/attention.diag rules/algebra.rules
-stringdiag check rules/contraction.rules --verify
-stringdiag check gallery/attention.diag --json"""
+stringdiag check stringdiag:gallery/attention.diag stringdiag:rules/algebra.rules
+stringdiag check stringdiag:rules/contraction.rules --verify
+stringdiag check stringdiag:gallery/attention.diag --json"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -8,12 +8,12 @@ from .outputs import add_tikz_body, need_directory, picture_or_directory
 
 HELP = "check a derivation step by step; print its table, draw its chain of pictures"
 EXAMPLES = """\
-stringdiag derive gallery/linearize.deriv
-stringdiag derive gallery/linearize.deriv --verify -o linearize.svg
-stringdiag derive gallery/linearize.deriv -o linearize.html
-stringdiag derive gallery/linearize.deriv -o linearize.tex
-stringdiag derive gallery/tax_*.deriv -o chains/
-stringdiag derive gallery/linearize.deriv --json"""
+stringdiag derive stringdiag:gallery/linearize.deriv
+stringdiag derive stringdiag:gallery/linearize.deriv --verify -o linearize.svg
+stringdiag derive stringdiag:gallery/linearize.deriv -o linearize.html
+stringdiag derive stringdiag:gallery/linearize.deriv -o linearize.tex
+stringdiag derive stringdiag:gallery/tax_bigbird.deriv stringdiag:gallery/tax_etc.deriv -o chains/
+stringdiag derive stringdiag:gallery/linearize.deriv --json"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

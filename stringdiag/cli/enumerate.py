@@ -17,13 +17,13 @@ from .options import UsageError, integer, number, short
 HELP = "enumerate the mechanisms built from generators, reduce them by rewrites, and write the survivors"
 
 EXAMPLES = """\
-stringdiag enumerate gallery/anatomy.diag --generators AttPrep,AttApply,LinAttPrep,LinAttApply,ConcatFF \\
+stringdiag enumerate stringdiag:gallery/anatomy.diag --generators AttPrep,AttApply,LinAttPrep,LinAttApply,ConcatFF \\
     --symmetric ConcatFF --interchangeable LinAttPrep --require AttApply,LinAttApply --max 5 \\
-    --rules rules/absorb.rules rules/merge.rules -o mechanisms.diag --grid mechanisms.svg
-stringdiag enumerate gallery/anatomy.diag --generators AttPrep,AttApply,LinAttPrep,LinAttApply,ConcatFF \\
+    --rules stringdiag:rules/absorb.rules stringdiag:rules/merge.rules -o mechanisms.diag --grid mechanisms.svg
+stringdiag enumerate stringdiag:gallery/anatomy.diag --generators AttPrep,AttApply,LinAttPrep,LinAttApply,ConcatFF \\
     --symmetric ConcatFF --interchangeable LinAttPrep --require AttApply,LinAttApply --max 5 \\
-    --rules rules/absorb.rules rules/merge.rules --sensitivity
-stringdiag enumerate gallery/anatomy_qk.diag --generators AttPrepQK,AttApply,LinAttPrepQK,LinAttApply \\
+    --rules stringdiag:rules/absorb.rules stringdiag:rules/merge.rules --sensitivity
+stringdiag enumerate stringdiag:gallery/anatomy_qk.diag --generators AttPrepQK,AttApply,LinAttPrepQK,LinAttApply \\
     --paired LinAttPrepQK --require AttApply,LinAttApply --max 5 --json
 """
 

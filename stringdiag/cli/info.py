@@ -8,9 +8,9 @@ from .common import load_reporting, pick, print_json
 
 HELP = "describe diagrams: inputs, outputs, dimensions, boxes by kind, learnable boxes"
 EXAMPLES = """\
-stringdiag info gallery/attention.diag -d SelfAttention
-stringdiag info gallery/attention.diag --json
-stringdiag info gallery/splines.diag -d EncoderBlock --degree"""
+stringdiag info stringdiag:gallery/attention.diag -d SelfAttention
+stringdiag info stringdiag:gallery/attention.diag --json
+stringdiag info stringdiag:gallery/splines.diag -d EncoderBlock --degree"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -45,8 +45,8 @@ TAKES: dict[str, dict[str, tuple[FileKind, ...]]] = {
 
 # examples for the commands whose modules do not (yet) carry their own ``EXAMPLES``
 EXAMPLES = {
-    "compile": "stringdiag compile gallery/attention.diag -d SelfAttention --dims d=64,k=16\n"
-               "stringdiag compile gallery/anatomy.diag -d M1 --dims d=32,k=8 --approximator linear",
+    "compile": "stringdiag compile stringdiag:gallery/attention.diag -d SelfAttention --dims d=64,k=16\n"
+               "stringdiag compile stringdiag:gallery/anatomy.diag -d M1 --dims d=32,k=8 --approximator linear",
 }
 
 COMPLETION_SHELLS = ("bash", "zsh", "tcsh")
@@ -74,7 +74,18 @@ class Parser(argparse.ArgumentParser):
     """argparse, but a bad command line is one ``error:`` line (exit status 2), never a usage dump."""
 
     def error(self, message: str):  # type: ignore[override]
-        raise UsageError(f"{message} (see '{self.prog} --help')")
+        raise UsageError(f"{message}{did_you_mean(message)} (see '{self.prog} --help')")
+
+
+def did_you_mean(message: str) -> str:
+    """For argparse's ``invalid choice: 'chek' (choose from ...)``: the nearest choice, if one is near."""
+    import difflib
+
+    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if m is None:
+        return ""
+    near = difflib.get_close_matches(m.group(1), re.findall(r"'([^']*)'", m.group(2)), n=1, cutoff=0.75)
+    return f"; did you mean '{near[0]}'?" if near else ""
 
 
 def shown(action: argparse.Action) -> str:
@@ -140,8 +151,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         wanted = ""  # --version, --completion, a bad command: no command's module is needed
     p = Parser(prog="stringdiag", description=__doc__.splitlines()[0].replace("``", ""),
                formatter_class=argparse.RawDescriptionHelpFormatter,
-               epilog="examples:\n  stringdiag check gallery/attention.diag\n"
-                      "  stringdiag render gallery/attention.diag -d SelfAttention -o attention.svg\n"
+               epilog="examples:\n  stringdiag check stringdiag:gallery/attention.diag\n"
+                      "  stringdiag render stringdiag:gallery/attention.diag -d SelfAttention -o attention.svg\n"
                       "  stringdiag COMMAND --help\n"
                       "  source <(stringdiag --completion bash)")
     p.add_argument("--version", action=Version)

@@ -11,9 +11,9 @@ from .outputs import picture
 
 HELP = "apply rules everywhere, repeatedly, until nothing changes (or a bound is reached)"
 EXAMPLES = """\
-stringdiag normalize gallery/attention.diag -d SelfAttention
-stringdiag normalize gallery/attention.diag -d SelfAttention --rule assoc --max-rounds 5 -o normal.svg
-stringdiag normalize gallery/bahdanau.diag -d BiRNN --rules rules/sequence.rules --rule reverse_twice"""
+stringdiag normalize stringdiag:gallery/attention.diag -d SelfAttention
+stringdiag normalize stringdiag:gallery/attention.diag -d SelfAttention --rule assoc --max-rounds 5 -o normal.svg
+stringdiag normalize stringdiag:gallery/bahdanau.diag -d BiRNN --rules stringdiag:rules/sequence.rules --rule reverse_twice"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

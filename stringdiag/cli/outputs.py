@@ -31,14 +31,24 @@ def _suffix(text: str) -> str:
     return os.path.splitext(text)[1].lower()
 
 
+def _folder_exists(text: str) -> None:
+    """A picture file goes into a folder that is there: none is made from a file's name (a typo
+    in it would otherwise make a tree of folders)."""
+    folder = os.path.dirname(text)
+    if folder and not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"cannot write {short(text)}: there is no folder {short(folder)} (make it "
+                                         "first)")
+
+
 def picture(text: str) -> str:
-    """``-o`` for one picture: a file whose extension names its format."""
+    """``-o`` for one picture: a file whose extension names its format, in a folder that exists."""
     if os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"cannot write {short(text)}: it is a directory (give a picture file: "
                                          f"{PICTURES})")
     if _suffix(text) not in OUTPUTS:
         raise argparse.ArgumentTypeError(f"cannot write {short(text)}: the picture format is told by the extension, "
                                          f"one of {PICTURES}")
+    _folder_exists(text)
     return text
 
 
@@ -46,8 +56,12 @@ picture.__name__ = "picture"
 
 
 def picture_or_directory(text: str) -> str:
-    """``-o`` for one picture or a directory of them (see :func:`names_directory`)."""
-    if names_directory(text) or _suffix(text) in OUTPUTS:
+    """``-o`` for one picture (in a folder that exists) or a directory of them (see
+    :func:`names_directory`)."""
+    if names_directory(text):
+        return text
+    if _suffix(text) in OUTPUTS:
+        _folder_exists(text)
         return text
     raise argparse.ArgumentTypeError(f"cannot write {short(text)}: {_suffix(text)} is not a picture format "
                                      f"({PICTURES}), nor a directory (end it with '/' to make one)")
@@ -60,6 +74,7 @@ def grid(text: str) -> str:
     """``--grid``: a picture of many diagrams, SVG or an interactive page."""
     if _suffix(text) not in (".svg", ".html") or os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"cannot write {short(text)}: a grid is drawn as .svg or .html")
+    _folder_exists(text)
     return text
 
 

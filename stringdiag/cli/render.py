@@ -12,11 +12,11 @@ from .outputs import add_tikz_body, names_directory, picture_or_directory
 
 HELP = "draw diagrams as SVG, PNG, PDF, DOT, an interactive HTML page or TikZ (by the output's extension)"
 EXAMPLES = """\
-stringdiag render gallery/attention.diag -d SelfAttention -o attention.svg
-stringdiag render gallery/attention.diag -o pictures/ --format png
-stringdiag render gallery/transformer.diag -d TransformerEncoder -o encoder.html
-stringdiag render gallery/attention.diag -d SelfAttention -o attention.tex --tikz-body
-stringdiag render gallery/transformer.diag -d TransformerEncoder --expand -o encoder.pdf"""
+stringdiag render stringdiag:gallery/attention.diag -d SelfAttention -o attention.svg
+stringdiag render stringdiag:gallery/attention.diag -o pictures/ --format png
+stringdiag render stringdiag:gallery/transformer.diag -d TransformerEncoder -o encoder.html
+stringdiag render stringdiag:gallery/attention.diag -d SelfAttention -o attention.tex --tikz-body
+stringdiag render stringdiag:gallery/transformer.diag -d TransformerEncoder --expand -o encoder.pdf"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -8,10 +8,10 @@ from .outputs import add_tikz_body, picture
 
 HELP = "check a family tree of architectures, every edge a derivation; draw it in one picture"
 EXAMPLES = """\
-stringdiag taxonomy gallery/taxonomy.tax
-stringdiag taxonomy gallery/taxonomy.tax -o taxonomy.svg --verify
-stringdiag taxonomy gallery/taxonomy.tax -o taxonomy.html
-stringdiag taxonomy gallery/taxonomy.tax --json"""
+stringdiag taxonomy stringdiag:gallery/taxonomy.tax
+stringdiag taxonomy stringdiag:gallery/taxonomy.tax -o taxonomy.svg --verify
+stringdiag taxonomy stringdiag:gallery/taxonomy.tax -o taxonomy.html
+stringdiag taxonomy stringdiag:gallery/taxonomy.tax --json"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

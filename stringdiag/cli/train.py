@@ -19,8 +19,8 @@ MAX_LAYERS = 1024  # for --layers and --heads: each head of each layer is a comp
 # repeated here so that building the command line does not import torch)
 NORM_AFTER = ("AttApply", "LinAttApply")
 
-EXAMPLES = """stringdiag train gallery/anatomy.diag -d M1 --data synthetic --max-steps 100 -o runs/m1
-stringdiag train gallery/anatomy.diag -d M1 -o runs/m1 --max-steps 200 --resume"""
+EXAMPLES = """stringdiag train stringdiag:gallery/anatomy.diag -d M1 --data synthetic --max-steps 100 -o runs/m1
+stringdiag train stringdiag:gallery/anatomy.diag -d M1 -o runs/m1 --max-steps 200 --resume"""
 HELP = "train a decoder-only language model whose heads are the diagram (App. C of the paper)"
 
 
@@ -32,7 +32,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_recipe(p, "stop after this many steps")
     p.add_argument("--time-budget", type=options.number(what="a positive number of seconds"), default=None,
                    metavar="SECONDS", help="training stops within this long: 80 %% of it when a test evaluation "
-                   "follows (which then scores a fixed number of targets, see --test-tokens)")
+                   "follows (which then scores a fixed number of targets, see --test-tokens); for a run that "
+                   "ends the same on any machine, give --max-steps instead")
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                   help="what --time-budget counts: wall-clock seconds, or this process's CPU seconds (all its "
+                        "threads; a busy machine then slows the run but does not shorten it)")
     p.add_argument("-o", "--output", dest="out", default=None, metavar="DIR",
                    help="checkpoints and log (default: runs/NAME)")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in -o/--output")
@@ -124,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
     from ..train.loop import train
 
     started = time.monotonic()
+    check_test_tokens(args)
     device = _device(args)  # a device that is not there is refused before any work
     prog = load_reporting(args.file)
     (head,) = pick(prog, args.diagram)
@@ -134,7 +139,8 @@ def run(args: argparse.Namespace) -> int:
         if vocab_dim(head) is None:
             raise DiagError(f"'{head.name}' reads token ids but is no language model: train takes one of type "
                             f"[s] of v -> [s, v] (not {head.signature().split(' : ', 1)[1]})")
-        return run_lm(args, head, started, Recipe(_config, _test, check_windows, memory_errors, device))
+        return run_lm(args, head, started, Recipe(_config, _test, check_windows, memory_errors, device,
+                                                          timing, cut_short))
     dims = options.parse_dims(args.dims, head)
     after = norm_after(args.norm_after, prog)
     feature = head.input_types[0][-1].name if len(head.inputs) == 1 and head.input_types[0] else None
@@ -160,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
     with memory_errors():
         history = train(make, corpus.train, corpus.valid, _config(args, started), out_dir=out, resume=args.resume,
                         log=say)
+    say(timing(history))
     last = history.rows[-1] if history.rows else {"valid_ppl": None, "step": 0}
     result = {"diagram": head.name, "parameters": n, "unigram_ppl": baseline, "valid_ppl": last["valid_ppl"],
               "steps": last["step"]}
@@ -168,8 +175,15 @@ def run(args: argparse.Namespace) -> int:
         write_atomic(out / "result.json", json.dumps(result, indent=2) + "\n")
         say(f"wrote {out / 'log.csv'}, {out / 'checkpoint.safetensors'}, {out / 'result.json'}")
         if verdict:
-            say(verdict)  # the last line: how the model did
+            say(verdict + cut_short(history, args.clock))  # the last line: how the model did
     return 0
+
+
+def check_test_tokens(args: argparse.Namespace) -> None:
+    """--test-tokens must fill one window of --context (scored at stride 1): refused before training."""
+    if args.test_tokens is not None and not args.no_test and args.test_tokens < args.context:
+        raise options.UsageError(f"--test-tokens {args.test_tokens}: the test scores windows of --context "
+                                 f"{args.context} tokens, so give at least {args.context} (or --no-test)")
 
 
 def _device(args: argparse.Namespace):
@@ -228,14 +242,44 @@ def _config(args: argparse.Namespace, started: float):
     """The recipe; the time left for training is what remains of --time-budget's share of it."""
     from ..train.loop import TrainConfig
 
-    budget = args.time_budget
+    budget, clock = args.time_budget, getattr(args, "clock", "wall")
     if budget is not None:
         share = budget if args.no_test else TRAINING_SHARE * budget
-        budget = max(share - (time.monotonic() - started), 1e-3)
+        spent = time.process_time() if clock == "cpu" else time.monotonic() - started
+        budget = max(share - spent, 1e-3)
     return TrainConfig(context=args.context, batch_size=args.batch_size, epochs=args.epochs, lr_scale=args.lr_scale,
                        warmup=args.warmup, seed=args.seed, eval_every=args.eval_every, time_budget=budget,
-                       max_steps=args.max_steps, device=args.device, precision=args.precision,
+                       clock=clock, max_steps=args.max_steps, device=args.device, precision=args.precision,
                        compile=args.compile)
+
+
+BUSY = 0.5  # CPU seconds per wall-clock second (per thread) below which the machine was busy
+BUSY_JUDGED = 5.0  # wall-clock seconds of training below which writing files, not the machine, may dominate
+
+
+def timing(history) -> str:
+    """How long training took: steps, wall-clock and CPU seconds."""
+    steps = history.rows[-1]["step"] if history.rows else 0
+    return (f"trained {steps:,} step{'s' if steps != 1 else ''} in {history.wall_seconds:.1f} s "
+            f"({history.cpu_seconds:.1f} s of CPU)")
+
+
+def cut_short(history, clock: str = "wall") -> str:
+    """For the verdict line, when --time-budget stopped training before its steps: how far it got
+    and whether the machine was busy (this process had less than half of its threads' time);
+    else ''."""
+    import torch
+
+    if not history.budget_stopped:
+        return ""
+    steps = history.rows[-1]["step"] if history.rows else 0
+    threads = max(torch.get_num_threads(), 1)
+    busy = history.wall_seconds >= BUSY_JUDGED and history.cpu_seconds < BUSY * threads * history.wall_seconds
+    why = (f"; the machine was busy ({history.cpu_seconds:.1f} s of CPU in {history.wall_seconds:.1f} s on "
+           f"{threads} thread{'s' if threads != 1 else ''})" if busy else "")
+    instead = "--max-steps" if clock == "cpu" else "--max-steps or --clock cpu"
+    return (f" (--time-budget stopped training after {steps:,} of {history.planned:,} steps{why}; for a verdict "
+            f"that does not depend on the machine, give {instead})")
 
 
 def _sizes(args: argparse.Namespace, sizes, vocab: int) -> str:

@@ -30,6 +30,8 @@ class Recipe(NamedTuple):
     check_windows: Callable  # (corpus, context, batch_size)
     memory_errors: Callable  # a context manager: out of memory is the tool's error
     device: object  # the torch.device training and the test run on
+    timing: Callable  # history -> the line saying how long training took
+    cut_short: Callable  # history -> what the verdict adds when --time-budget stopped training early
 
 
 def run_lm(args: argparse.Namespace, diagram, started: float, recipe: Recipe) -> int:
@@ -40,7 +42,7 @@ def run_lm(args: argparse.Namespace, diagram, started: float, recipe: Recipe) ->
     from ..lower.lower import copy_module
     from ..train.loop import train
     from ..train.run import Tokenizer
-    _config, _test, check_windows, memory_errors, device = recipe
+    _config, _test, check_windows, memory_errors, device, timing, cut_short = recipe
 
     for name, default in HEAD_ONLY.items():
         if getattr(args, name) != default:
@@ -76,6 +78,7 @@ def run_lm(args: argparse.Namespace, diagram, started: float, recipe: Recipe) ->
     with memory_errors():
         history = train(make, corpus.train, corpus.valid, _config(args, started), out_dir=out, resume=args.resume,
                         log=say)
+    say(timing(history))
     last = history.rows[-1] if history.rows else {"valid_ppl": None, "step": 0}
     result = {"diagram": diagram.name, "kind": "lm", "parameters": n, "sizes": size.dims, "unigram_ppl": baseline,
               "valid_ppl": last["valid_ppl"], "steps": last["step"]}
@@ -87,5 +90,5 @@ def run_lm(args: argparse.Namespace, diagram, started: float, recipe: Recipe) ->
         say(f"wrote {out / 'log.csv'}, {out / 'checkpoint.safetensors'}, {out / 'tokenizer.json'}, "
             f"{out / 'result.json'}")
         if verdict:
-            say(verdict)
+            say(verdict + cut_short(history, args.clock))
     return 0

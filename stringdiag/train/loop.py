@@ -49,15 +49,26 @@ class TrainConfig:
     eval_every: int = 200          # steps between validation runs
     valid_tokens: int | None = 20000  # validate on a prefix, for speed (None: all of it)
     time_budget: float | None = None  # seconds; stop (and checkpoint) when spent
+    clock: str = "wall"            # what time_budget counts: "wall" clock or this process's "cpu" time
     max_steps: int | None = None
     device: str = "cpu"            # auto, cpu, cuda, cuda:N, mps (train.device.resolve)
     precision: str = "fp32"        # fp32, bf16, fp16 (train.device.Precision)
     compile: bool = False          # torch.compile the training model
 
 
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.monotonic, "cpu": time.process_time}
+
+
 @dataclass
 class History:
+    """The log's rows, and how the run ended: the steps it was to take, whether the time budget
+    stopped it before them, and the wall-clock and CPU seconds its training took."""
+
     rows: list[dict] = field(default_factory=list)
+    planned: int = 0
+    budget_stopped: bool = False
+    wall_seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -76,9 +87,10 @@ def evaluate(model: torch.nn.Module, ids: torch.Tensor, context: int, stride: in
 
 
 def score(model: torch.nn.Module, ids: torch.Tensor, context: int, stride: int | None = None,
-          batch_size: int = 256, deadline: float | None = None, progress: str | None = None) -> Score:
-    """:func:`evaluate`, stopping after the batch that passes ``deadline`` (``time.monotonic()``)
-    and showing a progress bar named ``progress``: a time budget covers evaluation too."""
+          batch_size: int = 256, deadline: float | None = None, progress: str | None = None,
+          clock: Callable[[], float] = time.monotonic) -> Score:
+    """:func:`evaluate`, stopping after the batch that passes ``deadline`` (on ``clock``) and
+    showing a progress bar named ``progress``: a time budget covers evaluation too."""
     was = model.training
     model.eval()
     w, keep_all = eval_windows(ids, context, stride or context)
@@ -88,7 +100,7 @@ def score(model: torch.nn.Module, ids: torch.Tensor, context: int, stride: int |
                    leave=False):
         nll += _nll(model, w[b0:b0 + batch_size], keep_all[b0:b0 + batch_size])
         count += int(keep_all[b0:b0 + batch_size].sum())
-        if deadline is not None and time.monotonic() > deadline:
+        if deadline is not None and clock() > deadline:
             break
     model.train(was)
     mean = nll / max(count, 1)
@@ -187,6 +199,7 @@ def train(make_model: Callable[[], torch.nn.Module], train_ids: torch.Tensor | E
     run.prepare(train_ids, valid_ids)
     while run.step < run.total:
         if run.epoch():  # the time budget is spent
+            run.history.budget_stopped = run.step < run.total
             break
     run.finish()
     return run.history
@@ -273,6 +286,8 @@ class _Training:
         self.valid = valid_ids[: cfg.valid_tokens] if cfg.valid_tokens and not examples else valid_ids
         self.bar = progress_bar(self.total, self.step) if self.rank == 0 else None
         self.t0, self.tokens, self.losses = time.time(), 0, []
+        self.clock = CLOCKS[cfg.clock]
+        self.c0, self.cpu0, self.history.planned = self.clock(), time.process_time(), self.total
 
     def epoch(self) -> bool:
         """The rest of the current epoch, in the order ``seed + epoch`` draws (so a resumed run sees
@@ -290,7 +305,7 @@ class _Training:
             self.train_step(batch, None if self.scored is None else self.scored[rows].to(self.device))
             if self.step % cfg.eval_every == 0:
                 self.record("periodic")
-            if cfg.time_budget is not None and time.time() - self.t0 > cfg.time_budget:
+            if cfg.time_budget is not None and self.clock() - self.c0 > cfg.time_budget:
                 return True
         return False
 
@@ -324,16 +339,17 @@ class _Training:
             self.bar.close()
         if self.step % self.cfg.eval_every:
             self.record("final")
+        self.history.wall_seconds = time.time() - self.t0
+        self.history.cpu_seconds = time.process_time() - self.cpu0
 
     def validate(self) -> float:
         """Validation perplexity; under a time budget only what the budget leaves (at least one
         batch), so that validating a large model cannot overrun it."""
         budget = self.cfg.time_budget
-        left = None if budget is None else max(self.t0 + budget - time.time(), 0.0)
-        deadline = None if left is None else time.monotonic() + left
+        deadline = None if budget is None else self.c0 + budget
         if isinstance(self.valid, Examples):
             return recall(self.model, self.valid)[0].perplexity
-        return score(self.model, self.valid, self.cfg.context, deadline=deadline).perplexity
+        return score(self.model, self.valid, self.cfg.context, deadline=deadline, clock=self.clock).perplexity
 
     def record(self, kind: str) -> None:
         """Validate (process 0) and add a row to the log; process 0 checkpoints, the others wait."""
