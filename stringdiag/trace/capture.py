@@ -173,6 +173,13 @@ def _caller_of(e: BaseException) -> str:
     return found
 
 
+def _known_dtype(info):
+    """``torch.finfo(x.dtype)`` with ``x.dtype`` traced: the dtype as the examples have it."""
+    def wrapped(dtype=None):
+        return info(dtype._known() if isinstance(dtype, _Known) else dtype) if dtype is not None else info()
+    return wrapped
+
+
 def _one_call(fn):
     """``fn`` as one node of the graph when given proxies (so that ``ops.py`` sees it whole)."""
     def wrapped(*args, **kwargs):
@@ -194,9 +201,9 @@ def _one_call(fn):
 @contextlib.contextmanager
 def _whole(names=WRAPPED):
     """While tracing, the functions ``names`` of the libraries loaded are single calls."""
-    patched = [(torch, name, getattr(torch, name)) for name in FACTORIES]
+    patched = [(torch, name, getattr(torch, name)) for name in FACTORIES + ("finfo", "iinfo")]
     for _, name, fn in patched:
-        setattr(torch, name, _one_call(fn))
+        setattr(torch, name, _one_call(fn) if name in FACTORIES else _known_dtype(fn))
     for mod in list(sys.modules.values()):
         if getattr(mod, "__name__", "").startswith("transformers."):
             for name in names:

@@ -27,8 +27,8 @@ SCALAR = {  # name -> template over the operands
     "silu": "{0} * sigmoid({0})", "reciprocal": "1 / {0}", "square": "{0} * {0}", "maximum": "max({0}, {1})",
     "minimum": "min({0}, {1})", "softplus": "softplus({0})", "elu": "elu({0})",
 }
-RELABEL = {"contiguous", "clone", "detach", "unsqueeze", "squeeze", "expand", "expand_as", "flatten", "view",
-           "reshape", "view_as", "reshape_as", "unflatten"}
+RELABEL = {"contiguous", "clone", "detach", "unsqueeze", "squeeze", "expand", "expand_as", "broadcast_to", "flatten",
+           "view", "reshape", "view_as", "reshape_as", "unflatten"}
 
 
 def operand(v: Any, out_letters: dict[int, str], out_ndim: int) -> str:
@@ -164,7 +164,7 @@ def relabel(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
     a_out = [a for a in axes if a.kept]
     if [a.size for a in a_in] == [a.size for a in a_out]:
         return x.relabel(axes)
-    if op_name(node) in ("expand", "expand_as"):
+    if op_name(node) in ("expand", "expand_as", "broadcast_to"):
         return expand(body, node, x, axes)
     xs, ys = [a.size for a in a_in], [a.size for a in a_out]
     p = 0
@@ -611,12 +611,41 @@ def rms_norm(em, body, cap, node, args, kwargs) -> Val:
     ms = body.fresh(f"{node.name}_ms")
     lhs = ", ".join(keep[t] for t in sorted(keep))
     z = {**keep, last: "z"}
-    body.say(f"{ms}{f'[{lhs}]' if lhs else ''} = (sum_z {x.index(z)} * {x.index(z)}) / {body.em.sizes.axis(x.axes[last])}")
+    body.say(f"{ms}{f'[{lhs}]' if lhs else ''} = (sum_z {x.index(z)} * {x.index(z)}) / ({body.em.sizes.axis(x.axes[last])})")
     n = len(axes)
 
     def expr(Lo):
         out = f"{x.index(aligned(len(x.axes), Lo, n))} / sqrt({ms}{_read(keep, Lo, n, len(x.axes))} + {number(eps)})"
         return out if w is None else f"{out} * {w.index({0: Lo[n - 1]})}"
+    return body.assign(node.name, axes, expr)
+
+
+def layer_norm(em, body, cap, node, args, kwargs) -> Val:
+    """``F.layer_norm`` over the last axis (a LayerNorm without gain or bias, OLMo's): centred,
+    divided by sqrt(variance + eps), times the weight and plus the bias when there are."""
+    a = dict(zip(("input", "normalized_shape", "weight", "bias", "eps"), args), **kwargs)
+    x, w, b = a["input"], a.get("weight"), a.get("bias")
+    shape = a["normalized_shape"]
+    if not isinstance(x, Val) or len(shape if isinstance(shape, (list, tuple)) else [shape]) != 1:
+        raise DiagError("layer_norm over more than the last axis")
+    axes = out_axes(cap, node)
+    L = _letters(x)
+    last = len(x.axes) - 1
+    keep = {t: c for t, c in L.items() if t != last}
+    lhs = ", ".join(keep[t] for t in sorted(keep))
+    n_last = f"({body.em.sizes.axis(x.axes[last])})"
+    mean = body.fresh(f"{node.name}_mean")
+    body.say(f"{mean}{f'[{lhs}]' if lhs else ''} = (sum_z {x.index({**keep, last: 'z'})}) / {n_last}")
+    centred = body.assign(f"{node.name}_centred", x.axes, lambda Lo: f"{x.index(Lo)} - {mean}{_read(keep, Lo, len(x.axes), len(x.axes))}")
+    var = body.fresh(f"{node.name}_var")
+    c = centred.index({**keep, last: "z"})
+    body.say(f"{var}{f'[{lhs}]' if lhs else ''} = (sum_z {c} * {c}) / {n_last}")
+    n = len(axes)
+
+    def expr(Lo):
+        out = f"{centred.index(aligned(len(x.axes), Lo, n))} / sqrt({var}{_read(keep, Lo, n, len(x.axes))} + {number(a.get('eps', 1e-5))})"
+        out = out if w is None else f"{out} * {w.index({0: Lo[n - 1]})}"
+        return out if b is None else f"{out} + {b.index({0: Lo[n - 1]})}"
     return body.assign(node.name, axes, expr)
 
 
@@ -672,6 +701,6 @@ OPS.update({
     "to": cast, "type": cast, "type_as": cast, "float": cast, "double": cast, "half": cast, "bfloat16": cast,
     "dropout": dropout, "getitem": getitem, "split": split, "chunk": split, "cat": cat, "concat": cat,
     "getattr": getattr_, "arange": arange, "create_causal_mask": causal_mask, "embedding": embedding,
-    "rms_norm": rms_norm, "repeat_interleave": repeat_interleave, "stack": stack,
+    "rms_norm": rms_norm, "layer_norm": layer_norm, "repeat_interleave": repeat_interleave, "stack": stack,
     "conv2d": conv2d,
 })
