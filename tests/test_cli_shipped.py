@@ -63,3 +63,10 @@ def test_a_file_inside_the_installed_package_is_shown_by_package_name():
     assert shown(PACKAGE / "cli" / "main.py") == str(PACKAGE / "cli" / "main.py")  # not a shipped folder
     assert shown(ROOT / "gallery" / "attention.diag") == str(ROOT / "gallery" / "attention.diag")  # a checkout's own
     assert shown("gallery/attention.diag") == "gallery/attention.diag"
+
+
+def test_a_shipped_rule_file_is_read_as_rules(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "stringdiag:rules/algebra.rules"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("stringdiag:rules/algebra.rules: ok (") and " rules: mul_one, " in out

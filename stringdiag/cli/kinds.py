@@ -72,7 +72,9 @@ def _head(path: str) -> str | None:
 
 def kind_of(path: str) -> tuple[FileKind | None, FileKind | None]:
     """(by extension, by content) for a readable file; (None, None) for anything else, whose
-    reader then says why it cannot read it (missing, a directory, a FIFO, not UTF-8)."""
+    reader then says why it cannot read it (missing, a directory, a FIFO, not UTF-8). A shipped
+    name (``stringdiag:rules/algebra.rules``) is the installed file's kind."""
+    path = str(argument(path))
     text = _head(path)
     if text is None:
         return None, None
@@ -89,7 +91,7 @@ def expect(path: str, kinds: tuple[FileKind, ...], command: str) -> None:
     extension when it has a known one, else by its content. A known extension whose text
     clearly reads as another kind is refused too (a rule file is a diagram file with rules, so
     a ``.rules`` file without any is still one)."""
-    by_ext, by_text = kind_of(str(argument(path)))
+    by_ext, by_text = kind_of(path)
     kind = by_ext or by_text
     if kind is None:
         return  # unknown: the parser says what it finds
