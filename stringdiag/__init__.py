@@ -84,12 +84,15 @@ def load_run(folder):
     return read(folder)
 
 
-def generate(model, prompt, tokens: int, temperature: float = 1.0, top_k=None, seed: int = 0, context=None):
+def generate(model, prompt, tokens: int, temperature: float = 1.0, top_k=None, seed: int = 0, context=None,
+             **options):
     """``tokens`` token ids sampled after the ids ``prompt`` (temperature 0: the likeliest each
-    time; ``top_k``: among the k likeliest), reproducibly from ``seed``."""
+    time; ``top_k``: among the k likeliest), reproducibly from ``seed``; through the model's
+    incremental form when it has one (``options``: top_p, stop, cache, progress; see
+    :func:`stringdiag.train.run.generate`)."""
     from .train.run import generate as sample
 
-    return sample(model, prompt, tokens, temperature, top_k, seed, context)
+    return sample(model, prompt, tokens, temperature, top_k, seed, context, **options)
 
 
 def save_pretrained(model, folder, tokenizer=None):

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import tempfile
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -113,31 +114,170 @@ def load_run(folder: str | Path) -> Run:
     return Run(model.eval(), Tokenizer.read(folder), context if isinstance(context, int) else None, result)
 
 
+Prompt = "list[int] | torch.Tensor"
+_FORMS: "weakref.WeakKeyDictionary[torch.nn.Module, Any]" = weakref.WeakKeyDictionary()
+
+
+def incremental_of(model: torch.nn.Module):
+    """The incremental form of a whole language model (``compile(..., incremental=True)`` of the
+    diagram its spec records), holding the model's current weights, on its device and in its
+    dtype; an incremental form is its own. Compiled once per model. A diagram without one is a
+    DiagError that names the box in the way."""
+    from ..lower.incremental import Incremental
+
+    if isinstance(model, Incremental):
+        return model
+    spec = getattr(model, "spec", None)
+    if not isinstance(spec, Spec):
+        raise DiagError("only a stringdiag language model (a run, a save_pretrained folder, or a "
+                        "compile(..., incremental=True) module) has an incremental form here")
+    inc = _FORMS.get(model)
+    if inc is None:
+        from ..lower import compile as lower
+        with tempfile.TemporaryDirectory(prefix="stringdiag-model-") as tmp:
+            inc = lower(diagram_of(spec, Path(tmp)), dims=spec.dims, approximator=spec.approximator,
+                        incremental=True)
+        _FORMS[model] = inc
+    ref = next(model.parameters(), None)
+    if ref is not None:
+        inc.to(device=ref.device, dtype=ref.dtype)
+    inc.load_state_dict(model.net.state_dict())
+    return inc.eval()
+
+
+def _choose(logits: torch.Tensor, temperature: float, top_k: int | None, top_p: float | None,
+            g: torch.Generator) -> torch.Tensor:
+    """One id per row of ``logits`` ([batch, v], float64 on the CPU): the likeliest at temperature
+    0, else drawn from the softmax of logits / temperature among the ``top_k`` likeliest and the
+    smallest set of likeliest whose probability reaches ``top_p`` (nucleus sampling)."""
+    if temperature == 0:
+        return logits.argmax(-1)
+    if top_k is not None and top_k < logits.shape[-1]:
+        cut = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < cut, float("-inf"))
+    probs = torch.softmax(logits / temperature, -1)
+    if top_p is not None and top_p < 1:
+        p, order = probs.sort(-1, descending=True)
+        drop = p.cumsum(-1) - p >= top_p  # the likeliest always stays
+        probs = probs.scatter(-1, order, p.masked_fill(drop, 0.0))
+    return torch.multinomial(probs, 1, generator=g)[:, 0]
+
+
 @torch.no_grad()
-def generate(model: torch.nn.Module, prompt: "list[int] | torch.Tensor", tokens: int, temperature: float = 1.0,
-             top_k: int | None = None, seed: int = 0, context: int | None = None) -> list[int]:
-    """``tokens`` ids sampled one by one after ``prompt``, each from the softmax of the last logits
-    divided by ``temperature`` (0: the most likely), among the ``top_k`` likeliest when given; the
-    model sees the last ``context`` ids. Draws from a generator seeded by ``seed``: reproducible."""
-    ids = [int(t) for t in (prompt.flatten().tolist() if isinstance(prompt, torch.Tensor) else prompt)]
-    if not ids:
+def generate(model: torch.nn.Module, prompt: "Prompt | list[Prompt]", tokens: int, temperature: float = 1.0,
+             top_k: int | None = None, seed: int = 0, context: int | None = None, *, top_p: float | None = None,
+             stop: "tuple[int, ...] | list[int]" = (), cache: bool | None = None,
+             progress: "Callable[[int, int], None] | None" = None) -> "list[int] | list[list[int]]":
+    """``tokens`` ids sampled one by one after ``prompt`` (a list of prompts: a batch, one list
+    each), each from the softmax of the last logits divided by ``temperature`` (0: the most likely),
+    among the ``top_k`` likeliest and within ``top_p`` of probability when given; a sequence ends
+    at an id of ``stop`` (kept). Draws from a generator seeded by ``seed``: reproducible.
+
+    With ``cache`` (by default, when the model has one) the model runs in its incremental form
+    (:func:`incremental_of`):
+    the prompt in one pass, then one position per token. It sees every id since the start, up to
+    ``context``; there it starts again from the last ``context // 2`` ids in one pass (what
+    fits a key/value cache). Without it, each token runs the model on the last ``context`` ids
+    (every id when None); the two give the same ids while the sequence fits the context.
+    ``progress(done, total)`` is told after each token."""
+    batch = [_ids(p) for p in (prompt if _is_batch(prompt) else [prompt])]
+    if not batch or any(not ids for ids in batch):
         raise DiagError("the prompt has no tokens to continue")
     g = torch.Generator().manual_seed(seed)
-    device = next((p.device for p in model.parameters()), torch.device("cpu"))
     was = model.training
     model.eval()
-    for _ in range(tokens):
-        window = torch.tensor(ids[-context:] if context else ids, device=device)[None]
-        logits = model(window)[0, -1].double().cpu()
-        if temperature == 0:
-            ids.append(int(logits.argmax()))
-            continue
-        if top_k is not None and top_k < logits.numel():
-            cut = torch.topk(logits, top_k).values[-1]
-            logits = logits.masked_fill(logits < cut, float("-inf"))
-        ids.append(int(torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=g)))
-    model.train(was)
-    return ids[len(ids) - tokens:]
+    inc = incremental_of(model) if cache else None if cache is False else _maybe(model)
+    outs: list[list[int]] = [[] for _ in batch]
+    try:
+        for length in sorted({len(ids) for ids in batch}):  # prompts of one length run as one batch
+            rows = [k for k, ids in enumerate(batch) if len(ids) == length]
+            run = _cached if inc is not None else _uncached
+            for k, got in zip(rows, run(inc or model, [batch[k] for k in rows], tokens, temperature, top_k,
+                                        top_p, set(stop), g, context, progress)):
+                outs[k] = got
+    finally:
+        model.train(was)
+    return outs if _is_batch(prompt) else outs[0]
+
+
+def _maybe(model: torch.nn.Module):
+    try:
+        return incremental_of(model)
+    except DiagError:
+        return None
+
+
+def _is_batch(prompt) -> bool:
+    if isinstance(prompt, torch.Tensor):
+        return prompt.dim() == 2 and prompt.shape[0] > 1
+    return bool(prompt) and isinstance(prompt[0], (list, tuple, torch.Tensor))
+
+
+def _ids(prompt) -> list[int]:
+    return [int(t) for t in (prompt.flatten().tolist() if isinstance(prompt, torch.Tensor) else prompt)]
+
+
+def _device(model: torch.nn.Module) -> torch.device:
+    return next((p.device for p in model.parameters()), torch.device("cpu"))
+
+
+def _sampled(rows: list[list[int]], last: torch.Tensor, done: list[bool], settings, g) -> torch.Tensor:
+    """Each row's next id (appended unless the row has stopped)."""
+    temperature, top_k, top_p, stop = settings
+    nxt = _choose(last.double().cpu(), temperature, top_k, top_p, g)
+    for k, t in enumerate(nxt.tolist()):
+        if not done[k]:
+            rows[k].append(t)
+            done[k] = t in stop
+    return nxt
+
+
+def _cached(inc, prompts: list[list[int]], tokens: int, temperature, top_k, top_p, stop, g, context,
+            progress) -> list[list[int]]:
+    device = _device(inc)
+    seen = [list(p) for p in prompts]  # what the model has read, per row
+    outs: list[list[int]] = [[] for _ in prompts]
+    done = [False] * len(prompts)
+    window = context if context else None
+
+    def restart(keep: int | None):
+        ids = torch.tensor([s[-keep:] if keep else s for s in seen], device=device)
+        logits, state = inc.prefill(ids, inc.initial_state(len(seen)))
+        return logits[:, -1], state
+
+    last, state = restart(window)
+    for n in range(tokens):
+        nxt = _sampled(outs, last, done, (temperature, top_k, top_p, stop), g)
+        for s, t in zip(seen, nxt.tolist()):
+            s.append(t)
+        if progress is not None:
+            progress(n + 1, tokens)
+        if all(done) or n == tokens - 1:
+            break
+        if window and state.position >= window:
+            last, state = restart(max(1, window // 2))
+        else:
+            y, state = inc.step(nxt.to(device), state)
+            last = y
+    return outs
+
+
+def _uncached(model, prompts: list[list[int]], tokens: int, temperature, top_k, top_p, stop, g, context,
+              progress) -> list[list[int]]:
+    device = _device(model)
+    seen = [list(p) for p in prompts]
+    outs: list[list[int]] = [[] for _ in prompts]
+    done = [False] * len(prompts)
+    for n in range(tokens):
+        window = torch.tensor([s[-context:] if context else s for s in seen], device=device)
+        nxt = _sampled(outs, model(window)[:, -1], done, (temperature, top_k, top_p, stop), g)
+        for s, t in zip(seen, nxt.tolist()):
+            s.append(t)
+        if progress is not None:
+            progress(n + 1, tokens)
+        if all(done):
+            break
+    return outs
 
 
 def save_pretrained(model: WholeModel, folder: str | Path, tokenizer: Tokenizer | None = None) -> Path:
