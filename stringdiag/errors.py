@@ -100,6 +100,8 @@ def _line(source: str, number: int) -> str | None:
         start = source.find("\n", start) + 1
         if start == 0:
             return None
+    if start >= len(source):  # past the last line
+        return None
     end = source.find("\n", start)
     line = source[start:] if end < 0 else source[start:end]
     return line.rstrip("\r")

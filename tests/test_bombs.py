@@ -511,3 +511,115 @@ def test_the_api_unrolls_past_the_pictures_limit_and_refuses_past_its_own():
     assert sum(flat.record(b).kind is Kind.LEARN for b in flat.boxes()) == 1700
     with pytest.raises(DiagError, match="over 1,000"):
         d.expand(unroll={}, limit=1000)
+
+
+# -- derive, normalize, render and import: refused with the figure, before the work ----------------
+
+IDEMPOTENT = """\
+rule idem(x: []) -> [] {
+  return relu(x)
+} == {
+  return relu(relu(x))
+}
+"""
+
+
+@pytest.fixture
+def doubling_steps(tmp_path) -> Path:
+    """40 steps, each doubling the diagram (relu is idempotent: every relu becomes two)."""
+    (tmp_path / "idem.rules").write_text(IDEMPOTENT)
+    (tmp_path / "m.diag").write_text("dim d : fixed\ndiagram M(x: [d]) -> [d] {\n  y[i] = relu(x[i])\n  return y\n}\n")
+    d = tmp_path / "d.deriv"
+    d.write_text('use "idem.rules"\nstart m.diag:M\n' + "apply idem everywhere\n" * 40)
+    return d
+
+
+def test_derive_refuses_the_step_that_would_pass_its_box_limit(doubling_steps, tmp_path):
+    code, out, err = bounded(["derive", doubling_steps], tmp_path)
+    assert code == 1 and out == ""
+    assert err.startswith(f"{doubling_steps}:16:1: error: step 14 (apply idem everywhere) fails: refusing to apply "
+                          "'idem' at its 8,192 matches: it would make about 16,384 boxes (from 8,192), over 10,000 "
+                          "(derive --max-boxes)"), err
+    assert len(err) < 1000
+    code, _, err = bounded(["derive", doubling_steps, "--max-boxes", "100"], tmp_path)
+    assert code == 1 and "step 7 (apply idem everywhere) fails: refusing to apply 'idem' at its 64 matches" in err
+
+
+def test_derive_refuses_an_unfold_past_its_box_limit(bombs, tmp_path):
+    """D1 of the doubling chain is 3 boxes, two uses of D2 and their sum; unfolding D2, D3, ...
+    in turn makes 2^(k+1) - 1 boxes after Dk: D13's would make 16,383."""
+    d = tmp_path / "u.deriv"
+    d.write_text(f'start {bombs["deep"]}:D1\n' + "".join(f"unfold D{k}\n" for k in range(2, 22)))
+    code, _, err = bounded(["derive", d], tmp_path)
+    assert code == 1
+    assert ("step 12 (unfold D13) fails: refusing to unfold 'D13': it would make about 16,383 boxes (from 8,191), "
+            "over 10,000 (derive --max-boxes)") in err, err
+
+
+def test_normalize_stops_before_the_round_that_would_pass_its_box_limit(doubling_steps, tmp_path):
+    folder = doubling_steps.parent
+    code, out, _ = bounded(["normalize", folder / "m.diag", "-d", "M", "--rules", folder / "idem.rules",
+                            "--rule", "idem", "--max-rounds", "100"], tmp_path)
+    assert code == 0
+    assert ("M: 1 -> 8192 boxes in 14 round(s), 8191 rewrite(s); stopped at the size bound: round 14 would apply "
+            "'idem' at 8,192 matches, making about 16,384 boxes, over 10,000 (--max-boxes)") in out, out
+
+
+def flat(n: int) -> str:
+    return "diagram F(x: []) -> [] {\n  y0 = relu(x)\n" + "".join(f"  y{i} = relu(y{i - 1})\n" for i in range(1, n)) \
+        + f"  return y{n - 1}\n}}\n"
+
+
+@pytest.mark.parametrize("suffix", ["svg", "png", "html", "tex"])
+def test_render_refuses_a_picture_over_its_limit_before_graphviz(tmp_path, suffix):
+    src = tmp_path / "flat.diag"
+    src.write_text(flat(4900))
+    out = tmp_path / f"flat.{suffix}"
+    code, _, err = bounded(["render", src, "-o", out], tmp_path)
+    assert code == 1 and not out.exists()
+    assert "error: refusing to draw 'F': it has 4,900 boxes, over 1,000 (the most a picture is laid out with)" in err
+    code, _, _ = bounded(["render", src, "-o", tmp_path / "flat.dot"], tmp_path)  # Graphviz's source: no layout
+    assert code == 0 and (tmp_path / "flat.dot").stat().st_size > 4900 * 20
+
+
+def test_a_graphviz_failure_is_one_line(tmp_path, capsys, monkeypatch):
+    import subprocess as sp
+
+    import stringdiag.render.output as output
+
+    def fails(*args, **kwargs):
+        raise sp.CalledProcessError(-9, ["dot", "-Tsvg"], stderr=b"\nout of memory in gvLayout\nmore\n")
+
+    monkeypatch.setattr(output, "render", fails)
+    src = tmp_path / "f.diag"
+    src.write_text(flat(3))
+    assert main(["render", str(src), "-o", str(tmp_path / "f.svg")]) == 1
+    err = capsys.readouterr().err
+    assert err == "error: Graphviz's dot failed drawing 'F' (exit status -9): out of memory in gvLayout\n", err
+
+
+def test_an_import_over_the_size_cap_is_refused_without_reading_it(tmp_path):
+    (tmp_path / "big.diag").write_text("dim d : fixed\n# " + "x" * (20 * 2 ** 20) + "\n")
+    (tmp_path / "a.diag").write_text('import "big.diag"\ndim d : fixed\n')
+    code, _, err = bounded(["check", tmp_path / "a.diag"], tmp_path)
+    assert code == 1 and len(err) < 1000
+    assert 'a.diag:1:8: error: cannot import "big.diag": ' in err and "more than the 16 MiB" in err
+
+
+def test_an_import_of_a_file_that_is_not_a_diag_source_never_quotes_it(tmp_path):
+    secret = tmp_path / "notes.txt"
+    secret.write_text("the first line of someone's notes\n")
+    (tmp_path / "a.diag").write_text(f'import "{secret}"\n')
+    code, _, err = bounded(["check", tmp_path / "a.diag"], tmp_path)
+    assert code == 1 and "is not a .diag file" in err and "someone's notes" not in err
+
+
+def test_an_error_on_a_huge_line_quotes_at_most_200_characters_of_it(tmp_path):
+    src = tmp_path / "long.diag"
+    src.write_text("dim d : fixed\ndiagram F(x: [d]) -> [d] { return relu(" + " " * 4_000_000 + "x q) }\n")
+    code, _, err = bounded(["check", src], tmp_path)
+    assert code == 1 and len(err) < 1000, len(err)
+    head, quoted, caret = err.splitlines()[:3]
+    assert head.startswith(f"{src}:2:") and "error: unexpected 'q'" in head
+    assert len(quoted) <= 4 + 200 + 6 and quoted.rstrip().endswith("x q) }")
+    assert caret.index("^") == quoted.index("q)")  # the caret under what it names

@@ -433,9 +433,9 @@ def test_error_inside_an_imported_file_points_into_that_file(tmp_path):
 
 
 def test_import_of_a_directory(tmp_path):
-    (tmp_path / "sub").mkdir()
-    err = load_error(tmp_path, 'import "sub"\n')
-    assert (err.message, err.pos) == (f'cannot import "sub": {tmp_path / "sub"} is a directory',
+    (tmp_path / "sub.diag").mkdir()
+    err = load_error(tmp_path, 'import "sub.diag"\n')
+    assert (err.message, err.pos) == (f'cannot import "sub.diag": {tmp_path / "sub.diag"} is a directory',
                                       Pos(str(tmp_path / "main.diag"), 1, 8))
 
 

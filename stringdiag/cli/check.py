@@ -195,7 +195,8 @@ class RuleChecks:
                       DiagError(f"rule '{r.name}' cannot be evaluated: {e.message}", r.pos))
             return
         if v.same:
-            self.say(head + proof + f"verified, relative error {v.error:.1g}")
+            where = f" (assuming {', '.join(f'{n} != 0' for n in r.nonzero)})" if r.nonzero else ""
+            self.say(head + proof + f"verified, relative error {v.error:.1g}{where}")
         else:
             self.fail(head + f"FAILED: its sides differ numerically (relative error {v.error:.3g} {v.where()})",
                       DiagError(f"rule '{r.name}' is not an equation: its sides differ numerically "

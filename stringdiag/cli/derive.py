@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from .common import print_json
+from .options import positive
 from .outputs import add_tikz_body, need_directory, picture_or_directory
 
 HELP = "check a derivation step by step; print its table, draw its chain of pictures"
@@ -24,18 +25,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_tikz_body(p)
     p.add_argument("--verify", action="store_true",
                    help="also evaluate both sides of every equality on random inputs (float64)")
+    p.add_argument("--max-boxes", type=positive, default=None, metavar="N",
+                   help="refuse a step that would make a diagram of more than N boxes, before it is done "
+                        "(default 10,000)")
     p.add_argument("--json", action="store_true",
                    help="print each derivation's step table as JSON (a list of {file, steps, target, rows})")
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..derive.derivation import load_derivation
+    from ..derive.derivation import MAX_DERIVED, load_derivation
 
     if args.output and len(args.files) > 1:
         need_directory(args.output, f"derive draws {len(args.files)} chains")
     found = []
     for path in args.files:
-        deriv = load_derivation(path, verify=args.verify)
+        deriv = load_derivation(path, verify=args.verify, max_boxes=args.max_boxes or MAX_DERIVED)
         if args.json:
             found.append({"file": path, "steps": len(deriv.steps) - 1, "start": deriv.steps[0].diagram.name,
                           "target": deriv.target.name if deriv.target is not None else None, "rows": deriv.rows()})

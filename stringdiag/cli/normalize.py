@@ -26,7 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rules", nargs="+", action="extend", metavar="FILE.rules", type=rules_file,
                    help="more rule files, whose rules --rule may name (before the library's); none by default")
     p.add_argument("--max-rounds", type=positive, default=20, help="rounds of applying every rule (default 20)")
-    p.add_argument("--max-boxes", type=positive, default=100_000, help="stop if the diagram grows past this")
+    p.add_argument("--max-boxes", type=positive, default=10_000, metavar="N",
+                   help="stop before a round that would make more than N boxes (default 10,000)")
     p.add_argument("-o", "--output", metavar="OUT", type=picture, help="draw the normal form (.svg, .png, .pdf, .dot)")
 
 

@@ -118,11 +118,17 @@ class Derivation:
         return f"<Derivation {self.heading()}>"
 
 
-def load_derivation(path: str | Path, verify: bool = False, log=None) -> Derivation:
+# the most boxes a diagram of a derivation (or a normal form) may have: the gallery's largest has
+# under two hundred; an `everywhere` step that doubles the diagram reaches it in 14 steps, in seconds
+MAX_DERIVED = 10_000
+
+
+def load_derivation(path: str | Path, verify: bool = False, log=None, max_boxes: int = MAX_DERIVED) -> Derivation:
     """Run a ``.deriv`` file, checking every step (and, with ``verify``, every equality);
-    ``path`` may name a shipped one (``stringdiag:gallery/linearize.deriv``)."""
+    ``path`` may name a shipped one (``stringdiag:gallery/linearize.deriv``). A step that
+    would make a diagram of more than ``max_boxes`` boxes is refused before it is done."""
     path = argument(path)
-    return Runner(read_source(path), str(path), verify, log).run()
+    return Runner(read_source(path), str(path), verify, log, max_boxes).run()
 
 
 def all_definitions(cur: Diagram) -> frozenset[str]:
@@ -143,8 +149,9 @@ def instances(*ds: Diagram) -> dict:
 
 
 class Runner:
-    def __init__(self, text: str, file: str, verify: bool, log):
+    def __init__(self, text: str, file: str, verify: bool, log, max_boxes: int = MAX_DERIVED):
         self.text, self.file, self.verify = text, file, verify
+        self.max_boxes = max_boxes
         self.log = log or (lambda s: None)
         self.base = Path(file).parent
         self.programs: dict[str, Program] = {}
@@ -272,6 +279,7 @@ class Runner:
             case D.Specialise():
                 res = self.specialise(item, cur)
             case D.Unfold(name):
+                self.unfold_fits(cur, name.text, name.pos)
                 res = self.located(name, steps.unfold, cur, name.text, all_definitions(cur))
             case D.Fold(name, at):
                 res = self.fold(cur, name, at)
@@ -293,6 +301,9 @@ class Runner:
                 raise AssertionError(item)
         out = res.diagram
         out.name = cur.name
+        if len(out) > self.max_boxes:  # a step whose growth is not counted before (one match, a plug)
+            raise self.err(f"it makes {len(out):,} boxes (from {len(cur):,}), over {self.max_boxes:,} "
+                           "(derive --max-boxes)", item.pos)
         step = Step(number, item.text, res.relation, out, item.pos, note=res.note,
                     changes=steps.changes(cur, out, res.kept))
         if self.verify and res.relation == EQ:
@@ -316,10 +327,19 @@ class Runner:
         rule.sides(item.reversed)  # a reduction cannot be used backwards: say so
         if not item.everywhere:
             return steps.apply_rule(cur, rule, self.pick(cur, rule, item.reversed, item.at, name))
-        res, n = steps.apply_everywhere(cur, rule, item.reversed)
+        res, n = steps.apply_everywhere(cur, rule, item.reversed, self.max_boxes)
         if n == 0:
             raise self.err(f"rule '{rule.name}' does not match anywhere (without tying weights)", name.pos)
         return res
+
+    def unfold_fits(self, cur: Diagram, name: str, pos: Pos) -> None:
+        """Opening every use of ``name`` one level: refused with the figure before it is built."""
+        after = len(cur) + sum(len(cur.record(b).ref) - 1 for b in cur.boxes()
+                               if cur.record(b).op == name and cur.record(b).kind is Kind.DIAGRAM
+                               and cur.record(b).ref is not None and not cur.record(b).scan)
+        if after > self.max_boxes:
+            raise self.err(f"refusing to unfold '{name}': it would make about {after:,} boxes (from {len(cur):,}), "
+                           f"over {self.max_boxes:,} (derive --max-boxes)", pos)
 
     def rewire(self, ref: D.Ref, cur: Diagram) -> steps.Outcome:
         out = self.diagram(ref)

@@ -13,7 +13,7 @@ from ..errors import DiagError
 from ..graph.decls import suggest
 from ..graph.diagram import Diagram
 from ..rewrite.rule import load_rules
-from ..rewrite.strategy import rewrite_all
+from ..rewrite.strategy import TooLarge, rewrite_all
 from .derivation import standard_library
 
 
@@ -32,7 +32,7 @@ class Normalized:
     stop: str = "a fixpoint"  # why the search ended, as the command line says it
 
 
-def normalize(d: Diagram, rules: list[str] | tuple[str, ...] = DEFAULT_RULES, max_rounds: int = 20, max_boxes: int = 100_000,
+def normalize(d: Diagram, rules: list[str] | tuple[str, ...] = DEFAULT_RULES, max_rounds: int = 20, max_boxes: int = 10_000,
               log: Callable[[str], None] | None = None, files: list[str] | tuple[str, ...] = ()) -> Normalized:
     """``rules`` by name, from ``files`` (.rules) first, then the standard library."""
     own = {r.name: r for f in files for r in load_rules(f)}
@@ -52,13 +52,16 @@ def normalize(d: Diagram, rules: list[str] | tuple[str, ...] = DEFAULT_RULES, ma
     for rounds in range(1, max_rounds + 1):
         changed = 0
         for rule, reverse in chosen:
-            d, n = rewrite_all(d, rule, reverse)
+            try:
+                d, n = rewrite_all(d, rule, reverse, max_boxes=max_boxes)
+            except TooLarge as e:  # counted before rewriting: the diagram stays within the bound
+                return Normalized(d, rounds, total + changed, False,
+                                  f"stopped at the size bound: round {rounds} would apply '{rule.name}' at "
+                                  f"{e.matches:,} matches, making about {e.boxes:,} boxes, over {e.limit:,} "
+                                  "(--max-boxes)")
             changed += n
             if log and n:
                 log(f"round {rounds}: {rule.name}{' (reversed)' if reverse else ''} x{n}")
-            if len(d) > max_boxes:
-                return Normalized(d, rounds, total + changed, False,
-                                  f"stopped at the size bound: more than {max_boxes:,} boxes (--max-boxes)")
         total += changed
         if not changed:
             return Normalized(d, rounds, total, True)

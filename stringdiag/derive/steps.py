@@ -106,13 +106,15 @@ def apply_rule(cur: Diagram, rule: Rule, match: Match) -> Outcome:
     return Outcome(out, EQ if rule.kind == EQUATION else RED)
 
 
-def apply_everywhere(cur: Diagram, rule: Rule, reverse: bool = False) -> tuple[Outcome, int]:
+def apply_everywhere(cur: Diagram, rule: Rule, reverse: bool = False,
+                     max_boxes: int | None = None) -> tuple[Outcome, int]:
     """The rule at every match that ties no weights (an equation stays an equation); a
-    reduction only where each match holds every use of the sets it fills."""
+    reduction only where each match holds every use of the sets it fills. Refused before any
+    rewrite when the result would pass ``max_boxes``."""
     if rule.kind != EQUATION:
         for match in find_matches(cur, rule, reverse):
             refuse_partial_fill(cur, rule, match)
-    out, n = rewrite_all(cur, rule, reverse)
+    out, n = rewrite_all(cur, rule, reverse, max_boxes=max_boxes, option="derive --max-boxes")
     return Outcome(out, EQ if rule.kind == EQUATION else RED), n
 
 

@@ -177,7 +177,7 @@ def _import_target(prog: Program, rel: str, pos: Pos, stack: tuple[str, ...]) ->
     if "\x00" in rel or not rel:
         raise DiagError(f"not a file name: {rel!r}", pos, prog.source)
     base = Path(prog.path).parent if prog.path not in ("<string>",) else Path.cwd()
-    target = locate(rel, base, pos, prog.source).resolve()
+    target = locate(rel, base, pos, prog.source, (".diag",)).resolve()  # never another kind of file
     me = str(Path(prog.path).resolve())
     if str(target) == me:
         raise DiagError(f"import cycle: {rel} imports itself", pos, prog.source)
@@ -188,18 +188,17 @@ def _import_target(prog: Program, rel: str, pos: Pos, stack: tuple[str, ...]) ->
 
 
 def _import_text(prog: Program, rel: str, target: Path, pos: Pos) -> str:
+    """The imported file's text, read as every source is (``read_source``: a regular file, at
+    most 16 MiB, UTF-8), its refusal said at the import."""
     if target.is_dir():
         raise DiagError(f'cannot import "{rel}": {target} is a directory', pos, prog.source)
     if not target.exists():
         raise DiagError(f'cannot import "{rel}": no such file {target}', pos, prog.source)
-    if not target.is_file():
-        raise DiagError(f'cannot import "{rel}": {target} is not a regular file', pos, prog.source)
     try:
-        return target.read_text()
-    except UnicodeDecodeError:
-        raise DiagError(f'cannot import "{rel}": {target} is not UTF-8 text', pos, prog.source) from None
-    except OSError as e:
-        raise DiagError(f'cannot import "{rel}": {e.strerror or e}', pos, prog.source) from None
+        return read_source(target)
+    except DiagError as e:
+        raise DiagError(f'cannot import "{rel}": {e.message.removeprefix("cannot read ")}', pos,
+                        prog.source) from None
 
 
 def _dim_decl(prog: Program, item: A.DimDecl) -> None:

@@ -3,9 +3,12 @@ interactive page (``html.py``) or TikZ (``tikz.py``). One function per kind of p
 diagram, a derivation's chain, a family tree, a grid), each returning the files it wrote."""
 from __future__ import annotations
 
+import subprocess
+from contextlib import contextmanager
 from pathlib import Path
 
-from ..graph.budget import MAX_EXPANDED
+from ..errors import DiagError
+from ..graph.budget import MAX_EXPANDED, Build, refuse_above
 from ..graph.diagram import Diagram
 from ..syntax.source import write_atomic
 from . import html, tikz
@@ -30,13 +33,53 @@ def _page(title: str, fragment: str, out: Path) -> list[Path]:
     return [write_atomic(out, html.page(title, fragment))]
 
 
+# the most boxes one picture is laid out with (Graphviz's time and memory grow much faster than
+# the boxes: a flat picture of 2,000 boxes with long skip wires ran past five minutes, 4,900 ran
+# out of memory; the gallery's largest picture, expanded, has 324)
+MAX_DRAWN = 1_000
+# the most boxes of all the steps of one derivation's chain together
+MAX_CHAIN = 10_000
+
+
+def drawn_boxes(d: Diagram, expand: bool) -> int:
+    """The boxes a picture of ``d`` lays out: its own, or those of its expansion (refused as
+    ``expand`` refuses it past its own limit)."""
+    if not expand:
+        return len(d)
+    return refuse_above(d, Build.EXPANDED, MAX_EXPANDED, "the limit of expand(..., limit=N) and of render --expand", {})
+
+
+def refuse_to_draw(name: str, n: int, limit: int = MAX_DRAWN, what: str = "boxes") -> None:
+    """Refused before Graphviz runs, with the figure."""
+    if n > limit:
+        raise DiagError(f"refusing to draw '{name}': it has {n:,} {what}, over {limit:,} (the most a picture "
+                        "is laid out with); draw a part of it (a definition it uses), or write .dot")
+
+
+@contextmanager
+def graphviz_errors(name: str):
+    """Graphviz failing (out of memory, a layout it cannot make) as one line, not a traceback."""
+    try:
+        yield
+    except subprocess.CalledProcessError as e:
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else str(e.stderr or "")
+        first = next((ln.strip() for ln in err.splitlines() if ln.strip()), "")
+        raise DiagError(f"Graphviz's dot failed drawing '{name}' (exit status {e.returncode})"
+                        + (f": {first[:200]}" if first else "")) from None
+    except MemoryError:
+        raise DiagError(f"drawing '{name}' ran out of memory") from None
+
+
 def save_diagram(d: Diagram, out: str | Path, expand: bool = False, tikz_body: bool = False) -> list[Path]:
     out = Path(out)
-    if _suffix(out) == ".html":
-        return _page(d.name, html.diagram_view(d.expand(unroll={}, limit=MAX_EXPANDED) if expand else d), out)
-    if _suffix(out) == ".tex":
-        return _tikz([tikz.diagram(d, expand)], out, tikz_body)
-    return [render(d, out, expand)]
+    if _suffix(out) != ".dot":  # .dot is Graphviz's source, written without laying it out
+        refuse_to_draw(d.name, drawn_boxes(d, expand))
+    with graphviz_errors(d.name):
+        if _suffix(out) == ".html":
+            return _page(d.name, html.diagram_view(d.expand(unroll={}, limit=MAX_EXPANDED) if expand else d), out)
+        if _suffix(out) == ".tex":
+            return _tikz([tikz.diagram(d, expand)], out, tikz_body)
+        return [render(d, out, expand)]
 
 
 def save_chain(heading: str, frames: list[tuple[str, str, Diagram]], rows: list[tuple[str, ...]],
@@ -44,12 +87,16 @@ def save_chain(heading: str, frames: list[tuple[str, str, Diagram]], rows: list[
     """A derivation: its steps (``frames``: caption, relation, diagram) and table (``rows``);
     ``changes`` (per step, what it replaced, put in and kept) highlights the rewrites (SVG, HTML)."""
     out = Path(out)
-    if _suffix(out) == ".html":
-        return _page(heading, html.derivation_view(heading, frames, rows, changes), out)
-    if _suffix(out) == ".tex":
-        return _tikz([tikz.chain(frames)], out, tikz_body)
-    # an SVG chain reads top to bottom; other formats are one Graphviz strip, left to right
-    return [write_text(chain_svg(frames, changes), out) if _suffix(out) == ".svg" else write(strip(frames), out)]
+    for _, _, d in frames:
+        refuse_to_draw(d.name, len(d))
+    refuse_to_draw(heading.partition(":")[0], sum(len(d) for _, _, d in frames), MAX_CHAIN, "boxes in its steps")
+    with graphviz_errors(heading.partition(":")[0]):
+        if _suffix(out) == ".html":
+            return _page(heading, html.derivation_view(heading, frames, rows, changes), out)
+        if _suffix(out) == ".tex":
+            return _tikz([tikz.chain(frames)], out, tikz_body)
+        # an SVG chain reads top to bottom; other formats are one Graphviz strip, left to right
+        return [write_text(chain_svg(frames, changes), out) if _suffix(out) == ".svg" else write(strip(frames), out)]
 
 
 def save_tree(title: str, nodes: list, edges: list, out: str | Path, tikz_body: bool = False) -> list[Path]:

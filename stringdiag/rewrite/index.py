@@ -29,7 +29,7 @@ class Index:
     def __init__(self, d: Diagram):
         self.d = d
         self.by_key: dict[tuple, list[int]] = defaultdict(list)
-        self.level: dict[int, int] = {}
+        self.level: dict[int, float] = {}
         self._views: dict[int, View] = {}
         self._names: WireNames | None = None
         for b in d.topological_boxes():
@@ -62,9 +62,38 @@ class Index:
         self._views.pop(b, None)
 
     def raise_levels(self, boxes: Iterable[int]) -> None:
-        """Restore strictly increasing levels downstream of (re)inserted boxes."""
+        """Restore strictly increasing levels around boxes a rewrite inserted, in time
+        proportional to them: levels need only increase along every path, so the inserted
+        boxes take fractional levels between the highest of what feeds them and the lowest of
+        what reads them, by their depth among themselves. Only where that gap is closed (or worn
+        too thin by many rewrites in one place) are the levels downstream pushed up."""
         g = self.d.graph
-        stack = list(boxes)
+        new = [b for b in boxes if b in g]  # inserted in order: each after the boxes it reads
+        if not new:
+            return
+        inside = set(new)
+        depth: dict[int, int] = {}
+        lo = 0
+        for b in new:
+            d = 0
+            for w in g.predecessors(b):
+                for p in g.predecessors(w):
+                    if p in inside:
+                        d = max(d, depth.get(p, 0))
+                    else:
+                        lo = max(lo, self.level[p])
+            depth[b] = d + 1
+        readers = [c for b in new for w in g.successors(b) for c in g.successors(w) if c not in inside]
+        hi = min((self.level[c] for c in readers), default=None)
+        top = max(depth.values())
+        if hi is None or (hi > lo and (hi - lo) / (top + 1) > 1e-6 * max(1.0, abs(hi))):
+            step = 1 if hi is None else (hi - lo) / (top + 1)
+            for b in new:
+                self.level[b] = lo + step * depth[b]
+            return
+        for b in new:
+            self.level[b] = lo + depth[b]
+        stack = list(new)
         while stack:
             b = stack.pop()
             lev = self.level[b]

@@ -91,6 +91,8 @@ class Rule:
     # a rule that is not one step names the derivation that proves it (left side to right)
     proof: str | None = None
     proof_pos: Pos | None = None
+    # ``assuming z != 0``: the inputs it holds only away from zero, by name, and their positions
+    nonzero: dict[str, int] = field(default_factory=dict)
 
     @property
     def symbol(self) -> str:
@@ -203,6 +205,12 @@ def _rule(item: RA.RuleDecl, prog: Program) -> Rule:
                         variables[unused[0]].pos, prog.source)
     rule = Rule(name, _RELATIONS[item.relation], sides[0], sides[1], dims, variables, item.name.pos,
                 list(scope.warnings))
+    params = [prm.name.text for prm in item.params]
+    for n in item.nonzero:
+        if n.text not in params:
+            raise DiagError(f"'{n.text}' is not an input of rule '{name}' (assuming names one of "
+                            f"{', '.join(params) or 'its inputs'})", n.pos, prog.source)
+    rule.nonzero = {n.text: params.index(n.text) for n in item.nonzero}
     if item.proof is not None:  # checked by running the derivation (stringdiag check FILE.rules)
         rule.proof = str(locate(item.proof.value, Path(prog.path).parent, item.proof.pos, prog.source,
                                     (".deriv",)))

@@ -48,6 +48,15 @@ class RuleDecl:
     proof: Str | None
     pos: Pos
     cells: tuple[DiagramDecl, ...] = ()  # ``where diagram ...``: cell patterns local to the rule
+    nonzero: tuple[Name, ...] = ()  # ``assuming z != 0``: inputs the rule holds only away from zero
+
+
+@node
+class NonZero:
+    """``assuming z != 0``."""
+
+    name: Name
+    pos: Pos
 
 
 @v_args(meta=True, inline=True)
@@ -58,9 +67,13 @@ class RulesTree(DiagTree):
         params, outs, more = split_header(rest)
         *given, left, relation, right, proof = more
         cells = tuple(g for g in given if isinstance(g, DiagramDecl))
-        given = [g for g in given if not isinstance(g, DiagramDecl)]
+        nonzero = tuple(g.name for g in given if isinstance(g, NonZero))
+        given = [g for g in given if not isinstance(g, (DiagramDecl, NonZero))]
         return RuleDecl(name, generics, params, outs, tuple(given), left, str(relation), right, proof,
-                    self._at(meta), cells)
+                    self._at(meta), cells, nonzero)
+
+    def nonzero_decl(self, meta, name):
+        return NonZero(name, self._at(meta))
 
     def cell_decl(self, meta, diagram):
         return diagram

@@ -45,7 +45,7 @@ import math
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Mapping, Union
+from typing import Collection, Mapping, Union
 
 import torch
 
@@ -146,10 +146,13 @@ def _bind(defn: Diagram, ins, outs) -> dict[str, Dim] | None:
 class Distribution:
     """One way of drawing inputs and weights: a shape (``normal``, ``negative``, ``constant
     rows``, ``ties``) at a magnitude. A false equation that holds on N(0, 1) alone (``clamp(x,
-    -20, 20) == x``, ``relu(x) == x``) is caught by another distribution."""
+    -20, 20) == x``, ``relu(x) == x``) is caught by another distribution. The huge magnitudes
+    scale the inputs only (``weights`` False): weights of that size would overflow every layer
+    after the first on both sides alike, which tells nothing."""
     name: str
     shape: str
     scale: float
+    weights: bool = True  # whether the weights are drawn at this magnitude too
 
     def sample(self, size: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
         x = torch.randn(size, generator=gen, dtype=torch.float64)
@@ -167,79 +170,168 @@ DISTRIBUTIONS = (Distribution("N(0, 1)", "normal", 1.0),
                  Distribution("tiny (1e-3·N(0, 1))", "normal", 1e-3),
                  Distribution("all-negative (-|N(0, 1)|)", "negative", 1.0),
                  Distribution("constant-row", "constant rows", 1.0),
-                 Distribution("tied (integers -2..2)", "ties", 1.0))
+                 Distribution("tied (integers -2..2)", "ties", 1.0),
+                 Distribution("huge (1e8·N(0, 1))", "normal", 1e8, weights=False),
+                 Distribution("extreme (1e150·N(0, 1))", "normal", 1e150, weights=False))
 
+SIZE_DISTRIBUTIONS = (DISTRIBUTIONS[0], DISTRIBUTIONS[5])
 NOWHERE = "no"  # the verdict's distribution when an output was never finite
 RTOL = 1e-9   # float64: about 1e7 ulps of room for rounding in a reordered computation
 ATOL = 1e-12  # times the distribution's scale: for entries that cancel to about zero
+POINTS = 512  # inputs per distribution at least, as a batch: a scalar rule is tried on 512 points
+MAX_BATCH = 256
+SMALL = (1, 2, 4)  # every free dimension takes each of these once, independently of the others
+NON_PRIME = (6, 8, 9, 10)
+
+
+def size_rounds(names: set[str], given: Mapping[str, int] | None = None, seed: int = 0) -> list[dict[str, int]]:
+    """The sizes a check runs at: distinct primes first (a transposed axis cannot go unnoticed),
+    then rounds in which each free dimension is drawn independently of the others: each takes
+    1, 2 and 4 once (in its own shuffled order), then a non-prime. A rule true only when a
+    dimension is 3, or only when two are equal, is false at one of them; sizes ``given`` stay
+    as they are."""
+    first = default_sizes(names, given)
+    free = sorted(names - set(given or {}))
+    if not free:
+        return [first]
+    gen = torch.Generator().manual_seed(seed)
+    order = {n: [SMALL[int(i)] for i in torch.randperm(len(SMALL), generator=gen)] for n in free}
+    rounds = [first]
+    for r in range(len(SMALL)):
+        rounds.append({**first, **{n: order[n][r] for n in free}})
+    rounds.append({**first, **{n: NON_PRIME[int(torch.randint(len(NON_PRIME), (1,), generator=gen))]
+                               for n in free}})
+    return rounds
+
+
+def batch_for(types, sizes: Mapping[str, int]) -> int:
+    """A leading batch axis large enough that a small rule meets :data:`POINTS` inputs (a scalar
+    rule off on a narrow interval is met there), at least 2 (examples must stay apart)."""
+    per = sum(math.prod(dim.evaluate(sizes) for dim in ty) for ty in types)
+    return max(2, min(MAX_BATCH, -(-POINTS // max(per, 1))))
 
 
 @dataclass(frozen=True)
 class Verdict:
     """What the oracle found: whether every entry of every output agreed within ``|p - q| <=
-    RTOL·|q| + ATOL·scale`` on every distribution, and the worst entry (its relative error
-    ``|p - q| / (|q| + ATOL·scale/RTOL)``, which is at most RTOL exactly when it passes)."""
+    RTOL·|q| + ATOL·scale`` on every distribution at every size, and the worst entry (its
+    relative error ``|p - q| / (|q| + ATOL·scale/RTOL)``, which is at most RTOL exactly when
+    it passes): the counterexample, with the sizes and the distribution it was found at."""
     same: bool
     error: float
     distribution: str = ""   # where the worst entry was found
     output: int = 0
     entry: tuple[int, ...] = ()
     values: tuple[float, float] = (0.0, 0.0)
+    sizes: tuple[tuple[str, int], ...] = ()  # the dimensions' sizes it was found at
+    inputs: str = ""  # the inputs of its example, when they are few enough to print
 
     def where(self) -> str:
-        """``on large N(0, 1e6) inputs, output 1 at [0, 2]: 3 against -3``: the worst entry."""
+        """``at n=4, on large (1e3·N(0, 1)) inputs, output 1 at [0, 2]: 3 against -3``."""
+        at_sizes = ("at " + ", ".join(f"{n}={v}" for n, v in self.sizes) + ", ") if self.sizes else ""
         if self.distribution == NOWHERE:
             return f"; output {self.output + 1} is finite on no input distribution, nothing to compare"
         at = ", ".join(str(i) for i in self.entry)
-        return (f"on {self.distribution} inputs, output {self.output + 1} at [{at}]: "
-                f"{self.values[0]:.6g} against {self.values[1]:.6g}")
+        given = f" (inputs {self.inputs})" if self.inputs else ""
+        return (f"{at_sizes}on {self.distribution} inputs, output {self.output + 1} at [{at}]: "
+                f"{self.values[0]:.6g} against {self.values[1]:.6g}{given}")
 
 
 def compare(a: Diagram, b: Diagram, dims: dict[str, int] | None = None, trials: int = 1, seed: int = 0,
             instantiate: Mapping[str, Instance] | None = None, tol: float = RTOL,
-            fast: bool = False, correspond: Mapping[tuple, tuple] | None = None) -> Verdict:
-    """Evaluate both diagrams entry by entry on the same inputs with shared weights, drawn from
-    every distribution of :data:`DISTRIBUTIONS` (``trials`` rounds of them), and return the
-    verdict with its worst entry. Entries non-finite on both sides agree (a sound rule about
-    ``log`` of negatives, say); on unit-normal inputs an entry finite on one side only is a
-    difference, on the other distributions (overflow, division by a tied zero) it is left out
-    (:func:`entrywise`); an output that is never finite on both sides is not evidence of
-    equality, and the verdict says so."""
+            fast: bool = False, correspond: Mapping[tuple, tuple] | None = None,
+            nonzero: Collection[int] = ()) -> Verdict:
+    """Evaluate both diagrams entry by entry on the same inputs with shared weights, at every
+    size of :func:`size_rounds` and on every distribution of :data:`DISTRIBUTIONS` (``trials``
+    rounds of them), and return the verdict with its worst entry. Entries non-finite on both
+    sides agree (a sound rule about ``log`` of negatives, say); an entry finite on one side only
+    is a difference (:func:`entrywise`); an output that is never finite on both sides is not
+    evidence of equality, and the verdict says so. Sizes at which neither side can be built
+    (a size below a constant index, say) are passed over; the first always runs. The inputs at
+    the positions ``nonzero`` are drawn away from zero (a rule ``assuming z != 0``)."""
     if a.input_types != b.input_types or a.output_types != b.output_types:
         raise DiagError(f"the diagrams have different boundaries: {a.signature()} and {b.signature()}")
     fa, fb = instantiated(a, instantiate), instantiated(b, instantiate)
-    sizes = default_sizes(dim_names(fa) | dim_names(fb), dims)
-    torch.manual_seed(seed)
-    ma = compile(fa, dims=sizes, dtype=torch.float64, fast=fast)
-    mb = compile(fb, dims=sizes, dtype=torch.float64, fast=fast)
+    rounds = size_rounds(dim_names(fa) | dim_names(fb), dims, seed)
+    declared = _declared(a, dims)
+    if declared:  # the sizes the file itself chose, too
+        rounds.append({**rounds[0], **declared})
     worst = Verdict(True, 0.0)
     finite = [False] * len(a.output_types)
-    for t in range(trials):
-        for dist in DISTRIBUTIONS:
-            gen = torch.Generator().manual_seed(seed * 1000 + t)
-            draw(ma, gen, dist)
-            draw(mb, gen, dist)  # sets only b has: their own weights
-            share_sets(ma, mb, correspond or {})
-            # a leading batch axis of 2: the compiled module then also shows that examples stay apart
-            xs = [dist.sample((2, *[dim.evaluate(sizes) for dim in ty]), gen) for ty in a.input_types]
-            with torch.no_grad(), _quiet():
-                ya, yb = _tuple(ma(*xs)), _tuple(mb(*xs))
-            for k, (p, q) in enumerate(zip(ya, yb)):
-                v = entrywise(p, q, dist.scale, tol, strict=dist is DISTRIBUTIONS[0])
-                finite[k] = finite[k] or bool((torch.isfinite(p) & torch.isfinite(q)).any())
-                if v.error > worst.error or (v.error == worst.error and not worst.distribution):
-                    worst = replace(v, distribution=dist.name, output=k)
+    for r, sizes in enumerate(rounds):
+        torch.manual_seed(seed)
+        try:
+            ma = compile(fa, dims=sizes, dtype=torch.float64, fast=fast)
+            mb = compile(fb, dims=sizes, dtype=torch.float64, fast=fast)
+        except DiagError:
+            if r == 0:
+                raise
+            continue  # neither side has a meaning at these sizes, or only one: other sizes decide
+        shown = tuple(sorted(sizes.items()))
+        n = batch_for(a.input_types, sizes)
+        # every distribution at the first sizes; at the others (what a size decides) unit normal
+        # and ties, each dimension at 1, 2, 4 and a non-prime
+        dists = DISTRIBUTIONS if r == 0 else SIZE_DISTRIBUTIONS
+        for t in range(trials):
+            for dist in dists:
+                gen = torch.Generator().manual_seed(seed * 1000 + t)
+                draw(ma, gen, dist)
+                draw(mb, gen, dist)  # sets only b has: their own weights
+                share_sets(ma, mb, correspond or {})
+                # a leading batch axis: the compiled module then also shows that examples stay apart
+                xs = [dist.sample((n, *[dim.evaluate(sizes) for dim in ty]), gen) for ty in a.input_types]
+                for i in nonzero:  # a zero there moved to the distribution's scale
+                    xs[i] = torch.where(xs[i] == 0, torch.full_like(xs[i], dist.scale), xs[i])
+                try:
+                    with torch.no_grad(), _quiet():
+                        ya, yb = _tuple(ma(*xs)), _tuple(mb(*xs))
+                except (IndexError, RuntimeError, ValueError):
+                    if r == 0:
+                        raise
+                    break  # a size one side cannot run at (an index past the end): passed over
+                loose = None  # whether a side overflowed: asked only when one side alone is not finite
+                for k, (p, q) in enumerate(zip(ya, yb)):
+                    strict = True
+                    if dist.scale > 1 and bool((torch.isfinite(p) != torch.isfinite(q)).any()):
+                        if loose is None:
+                            loose = overflows(ma, xs) or overflows(mb, xs)
+                        strict = not loose
+                    v = entrywise(p, q, dist.scale, tol, strict=strict)
+                    finite[k] = finite[k] or bool((torch.isfinite(p) & torch.isfinite(q)).any())
+                    if v.error > worst.error or (v.error == worst.error and not worst.distribution):
+                        worst = replace(v, distribution=dist.name, output=k, sizes=shown,
+                                        inputs=_example(xs, v.entry))
+                if not worst.same:
+                    return worst  # the counterexample: no need to look further
     if worst.same and not all(finite):
         k = finite.index(False)
         return Verdict(False, math.inf, NOWHERE, k)
     return worst
 
 
+def _declared(d: Diagram, given: Mapping[str, int] | None) -> dict[str, int]:
+    """The sizes the diagram's file declares (``dim L : fixed = 2``) and the caller did not give."""
+    prog = d.program
+    return {name: decl.default for name, decl in (prog.dims.items() if prog is not None else ())
+            if decl.default is not None and name not in (given or {})}
+
+
+def _example(xs: list[torch.Tensor], entry: tuple[int, ...]) -> str:
+    """The inputs of the example an entry belongs to, when there are at most four numbers."""
+    if not entry or any(x.dim() == 0 for x in xs):
+        return ""
+    row = [x[entry[0]] for x in xs]
+    if sum(r.numel() for r in row) > 4:
+        return ""
+    return ", ".join(f"{v:.6g}" for r in row for v in r.reshape(-1).tolist())
+
+
 def equal(a: Diagram, b: Diagram, dims: dict[str, int] | None = None, trials: int = 1, seed: int = 0,
           instantiate: Mapping[str, Instance] | None = None, tol: float = RTOL,
-          fast: bool = False, correspond: Mapping[tuple, tuple] | None = None) -> tuple[bool, float]:
+          fast: bool = False, correspond: Mapping[tuple, tuple] | None = None,
+          nonzero: Collection[int] = ()) -> tuple[bool, float]:
     """:func:`compare`, as whether the diagrams agree and the worst entry's relative error."""
-    v = compare(a, b, dims, trials, seed, instantiate, tol, fast, correspond)
+    v = compare(a, b, dims, trials, seed, instantiate, tol, fast, correspond, nonzero)
     return v.same, v.error
 
 
@@ -248,9 +340,8 @@ def entrywise(p: torch.Tensor, q: torch.Tensor, scale: float = 1.0, tol: float =
     """Entry by entry, ``|p - q| <= tol·|q| + ATOL·scale``; the worst entry named. Entries
     non-finite on both sides agree (NaN or ±inf: the function is undefined or overflows there,
     as ``log`` of a negative, ``0/0``, ``exp`` of a large input); an entry finite on one side
-    only is an infinite error when ``strict``, else (inputs far from unit scale, where one way of
-    computing may overflow or divide by zero and another not) it is left out. Different shapes
-    are an infinite error."""
+    only is an infinite error (``x / x`` against ``1`` at a zero, a sum that overflows on one
+    side only), unless ``strict`` is False. Different shapes are an infinite error."""
     if p.shape != q.shape:
         return Verdict(False, math.inf)
     fp, fq = torch.isfinite(p), torch.isfinite(q)
@@ -268,6 +359,43 @@ def entrywise(p: torch.Tensor, q: torch.Tensor, scale: float = 1.0, tol: float =
     return Verdict(e <= tol, e, entry=idx, values=(float(p[idx]), float(q[idx])))
 
 
+class _Overflow(torch.fx.Interpreter):
+    """Runs a compiled module node by node and notes whether some node made an infinity out of
+    finite operands (``exp`` of a large input, a product or sum past the float's range)."""
+    found = False
+
+    def run_node(self, n):
+        out = super().run_node(n)
+        if not self.found and _infinite(out):
+            ins = [a for a in torch.fx.node.map_aggregate((self.env.get(x) for x in n.all_input_nodes), lambda x: x)]
+            if not any(_not_finite(a) for a in ins):
+                self.found = True
+        return out
+
+
+def _infinite(x) -> bool:
+    return isinstance(x, torch.Tensor) and x.is_floating_point() and bool(torch.isinf(x).any())
+
+
+def _not_finite(x) -> bool:
+    if isinstance(x, (tuple, list)):
+        return any(_not_finite(y) for y in x)
+    return isinstance(x, torch.Tensor) and x.is_floating_point() and not bool(torch.isfinite(x).all())
+
+
+def overflows(m: torch.nn.Module, xs: list[torch.Tensor]) -> bool:
+    """Whether evaluating the module on these inputs overflows somewhere: an infinity made out
+    of finite numbers. At large magnitudes an entry finite on one side only is then the float's
+    range, not the rule, and is left out; a NaN made without an overflow (``0 / 0``, the square
+    root of a negative) is a difference at every magnitude."""
+    if not isinstance(m, torch.fx.GraphModule):
+        return False
+    run = _Overflow(m)
+    with torch.no_grad(), _quiet():
+        run.run(*xs)
+    return run.found
+
+
 @contextmanager
 def _quiet():
     """Overflow to inf on large inputs is an answer the comparison weighs, not a warning to print."""
@@ -283,7 +411,8 @@ def draw(m: torch.nn.Module, gen: torch.Generator, dist: Distribution | None = N
     with torch.no_grad():
         for p in m.parameters():
             std = 1.0 / math.sqrt(p.shape[-1]) if p.dim() >= 2 else 0.5
-            p.copy_(dist.sample(tuple(p.shape), gen) * std)
+            x = dist.sample(tuple(p.shape), gen) * std
+            p.copy_(x if dist.weights else x / dist.scale)
 
 
 def translate(key: tuple, correspond: Mapping[tuple, tuple]) -> tuple:
@@ -353,11 +482,12 @@ def relative_error(p: torch.Tensor, q: torch.Tensor) -> float:
 def verify_rule(rule: Rule, trials: int = 1, seed: int = 0, tol: float = RTOL) -> Verdict:
     """Evaluate both sides of an equation on the same random float64 inputs (:func:`equal`):
     box variables and abstract families are instantiated as random universal approximators,
-    the same on both sides. Returns the verdict (:func:`compare`)."""
+    the same on both sides; an input the rule assumes non-zero is drawn away from zero. Returns
+    the verdict (:func:`compare`)."""
     abstract = {side.record(b).op for side in (rule.lhs.expand(), rule.rhs.expand()) for b in side.boxes()
                 if side.record(b).kind is Kind.ABSTRACT} | set(rule.vars)
     return compare(rule.lhs, rule.rhs, trials=trials, seed=seed, tol=tol,
-                 instantiate={name: "learn" for name in sorted(abstract)})
+                   instantiate={name: "learn" for name in sorted(abstract)}, nonzero=tuple(rule.nonzero.values()))
 
 
-__all__ = ["compare", "entrywise", "Verdict", "Distribution", "DISTRIBUTIONS", "RTOL", "ATOL", "equal", "instantiated", "default_sizes", "dim_names", "share", "share_sets", "draw", "relative_error", "verify_rule"]
+__all__ = ["compare", "entrywise", "Verdict", "Distribution", "DISTRIBUTIONS", "RTOL", "ATOL", "equal", "instantiated", "default_sizes", "size_rounds", "dim_names", "share", "share_sets", "draw", "relative_error", "verify_rule"]
