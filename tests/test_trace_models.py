@@ -115,12 +115,28 @@ MODELS = {  # name -> the module, called with input_ids [batch, length] (and use
     "Qwen2 (eager, grouped-query)": lambda: language_model(T.Qwen2Config, T.Qwen2ForCausalLM, "eager",
                                                            num_key_value_heads=2),
     "Llama (grouped-query)": lambda: language_model(T.LlamaConfig, T.LlamaForCausalLM, num_key_value_heads=2),
+    "OLMo (LayerNorm without gain)": lambda: language_model(T.OlmoConfig, T.OlmoForCausalLM, num_key_value_heads=4),
+    "GPT-NeoX (rotary on a quarter)": lambda: language_model(T.GPTNeoXConfig, T.GPTNeoXForCausalLM, rotary_pct=0.25,
+                                                             max_position_embeddings=32),
     "ViT (ViTModel, 16 patches and a class token)": lambda: vit(),
     "differential attention (plain torch)": lambda: randomise(Stack(DiffBlock(64, 4, 1), DiffBlock(64, 4, 2)).double()),
 }
 IMAGES = {"ViT (ViTModel, 16 patches and a class token)"}  # images of one size: no sequence axis; two batches
 NOT_REPEATED = {"differential attention (plain torch)"}  # its layers differ (lambda_init by depth)
 PLAIN = {"differential attention (plain torch)"}  # called with x [batch, length, 64], not token ids
+# more of the families, measured for the table of docs/trace.md by `python tests/test_trace_models.py` (not tested:
+# each one more is seconds of the suite)
+MORE = {
+    "Mistral": lambda: language_model(T.MistralConfig, T.MistralForCausalLM, num_key_value_heads=2, sliding_window=None),
+    "Qwen3 (norms on q and k)": lambda: language_model(T.Qwen3Config, T.Qwen3ForCausalLM, num_key_value_heads=2,
+                                                       head_dim=16),
+    "StableLM": lambda: language_model(T.StableLmConfig, T.StableLmForCausalLM, num_key_value_heads=4),
+    "Phi (phi-2)": lambda: language_model(T.PhiConfig, T.PhiForCausalLM),
+    "Starcoder2": lambda: language_model(T.Starcoder2Config, T.Starcoder2ForCausalLM, num_key_value_heads=2,
+                                         sliding_window=None),
+    "DistilBERT": lambda: language_model(T.DistilBertConfig, T.DistilBertModel, key="last_hidden_state", dim=64,
+                                         n_heads=4, n_layers=2, hidden_dim=96, max_position_embeddings=32),
+}
 
 
 def vit() -> nn.Module:
@@ -206,13 +222,13 @@ print(json.dumps(out))
 """
 
 
-def trace_all(folder: Path) -> dict:
+def trace_all(folder: Path, models: dict = MODELS) -> dict:
     """Each model traced here, written out; then all compiled back in one fresh process:
     name -> (the trace, what the fresh process measured)."""
     from stringdiag import trace
 
     results, files = {}, {}
-    for k, (name, make) in enumerate(MODELS.items()):
+    for k, (name, make) in enumerate(models.items()):
         model = make()
         with float32_islands_off():
             t = trace(model, example(name, 5, 1), None if name in IMAGES else example(name, 7, 2))
@@ -232,7 +248,7 @@ def trace_all(folder: Path) -> dict:
     run = subprocess.run([sys.executable, "-c", CHECK, json.dumps(files)], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     fresh = json.loads(run.stdout.strip().splitlines()[-1])
-    return {name: (results[name], fresh[name]) for name in MODELS}
+    return {name: (results[name], fresh[name]) for name in models}
 
 
 @pytest.fixture(scope="module")
@@ -291,4 +307,4 @@ if __name__ == "__main__":  # python tests/test_trace_models.py: the table of do
     import tempfile
 
     with tempfile.TemporaryDirectory() as folder:
-        print(table(trace_all(Path(folder))))
+        print(table(trace_all(Path(folder), {**MODELS, **MORE})))
