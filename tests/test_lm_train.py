@@ -120,7 +120,8 @@ def test_save_pretrained_round_trips_in_the_hugging_face_layout(run_dir, tmp_pat
     run = load_run(run_dir)
     model = run.model.to(torch.float64)
     folder = save_pretrained(model, tmp_path / "hf", run.tokenizer)
-    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json"]
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors", "modeling_stringdiag.py",
+                                                       "tokenizer.json"]
     config = json.loads((folder / "config.json").read_text())
     assert config["model_type"] == "stringdiag" and config["architectures"] == ["GPT"]
     assert "diagram GPT(tokens: [s] of v) -> [s, v]" in config["stringdiag"]["sources"]["lm.diag"]

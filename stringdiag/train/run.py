@@ -24,6 +24,7 @@ from ..errors import DiagError
 from ..lower.tensorfile import checksum, write_atomic
 from ..syntax.source import write_atomic as write_text
 from . import checkpoint
+from .hf import write_remote_code
 from .lm import Spec, WholeModel, diagram_of
 
 TOKENIZER = "tokenizer.json"
@@ -283,7 +284,9 @@ def _uncached(model, prompts: list[list[int]], tokens: int, temperature, top_k, 
 def save_pretrained(model: WholeModel, folder: str | Path, tokenizer: Tokenizer | None = None) -> Path:
     """Hugging Face's layout: ``model.safetensors`` (the compiled diagram's tensors, by its own
     names, with their checksum) and ``config.json`` (the ``.diag`` sources, diagram and sizes
-    under ``stringdiag``), and ``tokenizer.json`` when given; each file written atomically."""
+    under ``stringdiag``), and ``tokenizer.json`` when given; each file written atomically. With
+    ``modeling_stringdiag.py`` (train/hf.py), ``transformers`` loads it too:
+    ``AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)``."""
     folder = Path(folder)
     tensors = {k: v.detach().contiguous().cpu() for k, v in model.net.state_dict().items()}
     write_atomic(folder / WEIGHTS, tensors, {"format": "pt"}, "model file")
@@ -292,6 +295,7 @@ def save_pretrained(model: WholeModel, folder: str | Path, tokenizer: Tokenizer 
               "torch_dtype": str(next(iter(tensors.values())).dtype).removeprefix("torch.") if tensors else None,
               "stringdiag": spec.to_json()}
     write_text(folder / CONFIG, json.dumps(config, indent=2) + "\n")
+    write_remote_code(folder, CONFIG)
     if tokenizer is not None:
         tokenizer.save(folder)
     return folder
