@@ -34,6 +34,7 @@ class Match:
     seed: tuple = ()                                 # (anchor pattern box, its target box)
     ties: tuple[frozenset, ...] = ()                 # weight sets one pattern name would merge (⇒)
     inner: dict[str, dict] = field(default_factory=dict)  # box variables bound inside scanned cells
+    order: str = ""  # where a scanned cell was matched with its inputs in another order, which
 
     def __repr__(self) -> str:
         ctx = f" inside {', '.join(f'{n} : {d}' for n, d in self.slots)}" if self.slots else ""
