@@ -172,6 +172,15 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return p
 
 
+def _command_parser(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser | None:
+    """The subparser of the command ``argv`` names, if it names one."""
+    name = next((a for a in argv if not a.startswith("-")), None)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            return action.choices[name]
+    return None
+
+
 def completion(shell: str) -> str:
     """The completion script (shtab, imported only here): every command and option."""
     import shtab
@@ -196,7 +205,16 @@ def warn_deprecated(argv: list[str]) -> None:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = build_parser(argv)
+    command_parser = _command_parser(parser, argv)
+    if command_parser is not None and "config" in {a.dest for a in command_parser._actions}:
+        from . import config
+
+        config.apply(command_parser, argv)  # the file's options become defaults: the command line wins
     args = parser.parse_args(argv)
+    if command_parser is not None and args.command is not None:
+        from .config import keys
+
+        args.option_keys = keys(command_parser)
     if args.completion is None and args.command is None:
         parser.error("the following arguments are required: COMMAND")
     if args.command is not None:

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import DiagError
-from . import options
+from . import config, options
 from ..syntax.source import write_atomic
 from .common import load_reporting, pick
 from .options import positive
@@ -26,6 +26,10 @@ HELP = "train a decoder-only language model whose heads are the diagram (App. C 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE")
+    p.add_argument("--config", metavar="FILE.toml", default=None,
+                   help="options from a TOML or JSON file, each option a key (max-steps = 200); the command "
+                        "line wins. Every run writes its resolved options as -o DIR/run-config.json, which "
+                        "--config reads back")
     p.add_argument("-d", "--diagram", metavar="NAME", required=True,
                    help="the head, a diagram [s, d] -> [s, d]; or a whole language model, [s] of v -> [s, v]")
     p.add_argument("--layers", type=options.integer(1, MAX_LAYERS), default=2)
@@ -163,6 +167,9 @@ def run(args: argparse.Namespace) -> int:
     say(f"device {device}" + (f", {args.precision}" if args.precision != "fp32" else "")
         + (", compiled" if args.compile else ""))
     out = Path(args.out or Path("runs") / head.name)
+    if rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        config.save(args, out)
     with memory_errors():
         history = train(make, corpus.train, corpus.valid, _config(args, started), out_dir=out, resume=args.resume,
                         log=say)

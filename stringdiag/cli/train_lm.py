@@ -75,6 +75,10 @@ def run_lm(args: argparse.Namespace, diagram, started: float, recipe: Recipe) ->
     out.mkdir(parents=True, exist_ok=True)
     style = "shakespeare" if corpus.name == "shakespeare" else "words"
     Tokenizer(tuple(corpus.vocab), style).save(out)
+    if int(os.environ.get("RANK", "0")) == 0:
+        from . import config
+
+        config.save(args, out)
     with memory_errors():
         history = train(make, corpus.train, corpus.valid, _config(args, started), out_dir=out, resume=args.resume,
                         log=say)

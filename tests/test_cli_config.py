@@ -1,0 +1,61 @@
+"""``train --config FILE``: every option as a key of a TOML or JSON file, checked as the command
+line checks it, the command line winning; a run writes its resolved options beside its
+checkpoint, and ``--config`` on that file repeats the run."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stringdiag.cli.main import main, parse
+
+TINY = {"diagram": "M1", "data": "synthetic", "layers": 1, "d-model": 16, "heads": 2, "context": 8,
+        "batch_size": 4, "dims": "k=8", "max-steps": 2, "no-test": True}
+
+
+def _toml(values: dict) -> str:
+    return "".join(f"{k} = {json.dumps(v)}\n" for k, v in values.items())  # JSON scalars are TOML scalars
+
+
+def test_a_toml_file_sets_options_and_the_command_line_wins(tmp_path):
+    (tmp_path / "run.toml").write_text(_toml({**TINY, "output": "from-file"}))
+    args = parse(["train", "x.diag", "--config", str(tmp_path / "run.toml"), "--max-steps", "7"])
+    assert (args.diagram, args.layers, args.d_model, args.batch_size, args.no_test) == ("M1", 1, 16, 4, True)
+    assert args.max_steps == 7 and args.out == "from-file"
+    assert parse(["train", "x.diag", "-d", "M0", "--config", str(tmp_path / "run.toml")]).diagram == "M0"
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"max-stpes": 3}, "no option 'max-stpes' (the options: "),
+    ({"max-steps": 0}, "'max-steps': expected a positive integer (at least 1), got '0'"),
+    ({"no-test": "yes"}, "'no-test' is a switch: true or false, not 'yes'"),
+    ({"approximator": "cubic"}, "'approximator': expected one of linear, mlp, got 'cubic'"),
+])
+def test_a_bad_key_or_value_is_a_usage_error_naming_it(tmp_path, capsys, values, message):
+    (tmp_path / "run.json").write_text(json.dumps({**TINY, **values}))
+    assert main(["train", "x.diag", "--config", str(tmp_path / "run.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --config {tmp_path / 'run.json'}: ") and message in err
+
+
+def test_a_file_that_is_not_toml_is_refused_at_once(tmp_path, capsys):
+    (tmp_path / "run.toml").write_text("max-steps = = 3\n")
+    assert main(["train", "x.diag", "--config", str(tmp_path / "run.toml")]) == 1
+    assert "run.toml: not TOML: " in capsys.readouterr().err
+
+
+def test_the_resolved_config_repeats_the_run(tmp_path, capsys):
+    (tmp_path / "run.toml").write_text(_toml(TINY))
+    first, second = tmp_path / "a", tmp_path / "b"
+    assert main(["train", "stringdiag:gallery/anatomy.diag", "--config", str(tmp_path / "run.toml"),
+                 "-o", str(first)]) == 0
+    saved = json.loads((first / "run-config.json").read_text())
+    assert saved["file"] == "stringdiag:gallery/anatomy.diag" and saved["max-steps"] == 2 and saved["layers"] == 1
+    assert saved["output"] == str(first) and saved["clock"] == "wall" and "resume" not in saved
+    assert main(["train", "stringdiag:gallery/anatomy.diag", "--config", str(first / "run-config.json"),
+                 "-o", str(second)]) == 0
+    capsys.readouterr()
+    again = json.loads((second / "run-config.json").read_text())
+    assert again == {**saved, "output": str(second)}
+    rows = [json.loads((d / "result.json").read_text()) for d in (first, second)]
+    assert rows[0]["valid_ppl"] == rows[1]["valid_ppl"] and rows[0]["steps"] == rows[1]["steps"] == 2
