@@ -289,3 +289,24 @@ def test_state_and_inputs_that_do_not_fit_are_refused():
     _, state = inc.prefill(torch.zeros(1, 1024, dtype=torch.long), state)
     with pytest.raises(DiagError, match="at most 1024 positions"):
         inc.step(torch.zeros(1, dtype=torch.long), state)
+
+
+def test_the_documented_step_of_gpt2attn_computes_its_next_position():
+    """docs/compiling.md draws one step of GPT2Attn as a diagram of its own (the cache an input and
+    an output): given the keys and values of positions 0..n-1, it computes position n of the
+    parallel form, and the cache one position longer."""
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "compiling.md").read_text()
+    (src,) = [b for b in re.findall(r"```diag\n(.*?)```", text, re.DOTALL) if "diagram GPT2AttnStep" in b]
+    dims = dict(d=6, h=2, k=3)
+    step = stringdiag.compile(stringdiag.loads(src)["GPT2AttnStep"], dims=dims, dtype=torch.float64)
+    par, _ = _pair(None, stringdiag.load(GALLERY / "gpt2.diag")["GPT2Attn"], dims, 5)
+    step.load_state_dict(par.state_dict())
+    x = torch.randn(2, 6, 6, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    with torch.no_grad():
+        proj = {w: getattr(par, w)(x).unflatten(-1, (2, 3)) for w in ("WK", "WV")}  # [2, 6, h, k]
+        keys, values = proj["WK"][:, :5], proj["WV"][:, :5]
+        y, k2, v2 = step(x[:, 5], keys, values)
+        assert rel_max(y, par(x)[:, 5]) < 1e-12
+        assert rel_max(k2, proj["WK"]) < 1e-12 and rel_max(v2, proj["WV"]) < 1e-12
