@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install dot browser-latex bench clean pictures docs
+.PHONY: demo test install dot browser-latex bench clean pictures docs mutate
 
 install: $(STAMP)
 
@@ -61,6 +61,11 @@ pictures: install dot
 test: install dot browser-latex
 	@echo "running the whole suite: about 8 minutes on 2 idle cores (two workers, one thread each)"
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q -n $${TEST_WORKERS:-2}  # small tensors: one thread is faster, and steady
+
+# Plant one small bug at a time in chosen functions (in a scratch copy of the committed tree) and
+# run the tests that cover them; docs/contributing.md has the score. CPU heavy: about an hour.
+mutate: install
+	$(BIN)/python tools/mutate.py
 
 bench: install dot
 	$(BIN)/python benchmarks/bench_check.py

@@ -1,0 +1,236 @@
+"""Mutation check: plant one small bug at a time in chosen functions and see whether the tests
+that cover them fail (``make mutate``; ``python tools/mutate.py --help``).
+
+Each mutant changes one thing in one function: a comparison's boundary or sense (``<`` into
+``<=``, ``==`` into ``!=``), ``and`` into ``or``, a ``not`` dropped, ``+`` into ``-``, ``*`` into
+``/``, a number made one larger, ``True`` into ``False``, an ``if``'s test negated. The checkout's
+committed tree (``git archive HEAD``) is unpacked into a scratch folder and mutated there, never
+here, so that nobody else's run sees a planted bug; each mutant runs its target's tests there with
+``pytest -x`` (a failure, an error or a hang past the time limit kills it).
+
+A mutant that survives either shows a blind spot of the tests (write a test that kills it) or
+changes nothing a caller can see; those are listed in ``EQUIVALENT`` with the reason, by
+function and by the code before and after. The score is killed / (mutants - equivalent).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import io
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Functions of one module (``Class.method`` for a method) and the tests that cover them."""
+
+    name: str
+    module: str
+    functions: tuple[str, ...]
+    tests: tuple[str, ...]
+
+
+TARGETS = (
+    Target("primitives", "stringdiag/lower/primitives.py",
+           ("amax", "hardmax", "posenc", "causal", "window", "strided", "global_tokens", "gauss", "shift",
+            "causal_conv", "narrow", "pick", "bucket", "window_attention"),
+           ("tests/test_primitives.py", "tests/test_prims.py", "tests/test_sparse_attention.py")),
+    Target("iso", "stringdiag/graph/iso.py", ("_confirm", "_isomorphic"),
+           ("tests/test_iso_confirm.py", "tests/test_iso_fast.py")),
+    Target("rewrite", "stringdiag/rewrite/dpo.py", ("_Splice.boundary", "_Splice.delete", "_wanted"),
+           ("tests/test_rewrite.py", "-k", "not simd_box and not holds_numerically")),
+    Target("oracle", "stringdiag/verify/oracle.py", ("entrywise",),
+           ("tests/test_entrywise.py", "tests/test_oracle_adversarial.py")),
+    Target("checkpoint", "stringdiag/train/checkpoint.py", ("_check_integrity", "_validate", "_same_kind"),
+           ("tests/test_cli_errors.py", "tests/test_train.py", "-k", "checkpoint or damaged or pickle")),
+)
+
+# Survivors that change nothing a caller can see: (target, function, before, after) -> why.
+_EARLY = ("a shortcut: the refinement traces compared next begin with the sorted node and edge labels and "
+          "one key per node, so graphs that differ in these counts never get past them (only a hash "
+          "collision could), and _confirm's one-way edge check is reached with equal edge counts")
+EQUIVALENT: dict[tuple[str, str, str, str], str] = {
+    ("iso", "_isomorphic", "len(ga.lab) != len(gb.lab) or sum(map(len, ga.out)) != sum(map(len, gb.out))",
+     "len(ga.lab) != len(gb.lab) and sum(map(len, ga.out)) != sum(map(len, gb.out))"): _EARLY,
+    ("iso", "_isomorphic", "len(ga.node_labels) != len(gb.node_labels) or len(ga.edge_labels) != len(gb.edge_labels)",
+     "len(ga.node_labels) != len(gb.node_labels) and len(ga.edge_labels) != len(gb.edge_labels)"): _EARLY,
+}
+
+SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
+        ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
+ARITH = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    target: str
+    function: str
+    line: int
+    before: str
+    after: str
+    source: str  # the whole mutated module
+
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.target, self.function, self.before, self.after)
+
+
+def _functions(tree: ast.Module, names: tuple[str, ...]) -> dict[str, ast.AST]:
+    found = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names:
+            found[node.name] = node
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and f"{node.name}.{item.name}" in names:
+                    found[f"{node.name}.{item.name}"] = item
+    missing = set(names) - set(found)
+    if missing:
+        raise SystemExit(f"error: no function {', '.join(sorted(missing))} to mutate")
+    return found
+
+
+def _edits(node: ast.AST):
+    """The replacements of one node, one change each."""
+    if isinstance(node, ast.Compare):
+        for k, op in enumerate(node.ops):
+            if type(op) in SWAP:
+                new = copy.deepcopy(node)
+                new.ops[k] = SWAP[type(op)]()
+                yield new
+    elif isinstance(node, ast.BoolOp):
+        new = copy.deepcopy(node)
+        new.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+        yield new
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        yield copy.deepcopy(node.operand)
+    elif isinstance(node, ast.BinOp) and type(node.op) in ARITH:
+        new = copy.deepcopy(node)
+        new.op = ARITH[type(node.op)]()
+        yield new
+    elif isinstance(node, ast.Constant) and isinstance(node.value, bool):
+        yield ast.Constant(not node.value)
+    elif isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        yield ast.Constant(node.value + 1)
+
+
+class _Replace(ast.NodeTransformer):
+    def __init__(self, old: ast.AST, new: ast.AST):
+        self.old, self.new = old, new
+
+    def visit(self, node):
+        if node is self.old:
+            return ast.copy_location(self.new, node)
+        return super().visit(node)
+
+
+def mutants(target: Target, source: str) -> list[Mutant]:
+    tree = ast.parse(source)
+    out = []
+    for fname, fn in _functions(tree, target.functions).items():
+        body = fn.body[1:] if (fn.body and isinstance(fn.body[0], ast.Expr)
+                               and isinstance(fn.body[0].value, ast.Constant)) else fn.body  # not the docstring
+        for stmt in body:
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.If):  # an if's test negated
+                    edits = [(node.test, ast.UnaryOp(ast.Not(), copy.deepcopy(node.test)))]
+                else:
+                    edits = [(node, new) for new in _edits(node)]
+                for old, new in edits:
+                    twin = ast.parse(source)  # a fresh tree to change, the node found by its place
+                    twin_old = _same_node(twin, tree, old)
+                    mutated = _Replace(twin_old, new).visit(twin)
+                    ast.fix_missing_locations(mutated)
+                    out.append(Mutant(target.name, fname, old.lineno, ast.unparse(old), ast.unparse(new),
+                                      ast.unparse(mutated)))
+    return out
+
+
+def _same_node(twin: ast.AST, tree: ast.AST, node: ast.AST) -> ast.AST:
+    """The node of ``twin`` (a fresh parse of the same source) at ``node``'s place in ``tree``."""
+    for a, b in zip(ast.walk(tree), ast.walk(twin)):
+        if a is node:
+            return b
+    raise AssertionError("node not found")
+
+
+def _unpack(into: Path) -> None:
+    tree = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(tree)) as tar:
+        tar.extractall(into, filter="data")
+
+
+def _run(copy_root: Path, tests: tuple[str, ...], timeout: int) -> str:
+    """'passed', 'failed' (any non-zero exit) or 'timeout'."""
+    env = {**os.environ, "PYTHONPATH": str(copy_root), "PYTHONDONTWRITEBYTECODE": "1",
+           "OMP_NUM_THREADS": "1", "HYPOTHESIS_PROFILE": os.environ.get("HYPOTHESIS_PROFILE", "default")}
+    env.pop("CI", None)
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-n", "0", *tests]
+    try:
+        res = subprocess.run(cmd, cwd=copy_root, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout"
+    return "passed" if res.returncode == 0 else "failed"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("targets", nargs="*", help=f"which (default all): {', '.join(t.name for t in TARGETS)}")
+    ap.add_argument("--list", action="store_true", help="list the mutants, run nothing")
+    ap.add_argument("--timeout", type=int, default=600, help="seconds per mutant before it counts as killed")
+    args = ap.parse_args(argv)
+    chosen = [t for t in TARGETS if not args.targets or t.name in args.targets]
+    if args.targets and len(chosen) != len(set(args.targets)):
+        ap.error(f"unknown target; the targets are {', '.join(t.name for t in TARGETS)}")
+    with tempfile.TemporaryDirectory(prefix="stringdiag-mutate-") as tmp:
+        copy_root = Path(tmp)
+        _unpack(copy_root)
+        totals = [0, 0, 0]  # killed, equivalent, mutants
+        for target in chosen:
+            path = copy_root / target.module
+            original = path.read_text()
+            found = mutants(target, original)
+            if args.list:
+                for m in found:
+                    print(f"{target.name} {target.module}:{m.line} {m.function}: {m.before}  ->  {m.after}")
+                continue
+            start = time.monotonic()
+            if _run(copy_root, target.tests, args.timeout) != "passed":
+                print(f"error: the tests of {target.name} fail before any mutation", file=sys.stderr)
+                return 1
+            killed, equivalent, alive = 0, 0, []
+            for m in found:
+                path.write_text(m.source)
+                outcome = _run(copy_root, target.tests, args.timeout)
+                path.write_text(original)
+                if outcome != "passed":
+                    killed += 1
+                elif m.key() in EQUIVALENT:
+                    equivalent += 1
+                else:
+                    alive.append(m)
+            score = killed / max(len(found) - equivalent, 1)
+            print(f"{target.name}: {len(found)} mutants of {len(target.functions)} functions in {target.module}: "
+                  f"{killed} killed, {equivalent} equivalent (explained), {len(alive)} survived; "
+                  f"score {100 * score:.0f} % ({time.monotonic() - start:.0f} s)")
+            for m in alive:
+                print(f"  survived: {target.module}:{m.line} {m.function}: {m.before}  ->  {m.after}")
+            totals = [totals[0] + killed, totals[1] + equivalent, totals[2] + len(found)]
+        if not args.list:
+            print(f"all: {totals[2]} mutants, {totals[0]} killed, {totals[1]} equivalent; "
+                  f"score {100 * totals[0] / max(totals[2] - totals[1], 1):.0f} %")
+            return 0 if totals[0] + totals[1] == totals[2] else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
