@@ -70,7 +70,7 @@ def iter_matches(target: Diagram, rule, reverse: bool = False, index: Index | No
     ix = index if index is not None else Index(target)
     n = 0
     for pat, order in [(pattern(rule, reverse), ""), *_cell_orders(rule, reverse)]:
-        for m in Matcher(pat, ix).run(seed if not order else None):
+        for m in Matcher(pat, ix).run(seed):  # a variant keeps the box ids: a seed holds
             if m.ties and not ties:
                 continue
             m.rule, m.reverse, m.order = r, reverse, order
