@@ -118,16 +118,18 @@ MODELS = {  # name -> the module, called with input_ids [batch, length] (and use
     "OLMo (LayerNorm without gain)": lambda: language_model(T.OlmoConfig, T.OlmoForCausalLM, num_key_value_heads=4),
     "GPT-NeoX (rotary on a quarter)": lambda: language_model(T.GPTNeoXConfig, T.GPTNeoXForCausalLM, rotary_pct=0.25,
                                                              max_position_embeddings=32),
+    "Mistral (sliding window 3)": lambda: language_model(T.MistralConfig, T.MistralForCausalLM, num_key_value_heads=2,
+                                                         sliding_window=3),
     "ViT (ViTModel, 16 patches and a class token)": lambda: vit(),
     "differential attention (plain torch)": lambda: randomise(Stack(DiffBlock(64, 4, 1), DiffBlock(64, 4, 2)).double()),
 }
+COST = {"Mistral (sliding window 3)": "O(s·d3)"}  # in the sequence length, where not O(s^2)
 IMAGES = {"ViT (ViTModel, 16 patches and a class token)"}  # images of one size: no sequence axis; two batches
 NOT_REPEATED = {"differential attention (plain torch)"}  # its layers differ (lambda_init by depth)
 PLAIN = {"differential attention (plain torch)"}  # called with x [batch, length, 64], not token ids
 # more of the families, measured for the table of docs/trace.md by `python tests/test_trace_models.py` (not tested:
 # each one more is seconds of the suite)
 MORE = {
-    "Mistral": lambda: language_model(T.MistralConfig, T.MistralForCausalLM, num_key_value_heads=2, sliding_window=None),
     "Qwen3 (norms on q and k)": lambda: language_model(T.Qwen3Config, T.Qwen3ForCausalLM, num_key_value_heads=2,
                                                        head_dim=16),
     "StableLM": lambda: language_model(T.StableLmConfig, T.StableLmForCausalLM, num_key_value_heads=4),
@@ -263,8 +265,8 @@ def test_a_model_compiles_back_from_its_files_alone(traced, name):
     assert max(fresh["errors"]) <= TOL, fresh["errors"]  # two lengths, a process without the model's code
     if name in IMAGES:  # a fixed number of patches (1 + 16 tokens): no sequence dimension
         assert "in the sequence length: O(1)" in fresh["info"]
-    else:
-        assert "in the sequence length: O(s^2)" in fresh["info"]  # time: full attention
+    else:  # time: full attention; a sliding window of 3 (d3) on the band only
+        assert f"in the sequence length: {COST.get(name, 'O(s^2)')}" in fresh["info"]
     assert not t.opaque and "abstract" not in t.text  # nothing left for torch to run
     assert re.search(r"= repeat 2 \w+\(", t.text) or name in NOT_REPEATED, "the two layers are one repeat"
 
@@ -276,6 +278,12 @@ def test_learned_positions_are_the_table_read_at_positions(traced):
     assert re.search(r"embed\(bucket<d2>\(0\), token_type_embeddings\(\)\)", bert)  # token type 0 everywhere
     opt = traced["OPT"][0].text  # OPT's positions: cumsum of a mask of ones, minus one, plus its offset 2
     assert re.search(r"\w+\[i\] = \w+\[i\] \+ 2", opt)
+
+
+def test_a_sliding_window_mask_is_the_preludes_banded_attention(traced):
+    text = traced["Mistral (sliding window 3)"][0].text
+    assert "= causal<s>() * window<s, d3>()" in text  # read from the mask's values in every run
+    assert re.search(r"attn_output\[a\] = causal_window_sdpa<s, d8 \+ d8, d8 \+ d8, d8 \+ d8, d3>\(", text)
 
 
 def test_grouped_query_keys_are_repeated_per_group(traced):

@@ -103,10 +103,15 @@ def attend(em, body: Body, cap, node, a: dict) -> Val:
     S = em.sizes.axis
     E = S(q.axes[-1])
     default = a["scale"] is None or math.isclose(a["scale"], 1 / math.sqrt(q.axes[-1].size), rel_tol=1e-12)
-    if a["attn_mask"] is None and default:
+    mask = a["attn_mask"].mask if isinstance(a["attn_mask"], Val) else None
+    if (a["attn_mask"] is None or mask) and default and not (mask and a["is_causal"]):
         q, k, v = (_heads_in_order(body, t) for t in (q, k, v))
-        fn = (f"causal_sdpa<{S(q.axes[-2])}, {E}, {S(v.axes[-1])}, {E}>" if a["is_causal"]
-              else f"sdpa<{S(q.axes[-2])}, {S(k.axes[-2])}, {E}, {S(v.axes[-1])}, {E}>")
+        if mask and mask[0] == "window":  # computed on the band only: O(s·w)
+            fn = f"causal_window_sdpa<{S(q.axes[-2])}, {E}, {S(v.axes[-1])}, {E}, {em.sizes.expr(mask[1])}>"
+        elif a["is_causal"] or mask:
+            fn = f"causal_sdpa<{S(q.axes[-2])}, {E}, {S(v.axes[-1])}, {E}>"
+        else:
+            fn = f"sdpa<{S(q.axes[-2])}, {S(k.axes[-2])}, {E}, {S(v.axes[-1])}, {E}>"
         reads = [t.index(aligned(len(t.axes) - 2, lead, n - 2)) for t in (q, k, v)]
         return body.assign_lead(node.name, axes, lead, f"{fn}({', '.join(reads)})")
     return _written_out(body, node, axes, lead, a, E if default else None)

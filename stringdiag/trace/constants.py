@@ -9,6 +9,7 @@ constant stored in the weights file and read through ``detach`` (never trained).
 none of these and changes with the length is refused at trace time, at its source line."""
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 import torch
@@ -92,20 +93,38 @@ def materialise(em, body, cap, node: fx.Node):
         found = _affine(cores)
         if found is not None:
             return _positions(em, body, node, axes, *found)
-    if len(seq) == 2 and all(c.dim() == 2 and torch.equal(c, torch.ones_like(c).tril()) for c in cores):
-        return body.assign_lead(node.name, axes, {}, f"causal<{em.sizes.axis(axes[seq[-1]])}>()")
-    if len(seq) == 2 and values[0].dtype.is_floating_point and all(_added_causal(c) for c in cores):
-        mask = body.assign_lead(f"{node.name}_causal", axes, {}, f"causal<{em.sizes.axis(axes[seq[-1]])}>()")
-        return body.assign(node.name, axes, lambda L: f"where(0, {mask.index(L)})")  # 0 or -inf: added to scores
+    if len(seq) == 2 and all(c.dim() == 2 for c in cores):
+        added = values[0].dtype.is_floating_point and not all(bool(((c == 0) | (c == 1)).all()) for c in cores)
+        keep = [(c == 0) if added else (c != 0) for c in cores]
+        if added and not all(bool((c[~k] <= torch.finfo(c.dtype).min).all()) for c, k in zip(cores, keep)):
+            return None
+        w = _band(keep)
+        if w is None:
+            return None
+        S = em.sizes.axis(axes[seq[-1]])
+        made = f"causal<{S}>()" if w == 0 else f"causal<{S}>() * window<{S}, {em.sizes.expr(w)}>()"
+        mask = body.assign_lead(f"{node.name}_keep" if added else node.name, axes, {}, made)
+        if added:  # 0 where kept, -inf elsewhere: added to scores
+            mask = body.assign(node.name, axes, lambda L: f"where(0, {mask.index(L)})")
+        return dataclasses.replace(mask, mask=("causal",) if w == 0 else ("window", w))
     return None  # computed in the language from what made it
 
 
-def _added_causal(c: torch.Tensor) -> bool:
-    """A causal mask to add to scores: 0 where key j <= query i, -inf (or the dtype's least) elsewhere."""
-    if c.dim() != 2:
-        return False
-    keep = torch.ones(c.shape, dtype=torch.bool).tril()
-    return bool((c[keep] == 0).all() and (c[~keep] <= torch.finfo(c.dtype).min).all())
+def _band(keeps) -> int | None:
+    """0 when every run's mask is causal (key j <= query i), w when it is the causal window
+    i - w < j <= i (Mistral's sliding window, narrower than some run's length), else None."""
+    widths = set()
+    for k in keeps:
+        n = k.shape[-1]
+        i, j = torch.arange(n)[:, None], torch.arange(n)[None]
+        w = int(k[-1].sum())
+        if torch.equal(k, (j <= i) & (i - j < w)):
+            widths.add(w if w < n else 0)
+        else:
+            return None
+    if len(widths - {0}) > 1:
+        return None
+    return max(widths)
 
 
 def _affine(cores) -> tuple[float, float] | None:

@@ -30,6 +30,7 @@ class Val:
     axes: tuple[Axis, ...]  # torch's axes, in torch's order
     pos: tuple[int | None, ...]  # each torch axis's place on the wire (None: not on it)
     ids: bool = False  # token ids (typed ``of V``), not real numbers
+    mask: tuple | None = None  # a mask the trace recognised: ("causal",) or ("window", w), to pick a fused attention
 
     @classmethod
     def whole(cls, wire: str, axes, ids: bool = False) -> "Val":
@@ -60,7 +61,7 @@ class Val:
     def relabel(self, axes) -> "Val":
         """The same wire under other torch axes whose kept ones are these, in order."""
         places = iter(self.pos[t] for t in self.kept)
-        return Val(self.wire, tuple(axes), tuple(next(places) if a.kept else None for a in axes), self.ids)
+        return Val(self.wire, tuple(axes), tuple(next(places) if a.kept else None for a in axes), self.ids, self.mask)
 
 
 @dataclass(frozen=True)
