@@ -187,6 +187,23 @@ def test_compiled_longformer_builds_no_s_by_s_mask_and_agrees_with_dense(w, g):
     assert rel_max(torch.autograd.grad(y, x, gy)[0], torch.autograd.grad(ref, x, gy)[0]) < 1e-10
 
 
+@pytest.mark.parametrize("w, g", [(1, 0), (2, 0), (6, 0), (7, 0), (1, 1), (2, 3), (3, 2), (9, 2)])
+def test_the_dense_forms_build_the_masks_and_agree_with_dense_attention_at_the_window_edge(w, g):
+    """Compiled without the fast paths, the sliding window and Longformer build their masks with
+    window and global ([s, s]) and agree with the hand-written references; s = 7, so that a key
+    at |i - j| = w is there to be wrongly kept for every w < 7."""
+    name = "Longformer" if g else "SlidingWindowAttention"
+    d = stringdiag.load("gallery/taxonomy_sparse.diag" if g else "gallery/taxonomy.diag")[name]
+    m = compile(d, dims={"d": 5, "k": 3, "w": w, **({"g": g} if g else {})}, approximator="linear", dtype=F64,
+                fast=False)
+    called = [n.target for n in m.graph.nodes if n.op == "call_function"]
+    assert P.window in called and (P.global_tokens in called) == bool(g)
+    x = torch.randn(2, 7, 5, dtype=F64, generator=torch.Generator().manual_seed(w + 10 * g))
+    scale = 1 / math.sqrt(3)
+    ref = dense_longformer(m.Q(x), m.K(x), m.V(x), w, g, scale) if g else dense(m.Q(x), m.K(x), m.V(x), w, scale)
+    assert rel_max(m(x), ref) < 1e-10
+
+
 def test_compiled_global_tokens_alone_use_the_kernel_without_a_band():
     m = compile(ANALYSED["Global"], dims={"d": 4, "g": 2}, approximator="linear", dtype=F64)
     called = [n.target for n in m.graph.nodes if n.op == "call_function"]
