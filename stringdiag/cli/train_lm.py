@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from ..errors import DiagError
-from . import options
+from . import config, options
 
 HEAD_ONLY = {"layers": 2, "heads": 4, "d_ff": None, "norm_after": None}  # the head recipe's options, defaults
 
@@ -76,8 +76,6 @@ def run_lm(args: argparse.Namespace, diagram, started: float, recipe: Recipe) ->
     style = "shakespeare" if corpus.name == "shakespeare" else "words"
     Tokenizer(tuple(corpus.vocab), style).save(out)
     if int(os.environ.get("RANK", "0")) == 0:
-        from . import config
-
         config.save(args, out)
     with memory_errors():
         history = train(make, corpus.train, corpus.valid, _config(args, started), out_dir=out, resume=args.resume,
