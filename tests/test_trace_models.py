@@ -136,6 +136,9 @@ MORE = {
     "Phi (phi-2)": lambda: language_model(T.PhiConfig, T.PhiForCausalLM),
     "Starcoder2": lambda: language_model(T.Starcoder2Config, T.Starcoder2ForCausalLM, num_key_value_heads=2,
                                          sliding_window=None),
+    "Falcon (new architecture, 2 key-value groups)": lambda: language_model(T.FalconConfig, T.FalconForCausalLM,
+                                                                            num_kv_heads=2,
+                                                                            new_decoder_architecture=True),
     "DistilBERT": lambda: language_model(T.DistilBertConfig, T.DistilBertModel, key="last_hidden_state", dim=64,
                                          n_heads=4, n_layers=2, hidden_dim=96, max_position_embeddings=32),
 }

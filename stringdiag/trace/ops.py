@@ -303,6 +303,13 @@ def cut(body: Body, node: fx.Node, x: Val, key: tuple, axes) -> Val:
         elif isinstance(item, int):
             picks[t] = item % x.axes[t].size
             t += 1
+        elif isinstance(item, list) and len(item) == 1 and isinstance(item[0], int):  # x[:, [k]]: entry k, kept
+            k = item[0] % x.axes[t].size
+            if axes[t].kept:
+                spans.append((t, slice(k, k + 1)))
+            else:
+                picks[t] = k
+            t += 1
         else:
             raise DiagError("an index by a tensor")
     if picks:
@@ -310,8 +317,14 @@ def cut(body: Body, node: fx.Node, x: Val, key: tuple, axes) -> Val:
     spans = [(t, sl) for t, sl in spans if sl.indices(x.axes[t].size) != (0, x.axes[t].size, 1)]
     if not spans:  # every slice the whole axis (``x[:, 0:]``)
         return x.relabel(axes)
-    if len(spans) > 1 or spans[0][0] != n - 1:
-        raise DiagError("a slice other than of the last axis")
+    if len(spans) > 1:
+        raise DiagError("slices of more than one axis")
+    d = spans[0][0]
+    if d != n - 1:
+        start, stop, step = spans[0][1].indices(x.axes[d].size)
+        if step != 1 or not x.axes[d].kept or not axes[d].kept:
+            raise DiagError("a strided slice other than of the last axis")
+        return Empty(axes) if stop <= start else _slice_axis(body, node.name, x, d, start, stop - start, axes)
     start, stop, step = spans[0][1].indices(x.axes[-1].size)
     if step != 1:
         return _strided(body, node, x, start, stop, step, axes)
@@ -380,6 +393,23 @@ def _index(body: Body, node: fx.Node, x: Val, picks: dict, spans: list, axes) ->
         letters.update({t: str(p) for t, p in picks.items() if x.axes[t].kept})
         return x.index(letters)
     return body.assign(node.name, axes, expr)
+
+
+def _slice_axis(body: Body, base: str, x: Val, d: int, start: int, length: int, axes) -> Val:
+    """``x[:, start:start + length, :]`` along an axis other than the last (Falcon's fused heads):
+    the other axes named, the slice in its place; the wire holds the sliced axis last."""
+    sizes = body.em.sizes
+    size = x.axes[d].size
+    sizes.total(size, [start, length, size - start - length])
+    L = _letters(x)
+    keep = {t: L[t] for t in x.kept if t != d}
+    lo = sizes.expr(start) if start else "0"
+    hi = f"{lo} + {sizes.expr(length)}" if start else sizes.expr(length)
+    wire = body.fresh(base)
+    lhs = ", ".join(keep[t] for t in sorted(keep))
+    body.say(f"{wire}{f'[{lhs}]' if lhs else ''} = {x.index({**keep, d: f'{lo}:{hi}'})}")
+    order = sorted(keep) + [d]
+    return Val(wire, tuple(axes), tuple(order.index(t) if a.kept else None for t, a in enumerate(axes)))
 
 
 def _slice(body: Body, base: str, x: Val, start: int, length: int, axes, lo: str | None = None) -> Val:
