@@ -2,14 +2,19 @@
 condition that stopped it, with its source line, over a corpus of near misses."""
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 
 import stringdiag
+from stringdiag.cli.main import main
 from stringdiag.graph.whynot import first_difference
 from stringdiag.rewrite.match import find_matches
 from stringdiag.rewrite.rule import library, loads_rules
 from stringdiag.rewrite.whynot import explain
 
+ROOT = Path(__file__).resolve().parents[1]
 NEAR = stringdiag.loads("""dim s : seq
 dim d, w : fixed
 learn F : [d] -> [d]
@@ -137,3 +142,40 @@ def test_every_candidate_is_listed_with_explain():
     full = why.summary(rule.sides(False)[0], target, explain=True)
     assert len(full.splitlines()) >= len(short.splitlines())
     assert "closest match:" in full
+
+
+def _derive(tmp_path, capsys, script: str, *flags: str) -> tuple[int, str, str]:
+    gallery = ROOT / "gallery"
+    for name in ("similarity.diag", "recurrent.diag"):
+        shutil.copy(gallery / name, tmp_path / name)
+    (tmp_path / "d.deriv").write_text(script)
+    rc = main(["derive", str(tmp_path / "d.deriv"), *flags])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_derive_says_why_a_rule_does_not_match_and_where_a_target_differs(tmp_path, capsys):
+    script = ("start similarity.diag:GenericSimilarityAttention\n"
+              "specialise sim(p, r) := { return sum_f elu1(p)[f] * elu1(r)[f] }\n"
+              "apply assoc_mv\n")
+    rc, _, err = _derive(tmp_path, capsys, script)
+    assert rc == 1 and "rule 'assoc_mv' does not match here" in err
+    assert "closest match: 2 of 2 pattern boxes placed" in err and "contraction.rules:32" in err
+    assert "a wire inside the pattern is also read outside the match" in err and "Traceback" not in err
+    script = (ROOT / "gallery" / "linearize.deriv").read_text()
+    rc, _, err = _derive(tmp_path, capsys, script.replace("similarity.diag:LinearAttention",
+                                                          "similarity.diag:CausalLinearAttention"))
+    assert rc == 1 and "are not isomorphic\ntheir boxes differ:" in err and "fixed 'causal'" in err
+
+
+def test_derive_table_says_in_which_order_a_cell_was_matched(tmp_path, capsys):
+    diag = (tmp_path / "gla.diag")
+    src = (ROOT / "gallery" / "recurrent.diag").read_text()
+    src = src.replace("diagram GLAStep(S: [k, d], qt: [k], kt: [k], vt: [d], lt: [k])",
+                      "diagram GLAStep(S: [k, d], lt: [k], qt: [k], kt: [k], vt: [d])")
+    src = src.replace("scan GLAStep(S0, q[t], kk[t], v[t], l[t])", "scan GLAStep(S0, l[t], q[t], kk[t], v[t])")
+    diag.write_text(src)
+    rc, out, err = _derive(tmp_path, capsys, "start gla.diag:GLARecurrent\napply scan_log_gate_channels\n"
+                                             "target gla.diag:GLAParallel\n", "--verify")
+    assert rc == 0, err
+    assert "≡ ✓" in out and "the rule's cell matched with its inputs in the order (" in out

@@ -28,6 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-boxes", type=positive, default=None, metavar="N",
                    help="refuse a step that would make a diagram of more than N boxes, before it is done "
                         "(default 10,000)")
+    p.add_argument("--explain", action="store_true",
+                   help="when a rule does not match, list every candidate box of its closest partial match and "
+                        "why each was refused (by default, the first three)")
     p.add_argument("--json", action="store_true",
                    help="print each derivation's step table as JSON (a list of {file, steps, target, rows})")
 
@@ -39,7 +42,8 @@ def run(args: argparse.Namespace) -> int:
         need_directory(args.output, f"derive draws {len(args.files)} chains")
     found = []
     for path in args.files:
-        deriv = load_derivation(path, verify=args.verify, max_boxes=args.max_boxes or MAX_DERIVED)
+        deriv = load_derivation(path, verify=args.verify, max_boxes=args.max_boxes or MAX_DERIVED,
+                                explain=args.explain)
         if args.json:
             found.append({"file": path, "steps": len(deriv.steps) - 1, "start": deriv.steps[0].diagram.name,
                           "target": deriv.target.name if deriv.target is not None else None, "rows": deriv.rows()})

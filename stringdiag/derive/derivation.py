@@ -11,6 +11,8 @@ A failing step is reported by number, with its source position and the reason.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from collections import ChainMap
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
@@ -123,12 +125,13 @@ class Derivation:
 MAX_DERIVED = 10_000
 
 
-def load_derivation(path: str | Path, verify: bool = False, log=None, max_boxes: int = MAX_DERIVED) -> Derivation:
+def load_derivation(path: str | Path, verify: bool = False, log=None, max_boxes: int = MAX_DERIVED,
+                    explain: bool = False) -> Derivation:
     """Run a ``.deriv`` file, checking every step (and, with ``verify``, every equality);
     ``path`` may name a shipped one (``stringdiag:gallery/linearize.deriv``). A step that
     would make a diagram of more than ``max_boxes`` boxes is refused before it is done."""
     path = argument(path)
-    return Runner(read_source(path), str(path), verify, log, max_boxes).run()
+    return Runner(read_source(path), str(path), verify, log, max_boxes, explain).run()
 
 
 def all_definitions(cur: Diagram) -> frozenset[str]:
@@ -149,9 +152,11 @@ def instances(*ds: Diagram) -> dict:
 
 
 class Runner:
-    def __init__(self, text: str, file: str, verify: bool, log, max_boxes: int = MAX_DERIVED):
+    def __init__(self, text: str, file: str, verify: bool, log, max_boxes: int = MAX_DERIVED,
+                 explain: bool = False):
         self.text, self.file, self.verify = text, file, verify
         self.max_boxes = max_boxes
+        self.explain = explain  # a refusal lists every candidate of the closest match, not three
         self.log = log or (lambda s: None)
         self.base = Path(file).parent
         self.programs: dict[str, Program] = {}
@@ -224,10 +229,14 @@ class Runner:
     def reaches(self, cur: Diagram, decl: D.TargetDecl, number: int) -> Diagram:
         """The target, which the result must be isomorphic to."""
         target = self.diagram(decl.ref)
-        if not expand(cur).isomorphic(expand(target)):
+        mine, theirs = expand(cur), expand(target)
+        if not mine.isomorphic(theirs):
+            from ..graph.whynot import first_difference
+
             raise self.err(f"the result of step {number} is not the target '{target.name}': "
-                           f"{len(expand(cur))} boxes ({cur.signature()}) against {len(expand(target))} "
-                           f"({target.signature()}), and they are not isomorphic", decl.pos)
+                           f"{len(mine)} boxes ({cur.signature()}) against {len(theirs)} "
+                           f"({target.signature()}), and they are not isomorphic\n"
+                           f"{first_difference(mine, theirs)}", decl.pos)
         return target
 
     def qualified(self, ref: D.Ref) -> Diagram:
@@ -326,7 +335,11 @@ class Runner:
             raise self.err(f"no rule named '{name.text}'{suggest(name.text, list(self.rules))}", name.pos)
         rule.sides(item.reversed)  # a reduction cannot be used backwards: say so
         if not item.everywhere:
-            return steps.apply_rule(cur, rule, self.pick(cur, rule, item.reversed, item.at, name))
+            m = self.pick(cur, rule, item.reversed, item.at, name)
+            res = steps.apply_rule(cur, rule, m)
+            if m.order:  # a scan's cell matched with its inputs in another order: the table says which
+                res = dataclasses.replace(res, note="; ".join(filter(None, [res.note, m.order])))
+            return res
         res, n = steps.apply_everywhere(cur, rule, item.reversed, self.max_boxes)
         if n == 0:
             raise self.err(f"rule '{rule.name}' does not match anywhere (without tying weights)", name.pos)
@@ -379,7 +392,11 @@ class Runner:
         """The match the step names; one that ties weights is a reduction (the step says so)."""
         matches = find_matches(cur, rule, reverse, ties=True)
         if not matches:
-            raise self.err(f"rule '{rule.name}'{' (reversed)' if reverse else ''} does not match here", name.pos)
+            from ..rewrite.whynot import explain
+
+            why = explain(cur, rule, reverse).summary(rule.sides(reverse)[0], cur, explain=self.explain)
+            raise self.err(f"rule '{rule.name}'{' (reversed)' if reverse else ''} does not match here\n{why}",
+                           name.pos)
         if at is not None:
             return select(matches, at.text.strip())
         if len(matches) > 1:

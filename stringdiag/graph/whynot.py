@@ -17,6 +17,7 @@ first that tells the two apart:
 """
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 from ..errors import shown
@@ -25,12 +26,23 @@ from .diff import correspondence, label
 from .weights import boxes_by_weights
 
 
+def source_line(pos) -> str:
+    """`` (FILE:LINE)`` of a box's source: a shipped file by its package name, a file under the
+    current folder relative to it, any other as given; empty without a position."""
+    line = getattr(pos, "line", None) if pos is not None else None
+    if not line:
+        return ""
+    file = shown(str(getattr(pos, "file", "") or ""))
+    if os.path.isabs(file):
+        rel = os.path.relpath(file)
+        file = rel if not rel.startswith("..") else file
+    return f" ({file}:{line})" if file else f" (line {line})"
+
+
 def _box(d, b: int) -> str:
     node = d.record(b)
     what = f"a contraction of {len(d.box_inputs(b))}" if node.kind is Kind.CONTRACT else f"'{node.op}'"
-    pos = node.pos
-    where = f" ({shown(str(pos.file))}:{pos.line})" if pos is not None and getattr(pos, "line", None) else ""
-    return what + where
+    return what + source_line(node.pos)
 
 
 def _labels(d) -> Counter:
@@ -83,4 +95,4 @@ def first_difference(result, target, names: tuple[str, str] = ("the result", "th
     return "the same boxes on the same wires, with their indices in another order (or summed differently) at some box"
 
 
-__all__ = ["first_difference"]
+__all__ = ["first_difference", "source_line"]

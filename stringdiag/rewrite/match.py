@@ -113,7 +113,7 @@ def _cell_orders(rule, reverse: bool) -> list[tuple[Pattern, str]]:
             form.permute_inputs(b, full)
             form.reset(b, side.record(b)._replace(ref=body))
             shown = ", ".join(names[full.index(port)] for port in range(len(full)))
-            out.append((Pattern(form), f"the cell's inputs read as ({shown})"))
+            out.append((Pattern(form), f"the rule's cell matched with its inputs in the order ({shown})"))
     cache[reverse] = out
     return out
 

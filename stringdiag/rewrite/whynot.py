@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import shown
 from ..graph.box import Kind
 from ..graph.diagram import Diagram
+from ..graph.whynot import source_line
 from .conditions import (convex, every_label_placed, fed_from_outside, glued, same_box, same_constant,
                          same_definition, same_generics, same_local_types, same_locality, same_scan, same_shape)
 from .index import Index
@@ -72,13 +72,7 @@ def _at(d: Diagram, b: int) -> str:
 
 
 def _line(node) -> str:
-    """`` (FILE:LINE)`` of a box's source, the file named as the user would (``rules/x.rules``)."""
-    pos = node.pos
-    line = getattr(pos, "line", None) if pos is not None else None
-    if not line:
-        return ""
-    file = str(getattr(pos, "file", "") or "")
-    return f" ({shown(file)}:{line})" if file else f" (line {line})"
+    return source_line(node.pos)
 
 
 class _Probe(Matcher):
