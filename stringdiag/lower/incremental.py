@@ -235,6 +235,8 @@ STEPS: dict[str, Callable[[PrimitiveCall], fx.Node]] = {
     "cumprod": lambda c: _slot(c, lambda: Running(True), c.x),
     "causal_conv": lambda c: _slot(c, lambda: Recent(None), *c.xs),
     "shift": lambda c: _slot(c, lambda: Recent(c.static("k")), c.x),
+    "ones": lambda c: c.call(P.filled, (c.size("n"),), 1.0, c.ref),  # the same at every position
+    "zeros": lambda c: c.call(P.filled, (c.size("n"),), 0.0, c.ref),
     "positions": lambda c: c.call(_positions, _at(c), c.size("n"), c.ref),
     "posenc": lambda c: c.call(_posenc, _at(c), c.size("n"), c.static("m"), c.ref),
 }
@@ -243,7 +245,7 @@ STEPS: dict[str, Callable[[PrimitiveCall], fx.Node]] = {
 _SEQ_AXIS = {"causal_sdpa": (-2, -2, -2), "causal_window_sdpa": (-2, -2, -2),
              "causal_linear_attention": (-2, -2, -2), "causal_linear_sum": (-2, -2),
              "causal_decay_attention": (-2, -2, -2, -1), "cumsum": (-1,), "cumprod": (-1,),
-             "causal_conv": (-1, None), "shift": (-1,), "positions": (), "posenc": ()}
+             "causal_conv": (-1, None), "shift": (-1,), "ones": (), "zeros": (), "positions": (), "posenc": ()}
 
 
 def _positions(t0: int, m: int, ref: Tensor) -> Tensor:
