@@ -1,10 +1,12 @@
 """How big the space is and how long it would take, said before the work starts.
 
-The ordered wirings are counted bound by bound while counting the next bound is cheap
-(it grows about five-fold a step); above that the count is extrapolated with the last
-growth ratio, so it is an estimate, not a bound. The time is the count times the cost of one
-wiring measured here, now, on a sample of the largest wirings counted (built, and each rule
-tried at each match when there are rules), scaled by size: the machine's load is in it.
+The ordered wirings are counted exactly up to bound 4, and further while counting the next
+bound is cheap (it grows about five-fold a step); above that the count is extrapolated with
+the last growth ratio, so it is an estimate, not a bound. The time is the count times the
+CPU time of one wiring, measured on a sample of the largest wirings counted (its symmetry
+orbit, and each rule tried at each match when there are rules, else its member built, plus
+listing it), scaled by size. It is CPU time, so the load of the moment does not swing it;
+on a busy machine the wall clock runs longer.
 """
 from __future__ import annotations
 
@@ -15,8 +17,10 @@ from .build import build
 from .reading import Reading
 from .space import generators, wirings
 from .stages import neighbours
+from .symmetry import orbit
 
-CHEAP = 0.15  # seconds of counting spent at most before extrapolating
+CHEAP = 0.15  # CPU seconds of counting spent at most before extrapolating (past EXACT)
+EXACT = 4  # bounds always counted exactly
 SAMPLE = 4
 
 
@@ -45,26 +49,25 @@ def estimate(defns, reading: Reading, rules=()) -> Estimate:
     counts: list[int] = []
     spent, last = 0.0, []
     for n in range(1, reading.max + 1):
-        if counts and spent + spent * _ratio(counts) > CHEAP:
+        if n > EXACT and counts and spent + spent * _ratio(counts) > CHEAP:
             break
-        t = time.perf_counter()
+        t = time.process_time()
         last = list(wirings(gens, stream, n, reading.copy, reading.once))
-        spent += time.perf_counter() - t
+        spent += time.process_time() - t
         counts.append(len(last))
     counted = len(counts)
     while len(counts) < reading.max:
         counts.append(round(counts[-1] * _ratio(counts)))
     sample = sorted(last, key=lambda w: -w.size)[:SAMPLE]
-    t = time.perf_counter()
-    if rules:
-        names = tuple(g.name for g in gens)
-        for w in sample:
-            neighbours(w, gens, names, list(rules), counted, {})
-    else:
-        for w in sample[:1]:
+    t = time.process_time()
+    for w in sample:  # what each wiring costs: its symmetry orbit, its rewrites, its member built
+        orbit(w, gens, reading)
+        if rules:
+            neighbours(w, gens, tuple(g.name for g in gens), list(rules), counted, {})
+        else:
             build(w, gens, "w")
-    per = (time.perf_counter() - t) / max(1, len(sample) if rules else len(last))
-    per = max(per, spent / max(1, sum(counts[:counted])))
+    per = (time.process_time() - t) / max(1, len(sample))
+    per += spent / max(1, sum(counts[:counted]))  # listing it
     return Estimate(tuple(counts), counted, per)
 
 

@@ -84,6 +84,20 @@ class Work:
     done: set = field(default_factory=set)  # (generators, wiring) already reduced: their rewrites are in ``cache``
     spent: list = field(default_factory=lambda: [0.0, 0])  # seconds, wirings: the cost of reducing one, measured
 
+    def check(self, doing: str, k: int | None = None, of: int | None = None) -> None:
+        """Stop with :class:`OutOfTime` once past the deadline, saying in which stage."""
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            where = f" after {k} of {of} wirings" if k is not None else ""
+            raise OutOfTime(f"ran past --time-budget {self.budget:g} s {doing}{where}; "
+                            "use a smaller --max or a larger --time-budget")
+
+    def watched(self, items, doing: str, every: int = 16):
+        """``items``, the deadline checked every ``every`` of them: every stage honours it."""
+        for k, x in enumerate(items):
+            if k % every == 0:
+                self.check(doing)
+            yield x
+
     def per_wiring(self) -> float | None:
         """Seconds to reduce one wiring not reduced before, as measured so far (None: not yet)."""
         return self.spent[0] / self.spent[1] if self.spent[1] else None
@@ -98,13 +112,16 @@ def enumerate_space(defns: list[Diagram], reading: Reading | int, rules=(), copy
     work = work or Work(progress=progress)
     gens, stream = generators(defns)
     symmetry.check(gens, reading)
-    ordered = list(wirings(gens, stream, reading.max, reading.copy, reading.once))
-    form = symmetry.classes(ordered, gens, reading)
+    ordered = list(work.watched(wirings(gens, stream, reading.max, reading.copy, reading.once), "listing the wirings"))
+    form = symmetry.classes(work.watched(ordered, "grouping the wirings by symmetry"), gens, reading)
+    work.check("grouping the wirings by symmetry")
     _confirm(form, gens, reading, work)
+    work.check("confirming the symmetry classes")
     forms = list(dict.fromkeys(form[w] for w in ordered))
     space = Space(ordered=len(ordered))
     space.stages.append(Stage("raw", [Member(f"R{k}", f, None, f.size) for k, f in enumerate(forms)]))
-    kept = [m for m in space.stages[-1].members if not is_composite(m.wiring, gens, stream)]
+    kept = [m for m in work.watched(space.stages[-1].members, "dropping the composites")
+            if not is_composite(m.wiring, gens, stream)]
     space.stages.append(Stage("not-composite", kept))
     if reading.require:
         need = {k for k, g in enumerate(gens) if g.name in reading.require}
@@ -115,7 +132,7 @@ def enumerate_space(defns: list[Diagram], reading: Reading | int, rules=(), copy
                                     form, gens, list(rules), reading.max, work)
         space.classes = classes
         space.stages.append(Stage("reduced", survivors))
-    for m in space.result:
+    for m in work.watched(space.result, "building the members", every=1):
         m.diagram = build(m.wiring, gens, m.name)
         if wiring_of(m.diagram, gens) != m.wiring:
             raise DiagError(f"internal check failed: member {m.name} does not read back as its wiring")
@@ -149,9 +166,7 @@ def reduce(members: list[Member], ordered: list[Wiring], form: dict[Wiring, Wiri
     rules = [Oriented.of(r) for r in rules]
     steps = work.progress(ordered) if work.progress else ordered
     for k, w in enumerate(steps):
-        if work.deadline is not None and time.monotonic() > work.deadline:
-            raise OutOfTime(f"ran past --time-budget {work.budget:g} s after {k} of {len(ordered)} wirings; "
-                            "use a smaller --max or a larger --time-budget")
+        work.check("reducing by the rules", k, len(ordered))
         here = by_form[form[w]]
         t, fresh = time.perf_counter(), (names, w) not in work.done
         found = neighbours(w, gens, names, rules, bound, work.cache)
