@@ -18,7 +18,7 @@ from torch import nn
 from ..errors import DiagError
 from .capture import ModuleCall
 from .body import ident as ident_of
-from .constants import CONSTANT
+from .byvalue import CONSTANT
 from .emit import Emitter
 
 

@@ -5,6 +5,7 @@ Two passes over the same captures: the first learns how sizes are cut (``dims.Si
 second writes with those cuts frozen, so that a size is written the same way everywhere."""
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,7 @@ from .attention import attention_of, multihead
 from .body import Body, Definition, Use, ident, prefixed
 from .capture import Capture, ModuleCall, capture
 from .dims import Sizes, classify
-from .constants import input_free, materialise
+from .byvalue import input_free, materialise
 from .modules import emit_module
 from .ops import RELABEL
 from .nodes import IGNORES_ARGS, emit_node, is_tensorish
@@ -92,21 +93,7 @@ class Emitter:
         eager = plan(cap.graph, cap.values[0])
         placeholders = [n for n in cap.graph.nodes if n.op == "placeholder" and isinstance(cap.values[0][n], torch.Tensor)]
         free = input_free(cap, eager.inner, {n for k, n in enumerate(placeholders) if k in free_inputs})
-
-        def said(a: fx.Node):
-            """A free node as the language says it (written once, where it is first used)."""
-            if a not in env:
-                value = materialise(self, body, cap, a)
-                if value is None:  # as computed, from what it is computed from
-                    if a.op not in ("call_function", "call_method"):
-                        raise DiagError(f"{where_(a)}: '{a.name}' is made from the input's length, and is neither "
-                                        "positions, a mask nor a constant the language can say; cannot trace it")
-                    for b in a.all_input_nodes:
-                        if b in free:
-                            said(b)
-                    value = emit_node(self, body, cap, a, env)
-                env[a] = value
-            return env[a]
+        said = functools.partial(self._said, body, cap, env, free)
         for node in cap.graph.nodes:
             if node in free:
                 continue  # said where it is used, as what its values show it is
@@ -121,19 +108,14 @@ class Emitter:
                 env[node] = None  # part of an attention, written at its last product
             elif node in eager.attentions:
                 env[node] = attention_of(self, body, cap, node, eager.attentions[node], env)
+            elif node.op == "placeholder" and isinstance(cap.values[0][node], torch.Tensor):
+                k = placeholders.index(node)
+                env[node], declared = self._input(body, cap, node, k)
+                if node.users:
+                    inputs.append(k)
+                    ins.append((env[node].wire, declared))
             elif node.op == "placeholder":
-                value = cap.values[0][node]
-                if isinstance(value, torch.Tensor):
-                    k = placeholders.index(node)
-                    axes = classify([run[node].shape for run in cap.values], node.name)
-                    name = body.fresh(cap.inputs[k] if k < len(cap.inputs) else node.name)
-                    ids = self.ids(value) if any(_takes_ids(cap, u) for u in node.users) else ""
-                    env[node] = Val.whole(name, axes, ids=bool(ids))
-                    if node.users:
-                        inputs.append(k)
-                        ins.append((name, f"{name}: {body.type_of(axes)}{ids}"))
-                else:
-                    env[node] = value
+                env[node] = cap.values[0][node]
             elif node.op == "output":
                 outs = [v for v in pytree.tree_leaves(_lookup(env, node.args[0])) if isinstance(v, Val)]
                 body.say("return " + ", ".join(body.whole(v, "out") for v in outs))
@@ -145,6 +127,29 @@ class Emitter:
         read = [n for n, _ in ins if _reads(body, n)]  # passed on to a use that takes it not: no input
         return self.write(type(module).__name__, [d for n, d in ins if n in read],
                           sig, body, [k for k, (n, _) in zip(inputs, ins) if n in read])
+
+    def _input(self, body: Body, cap: Capture, node: fx.Node, k: int) -> tuple[Val, str]:
+        """The k-th tensor input of a definition, and its declaration (``x: [s, d]``, ``ids: [s] of v``)."""
+        value = cap.values[0][node]
+        axes = classify([run[node].shape for run in cap.values], node.name)
+        name = body.fresh(cap.inputs[k] if k < len(cap.inputs) else node.name)
+        ids = self.ids(value) if any(_takes_ids(cap, u) for u in node.users) else ""
+        return Val.whole(name, axes, ids=bool(ids)), f"{name}: {body.type_of(axes)}{ids}"
+
+    def _said(self, body: Body, cap: Capture, env: dict, free: set, a: fx.Node) -> Any:
+        """A node made from sizes alone as the language says it (written once, where first used)."""
+        if a not in env:
+            value = materialise(self, body, cap, a)
+            if value is None:  # as computed, from what it is computed from
+                if a.op not in ("call_function", "call_method"):
+                    raise DiagError(f"{where_(a)}: '{a.name}' is made from the input's length, and is neither "
+                                    "positions, a mask nor a constant the language can say; cannot trace it")
+                for b in a.all_input_nodes:
+                    if b in free:
+                        self._said(body, cap, env, free, b)
+                value = emit_node(self, body, cap, a, env)
+            env[a] = value
+        return env[a]
 
     def write(self, cls: str, ins: list[str], sig: str, body: Body, inputs: list[int]) -> Definition:
         lines = stack(body)
