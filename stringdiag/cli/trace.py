@@ -27,7 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the shapes of the example inputs, batch first, e.g. 2x5x64 (several inputs: 2x5x64,2x5x5; "
                         "token ids below 50: 2x5@50); give it twice, with two sequence lengths, for the sequence "
                         "dimension s")
-    p.add_argument("--config", metavar="JSON", default="{}", help="keyword arguments for CALLABLE, as a JSON object")
+    p.add_argument("--config", metavar="JSON", default="{}", dest="kwargs",  # not the options-file --config
+                   help="keyword arguments for CALLABLE, as a JSON object (not a file of options)")
     p.add_argument("-o", "--output", metavar="OUT.diag", required=True, help="the .diag file to write")
     p.add_argument("--weights", metavar="OUT.safetensors",
                    help="also write the module's weights, named as the compiled trace names them")
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     from ..trace import trace
 
     try:
-        config = json.loads(args.config)
+        config = json.loads(args.kwargs)
     except json.JSONDecodeError as e:
         raise UsageError(f"--config: not JSON ({e})") from None
     if not isinstance(config, dict):
