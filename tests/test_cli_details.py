@@ -56,3 +56,19 @@ def test_compile_output_refusals_are_usage_errors(tmp_path, capsys, monkeypatch,
     rc, _, err = _run(capsys, ["compile", "stringdiag:gallery/attention.diag", "-d", "SelfAttention",
                                "--dims", "d=8,k=4", "-o", name])
     assert rc == 2 and err.startswith(f"error: cannot write {name}: ")
+
+
+@pytest.mark.parametrize("argv, status, message", [
+    (["info", "{tmp}/nothere.diag", "--json"], 1, "cannot read {tmp}/nothere.diag: No such file or directory"),
+    (["derive", "{tmp}/bad.deriv", "--json"], 1, "unexpected"),
+    (["compile", "stringdiag:gallery/attention.diag", "-d", "SelfAttention", "--dims", "d=x", "--json"], 2, "--dims"),
+])
+def test_json_errors_are_json_on_stdout(tmp_path, capsys, argv, status, message):
+    import json
+
+    (tmp_path / "bad.deriv").write_text("start\n")
+    rc, out, err = _run(capsys, [a.format(tmp=tmp_path) for a in argv])
+    assert rc == status and err == ""
+    error = json.loads(out)["error"]
+    assert error["severity"] == "error" and message.format(tmp=tmp_path) in error["message"]
+    assert set(error) == {"file", "line", "col", "severity", "message"}

@@ -385,7 +385,8 @@ def test_full_disk_while_checkpointing(capsys, trained, tmp_path, monkeypatch):
                    "(the previous checkpoint, if any, is kept)")
     assert checkpoint.read_meta(run / "checkpoint.safetensors")["step"] == 4
     assert _log_steps(run) == [2, 4]  # the log does not run ahead of the checkpoint
-    assert sorted(p.name for p in run.iterdir()) == ["checkpoint.safetensors", "log.csv", "result.json"]
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint.safetensors", "log.csv", "result.json",
+                                                    "run-config.json"]
 
 
 def test_full_disk_while_logging_then_resume(capsys, trained, tmp_path, monkeypatch):
@@ -408,7 +409,8 @@ def test_full_disk_while_logging_then_resume(capsys, trained, tmp_path, monkeypa
     assert err == (f"error: cannot write {run / 'log.csv'}: No space left on device (the previous log is kept)")
     assert _log_steps(run) == [2, 4]  # no half row: the old log, behind the checkpoint
     assert checkpoint.read_meta(run / "checkpoint.safetensors")["step"] == 6
-    assert sorted(p.name for p in run.iterdir()) == ["checkpoint.safetensors", "log.csv", "result.json"]
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint.safetensors", "log.csv", "result.json",
+                                                    "run-config.json"]
     monkeypatch.undo()
 
     with (run / "log.csv").open("a") as f:  # a row from beyond the checkpoint (a run that died)

@@ -5,7 +5,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Callable
 
-from ..errors import DiagError
+from ..errors import DiagError, shown
 
 if TYPE_CHECKING:  # the graph layer (networkx, lark) is imported when a file is read, not to parse a command line
     from ..graph.diagram import Diagram
@@ -31,7 +31,8 @@ def load_reporting(path: str, report: Report = to_stderr) -> Program:
 def diagnostic(e: DiagError, severity: str, file: str) -> dict:
     """An error or warning as ``--json`` gives it; ``file`` when it has no position of its own."""
     pos = e.pos
-    return {"file": pos.file if pos else file, "line": pos.line if pos else None, "col": pos.col if pos else None,
+    return {"file": shown(pos.file) if pos else file, "line": pos.line if pos else None,
+            "col": pos.col if pos else None,
             "severity": severity, "message": e.message}
 
 

@@ -224,8 +224,20 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def _report(e: DiagError, as_json: bool) -> None:
+    """An error on stderr as a compiler prints it; under ``--json``, as JSON on stdout instead
+    (``{"error": {file, line, col, severity, message}}``), so a script reads one document either way."""
+    if as_json:
+        from .common import diagnostic, print_json
+
+        print_json({"error": diagnostic(e, "error", None)})
+    else:
+        print(e.render(), file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    wants_json = "--json" in argv
     try:
         args = parse(argv)
         if args.completion is not None:
@@ -233,10 +245,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         return command(args.command).run(args) or 0
     except UsageError as e:
-        print(e.render(), file=sys.stderr)
+        _report(e, wants_json)
         return 2
     except DiagError as e:
-        print(e.render(), file=sys.stderr)
+        _report(e, wants_json)
         return 1
     except BrokenPipeError:  # the reader went away (`| head`): nothing more to say, and no error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush cannot fail
