@@ -179,3 +179,12 @@ def test_derive_table_says_in_which_order_a_cell_was_matched(tmp_path, capsys):
                                              "target gla.diag:GLAParallel\n", "--verify")
     assert rc == 0, err
     assert "≡ ✓" in out and "the rule's cell matched with its inputs in the order (" in out
+
+
+def test_normalize_traces_the_rules_that_do_not_fire(capsys):
+    assert main(["normalize", str(ROOT / "gallery" / "recurrent.diag"), "-d", "GLARecurrent", "--trace-rules"]) == 0
+    out = capsys.readouterr().out
+    assert "round 1: simd_scan does not fire" in out and "closest match: 0 of 1 pattern boxes placed" in out
+    # the scan, the closest candidate for the rule's scanned cell, comes first, with what keeps it out
+    first = out.split("was looked for anywhere in the diagram\n")[1].splitlines()[0]
+    assert "'GLAStep'" in first and "5 inputs and 2 outputs, where the pattern's box has 2 and 2" in first

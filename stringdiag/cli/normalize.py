@@ -29,6 +29,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-boxes", type=positive, default=10_000, metavar="N",
                    help="stop before a round that would make more than N boxes (default 10,000)")
     p.add_argument("-o", "--output", metavar="OUT", type=picture, help="draw the normal form (.svg, .png, .pdf, .dot)")
+    p.add_argument("--trace-rules", action="store_true",
+                   help="for each rule that does not fire in a round, print why: its closest partial match and the "
+                        "box or condition that stopped it")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from ..derive.normal import DEFAULT_RULES
 
     result = normalize(d, args.rule_names or DEFAULT_RULES, max_rounds=args.max_rounds, max_boxes=args.max_boxes,
-                       log=lambda s: print(s, flush=True), files=args.rules or ())
+                       log=lambda s: print(s, flush=True), files=args.rules or (), trace=args.trace_rules)
     before, after = analyse(d), analyse(result.diagram)
     print(f"{d.name}: {expanded_box_count(d)} -> {expanded_box_count(result.diagram)} boxes in {result.rounds} round(s), "
           f"{result.rewrites} rewrite(s); {result.stop}")

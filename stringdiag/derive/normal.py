@@ -33,8 +33,10 @@ class Normalized:
 
 
 def normalize(d: Diagram, rules: list[str] | tuple[str, ...] = DEFAULT_RULES, max_rounds: int = 20, max_boxes: int = 10_000,
-              log: Callable[[str], None] | None = None, files: list[str] | tuple[str, ...] = ()) -> Normalized:
-    """``rules`` by name, from ``files`` (.rules) first, then the standard library."""
+              log: Callable[[str], None] | None = None, files: list[str] | tuple[str, ...] = (),
+              trace: bool = False) -> Normalized:
+    """``rules`` by name, from ``files`` (.rules) first, then the standard library. With ``trace``
+    (and a ``log``), a rule that does not fire in a round says why: its closest partial match."""
     own = {r.name: r for f in files for r in load_rules(f)}
     lib = ChainMap(own, standard_library()) if own else standard_library()
     chosen = []
@@ -62,6 +64,12 @@ def normalize(d: Diagram, rules: list[str] | tuple[str, ...] = DEFAULT_RULES, ma
             changed += n
             if log and n:
                 log(f"round {rounds}: {rule.name}{' (reversed)' if reverse else ''} x{n}")
+            elif log and trace:
+                from ..rewrite.whynot import explain
+
+                why = explain(d, rule, reverse).summary(rule.sides(reverse)[0], d, more="")
+                log(f"round {rounds}: {rule.name}{' (reversed)' if reverse else ''} does not fire\n  "
+                    + why.replace("\n", "\n  "))
         total += changed
         if not changed:
             return Normalized(d, rounds, total, True)

@@ -39,7 +39,8 @@ class WhyNot:
     whole: str | None = None                     # every box placed: the whole-match condition that failed
     explored: int = 0
 
-    def summary(self, pat: Diagram, target: Diagram, explain: bool = False) -> str:
+    def summary(self, pat: Diagram, target: Diagram, explain: bool = False,
+                more: str = " (--explain lists every candidate)") -> str:
         """A few lines: how far the match got, the box or condition that stopped it, with source lines."""
         lines = [f"closest match: {len(self.placed)} of {self.total} pattern boxes placed"
                  + (f" ({', '.join(_name(pat, p) + ' -> ' + _at(target, t) for p, t in self.placed.items())})"
@@ -51,7 +52,7 @@ class WhyNot:
             shown = self.refusals if explain else self.refusals[:3]
             lines += [f"  {_at(target, t)}: {why}" for t, why in shown]
             if len(shown) < len(self.refusals):
-                lines.append(f"  ... and {len(self.refusals) - len(shown)} more (--explain lists every candidate)")
+                lines.append(f"  ... and {len(self.refusals) - len(shown)} more{more}")
         elif self.whole is not None:
             lines.append(f"every pattern box was placed, but {self.whole}")
         if self.explored >= BUDGET:
@@ -111,42 +112,43 @@ class _Probe(Matcher):
         return "the SIMD context of the matched boxes does not line up (an index the pattern does not read " \
                "is iterated differently by the boxes)"
 
-    def refusal(self, pb: int, tb: int, st: State) -> str:
-        """The first condition, in the matcher's order, that the diagram box ``tb`` fails as ``pb``."""
+    def refusal(self, pb: int, tb: int, st: State) -> tuple[int, str]:
+        """The first condition, in the matcher's order, that the diagram box ``tb`` fails as ``pb``, and
+        how far along that order it is (a later check failed: a closer candidate)."""
         if tb in st.used:
-            return "already the image of another pattern box"
+            return 1, "already the image of another pattern box"
         pn, tn = self.p.node[pb], self.t.record(tb)
         pv, tv = self.p.views[pb], self.ix.view(tb)
         if not same_box(pn, tn):
-            return f"another box ({_what(tn)}, where the pattern has {_what(pn)})"
+            return 2, f"another box ({_what(tn)}, where the pattern has {_what(pn)})"
         if not same_shape(pv, tv):
-            return f"{len(tv.ins)} inputs and {len(tv.outs)} outputs, where the pattern's box has " \
+            return 3, f"{len(tv.ins)} inputs and {len(tv.outs)} outputs, where the pattern's box has " \
                    f"{len(pv.ins)} and {len(pv.outs)}"
         if not same_scan(pv, tv):
-            return "a scan where the pattern has a SIMD box, or the other way round"
+            return 4, "a scan where the pattern has a SIMD box, or the other way round"
         if not same_definition(pn, tn):
-            return "a definition of the same name with another body"
+            return 5, "a definition of the same name with another body"
         if not same_locality(pn, tn):
-            return "its weights are local to a definition where the pattern's are global, or the other way round"
+            return 6, "its weights are local to a definition where the pattern's are global, or the other way round"
         uni = st.uni.copy()
         if not same_constant(pn, tn, uni):
-            return f"the constant {tn.value!r}, where the pattern has {pn.value!r}"
+            return 7, f"the constant {tn.value!r}, where the pattern has {pn.value!r}"
         if not same_generics(pn, tn, uni):
-            return "its sizes (generics) are not the pattern's"
+            return 8, "its sizes (generics) are not the pattern's"
         if pn.kind.is_process:
             if bind_function(st.idents, pn.op, identity(tn, with_generics=bool(pn.var)), tb) is None:
-                return f"a different weight set from the box the pattern's '{pn.op}' is already matched to " \
+                return 9, f"a different weight set from the box the pattern's '{pn.op}' is already matched to " \
                        "(one name is one function)"
         if pb in self.p.local and not same_local_types(self.p.local[pb], self.t, tb, uni):
-            return "its types at the ports (per index) are not the pattern's"
+            return 10, "its types at the ports (per index) are not the pattern's"
         pl = Placement(self.p, pb, self.ix, tb)
         ports = list(pl.ports(0, {}, frozenset(), uni, st.wires))
         if not ports:
-            return "its wires' indices cannot be sent to the pattern's (another index order or type, or it " \
+            return 11, "its wires' indices cannot be sent to the pattern's (another index order or type, or it " \
                    "reads other wires than the boxes placed so far make)"
         if not any(every_label_placed(lam, pl.pdim) for lam, _, _ in ports):
-            return "it iterates fewer indices than the pattern's box"
-        return "its SIMD context does not line up with the boxes placed so far"
+            return 12, "it iterates fewer indices than the pattern's box"
+        return 13, "its SIMD context does not line up with the boxes placed so far"
 
 
 def _what(node) -> str:
@@ -181,7 +183,9 @@ def explain(target: Diagram, rule, reverse: bool = False, budget: int = BUDGET) 
             wire = wire_name(target, w)
             why.where = (f"as the box making the wire '{wire}'" if how[0] == "producer"
                          else f"among the boxes reading the wire '{wire}' on input {how[2] + 1}")
-        why.refusals = [(tb, probe.refusal(pb, tb, st)) for tb in cands[:50]]
+        ranked = [(probe.refusal(pb, tb, st), tb) for tb in cands[:200]]
+        ranked.sort(key=lambda rt: -rt[0][0])  # the candidates that came closest first (stable otherwise)
+        why.refusals = [(tb, reason) for (_, reason), tb in ranked]
     else:
         why.whole = probe.whole or "the whole match is refused"
     return why
