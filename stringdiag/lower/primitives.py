@@ -187,6 +187,8 @@ def causal_conv(x: Tensor, kernel: Tensor) -> Tensor:
     """y[j] = sum_u kernel[u] x[j + u - w + 1] (zeros before x[0]) along the last axis, leading
     axes matched: windows of w entries (a view), one product each, O(n w)."""
     w = kernel.shape[-1]
+    if x.shape[-1] == 0:  # no positions: no windows, the leading axes still matched
+        return (x[..., None] * kernel[..., None, :]).sum(-1)
     windows = F.pad(x, (w - 1, 0)).unfold(-1, w, 1)  # [..., n, w]
     return (windows * kernel[..., None, :]).sum(-1)
 
@@ -252,7 +254,8 @@ def moe_swiglu(x: Tensor, ids: Tensor, w: Tensor, wg: Tensor, wu: Tensor, wd: Te
 def learnable(module: Callable, xs: list[Tensor], in_ranks: list[int], out_shapes: list[tuple[int, ...]]):
     """Apply a universal approximator to the flattened concatenation of its inputs."""
     xs = broadcast_lead(xs, in_ranks) if len(xs) > 1 else xs
-    flat = [x.reshape(*x.shape[: x.dim() - r], -1) if r != 1 else x for x, r in zip(xs, in_ranks)]
+    # (flatten, not reshape(..., -1): a batch of none, or no positions, has no -1 to infer)
+    flat = [x.unsqueeze(-1) if r == 0 else x.flatten(x.dim() - r) if r > 1 else x for x, r in zip(xs, in_ranks)]
     y = module(flat[0] if len(flat) == 1 else torch.cat(flat, dim=-1))
     sizes = [math.prod(s) for s in out_shapes]
     parts = y.split(sizes, dim=-1) if len(sizes) > 1 else (y,)
@@ -278,6 +281,8 @@ def scan(cell: Callable, state: Tensor, xs: list[Tensor], state_rank: int, in_ra
     stacked at the same place. This is the one loop in compiled code.
     """
     outs: list[list[Tensor]] = [[] for _ in out_ranks]
+    if steps == 0:  # no steps: the state as it was, and each output empty along the scanned axis
+        return _no_steps(cell, state, xs, state_rank, in_ranks, out_ranks)
     for t in range(steps):
         step_in = [x.select(x.dim() - r - 1, t if x.shape[x.dim() - r - 1] > 1 else 0) for x, r in zip(xs, in_ranks)]
         state, *step_in = broadcast_lead([state, *step_in], [state_rank, *in_ranks])
@@ -287,6 +292,18 @@ def scan(cell: Callable, state: Tensor, xs: list[Tensor], state_rank: int, in_ra
             acc.append(y)
     stacked = tuple(torch.stack(acc, dim=acc[0].dim() - r) for acc, r in zip(outs, out_ranks))
     return (state, *stacked)
+
+
+def _no_steps(cell: Callable, state: Tensor, xs: list[Tensor], state_rank: int, in_ranks: list[int],
+              out_ranks: list[int]):
+    """A scan over zero positions: the cell is run once on zeros only to learn its outputs'
+    shapes, and each output is that shape with an empty scanned axis."""
+    step_in = [x.new_zeros(x.shape[:x.dim() - r - 1] + x.shape[x.dim() - r:]) for x, r in zip(xs, in_ranks)]
+    start, *step_in = broadcast_lead([state, *step_in], [state_rank, *in_ranks])
+    res = cell(start, *step_in)
+    _, *ys = res if isinstance(res, tuple) else (res,)
+    empty = tuple(torch.stack([y], dim=y.dim() - r).narrow(y.dim() - r, 0, 0) for y, r in zip(ys, out_ranks))
+    return (start, *empty)
 
 
 def repeat(cells: list[Callable], xs: list[Tensor], ranks: list[int]) -> Tensor:
