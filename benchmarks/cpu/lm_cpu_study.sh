@@ -22,6 +22,7 @@ stage() {
   case $1 in
     controls-1)  "$SD" study gallery/mechanisms.diag -d M1 --control mixing --layers 1 --seeds 1 "${RECIPE[@]}" ;;
     controls-13) "$SD" study gallery/mechanisms.diag -d M1 --control mixing --layers 1 --seeds 3 "${RECIPE[@]}" ;;
+    controls-21) "$SD" study gallery/mechanisms.diag -d M1 --control mixing --layers 1-2 --seeds 1 "${RECIPE[@]}" ;;
     controls-2)  "$SD" study gallery/mechanisms.diag -d M1 --control mixing --layers 1-2 --seeds 3 "${RECIPE[@]}" ;;
     members-3)   "$SD" study gallery/mechanisms.diag -d "$SPREAD" --control mixing --layers 1 --seeds 3 "${RECIPE[@]}" ;;
     both-2)      "$SD" study gallery/mechanisms.diag -d "$BOTH" --control mixing --layers 2 --seeds 1 "${RECIPE[@]}" ;;
@@ -30,7 +31,7 @@ stage() {
   esac
 }
 if [ -n "${PLAN:-}" ]; then RECIPE+=(--plan); LONG_RECIPE+=(--plan); fi
-for s in ${STAGES:-controls-1 controls-13 controls-2 members-3 both-2 long}; do
+for s in ${STAGES:-controls-1 controls-13 controls-21 members-3 controls-2 both-2 long}; do
   echo "== stage $s ($(date -u +%FT%TZ))"
   stage "$s" || exit $?
 done
