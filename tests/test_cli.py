@@ -147,9 +147,21 @@ def test_compile_prints_code_and_counts_parameters(good, capsys):
     assert "def forward(self, x):" in code and "scaled_dot_product_attention" in code
 
 
+def test_every_missing_size_is_named_at_once_with_its_diagram(capsys):
+    """TransformerEncoder's own dimensions and those of the layer it uses, in one message."""
+    assert main(["compile", "stringdiag:gallery/transformer.diag", "-d", "TransformerEncoder", "--dims", "v=10"]) == 1
+    assert capsys.readouterr().err.strip() == (
+        "error: give sizes for the fixed dimension(s) of 'TransformerEncoder' and what it uses: dm (TransformerEncoder); "
+        "df, dh, h (EncoderLayer) (e.g. --dims df=64,dh=64,dm=64,h=64)")
+    assert main(["compile", "stringdiag:gallery/transformer.diag", "-d", "TransformerEncoder",
+                 "--dims", "df=8,dh=4,dm=8,h=2,v=10"]) == 0
+    assert "TransformerEncoder : " in capsys.readouterr().out
+
+
 def test_compile_reports_bad_dims(good, capsys):
     assert main(["compile", str(good), "-d", "SelfAttention", "--dims", "d=8"]) == 1
-    assert "give sizes for the fixed dimension(s) k" in capsys.readouterr().err
+    assert "give sizes for the fixed dimension(s) of 'SelfAttention' and what it uses: k (SelfAttention)" \
+        in capsys.readouterr().err
     assert main(["compile", str(good), "-d", "SelfAttention", "--dims", "d=eight"]) == 2  # a bad command line
     assert "expected NAME=POSITIVE_INTEGER, got 'd=eight'" in capsys.readouterr().err
 

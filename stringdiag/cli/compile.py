@@ -39,6 +39,23 @@ def parse_dims(text: str, diagram=None) -> dict[str, int]:
     return options.parse_dims(text, diagram)
 
 
+def check_sizes(diagram, dims: dict[str, int]) -> None:
+    """Every fixed dimension the diagram and the definitions it uses need, named at once (each with
+    the diagram that declares its use), when any has neither a size given nor a default."""
+    from ..analysis.combine import dimensions
+
+    missing: dict[str, list[str]] = {}
+    for name, owner in dimensions(diagram).items():
+        decl = diagram.program.lookup_dim(name) or owner.program.lookup_dim(name)
+        if decl is not None and decl.kind == "fixed" and decl.default is None and name not in dims:
+            missing.setdefault(owner.name, []).append(name)
+    if missing:
+        names = [n for group in missing.values() for n in group]
+        where = "; ".join(f"{', '.join(sorted(group))} ({owner})" for owner, group in missing.items())
+        raise DiagError(f"give sizes for the fixed dimension(s) of '{diagram.name}' and what it uses: {where} "
+                        f"(e.g. --dims {','.join(f'{n}=64' for n in sorted(names))})")
+
+
 def check_size(diagram, dims: dict[str, int], approximator: str, max_boxes: int = MAX_LOWERED) -> int | None:
     """Refuse a diagram too large to lower (``graph/budget.py``) or sizes whose parameters cannot
     be allocated here; the parameter count when it is known."""
@@ -70,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     (diagram,) = pick(prog, args.diagram)
     refuse_above(diagram, Build.LOWERED, args.max_boxes, "compile --max-boxes", parse_dims(args.dims))  # before
     dims = parse_dims(args.dims, diagram)  # ... the names are checked on the expansion
+    check_sizes(diagram, dims)
     check_size(diagram, dims, args.approximator, args.max_boxes)
     from ..lower import compile  # torch: once the diagram is known to fit
 
