@@ -84,6 +84,31 @@ class DiffAttention(nn.Module):
         return self.out_proj(o.transpose(1, 2).reshape(b, s, h * 2 * e))
 
 
+class DiffAttn2(nn.Module):
+    """The variant with two fused attentions (q, k split into halves by chunk) and lambda re-parametrised."""
+    def __init__(self, width=64, heads=4, depth=1):
+        super().__init__()
+        self.h, self.e = heads, width // heads // 2
+        self.qkv = nn.Linear(width, 3 * width)
+        self.out = nn.Linear(width, width)
+        self.lambda_init = 0.8 - 0.6 * math.exp(-0.3 * depth)
+        self.lq = nn.Parameter(torch.randn(2, self.e) * 0.1)
+        self.lk = nn.Parameter(torch.randn(2, self.e) * 0.1)
+        self.norm = nn.RMSNorm(2 * self.e)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        q = q.view(b, s, self.h, 2, self.e).permute(0, 2, 3, 1, 4)
+        k = k.view(b, s, self.h, 2, self.e).permute(0, 2, 3, 1, 4)
+        v = v.view(b, s, self.h, 2 * self.e).transpose(1, 2)
+        a1 = F.scaled_dot_product_attention(q[:, :, 0], k[:, :, 0], v, is_causal=True)
+        a2 = F.scaled_dot_product_attention(q[:, :, 1], k[:, :, 1], v, is_causal=True)
+        lam = torch.exp((self.lq[0] * self.lk[0]).sum()) - torch.exp((self.lq[1] * self.lk[1]).sum()) + self.lambda_init
+        o = self.norm(a1 - lam * a2) * (1 - self.lambda_init)
+        return self.out(o.transpose(1, 2).reshape(b, s, d))
+
+
 class DiffBlock(nn.Module):
     """A pre-norm block around it."""
 
@@ -122,11 +147,12 @@ MODELS = {  # name -> the module, called with input_ids [batch, length] (and use
                                                          sliding_window=3),
     "ViT (ViTModel, 16 patches and a class token)": lambda: vit(),
     "differential attention (plain torch)": lambda: randomise(Stack(DiffBlock(64, 4, 1), DiffBlock(64, 4, 2)).double()),
+    "differential attention, two fused attentions": lambda: randomise(Stack(DiffAttn2(), DiffAttn2()).double()),
 }
 COST = {"Mistral (sliding window 3)": "O(s·d3)"}  # in the sequence length, where not O(s^2)
 IMAGES = {"ViT (ViTModel, 16 patches and a class token)"}  # images of one size: no sequence axis; two batches
 NOT_REPEATED = {"differential attention (plain torch)"}  # its layers differ (lambda_init by depth)
-PLAIN = {"differential attention (plain torch)"}  # called with x [batch, length, 64], not token ids
+PLAIN = {"differential attention (plain torch)", "differential attention, two fused attentions"}  # called with x [batch, length, 64], not token ids
 # more of the families, measured for the table of docs/trace.md by `python tests/test_trace_models.py` (not tested:
 # each one more is seconds of the suite)
 MORE = {
