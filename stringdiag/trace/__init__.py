@@ -1,9 +1,12 @@
-"""From a PyTorch module to a diagram: ``trace(module, example_inputs)`` captures the module
-with torch.fx, reads the batch and sequence axes from runs on the examples, and writes a
-``.diag`` program (one definition per submodule) with the map from the module's weights to
-the compiled program's, so that ``compile`` of the trace, loaded with the module's weights,
-computes what the module does. What the language cannot say is kept as a marked ``fixed``
-box, run by torch when compiled, with a warning at the line of source that did it."""
+"""From a PyTorch module to a diagram: ``trace(module, example_inputs, other_inputs)`` captures
+the module with torch.fx, reads the batch and sequence axes from runs on the examples, and
+writes a ``.diag`` program (one definition per submodule) with the map from the module's
+weights to the compiled program's, so that ``compile`` of the trace, loaded with the module's
+weights, computes what the module does. What the module makes from sizes and buffers alone is
+read by its values (positions, masks, numbers, constants stored with the weights:
+``byvalue.py``), so the written file and weights file stand on their own. What the language
+cannot say is kept as a marked box, run by torch when ``Traced.compile`` compiles it, with a
+warning at the line of source that did it."""
 from __future__ import annotations
 
 import re

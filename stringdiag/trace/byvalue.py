@@ -4,9 +4,12 @@ triangle), a constant table (RoPE's ``inv_freq``, GPT-J's sines), a scale.
 
 Torch makes them with shape-dependent Python; the trace reads each by its values in every run
 (the examples, one more row of batch, another length) as what it is in the language:
-``positions<s>()`` (scaled and shifted), ``causal<s>()``, a number, or (its shape fixed) a
-constant stored in the weights file and read through ``detach`` (never trained). What is
-none of these and changes with the length is refused at trace time, at its source line."""
+``positions<s>()`` (scaled and shifted), ``causal<s>()`` or a sliding window (marked on the Val,
+so that attention under it is the prelude's fused one), a number, or (its shape fixed) a
+constant stored in the weights file and read through ``detach`` (never trained). What is none
+of these and changes with the length is written as computed from what made it (RoPE's angles
+from its positions and frequencies); an input the caller made so that is none of these is
+refused at trace time, at its source line."""
 from __future__ import annotations
 
 import dataclasses
@@ -19,7 +22,7 @@ from ..errors import DiagError
 from .dims import Kind, classify
 from .values import Val, number, where_
 
-CONSTANT = "@constant"  # the weight map's name for a constant: the node's name and this
+CONSTANT = "@constant"  # the weight map's name for a constant: its buffer's (or node's) name and this
 
 
 def input_free(cap, eager_inner: set, roots: set) -> set:
