@@ -4,18 +4,27 @@ PyZX's lesson: every rewrite is tested by evaluating both sides. Both diagrams a
 compiled from their graphs as they are, weights are drawn in float64 for the first, and
 each weight set of the second gets the weights of the same set of the first — matched by
 identity (``graph/weights.py``; ``correspond`` maps the sets a step renamed), never by
-name alone. Both run on the same float64 inputs, drawn from several distributions (unit
-normal, large and tiny magnitudes, all-negative, constant rows, ties; weights drawn the same
-way), and are compared entry by entry: every entry of every output must satisfy
-``|p - q| <= RTOL·|q| + ATOL·scale`` (RTOL = 1e-9, ATOL = 1e-12 times the distribution's
-magnitude), so one large entry cannot hide an error in the small ones. The verdict names the
-worst entry and the distribution it came from. Entries that are non-finite on both sides (NaN
-or inf, either) agree: both sides of a sound rule may be undefined at the same
-inputs; an entry finite on one side only is a difference on unit-normal inputs, and is left out
-on the others (where one way of computing may overflow, or divide by a tied zero, and another
-not); an output never finite on both sides is no evidence and fails. A set that only one side has keeps its own random weights, so a step that splits or
-merges sets is caught. Sizes default to small distinct primes, so that a transposed axis cannot
-go unnoticed.
+name alone; a set that only one side has keeps its own random weights, so a step that splits
+or merges sets is caught. Sizes, points and magnitudes are chosen so that a rule true only in
+a corner cannot pass:
+
+- every dimension is drawn independently, at several sizes per check: distinct small primes
+  first (a transposed axis cannot go unnoticed), then each takes 1, 2 and 4 once in its own
+  order, then a non-prime (:func:`size_rounds`), and the sizes the file declares;
+- inputs carry a batch axis long enough for :data:`POINTS` numbers (a scalar rule is tried on
+  512 points a distribution);
+- inputs and weights come from several distributions (unit normal, large and tiny, all-negative,
+  constant rows, ties), and inputs alone at 1e8 and 1e150, near the square root of the range.
+
+Every entry of every output must satisfy ``|p - q| <= RTOL·|q| + ATOL·scale`` (RTOL = 1e-9,
+ATOL = 1e-12 times the distribution's magnitude), so one large entry cannot hide an error in
+the small ones. Entries non-finite on both sides agree (both sides of a sound rule may be
+undefined at the same inputs); an entry finite on one side only is a difference, except at a
+large magnitude where a side overflowed (an infinity made from finite numbers: the float's
+range, not the rule); an output never finite on both sides is no evidence and fails. A
+failure names the counterexample: the sizes, the distribution, the entry, both values and the
+example's inputs when they are few. A rule that holds only away from zero at an input says so
+(``assuming z != 0``), and that input is drawn away from zero.
 
 Abstract boxes (``sim``) and a rule's box variables have no meaning of their own: give
 ``instantiate={"sim": diagram}`` for a definition to put in their place, or ``"learn"``
@@ -278,26 +287,15 @@ def compare(a: Diagram, b: Diagram, dims: dict[str, int] | None = None, trials: 
                 draw(ma, gen, dist)
                 draw(mb, gen, dist)  # sets only b has: their own weights
                 share_sets(ma, mb, correspond or {})
-                # a leading batch axis: the compiled module then also shows that examples stay apart
-                xs = [dist.sample((n, *[dim.evaluate(sizes) for dim in ty]), gen) for ty in a.input_types]
-                for i in nonzero:  # a zero there moved to the distribution's scale
-                    xs[i] = torch.where(xs[i] == 0, torch.full_like(xs[i], dist.scale), xs[i])
+                xs = inputs(a.input_types, sizes, n, dist, gen, nonzero)
                 try:
-                    with torch.no_grad(), _quiet():
-                        ya, yb = _tuple(ma(*xs)), _tuple(mb(*xs))
+                    found = _verdicts(ma, mb, xs, dist, tol)
                 except (IndexError, RuntimeError, ValueError):
                     if r == 0:
                         raise
                     break  # a size one side cannot run at (an index past the end): passed over
-                loose = None  # whether a side overflowed: asked only when one side alone is not finite
-                for k, (p, q) in enumerate(zip(ya, yb)):
-                    strict = True
-                    if dist.scale > 1 and bool((torch.isfinite(p) != torch.isfinite(q)).any()):
-                        if loose is None:
-                            loose = overflows(ma, xs) or overflows(mb, xs)
-                        strict = not loose
-                    v = entrywise(p, q, dist.scale, tol, strict=strict)
-                    finite[k] = finite[k] or bool((torch.isfinite(p) & torch.isfinite(q)).any())
+                for k, (v, some) in enumerate(found):
+                    finite[k] = finite[k] or some
                     if v.error > worst.error or (v.error == worst.error and not worst.distribution):
                         worst = replace(v, distribution=dist.name, output=k, sizes=shown,
                                         inputs=_example(xs, v.entry))
@@ -307,6 +305,36 @@ def compare(a: Diagram, b: Diagram, dims: dict[str, int] | None = None, trials: 
         k = finite.index(False)
         return Verdict(False, math.inf, NOWHERE, k)
     return worst
+
+
+def inputs(types, sizes: Mapping[str, int], n: int, dist: Distribution, gen: torch.Generator,
+           nonzero: Collection[int] = ()) -> list[torch.Tensor]:
+    """Inputs of the distribution with a leading batch axis of ``n`` (the compiled module then
+    also shows that examples stay apart); at the positions ``nonzero`` a zero is moved to the
+    distribution's scale."""
+    xs = [dist.sample((n, *[dim.evaluate(sizes) for dim in ty]), gen) for ty in types]
+    for i in nonzero:
+        xs[i] = torch.where(xs[i] == 0, torch.full_like(xs[i], dist.scale), xs[i])
+    return xs
+
+
+def _verdicts(ma, mb, xs: list[torch.Tensor], dist: Distribution, tol: float) -> list[tuple[Verdict, bool]]:
+    """Both modules on the inputs: each output's verdict, and whether any entry is finite on both
+    sides. At a large magnitude an entry finite on one side only is left out when a side
+    overflowed (asked only then: the module is run again node by node)."""
+    with torch.no_grad(), _quiet():
+        ya, yb = _tuple(ma(*xs)), _tuple(mb(*xs))
+    loose = None
+    out = []
+    for p, q in zip(ya, yb):
+        strict = True
+        if dist.scale > 1 and bool((torch.isfinite(p) != torch.isfinite(q)).any()):
+            if loose is None:
+                loose = overflows(ma, xs) or overflows(mb, xs)
+            strict = not loose
+        both = bool((torch.isfinite(p) & torch.isfinite(q)).any())
+        out.append((entrywise(p, q, dist.scale, tol, strict=strict), both))
+    return out
 
 
 def _declared(d: Diagram, given: Mapping[str, int] | None) -> dict[str, int]:
