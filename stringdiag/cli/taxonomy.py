@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..errors import shown
 from .common import print_json
 from .outputs import add_tikz_body, picture
 
@@ -51,10 +52,10 @@ def as_data(tax) -> dict:
     edges = [{"parent": e.decl.parent.text, "child": e.decl.child.text, "derivation": e.decl.deriv.value,
               "relations": [s.relation for s in e.derivation.steps[1:]], "verified": e.verified,
               "changed_boxes": len(e.changed)} for e in tax.edges]
-    return {"file": tax.path, "root": tax.root, "members": members, "edges": edges}
+    return {"file": shown(tax.path), "root": tax.root, "members": members, "edges": edges}
 
 
 def draw(tax, output: str, tikz_body: bool = False) -> list:
     from ..render.output import save_tree
 
-    return save_tree(f"{tax.path}: rooted at {tax.root}", *tax.tree_parts(), output, tikz_body)
+    return save_tree(f"{shown(tax.path)}: rooted at {tax.root}", *tax.tree_parts(), output, tikz_body)

@@ -151,20 +151,6 @@ def instances(*ds: Diagram) -> dict:
     return {f.record(b).op: "learn" for f in flats for b in f.boxes() if f.record(b).kind is Kind.ABSTRACT}
 
 
-def unfolded_size(cur: Diagram, name: str) -> int:
-    """The boxes unfolding every use of ``name`` one level makes: counted, not built."""
-    return len(cur) + sum(len(cur.record(b).ref) - 1 for b in cur.boxes()
-                          if cur.record(b).op == name and cur.record(b).kind is Kind.DIAGRAM
-                          and cur.record(b).ref is not None and not cur.record(b).scan)
-
-
-def within(n: int, limit: int, doing: str, cur: Diagram) -> None:
-    """A step that would make ``n`` boxes from ``cur`` is refused past ``limit``, with the figure."""
-    if n > limit:
-        raise DiagError(f"{doing}: it would make about {n:,} boxes (from {len(cur):,}), over {limit:,} "
-                        "(derive --max-boxes)")
-
-
 class Runner:
     def __init__(self, text: str, file: str, verify: bool, log, max_boxes: int = MAX_DERIVED,
                  explain: bool = False):
@@ -302,7 +288,7 @@ class Runner:
             case D.Specialise():
                 res = self.specialise(item, cur)
             case D.Unfold(name):
-                within(unfolded_size(cur, name.text), self.max_boxes, f"refusing to unfold '{name.text}'", cur)
+                self.unfold_fits(cur, name.text, name.pos)
                 res = self.located(name, steps.unfold, cur, name.text, all_definitions(cur))
             case D.Fold(name, at):
                 res = self.fold(cur, name, at)
@@ -324,7 +310,9 @@ class Runner:
                 raise AssertionError(item)
         out = res.diagram
         out.name = cur.name
-        within(len(out), self.max_boxes, "refused", cur)  # a step whose growth is not counted before (a plug)
+        if len(out) > self.max_boxes:  # a step whose growth is not counted before (one match, a plug)
+            raise self.err(f"it makes {len(out):,} boxes (from {len(cur):,}), over {self.max_boxes:,} "
+                           "(derive --max-boxes)", item.pos)
         step = Step(number, item.text, res.relation, out, item.pos, note=res.note,
                     changes=steps.changes(cur, out, res.kept))
         if self.verify and res.relation == EQ:
@@ -356,6 +344,15 @@ class Runner:
         if n == 0:
             raise self.err(f"rule '{rule.name}' does not match anywhere (without tying weights)", name.pos)
         return res
+
+    def unfold_fits(self, cur: Diagram, name: str, pos: Pos) -> None:
+        """Opening every use of ``name`` one level: refused with the figure before it is built."""
+        after = len(cur) + sum(len(cur.record(b).ref) - 1 for b in cur.boxes()
+                               if cur.record(b).op == name and cur.record(b).kind is Kind.DIAGRAM
+                               and cur.record(b).ref is not None and not cur.record(b).scan)
+        if after > self.max_boxes:
+            raise self.err(f"refusing to unfold '{name}': it would make about {after:,} boxes (from {len(cur):,}), "
+                           f"over {self.max_boxes:,} (derive --max-boxes)", pos)
 
     def rewire(self, ref: D.Ref, cur: Diagram) -> steps.Outcome:
         out = self.diagram(ref)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import DiagError, Pos
+from ..errors import DiagError, Pos, shown
 from ..graph.diagram import Diagram
 from ..graph.diff import changed_boxes
 from ..graph.expand import expand
@@ -86,10 +86,10 @@ class Taxonomy:
         """In a notebook: the members opened one at a time (``render/html.py``)."""
         from ..render.html import members_view, taxonomy_members
 
-        return members_view(f"{self.path}: rooted at {self.root}", taxonomy_members(*self.tree_parts()))
+        return members_view(f"{shown(self.path)}: rooted at {self.root}", taxonomy_members(*self.tree_parts()))
 
     def __repr__(self) -> str:
-        return f"<Taxonomy {self.path}: {len(self.members)} members rooted at {self.root}, {len(self.edges)} edges>"
+        return f"<Taxonomy {shown(self.path)}: {len(self.members)} members rooted at {self.root}, {len(self.edges)} edges>"
 
 
 def load_taxonomy(path: str | Path, verify: bool = False) -> Taxonomy:
