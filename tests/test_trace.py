@@ -376,3 +376,24 @@ def test_trace_is_a_function_of_the_package():
     assert "trace" in stringdiag.__all__ and callable(stringdiag.trace)
     t = stringdiag.trace(Layer().double(), torch.randn(2, 5, 6, dtype=torch.float64))
     assert t.name == "Layer" and not t.opaque
+
+
+class BufferMasked(nn.Module):
+    """Attention masked by a boolean buffer sliced to the length (GPT-Neo's), through torch.where."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(6, 18)
+        self.register_buffer("bias", torch.ones(16, 16, dtype=torch.bool).tril(), persistent=False)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        s = x.shape[1]
+        scores = torch.where(self.bias[:s, :s], q @ k.transpose(-1, -2), torch.finfo(x.dtype).min)
+        return torch.softmax(scores, dim=-1) @ v
+
+
+def test_a_mask_buffer_sliced_by_the_length_is_the_causal_mask():
+    m = randomise(BufferMasked().double(), 11)
+    t = round_trip(m, lambda s: torch.randn(2, s, 6, dtype=torch.float64), lambda x: (x,))
+    assert "= causal<s>()" in t.text and "where(" in t.text and not t.opaque

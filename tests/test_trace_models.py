@@ -165,6 +165,12 @@ MORE = {
     "Falcon (new architecture, 2 key-value groups)": lambda: language_model(T.FalconConfig, T.FalconForCausalLM,
                                                                             num_kv_heads=2,
                                                                             new_decoder_architecture=True),
+    "Gemma 2 (eager: sliding and full layers, soft caps)": lambda: language_model(
+        T.Gemma2Config, T.Gemma2ForCausalLM, "eager", num_key_value_heads=2, head_dim=16, sliding_window=4,
+        final_logit_softcapping=None),
+    "GPT-Neo (eager: a mask buffer)": lambda: language_model(T.GPTNeoConfig, T.GPTNeoForCausalLM, "eager", num_layers=2,
+                                                             attention_types=[[["global"], 2]], num_heads=4,
+                                                             max_position_embeddings=32),
     "DistilBERT": lambda: language_model(T.DistilBertConfig, T.DistilBertModel, key="last_hidden_state", dim=64,
                                          n_heads=4, n_layers=2, hidden_dim=96, max_position_embeddings=32),
 }

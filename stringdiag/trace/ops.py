@@ -650,6 +650,22 @@ def rms_norm(em, body, cap, node, args, kwargs) -> Val:
     return body.assign(node.name, axes, expr)
 
 
+def where(em, body, cap, node, args, kwargs) -> Val:
+    """``torch.where(mask, x, y)`` with a mask the trace recognised (causal, a window): ``where(x, mask)``
+    when y is -inf or the dtype's least number (masked scores), else ``mask * x + (1 - mask) * y``."""
+    c, x, y = (list(args) + [kwargs.get(k) for k in ("condition", "input", "other")][len(args):])[:3]
+    if not isinstance(c, Val) or c.mask is None:
+        raise DiagError("torch.where of a condition other than a causal or window mask")
+    axes = out_axes(cap, node)
+    n = len(axes)
+
+    def read(v, L):
+        return v.index(aligned(len(v.axes), L, n)) if isinstance(v, Val) else number(v)
+    if not isinstance(y, Val) and y <= torch.finfo(cap.values[0][node].dtype).min:
+        return body.assign(node.name, axes, lambda L: f"where({read(x, L)}, {read(c, L)})")
+    return body.assign(node.name, axes, lambda L: f"{read(c, L)} * {read(x, L)} + (1 - {read(c, L)}) * {read(y, L)}")
+
+
 def layer_norm(em, body, cap, node, args, kwargs) -> Val:
     """``F.layer_norm`` over the last axis (a LayerNorm without gain or bias, OLMo's): centred,
     divided by sqrt(variance + eps), times the weight and plus the bias when there are."""
@@ -731,6 +747,6 @@ OPS.update({
     "to": cast, "type": cast, "type_as": cast, "float": cast, "double": cast, "half": cast, "bfloat16": cast,
     "dropout": dropout, "getitem": getitem, "split": split, "chunk": split, "cat": cat, "concat": cat,
     "getattr": getattr_, "arange": arange, "create_causal_mask": causal_mask, "embedding": embedding,
-    "rms_norm": rms_norm, "layer_norm": layer_norm, "repeat_interleave": repeat_interleave, "stack": stack,
+    "rms_norm": rms_norm, "layer_norm": layer_norm, "where": where, "repeat_interleave": repeat_interleave, "stack": stack,
     "conv2d": conv2d,
 })
