@@ -73,10 +73,10 @@ def locate(name: str, base: Path, pos: Pos | None = None, source: str | None = N
     """The file a source file means by ``name``: a shipped one for ``stringdiag:...``, else
     ``name`` relative to ``base`` (the writing file's folder); a name no file could have, or
     not of one of ``kinds`` (extensions), is refused at ``pos``."""
-    check_name(name, pos, source, kinds)
-    if name.startswith(PREFIX):
-        return shipped(name[len(PREFIX):], pos, source)
-    return base / name
+    check_name(name, pos, source)
+    found = shipped(name[len(PREFIX):], pos, source) if name.startswith(PREFIX) else base / name
+    check_name(name, pos, source, kinds)  # after: a package name that names no shipped file says so first
+    return found
 
 
 def argument(path: str | Path) -> str | Path:
