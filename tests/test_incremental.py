@@ -24,7 +24,7 @@ COVERED = {
     "anatomy": ["LinAttPrep", "LinAttApply", "ConcatFF", "M0", "M1"],
     "anatomy_qk": ["LinAttPrepQK"],
     "attention": ["MaskedSelfAttention"],
-    "control": ["TokenFF", "ShortConv", "RunningMean"],
+    "control": ["TokenFF", "ShortConv", "RunningMean", "CausalMixer"],
     "derivations": ["Identity"],
     "gpt2": ["GPT2Attn", "GPT2MLP", "GPT2Block"],
     "lm": ["GPT", "GPTUntied", "LlamaAttn", "LlamaMLP", "LlamaBlock", "Llama"],
@@ -32,8 +32,9 @@ COVERED = {
                   "MergeLeftFF", "MergeRightFF"],
     "recurrent": ["LinearRNN", "GLARecurrent", "SSMRecurrent", "SSDAttention", "RetentionChunkwise"],
     "similarity": ["CausalLinearAttention"],
+    "splines": ["MaskedReluAttention", "DecoderBlock"],
     "sumformer_theorems": ["Eq22Rows"],
-    "bloom": ["BloomMLP"],
+    "bloom": ["BloomMLP", "BloomAttention", "BloomBlock", "BloomModel", "BloomForCausalLM"],
     "falcon": ["FalconAttention", "FalconMLP", "FalconDecoderLayer", "FalconModel", "FalconForCausalLM"],
     "gla": ["GLAOut", "GLARecurrent"],
     "gpt_neox": ["GPTNeoXAttention", "GPTNeoXMLP", "GPTNeoXLayer", "GPTNeoXModel", "GPTNeoXForCausalLM"],
@@ -42,7 +43,7 @@ COVERED = {
     "mistral": ["MistralAttention", "MistralDecoderLayer", "MistralModel", "MistralForCausalLM"],
     "mixtral": ["MixtralSparseMoeBlock", "MixtralAttention", "MixtralDecoderLayer", "MixtralModel",
                 "MixtralForCausalLM"],
-    "retnet": ["MSROut", "MSRRecurrent"],
+    "retnet": ["MSROut", "MSRRecurrent", "MSRParallel"],
 }
 WHOLE_FILES = ("mechanisms",)
 
@@ -74,8 +75,9 @@ REFUSED = {
     "'sdpa' reads every position": {"attention": ["SelfAttention", "MultiHeadAttention"],
                                     "sumformer_theorems": ["SoftmaxHeadOnRows"],
                                     "transformer": ["EncoderLayer", "TransformerEncoder", "EncoderLayerPostNorm"]},
-    "'softmax' reads every position": {"taxonomy_gaussian": ["GaussianTransformer", "HardcodedGaussian"],
-                                       "t5": ["T5Encoder", "T5EncoderModel"]},
+    "'softmax' reads every position": {"taxonomy_gaussian": ["GaussianTransformer", "HardcodedGaussian"]},
+    # T5's encoder reads its position bias (queries by keys) as an input of its blocks
+    "reads a value of two sequence axes": {"t5": ["T5Encoder", "T5EncoderModel"]},
     "'ssoftmax' reads every position": {"taxonomy": ["GaussianWindowAttention"]},
     "'window_sdpa' reads every position": {"taxonomy": ["SlidingWindowAttention"]},
     "'window_global_sdpa' reads every position": {"taxonomy_sparse": ["Longformer"]},
@@ -95,13 +97,10 @@ REFUSED = {
                                              "taxonomy_sparse": ["StarTransformer"]},
     # the chunks of a chunked recurrence are flattened into one axis: a reshape of the sequence
     "'flatten' reads every position": {"recurrent": ["RetentionRecurrent"]},
-    # causal, but the mask is read by boxes that are not one fused causal attention (ALiBi's bias,
-    # a decay matrix, ReLU attention, a masked mixer): not covered yet
-    "'causal' makes values over every position": {
-        "control": ["CausalMixer"], "recurrent": ["GLAParallel", "RetentionParallel"],
-        "splines": ["MaskedReluAttention", "DecoderBlock"],
-        "bloom": ["BloomAttention", "BloomBlock", "BloomModel", "BloomForCausalLM"],
-        "gla": ["GLAParallel"], "retnet": ["MSRParallel"]},
+    # causal, but not covered yet: a running sum along the queries inside a decay matrix (the
+    # parallel form of GLA: its recurrent form has an incremental form), a mask over chunks
+    "'cumsum' reads every position so far": {"recurrent": ["GLAParallel"], "gla": ["GLAParallel"]},
+    "'causal' makes values over every position": {"recurrent": ["RetentionParallel"]},
 }
 
 
@@ -217,7 +216,8 @@ def test_bidirectional_attention_is_refused_at_the_box_that_reads_later_position
     src.write_text(src.read_text().replace("softmax(e[i] / sqrt(d))", "relu(e[i])"))
     with pytest.raises(DiagError) as e:
         stringdiag.compile(stringdiag.load(src)["Enc"], incremental=True)
-    assert "the sum that makes 'y' sums over the positions of s" in e.value.message and e.value.pos.line == 10
+    assert "the sum that makes 'y' sums over the positions of the sequence (index j) with no causal mask" \
+        in e.value.message and e.value.pos.line == 10
 
 
 GPT_DIMS = dict(v=29, d=12, h=3, k=4, f=48, L=2)

@@ -32,10 +32,13 @@ MAMBA_DIMS = dict(v=V, d=8, e=8, N=4, w=3, rk=2, L=2)
 MODELS = {"GPT": (LM, dict(v=V, d=8, h=2, k=4, f=16, L=2)),
           "Llama": (LM, dict(v=V, d=8, g=2, n=2, r=2, f=16, L=2)),
           "MambaLM": (None, MAMBA_DIMS)}
+# ALiBi (its bias added to the scores before the mask: attention with keys over every position so
+# far, not one fused process), generated through generate only
+BLOOM = (ROOT / "gallery" / "modern" / "bloom.diag", dict(v=V, d=8, h=2, k=4, L=2))
 
 
 def _model(name: str, tmp_path: Path) -> WholeModel:
-    path, dims = MODELS[name]
+    path, dims = MODELS[name] if name in MODELS else BLOOM
     if path is None:
         path = tmp_path / "mamba_lm.diag"
         path.write_text(MAMBA_LM)
@@ -48,7 +51,7 @@ def _model(name: str, tmp_path: Path) -> WholeModel:
     return model.eval()
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("name", sorted(MODELS) + ["BloomForCausalLM"])
 def test_generate_with_the_cache_gives_the_ids_of_the_whole_window(name, tmp_path, monkeypatch):
     model = _model(name, tmp_path)
     prompts = [[1, 2, 3], [4, 5, 6], [7, 8, 9, 10, 11]]  # two lengths: two batches
