@@ -92,6 +92,8 @@ class _Known:
         v = self._known()
         if v is not None and not isinstance(v, torch.Tensor):
             return bool(v)
+        if v is None:  # a value the tracer could not compute: torch.fx says why
+            return super().__bool__()
         raise DiagError(f"{_caller()}: the module's Python branches on the values of a tensor (an if or a while "
                         "on data); a diagram has no such branch: cannot trace it")
 
