@@ -12,7 +12,7 @@ from .body import Body, Use, ident
 from .capture import Capture
 from .dims import classify
 from .ops import SCALAR, rows, scalar
-from .values import Val, aligned, letters_for, lookup, number, out_axes
+from .values import Val, aligned, number, out_axes
 
 ACTIVATIONS = {  # class name -> the scalar template
     "ReLU": "relu({0})", "Tanh": "tanh({0})", "Sigmoid": "sigmoid({0})", "SiLU": "{0} * sigmoid({0})",
