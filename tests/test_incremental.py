@@ -310,3 +310,57 @@ def test_the_documented_step_of_gpt2attn_computes_its_next_position():
         y, k2, v2 = step(x[:, 5], keys, values)
         assert rel_max(y, par(x)[:, 5]) < 1e-12
         assert rel_max(k2, proj["WK"]) < 1e-12 and rel_max(v2, proj["WV"]) < 1e-12
+
+
+MASKED = """dim s : seq
+dim d : fixed = 4
+learn Q, K, V : [d] -> [d]
+diagram Att(x: [s, d]) -> [s, d] {{
+  q[i] = Q(x[i])
+  kk[j] = K(x[j])
+  v[j] = V(x[j])
+  e[i, j] = sum_f q[i, f] * kk[j, f]
+  mk = causal<s>()
+  p = positions<s>()
+  {body}
+  return y
+}}
+"""
+
+
+@pytest.mark.parametrize("body", [
+    # later keys: lt(p[i], p[j]) is 1 where j > i
+    "m[i, j] = lt(p[i], p[j])\n  y[i] = sum_j relu(where(e, m))[i, j] * v[j]",
+    # the causal mask read transposed: key j sees query i >= j
+    "y[i] = sum_j relu(e[i, j]) * mk[j, i] * v[j]",
+    # a mask that is never zero
+    "y[i] = sum_j relu(e[i, j]) * (mk[i, j] + 1) * v[j]",
+    # softmax over a row the mask does not reach (it multiplies after the softmax's sum)
+    "a[i] = softmax(e[i])\n  y[i] = sum_j a[i, j] * mk[i, j] * v[j]",
+], ids=["later-keys", "transposed", "never-zero", "mask-after-softmax"])
+def test_attention_that_reads_later_positions_is_refused_however_it_is_masked(body, tmp_path):
+    """The mask analysis accepts a sum or softmax over the keys only where a causal mask makes the
+    later positions' terms zero (or minus infinity before a softmax); these are not causal."""
+    src = tmp_path / "att.diag"
+    src.write_text(MASKED.format(body=body))
+    d = stringdiag.load(src)["Att"]
+    with pytest.raises(DiagError, match="no causal mask|reads every position"):
+        stringdiag.compile(d, incremental=True)
+
+
+def test_attention_masked_by_hand_steps_as_its_parallel_form(tmp_path):
+    """The same template, causal: a ReLU attention masked by a product, a softmax masked by where
+    with a decay added, both stepped equal to the parallel form."""
+    src = tmp_path / "att.diag"
+    src.write_text(MASKED.format(body="g[i, j] = relu(e[i, j]) * mk[i, j]\n"
+                                      "  a[i] = softmax(where(e[i] - relu(p[i] - p) * 0.5, mk[i]))\n"
+                                      "  y[i] = sum_j (g[i, j] + a[i, j]) * v[j]"))
+    prog = stringdiag.load(src)
+    par, inc = _pair(prog, prog["Att"], {}, 1)
+    x = torch.randn(2, 6, 4, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    with torch.no_grad():
+        state, ys = inc.initial_state(2), []
+        for t in range(6):
+            y, state = inc.step(x[:, t], state)
+            ys.append(y)
+        assert rel_max(torch.stack(ys, 1), par(x)) < 1e-12

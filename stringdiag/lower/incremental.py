@@ -10,9 +10,12 @@ attention (which the fast paths have made ``causal_sdpa``) a key/value cache; ca
 decayed attention their matrix state; a ``scan`` its carried state, its cell run once per new
 position; a running sum its total; a causal convolution or shift its last inputs. Positions
 (``positions<s>``, hence RoPE; ``posenc``; a learned table ``where s <= N``) read the index of
-the new positions. Any other box that reads across positions (attention without a causal mask,
-a sum over the sequence, a reversal) has no incremental form: the diagram is refused, with that
-box named where it is written. The step is checked against the parallel form in float64 at
+the new positions. Attention whose causal mask other boxes read (ALiBi, a decay matrix) holds its
+scores over every position so far, the values it reads as keys cached (``roles.py``), and is
+accepted only where the mask makes the later positions' terms vanish (followed box by box, never
+assumed). Any other box that reads across positions (attention without a causal mask, a sum over
+the sequence, a reversal) has no incremental form: the diagram is refused, with that box named
+where it is written. The step is checked against the parallel form in float64 at
 every position (tests/test_incremental.py).
 """
 from __future__ import annotations
@@ -302,7 +305,7 @@ def _rows_roles(t: Tensor, t0: int, m: int, bounds: list, names: list, op: str, 
 def _scalar_flag(op: str, flags: list, c) -> tuple | None:
     """The mask an elementwise process keeps: a product with a zero is zero; where(x, mask)
     is minus infinity where the mask is zero; exp, relu, sigmoid and softplus of minus infinity
-    are zero; a sum with minus infinity is minus infinity."""
+    are zero; a sum with minus infinity is minus infinity, a sum of zeros zero."""
     fz = [f for f in flags if f and f[0] == Z]
     fn = [f for f in flags if f and f[0] == NEG]
     if op == "mul" and fz:
@@ -311,6 +314,8 @@ def _scalar_flag(op: str, flags: list, c) -> tuple | None:
         return (NEG, flags[1][1], flags[1][2])
     if op == "add" and fn:
         return fn[0]
+    if op in ("add", "sub") and flags and len(fz) == len(flags) and len({f[1:] for f in fz}) == 1:
+        return fz[0]  # zero plus zero
     if op == "sub" and flags and flags[0] and flags[0][0] == NEG and not (len(flags) > 1 and flags[1]):
         return flags[0]
     if op == "div" and flags and flags[0] and flags[0][0] == NEG and c is not None and (c.literal(1) or 0) > 0:
