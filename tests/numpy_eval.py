@@ -248,7 +248,7 @@ def evaluate(d, inputs: list[np.ndarray], sizes: Mapping[str, int], weights: Wei
             res = [_contract(box, [(val[w], axes) for w, axes in ins], simd, sizes, len(types[0]) - len(simd))]
         else:
             xs = [_aligned(val[w], axes, simd, len(batch)) for w, axes in ins]
-            res = _apply(d, b, box, xs, tuple(batch), simd, types, sizes, weights, prefix)
+            res = _apply(box, xs, tuple(batch), simd, types, sizes, weights, prefix)
         for w, y, t in zip(outs, res, types):
             val[w] = np.broadcast_to(y, tuple(batch) + tuple(t))
     return [val[w] for w in d.outputs]
@@ -306,12 +306,12 @@ def _learn(module, xs: list[np.ndarray], lead: tuple, locals_out: list[list[int]
     return outs
 
 
-def _apply(d, b, box, xs, batch, simd, types, sizes, weights, prefix) -> list[np.ndarray]:
+def _apply(box, xs, batch, simd, types, sizes, weights, prefix) -> list[np.ndarray]:
     lead = batch + tuple(n for _, n in simd)
     locals_out = [t[len(simd):] for t in types]
     if isinstance(box.loop, Scan):  # the state is not indexed by the scanned label
         locals_out = [types[0][len(simd) - 1:]] + locals_out[1:]
-        return _scan(d, b, box, xs, batch, simd, locals_out, sizes, weights, prefix)
+        return _scan(box, xs, batch, simd, locals_out, sizes, weights, prefix)
     if box.kind is Kind.CONST:
         return [np.full(lead, constant(box.value, sizes))]
     if box.kind is Kind.REINDEX:
@@ -343,7 +343,7 @@ def _repeat(box, xs, inner, weights, prefix, count: int) -> list[np.ndarray]:
     return [x]
 
 
-def _scan(d, b, box, xs, batch, simd, locals_out, sizes, weights, prefix) -> list[np.ndarray]:
+def _scan(box, xs, batch, simd, locals_out, sizes, weights, prefix) -> list[np.ndarray]:
     """The innermost SIMD index run in sequence: the state (port 0) carried from step to step,
     the other outputs one per step."""
     nb, steps = len(batch), simd[-1][1]
