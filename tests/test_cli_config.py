@@ -38,6 +38,11 @@ def test_a_bad_key_or_value_is_a_usage_error_naming_it(tmp_path, capsys, values,
     assert err.startswith(f"error: --config {tmp_path / 'run.json'}: ") and message in err
 
 
+def test_dims_may_be_a_table(tmp_path):
+    (tmp_path / "run.toml").write_text(_toml({k: v for k, v in TINY.items() if k != "dims"}) + "[dims]\nk = 8\nm = 4\n")
+    assert parse(["train", "x.diag", "--config", str(tmp_path / "run.toml")]).dims == "k=8,m=4"
+
+
 def test_a_file_that_is_not_toml_is_refused_at_once(tmp_path, capsys):
     (tmp_path / "run.toml").write_text("max-steps = = 3\n")
     assert main(["train", "x.diag", "--config", str(tmp_path / "run.toml")]) == 1

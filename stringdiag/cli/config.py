@@ -79,6 +79,8 @@ def _value(action: argparse.Action, key: str, value, path: str):
         if not isinstance(value, bool):
             raise UsageError(f"{where} is a switch: true or false, not {value!r}")
         return value if action.const is not False else not value
+    if isinstance(value, dict) and action.dest == "dims":  # dims = {k = 32, m = 16}: the table --dims writes k=32,m=16
+        value = ",".join(f"{name}={size}" for name, size in value.items())
     if value is None or isinstance(value, (dict, bool)):
         raise UsageError(f"{where}: expected a value as the command line takes it, not {json.dumps(value)}")
     items = value if isinstance(value, list) and action.nargs not in (None, "?") else [value]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import html
 import os
+import shutil
 import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -127,4 +128,5 @@ def run(args: argparse.Namespace) -> int:
         server.serve_forever()
     finally:
         server.server_close()
+        shutil.rmtree(page.scratch, ignore_errors=True)
     return 0
