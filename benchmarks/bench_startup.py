@@ -2,7 +2,7 @@
 
 Each command is a fresh process (the interpreter that runs this file, ``-m stringdiag.cli.main``),
 timed by its CPU time (user + system, from ``os.wait4``: wall time on a shared machine measures
-the neighbours). The reference ``python -c pass`` runs in the same rounds, interleaved with the
+the neighbours; ``render``'s includes Graphviz's ``dot``, which it runs and waits for). The reference ``python -c pass`` runs in the same rounds, interleaved with the
 commands; each figure is the median over the rounds, and each ratio the median of the per-round
 ratios. The caches (LALR tables, the prelude's syntax tree) are warmed first: one round with
 ``--cold`` empties a private cache directory before every command instead.
@@ -30,6 +30,8 @@ COMMANDS = {
     "stringdiag info -d SelfAttention": ["-m", "stringdiag.cli.main", "info", "gallery/attention.diag",
                                          "-d", "SelfAttention"],
     "stringdiag derive gallery/linearize.deriv": ["-m", "stringdiag.cli.main", "derive", "gallery/linearize.deriv"],
+    "stringdiag render -d SelfAttention -o X.svg": ["-m", "stringdiag.cli.main", "render", "gallery/attention.diag",
+                                                   "-d", "SelfAttention", "-o", "{scratch}/attention.svg"],
 }
 
 
@@ -49,13 +51,14 @@ def main() -> None:
     opts = ap.parse_args()
     cache = Path(tempfile.mkdtemp(prefix="stringdiag-bench-"))
     env = {**os.environ, "XDG_CACHE_HOME": str(cache), "PYTHONPATH": str(ROOT)}
-    for args in COMMANDS.values():  # warm the caches (and the OS's file cache)
+    commands = {name: [a.replace("{scratch}", str(cache)) for a in args] for name, args in COMMANDS.items()}
+    for args in commands.values():  # warm the caches (and the OS's file cache)
         cpu_seconds(args, env)
     times: dict[str, list[float]] = {name: [] for name in COMMANDS}
     ratios: dict[str, list[float]] = {name: [] for name in COMMANDS}
     for _ in range(opts.rounds):
         base = None
-        for name, args in COMMANDS.items():  # interleaved: the reference in every round
+        for name, args in commands.items():  # interleaved: the reference in every round
             if opts.cold:
                 shutil.rmtree(cache / "stringdiag", ignore_errors=True)
             t = cpu_seconds(args, env)
