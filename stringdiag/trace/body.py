@@ -80,13 +80,14 @@ class Body:
         self.say(f"{wire}{f'[{lhs}]' if lhs else ''} = {rhs}")
         return Val.whole(wire, axes)
 
-    def whole(self, v: Val, base: str = "t") -> str:
-        """The wire of ``v`` holding its axes in torch's order (a transposing statement if they are not)."""
+    def whole(self, v: Val, base: str | None = None) -> str:
+        """The wire of ``v`` holding its axes in torch's order (a transposing statement if they are not:
+        ``query_states_t``, the wire's name and ``_t``)."""
         if v.in_order:
             return v.wire
-        return self.assign(base, v.axes, lambda L: v.index(L)).wire
+        return self.assign(base or f"{ident(v.wire)}_t", v.axes, lambda L: v.index(L)).wire
 
-    def ordered(self, v: Val, base: str = "t") -> Val:
+    def ordered(self, v: Val, base: str | None = None) -> Val:
         return Val.whole(self.whole(v, base), v.axes)
 
     def learn(self, name: str, sig: str, theirs: list[tuple[str, str, bool]]) -> str:
