@@ -46,7 +46,7 @@ LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 def compile(diagram: Diagram, dims: Mapping[str, int] | None = None, approximator: Policy = "mlp",
             dtype: torch.dtype | None = None, fast: bool = True, native: bool = True,
-            max_boxes: int = MAX_LOWERED, incremental: bool = False) -> fx.GraphModule:
+            max_boxes: int = MAX_LOWERED) -> fx.GraphModule:
     """Lower a diagram to a module taking tensors shaped by its input types.
 
     Inputs may carry extra leading batch axes (the same for every input). ``dims`` gives
@@ -58,15 +58,9 @@ def compile(diagram: Diagram, dims: Mapping[str, int] | None = None, approximato
     and causal linear attention by fused processes (``F.scaled_dot_product_attention``, say).
     A diagram that would lower more than ``max_boxes`` boxes (a stack's copies each count) is
     refused before any work, with the figure (``graph/budget.py``).
-    With ``incremental``, the module is the diagram's incremental form instead (``incremental.py``:
-    ``initial_state``, ``step``, ``prefill``), with the same weights' names.
     """
     sizes = _with_defaults(diagram, dims)
     refuse_above(diagram, Build.LOWERED, max_boxes, "max_boxes, compile --max-boxes", sizes)
-    if incremental:
-        from .incremental import incremental_form
-        inc = incremental_form(diagram, sizes, factory(approximator), fast and native)
-        return inc.to(dtype) if dtype is not None else inc
     gm = Lowering(diagram, sizes, factory(approximator), nn.Module(), {}, fast,
                   native).module()
     return gm.to(dtype) if dtype is not None else gm
@@ -163,7 +157,7 @@ class Lowering:
         fast = fast and native  # the fused processes are native: opened, they would be their bodies again
         self.fast = fast  # a loop's body (loops.py) is lowered as its caller is
         self.chunked: list[Chunked] = []  # the scans lowered through their chunked form (scans.py)
-        top = self.prepare(diagram) if fast else diagram
+        top = getattr(self, "prepare", prepared)(diagram, self.chunked) if fast else diagram  # scans chunked
         self.sites = N.sites(top) if sites is None else sites
         self.prefix = N.dotted(path[:-1], self.sites) + "." if path else ""  # a scanned body's names are its own
         self.d = top.expand(keep=native_use if native else frozenset(), path=path)
@@ -173,10 +167,6 @@ class Lowering:
         self.env: dict[int, fx.Node] = {}
         self.seq: dict[str, fx.Node] = {}
         self._check_dims()
-
-    def prepare(self, diagram: Diagram) -> Diagram:
-        """The diagram the fast paths made of ``diagram``: scans through their chunked form."""
-        return prepared(diagram, self.chunked)
 
     # -- sizes ----------------------------------------------------------------------
     def _check_dims(self) -> None:

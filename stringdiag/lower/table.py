@@ -27,6 +27,7 @@ from ..graph.box import Box
 from ..graph.iso import definition_key
 from ..elaborate.loader import prelude
 from . import chunked
+from . import caches as S
 from . import primitives as P
 
 Entry = Callable[["PrimitiveCall"], fx.Node]  # stringdiag.lower.lower.PrimitiveCall (which imports this table)
@@ -177,4 +178,38 @@ def native(node: Box) -> bool:
     name (a ``softmax`` that computes something else) is opened like any other."""
     return node.op in NATIVE and definition_key(node.ref) == definition_key(prelude()[node.op])
 
-__all__ = ["PRIMITIVES", "FIXED", "NATIVE", "Entry", "elementwise", "native"]
+# -- the incremental form (incremental.py): what each box that reads across positions becomes -----
+def _slot(c: "PrimitiveCall", make: Callable[[], Slot], *args) -> fx.Node:
+    return c.g.call_module(c.low.slot(make), args)
+
+
+def _at(c: "PrimitiveCall") -> fx.Node:
+    return c.g.call_module(c.low.clock_attr(), ())
+
+
+STEPS: dict[str, Entry] = {
+    "causal_sdpa": lambda c: _slot(c, S.KVCache, *c.xs, _score_scale(c)),
+    "causal_window_sdpa": lambda c: _slot(c, lambda: S.WindowCache(c.static("w")), *c.xs, _score_scale(c)),
+    "causal_linear_attention": lambda c: _slot(c, S.LinearState, *c.xs),
+    "causal_linear_sum": lambda c: _slot(c, S.LinearState, *c.xs),
+    "causal_decay_attention": lambda c: _slot(c, S.DecayState, *c.xs),
+    "cumsum": lambda c: _slot(c, lambda: S.Running(False), c.x),
+    "cumprod": lambda c: _slot(c, lambda: S.Running(True), c.x),
+    "causal_conv": lambda c: _slot(c, lambda: S.Recent(None), *c.xs),
+    "shift": lambda c: _slot(c, lambda: S.Recent(c.static("k")), c.x),
+    "ones": lambda c: c.call(P.filled, (c.size("n"),), 1.0, c.ref),  # the same at every position
+    "zeros": lambda c: c.call(P.filled, (c.size("n"),), 0.0, c.ref),
+    "positions": lambda c: c.call(S.positions_at, _at(c), c.size("n"), c.ref),
+    "posenc": lambda c: c.call(S.posenc_at, _at(c), c.size("n"), c.static("m"), c.ref),
+}
+# the port of each entry's input that runs along the sequence in its last local axis but one
+# (attention: [s, f]) rather than its last ([s]); the others have no sequence axis (a kernel)
+STEP_AXES = {"causal_sdpa": (-2, -2, -2), "causal_window_sdpa": (-2, -2, -2),
+             "causal_linear_attention": (-2, -2, -2), "causal_linear_sum": (-2, -2),
+             "causal_decay_attention": (-2, -2, -2, -1), "cumsum": (-1,), "cumprod": (-1,),
+             "causal_conv": (-1, None), "shift": (-1,), "ones": (), "zeros": (), "positions": (), "posenc": ()}
+# processes whose local sequence axis keeps its role in the incremental form (a row softmax over the
+# keys so far, checked masked there)
+ROW_WISE = frozenset({"softmax", "hardmax"})
+
+__all__ = ["PRIMITIVES", "FIXED", "NATIVE", "STEPS", "STEP_AXES", "ROW_WISE", "Entry", "elementwise", "native"]
