@@ -11,8 +11,8 @@ a corner cannot pass:
 - every dimension is drawn independently, at several sizes per check: distinct small primes
   first (a transposed axis cannot go unnoticed), then each takes 1, 2 and 4 once in its own
   order, then a non-prime (:func:`size_rounds`), and the sizes the file declares;
-- inputs carry a batch axis long enough for :data:`POINTS` numbers (a scalar rule is tried on
-  512 points a distribution);
+- at the first sizes, inputs carry a batch axis long enough for :data:`POINTS` numbers (a
+  scalar rule is tried on 512 points a distribution);
 - inputs and weights come from several distributions (unit normal, large and tiny, all-negative,
   constant rows, ties), and inputs alone at 1e8 and 1e150, near the square root of the range.
 
@@ -189,6 +189,7 @@ RTOL = 1e-9   # float64: about 1e7 ulps of room for rounding in a reordered comp
 ATOL = 1e-12  # times the distribution's scale: for entries that cancel to about zero
 POINTS = 512  # inputs per distribution at least, as a batch: a scalar rule is tried on 512 points
 MAX_BATCH = 256
+SIZE_BATCH = 4  # at the sizes after the first: what a size decides shows on a few examples
 SMALL = (1, 2, 4)  # every free dimension takes each of these once, independently of the others
 NON_PRIME = (6, 8, 9, 10)
 
@@ -277,7 +278,7 @@ def compare(a: Diagram, b: Diagram, dims: dict[str, int] | None = None, trials: 
                 raise
             continue  # neither side has a meaning at these sizes, or only one: other sizes decide
         shown = tuple(sorted(sizes.items()))
-        n = batch_for(a.input_types, sizes)
+        n = batch_for(a.input_types, sizes) if r == 0 else SIZE_BATCH
         # every distribution at the first sizes; at the others (what a size decides) unit normal
         # and ties, each dimension at 1, 2, 4 and a non-prime
         dists = DISTRIBUTIONS if r == 0 else SIZE_DISTRIBUTIONS
