@@ -12,7 +12,6 @@ from torch import Tensor, nn
 
 from . import chunked
 from . import primitives as P
-from . import roles as R
 
 
 class Slot(nn.Module):
@@ -229,10 +228,11 @@ def mask_at(op: str, rows: tuple, cols: tuple, w: int | None, ref: Tensor) -> Te
     return m.to(ref.dtype)[None]
 
 
-def rows_in_roles(t: Tensor, t0: int, m: int, bounds: list, names: list, op: str, roles: list) -> Tensor:
-    """A learned table over positions at the rows each axis's role says (new, or all so far)."""
-    full = P.bounded(t, [t0 + int(m) if r is not None else None for r in roles], bounds, names, op)
-    index = [slice(None)] + [slice(t0, None) if r == R.N else slice(None) for r in roles]
+def rows_in_roles(t: Tensor, t0: int, m: int, bounds: list, names: list, op: str, new: list) -> Tensor:
+    """A learned table over positions at the rows each sequence axis holds: the new positions
+    (True), or every one so far (False); None for an axis that is not the sequence's."""
+    full = P.bounded(t, [t0 + int(m) if r is not None else None for r in new], bounds, names, op)
+    index = [slice(None)] + [slice(t0, None) if r else slice(None) for r in new]
     return full[tuple(index)]
 
 

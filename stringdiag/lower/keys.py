@@ -241,4 +241,4 @@ class KeysLowering(Lowering):
         bounds, ty = _axis_bounds(node), self.d.local_out_type(b, 0)
         t0 = self.g.call_module(self.clock_attr(), ())
         return self.g.call_function(rows_in_roles, (t, t0, self._named_seq(), list(bounds), [str(x) for x in ty],
-                                                  node.op, list(roles)))
+                                                  node.op, [None if r is None else r == R.N for r in roles]))

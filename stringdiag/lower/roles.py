@@ -19,12 +19,11 @@ from typing import Callable
 from ..graph.box import Kind
 from ..graph.diagram import Diagram
 from ..graph.types import Dim
+from .table import ROW_WISE
 
 N, A = "N", "A"
 Roles = tuple  # per axis of a wire's type: N, A, or None (not a sequence axis)
 
-# processes whose local sequence axis keeps its role (a row softmax over the keys)
-ROW_WISE = frozenset({"softmax", "hardmax"})
 
 
 @dataclass
@@ -110,4 +109,4 @@ def input_roles(d: Diagram, b: int, labels: dict, local: tuple, axes: dict) -> l
     return out
 
 
-__all__ = ["A", "N", "Plan", "plan", "versions", "input_roles", "ROW_WISE"]
+__all__ = ["A", "N", "Plan", "plan", "versions", "input_roles"]
