@@ -1,6 +1,6 @@
 """Today's models traced whole (tiny random Hugging Face configs: 2 layers, width 64, float64) and
-compiled back from the written ``.diag`` and weights file alone, in a fresh Python process that
-never sees the model's code: the outputs at two sequence lengths against the models themselves
+compiled back (and drawn) from the written ``.diag`` and weights file alone, in a fresh Python process
+that never sees the model's code: the outputs at two sequence lengths against the models themselves
 (with their float32 islands off, so that both sides compute in float64), ``info`` O(s²) for full
 attention, no opaque box, the layers one ``repeat``."""
 from __future__ import annotations
@@ -238,6 +238,7 @@ import json, sys, torch
 from safetensors.torch import load_file
 import stringdiag
 from stringdiag.cli.summary import summarize
+from stringdiag.render.draw import to_svg
 out = {}
 for name, files in json.loads(sys.argv[1]).items():
     try:
@@ -252,7 +253,8 @@ for name, files in json.loads(sys.argv[1]).items():
                 y = ours(data[f"ids{s}"])
             ref = data[f"ref{s}"]
             errors.append(((y - ref).abs().max() / ref.abs().max()).item())
-        out[name] = {"errors": errors, "info": str(summarize(d))}
+        pictures = [to_svg(program[n]) for n in files["render"]]  # the model, and its longest definition
+        out[name] = {"errors": errors, "info": str(summarize(d)), "pictures": [p[:5] for p in pictures]}
     except Exception as e:  # reported by the test of this model
         out[name] = {"failed": f"{type(e).__name__}: {e}"}
 print(json.dumps(out))
@@ -280,12 +282,19 @@ def trace_all(folder: Path, models: dict = MODELS) -> dict:
         write_atomic(str(stem) + ".safetensors", t.weights.tensors(model.state_dict()), {"diagram": t.name}, "w")
         write_atomic(str(stem) + ".data.safetensors", data, {}, "d")
         files[name] = {"diag": str(stem) + ".diag", "weights": str(stem) + ".safetensors", "diagram": t.name,
-                       "data": str(stem) + ".data.safetensors", "lengths": [5, 6]}
+                       "data": str(stem) + ".data.safetensors", "lengths": [5, 6],
+                       "render": [t.name, _longest(t.text)]}
         results[name] = t
     run = subprocess.run([sys.executable, "-c", CHECK, json.dumps(files)], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     fresh = json.loads(run.stdout.strip().splitlines()[-1])
     return {name: (results[name], fresh[name]) for name in models}
+
+
+def _longest(text: str) -> str:
+    """The definition of most lines (the attention, usually): drawn as well as the model."""
+    bodies = re.findall(r"^diagram (\w+)\(.*?^}", text, re.MULTILINE | re.DOTALL)
+    return max(bodies, key=lambda name: len(re.search(rf"^diagram {name}\(.*?^}}", text, re.M | re.S)[0]))
 
 
 @pytest.fixture(scope="module")
@@ -297,7 +306,7 @@ def traced(tmp_path_factory):
 def test_a_model_compiles_back_from_its_files_alone(traced, name):
     t, fresh = traced[name]
     assert "failed" not in fresh, fresh.get("failed")
-    assert max(fresh["errors"]) <= TOL, fresh["errors"]  # two lengths, a process without the model's code
+    assert fresh["pictures"] == ["<?xml", "<?xml"]  # drawn from the file alone    assert max(fresh["errors"]) <= TOL, fresh["errors"]  # two lengths, a process without the model's code
     if name in IMAGES:  # a fixed number of patches (1 + 16 tokens): no sequence dimension
         assert "in the sequence length: O(1)" in fresh["info"]
     else:  # time: full attention; a sliding window of 3 (d3) on the band only
