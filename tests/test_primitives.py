@@ -536,3 +536,14 @@ def test_fixed_primitives_agree_with_plain_python_at_their_edges(name):
         for y, ref in zip(ys, refs):
             ref = ref.to(torch.float64) if xs else ref
             assert _same(y.to(torch.float64), ref.expand(y.shape) if not xs else ref), (name, sizes, y, ref)
+
+
+def test_a_range_past_its_axis_at_run_time_names_the_range_and_the_axis():
+    """A range whose sizes are known only at run time (a seq length) and do not fit: the lowering
+    passes what follows the range as a negative count, and the error names both."""
+    from stringdiag.lower import primitives as P
+
+    with pytest.raises(DiagError, match=r"the range 2:5 does not lie within an axis of 4 entries$"):
+        P.narrow(torch.zeros(2, 4), 2, 3, -1)
+    with pytest.raises(DiagError, match=r"the range 3:4 does not lie within an axis of 3 entries$"):
+        P.pick(torch.zeros(3), 3, -1)
