@@ -32,6 +32,11 @@ from .formats import FORMATS
 from .frames import copy_points, frames, placed, rows
 from .stacked import stacked
 
+# the most boxes one picture is laid out with (Graphviz's time and memory grow much faster than
+# the boxes: a flat picture of 2,000 boxes with long skip wires ran past five minutes, 4,900 ran
+# out of memory; the gallery's largest picture, expanded, has 324)
+MAX_DRAWN = 1_000
+
 SEQ_COLOUR = "#c0392b"
 FIXED_COLOUR = "#1f5f9e"
 OTHER_COLOUR = "#555555"

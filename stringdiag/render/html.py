@@ -22,7 +22,7 @@ from ..graph.budget import MAX_EXPANDED, Build, boxes
 from ..graph.diagram import Diagram
 from ..graph.diff import changed_boxes
 from ..graph.types import show_type
-from .draw import FIXED_COLOUR, SEQ_COLOUR, _dim_colour, _ends, chain_pictures, to_svg
+from .draw import MAX_DRAWN, FIXED_COLOUR, SEQ_COLOUR, _dim_colour, _ends, chain_pictures, to_svg
 
 SVG_NS, XLINK_NS = "http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"
 S = "{%s}" % SVG_NS
@@ -161,16 +161,16 @@ def page(title: str, fragment: str) -> str:
 
 def diagram_view(d: Diagram) -> str:
     """A diagram; when it uses definitions, also expanded (click a definition to open it,
-    its frame to close it). An expansion over the limit of ``render --expand`` (a stack's
+    its frame to close it). An expansion over the most a picture is laid out with (a stack's
     count, definitions nested many times over) is left out, and the page says so: the
     diagram as written is still drawn."""
     panes = [Pane("collapsed", d.signature(), annotate(to_svg(d), d))]
     controls = ""
     if any(d.record(b).kind is Kind.DIAGRAM for b in d.boxes()):
         n = boxes(d, Build.EXPANDED, {})
-        if n > MAX_EXPANDED:
+        if n > MAX_DRAWN:
             controls = (f'<span class="sd-note">no expanded view: it would make about {n:,} boxes, over '
-                        f'{MAX_EXPANDED:,} (the limit of render --expand)</span>')
+                        f'{MAX_DRAWN:,} (the most a picture is laid out with)</span>')
         else:
             e = d.expand(unroll={}, limit=MAX_EXPANDED)
             panes.append(Pane("expanded", f"{d.signature()} (definitions opened)", annotate(to_svg(e), e)))

@@ -12,7 +12,7 @@ from ..graph.budget import MAX_EXPANDED, Build, refuse_above
 from ..graph.diagram import Diagram
 from ..syntax.source import write_atomic
 from . import html, tikz
-from .draw import chain_svg, grid_svg, render, strip, write, write_text
+from .draw import MAX_DRAWN, chain_svg, grid_svg, render, strip, write, write_text
 from .tree import tree, tree_svg
 
 STY = "stringdiag.sty"
@@ -33,10 +33,6 @@ def _page(title: str, fragment: str, out: Path) -> list[Path]:
     return [write_atomic(out, html.page(title, fragment))]
 
 
-# the most boxes one picture is laid out with (Graphviz's time and memory grow much faster than
-# the boxes: a flat picture of 2,000 boxes with long skip wires ran past five minutes, 4,900 ran
-# out of memory; the gallery's largest picture, expanded, has 324)
-MAX_DRAWN = 1_000
 # the most boxes of all the steps of one derivation's chain together
 MAX_CHAIN = 10_000
 
