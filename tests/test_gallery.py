@@ -64,6 +64,9 @@ SIGNATURES = {
     "derivations.diag": {},  # the start, intermediate and target diagrams of gallery/*.deriv
     "overparam.diag": {},  # the diagrams the proofs of rewrites (5) and (6) start and end at
     "control.diag": {"TokenFF": "[s, d] -> [s, d]"},
+    "residual.diag": {"Layer": "[s, d] -> [s, d]", "ResidualLayer": "[s, d] -> [s, d]"},  # Khatri et al. Def. 3.1
+    "scores.diag": {n: "[t, d], [s, d] -> [t, d]" for n in (  # the lecture slides' scores
+        "ScoreAttention", "DotAttention", "MultiplicativeAttention", "MappedQueryDotAttention", "AdditiveAttention")},
     "anatomy_qk.diag": {"AttPrepQK": "[s, d], [s, d] -> [s, s]", "LinAttPrepQK": "[s, d], [s, d] -> [s, k], [s, k]"},
     "mechanisms.diag": {"M2": "[s, d] -> [s, d]", "M3": "[s, d] -> [s, d]"},  # written by stringdiag enumerate
     "taxonomy.diag": {

@@ -26,6 +26,14 @@ EXPECTED = {
     "hardmax_rank1.deriv": (RED + EQ, ("s^2", "s^2")),
     "bahdanau_to_vaswani.deriv": (EQ + RED * 2 + EQ * 3 + RED + EQ * 2 + RED * 3 + EQ + ABSORB * 2 + RED + REWIRE,
                                   ("s·t", "s^2")),
+    # Sec. 3.2's last step (sim = exp(x.y / sqrt(d_k)) is softmax attention), Def. 3.1's residual,
+    # the lecture slides' scores as instances of one score attention, and Luong's as a mapped dot
+    "similarity_softmax.deriv": (RED + EQ * 2, ("s^2", "s^2")),
+    "residual.deriv": (RED * 2 + EQ, ("s", "s")),
+    "scores_dot.deriv": (RED, ("s·t", "s·t")),
+    "scores_multiplicative.deriv": (RED, ("s·t", "s·t")),
+    "scores_additive.deriv": (RED, ("s·t", "s·t")),
+    "scores_luong_dot.deriv": (EQ, ("s·t", "s·t")),
     # the taxonomy's edges (Khatri et al. (2024), Sec. 4; tests/test_taxonomy_members.py)
     "tax_linear.deriv": (RED, ("s^2", "s^2")),
     "tax_linear_transformer.deriv": (RED + EQ * 4, ("s^2", "s")),
