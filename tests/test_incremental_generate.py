@@ -140,3 +140,21 @@ def test_sample_refuses_a_stop_word_outside_the_vocabulary_and_a_bad_top_p(runs,
     assert main(["sample", str(runs["GPT"]), "--prompt", "w01", "--stop", "nowhere"]) == 1
     assert "error: --stop: 'nowhere' is not a word" in capsys.readouterr().err
     assert main(["sample", str(runs["GPT"]), "--prompt", "w01", "--top-p", "1.5"]) == 2
+
+
+def test_progress_is_told_every_token_and_a_state_too_large_for_memory_is_refused_first(runs, tmp_path, capsys):
+    model = _model("GPT", tmp_path)
+    seen = []
+    R.generate(model, [1, 2], 5, temperature=0, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(k, 5) for k in range(1, 6)]
+    # a save_pretrained folder has no training context: the cache would hold every position
+    run = R.load_run(runs["GPT"])
+    folder = R.save_pretrained(run.model, tmp_path / "hf", run.tokenizer)
+    args = ["sample", str(folder), "--prompt", "w01", "--tokens", str(10 ** 15)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(R, "generate", lambda *a, **k: pytest.fail("generation started"))
+        assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "error: these sizes need about" in err and "for the state of 1 sequence(s) at position 1,000,000,000,000,001" in err
+    # with the context a run was trained with, the state stays that of its context
+    assert main(["sample", str(runs["GPT"]), "--prompt", "w01", "--tokens", "40", "--temperature", "0"]) == 0

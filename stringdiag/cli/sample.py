@@ -83,9 +83,10 @@ def _check_cache_memory(inc, prompts: list[list[int]], tokens: int, context: int
 
     ids = torch.tensor([prompts[0][:1]], device=next(inc.parameters()).device)
     with torch.no_grad():
-        _, one = inc.prefill(ids, inc.initial_state(1))
-        _, two = inc.prefill(ids, one)
-    first, per = one.numel(), two.numel() - one.numel()
+        _, state = inc.prefill(ids, inc.initial_state(1))
+        first = state.numel()  # before the next call, which consumes the state
+        _, state = inc.prefill(ids, state)
+    per = state.numel() - first
     longest = max(len(p) for p in prompts) + tokens
     positions = min(longest, context) if context else longest
     need = len(prompts) * (first + per * (positions - 1)) * next(inc.parameters()).element_size()
