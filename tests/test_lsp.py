@@ -145,6 +145,28 @@ def test_diagnostics_as_you_type_hover_definition_completion(client, tmp_path):
     assert hover["contents"]["value"].startswith("`learn F : [d] -> [d]`")
 
 
+def test_rule_files_and_derivations_get_diagnostics_too(client, tmp_path):
+    (tmp_path / "other.diag").write_text(OTHER)
+    rules = (tmp_path / "mine.rules").as_uri()
+    text = "dim n : fixed\nrule twice(x: [n]) -> [n] {\n  return x + x\n} == {\n  return 2 * y\n}\n"
+    client.notify("textDocument/didOpen", {"textDocument": {"uri": rules, "languageId": "diag", "version": 1,
+                                                            "text": text}})
+    (diag,) = client.diagnostics(rules)
+    assert diag["severity"] == 1 and "'y'" in diag["message"] and diag["range"]["start"]["line"] == 4
+    client.notify("textDocument/didChange", {"textDocument": {"uri": rules, "version": 2},
+                                             "contentChanges": [{"text": text.replace("2 * y", "2 * x")}]})
+    assert client.diagnostics(rules) == []
+
+    deriv = (tmp_path / "steps.deriv").as_uri()
+    client.notify("textDocument/didOpen", {"textDocument": {"uri": deriv, "languageId": "diag", "version": 1,
+                                                            "text": "start other.diag:Twise\n"}})
+    (diag,) = client.diagnostics(deriv)
+    assert diag["severity"] == 1 and "Twise" in diag["message"] and diag["range"]["start"]["line"] == 0
+    client.notify("textDocument/didChange", {"textDocument": {"uri": deriv, "version": 2},
+                                             "contentChanges": [{"text": "start other.diag:Twice\n"}]})
+    assert client.diagnostics(deriv) == []
+
+
 def test_an_error_in_an_imported_file_is_shown_on_the_import(client, tmp_path):
     (tmp_path / "other.diag").write_text(OTHER.replace("G(G(x))", "G(G(x)"))
     uri = (tmp_path / "mix.diag").as_uri()

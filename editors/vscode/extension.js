@@ -1,5 +1,5 @@
-// Starts `stringdiag lsp` (the command in the setting stringdiag.command) for .diag files:
-// diagnostics as you type, hover, go to definition, completion. Highlighting is the TextMate
+// Starts `stringdiag lsp` (the command in the setting stringdiag.command): diagnostics as you type
+// for .diag, .rules and .deriv files; hover, go to definition and completion in .diag files. Highlighting is the TextMate
 // grammar in syntaxes/, which needs no server.
 const vscode = require("vscode");
 const { LanguageClient } = require("vscode-languageclient/node");
@@ -12,7 +12,7 @@ function activate(context) {
     "stringdiag",
     "stringdiag",
     { command, args },
-    { documentSelector: [{ scheme: "file", language: "diag", pattern: "**/*.diag" }] },
+    { documentSelector: [{ scheme: "file", language: "diag", pattern: "**/*.{diag,rules,deriv}" }] },
   );
   context.subscriptions.push({ dispose: () => client && client.stop() });
   return client.start();

@@ -54,9 +54,13 @@ def _range(pos: Pos | None, length: int = 1) -> T.Range:
 
 
 def diagnostics(text: str, path: str) -> tuple[list[T.Diagnostic], object | None]:
-    """The file's warnings and first error, placed in this file; and its Program when it checks."""
+    """The file's warnings and first error, placed in this file; and its Program when it checks
+    (a ``.diag`` file). A rule file is checked as ``check`` reads it, a derivation by running its
+    steps (without ``--verify``); hover and the rest answer for ``.diag`` files."""
     from ..elaborate.loader import loads
 
+    if path.endswith((".rules", ".deriv")):
+        return _other_kind(text, path), None
     try:
         prog = loads(text, path)
     except DiagError as e:
@@ -65,6 +69,24 @@ def diagnostics(text: str, path: str) -> tuple[list[T.Diagnostic], object | None
         return [T.Diagnostic(range=_range(None), message="nested too deeply to check",
                              severity=T.DiagnosticSeverity.Error, source="stringdiag")], None
     return [_diagnostic(w, path, text, T.DiagnosticSeverity.Warning) for w in prog.warnings], prog
+
+
+def _other_kind(text: str, path: str) -> list[T.Diagnostic]:
+    try:
+        if path.endswith(".rules"):
+            from ..rewrite.rule import loads_rules
+
+            loads_rules(text, path)
+        else:
+            from ..derive.derivation import Runner
+
+            Runner(text, path, False, None).run()
+    except DiagError as e:
+        return [_diagnostic(e, path, text, T.DiagnosticSeverity.Error)]
+    except RecursionError:
+        return [T.Diagnostic(range=_range(None), message="nested too deeply to check",
+                             severity=T.DiagnosticSeverity.Error, source="stringdiag")]
+    return []
 
 
 def _diagnostic(e: DiagError, path: str, text: str, severity: T.DiagnosticSeverity) -> T.Diagnostic:
@@ -162,7 +184,7 @@ def server() -> LanguageServer:
     checked: dict[str, object] = {}  # uri -> the Program of the last text that checked
 
     def refresh(uri: str) -> None:
-        if not path_of(uri).endswith(".diag"):  # rules, derivations, taxonomies: highlighted, not checked here
+        if not path_of(uri).endswith((".diag", ".rules", ".deriv")):  # taxonomies: highlighted, not checked here
             return
         doc = ls.workspace.get_text_document(uri)
         found, prog = diagnostics(doc.source, path_of(uri))
