@@ -6,6 +6,7 @@ mask makes the terms after each row's position vanish, followed box by box (``_s
 from __future__ import annotations
 
 import operator
+from enum import Enum
 from typing import Any
 
 import torch
@@ -23,7 +24,15 @@ from .param_names import ident as N_ident
 from .caches import KeyCache, mask_at, positions_at, rows_in_roles
 from .table import PRIMITIVES, ROW_WISE, STEPS
 
-Z, NEG = "Z", "NEG"  # entries after the row's position: zero, or minus infinity
+
+class Masked(Enum):
+    """What the entries after each row's position are, in a value of rows by columns."""
+
+    ZERO = "zero"
+    MINUS_INF = "-inf"
+
+
+Z, NEG = Masked.ZERO, Masked.MINUS_INF
 _POSITIONAL = frozenset({"positions", "ones", "zeros", "causal", "window"})
 
 
@@ -60,7 +69,6 @@ class _Call(PrimitiveCall):
         if all(lab in read for lab, _ in self.node.simd):
             return y
         return self.method("expand", y, -1, *[self.low.label_size(lab, dim) for lab, dim in self.node.simd])
-
 
 
 class KeysLowering(Lowering):

@@ -14,6 +14,7 @@ a learned table) are made in any role directly. What the keys then sum is checke
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Callable
 
 from ..graph.box import Kind
@@ -21,9 +22,16 @@ from ..graph.diagram import Diagram
 from ..graph.types import Dim
 from .table import ROW_WISE
 
-N, A = "N", "A"
-Roles = tuple  # per axis of a wire's type: N, A, or None (not a sequence axis)
 
+class Role(str, Enum):
+    """What a sequence axis of a wire holds in the incremental form."""
+
+    NEW = "N"  # the new positions
+    ALL = "A"  # every position so far, the new ones included
+
+
+N, A = Role.NEW, Role.ALL
+Roles = tuple  # per axis of a wire's type: a Role, or None (not a sequence axis)
 
 
 @dataclass
@@ -109,4 +117,4 @@ def input_roles(d: Diagram, b: int, labels: dict, local: tuple, axes: dict) -> l
     return out
 
 
-__all__ = ["A", "N", "Plan", "plan", "versions", "input_roles"]
+__all__ = ["A", "N", "Role", "Plan", "plan", "versions", "input_roles"]
