@@ -225,3 +225,13 @@ def test_retime_times_every_trained_run_again_in_cpu_time(tmp_path, capsys):
     assert 0 < sum(after["seconds_per_epoch_samples"]) * steps / 3 / 2 < spent
     rows = R.read_csv(out / "results.csv")
     assert {r["timing_clock"] for r in rows} == {"cpu"}
+
+
+def test_report_reads_a_studys_runs_not_a_stale_table(tmp_path, capsys):
+    out = tmp_path / "s"
+    assert main(["study", ANATOMY, "-d", "M1", *TINY, "--layers", "1", "-o", str(out)]) == 0
+    (out / "results.csv").write_text((out / "results.csv").read_text().splitlines()[0] + "\n")  # a stale table
+    assert main(["study", "--report", str(out)]) == 0
+    rows = R.read_csv(out / "results.csv")
+    assert sorted(r["mechanism"] for r in rows) == ["M1", "control"]
+    assert "Against control" in (out / "verdict.txt").read_text()

@@ -9,10 +9,10 @@ import pytest
 
 import stringdiag
 from stringdiag.cli.main import main
-from stringdiag.graph.whynot import first_difference
+from stringdiag.graph.difference import first_difference
 from stringdiag.rewrite.match import find_matches
 from stringdiag.rewrite.rule import library, loads_rules
-from stringdiag.rewrite.whynot import explain
+from stringdiag.rewrite.closest import explain
 
 ROOT = Path(__file__).resolve().parents[1]
 NEAR = stringdiag.loads("""dim s : seq

@@ -124,6 +124,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="with --list-runs or --plan: as JSON")
     p.add_argument("--report", nargs="+", default=None, metavar="DIR",
                    help="redraw the figures from these studies' results.csv without training (several: merged)")
+    add_recipe_and_session(p)
+
+
+def add_recipe_and_session(p: argparse.ArgumentParser) -> None:
+    """The recipe's options (recorded in study.json) and this session's."""
     g = p.add_argument_group("the recipe (recorded in DIR/study.json; a study resumes only with the same)")
     add_recipe(g, "train each run for at most this many steps")
     g.add_argument("--test-stride", type=positive, default=1,
@@ -497,18 +502,21 @@ def report(args: argparse.Namespace) -> int:
     """Merge the studies' results.csv and redraw the figures; no training."""
     from ..study import results as R
     from ..study.figures import draw
-    from ..study.runner import CSV, STUDY, check_study_files, compare
+    from ..study.runner import CSV, STUDY, check_study_files, compare, run_rows
 
     dirs = [Path(d) for d in args.report]
     sources, studies = [], []
     for d in dirs:
         path = d / CSV if d.is_dir() else d
+        if d.is_dir() and (d / STUDY).is_file():  # a study's directory: its runs' own files, the newest
+            studies.append((d, R.read_json(d / STUDY)))
+            check_study_files(d, studies[-1][1])  # every result.json is the run its directory names
+            families = {k: tuple(v) for k, v in (studies[-1][1].get("families") or R.DEFAULT_FAMILIES).items()}
+            sources.append((str(d), run_rows(d, families)))
+            continue
         if not path.is_file():
             raise DiagError(f"{options.short(d)} holds no {CSV} (is it a study's directory?)")
         sources.append((str(d), R.read_csv(path)))
-        if (d / STUDY).is_file():
-            studies.append((d, R.read_json(d / STUDY)))
-            check_study_files(d, studies[-1][1])  # every result.json is the run its directory names
     for d, s in studies[1:]:
         diff = compare(studies[0][1], s)
         if diff:
@@ -526,7 +534,8 @@ def report(args: argparse.Namespace) -> int:
         raise DiagError(f"-o {options.short(out)}: the merged results would replace that study's own {CSV}; "
                         "choose another directory")
     wrote = []
-    if not (len(dirs) == 1 and (dirs[0] / CSV if dirs[0].is_dir() else dirs[0]).resolve() == (out / CSV).resolve()):
+    same = len(dirs) == 1 and (dirs[0] / CSV if dirs[0].is_dir() else dirs[0]).resolve() == (out / CSV).resolve()
+    if not same or studies:  # a study's results.csv is rewritten from its runs
         R.write_csv(out / CSV, rows)
         wrote.append(out / CSV)
     R.write_summary(out, rows)

@@ -11,7 +11,6 @@ A failing step is reported by number, with its source position and the reason.
 """
 from __future__ import annotations
 
-import dataclasses
 
 from collections import ChainMap
 from collections.abc import MutableMapping
@@ -151,6 +150,20 @@ def instances(*ds: Diagram) -> dict:
     return {f.record(b).op: "learn" for f in flats for b in f.boxes() if f.record(b).kind is Kind.ABSTRACT}
 
 
+def unfolded_size(cur: Diagram, name: str) -> int:
+    """The boxes unfolding every use of ``name`` one level makes: counted, not built."""
+    return len(cur) + sum(len(cur.record(b).ref) - 1 for b in cur.boxes()
+                          if cur.record(b).op == name and cur.record(b).kind is Kind.DIAGRAM
+                          and cur.record(b).ref is not None and not cur.record(b).scan)
+
+
+def within(n: int, limit: int, doing: str, cur: Diagram) -> None:
+    """A step that would make ``n`` boxes from ``cur`` is refused past ``limit``, with the figure."""
+    if n > limit:
+        raise DiagError(f"{doing}: it would make about {n:,} boxes (from {len(cur):,}), over {limit:,} "
+                        "(derive --max-boxes)")
+
+
 class Runner:
     def __init__(self, text: str, file: str, verify: bool, log, max_boxes: int = MAX_DERIVED,
                  explain: bool = False):
@@ -229,14 +242,8 @@ class Runner:
     def reaches(self, cur: Diagram, decl: D.TargetDecl, number: int) -> Diagram:
         """The target, which the result must be isomorphic to."""
         target = self.diagram(decl.ref)
-        mine, theirs = expand(cur), expand(target)
-        if not mine.isomorphic(theirs):
-            from ..graph.whynot import first_difference
-
-            raise self.err(f"the result of step {number} is not the target '{target.name}': "
-                           f"{len(mine)} boxes ({cur.signature()}) against {len(theirs)} "
-                           f"({target.signature()}), and they are not isomorphic\n"
-                           f"{first_difference(mine, theirs)}", decl.pos)
+        if (why := not_the_target(cur, target, number)) is not None:
+            raise self.err(why, decl.pos)
         return target
 
     def qualified(self, ref: D.Ref) -> Diagram:
@@ -288,14 +295,14 @@ class Runner:
             case D.Specialise():
                 res = self.specialise(item, cur)
             case D.Unfold(name):
-                self.unfold_fits(cur, name.text, name.pos)
+                within(unfolded_size(cur, name.text), self.max_boxes, f"refusing to unfold '{name.text}'", cur)
                 res = self.located(name, steps.unfold, cur, name.text, all_definitions(cur))
             case D.Fold(name, at):
                 res = self.fold(cur, name, at)
             case D.Copy(name):
                 res = self.located(name, steps.copy, cur, name.text)
             case D.Rewire(ref):
-                res = self.rewire(ref, cur)
+                res = self.located(ref, rewired, self.diagram(ref), cur)
             case D.Prune():
                 res = self.located(item, steps.prune, cur)
             case D.Resize(name, to):
@@ -310,9 +317,7 @@ class Runner:
                 raise AssertionError(item)
         out = res.diagram
         out.name = cur.name
-        if len(out) > self.max_boxes:  # a step whose growth is not counted before (one match, a plug)
-            raise self.err(f"it makes {len(out):,} boxes (from {len(cur):,}), over {self.max_boxes:,} "
-                           "(derive --max-boxes)", item.pos)
+        within(len(out), self.max_boxes, "refused", cur)  # a step whose growth is not counted before (a plug)
         step = Step(number, item.text, res.relation, out, item.pos, note=res.note,
                     changes=steps.changes(cur, out, res.kept))
         if self.verify and res.relation == EQ:
@@ -335,31 +340,11 @@ class Runner:
             raise self.err(f"no rule named '{name.text}'{suggest(name.text, list(self.rules))}", name.pos)
         rule.sides(item.reversed)  # a reduction cannot be used backwards: say so
         if not item.everywhere:
-            m = self.pick(cur, rule, item.reversed, item.at, name)
-            res = steps.apply_rule(cur, rule, m)
-            if m.order:  # a scan's cell matched with its inputs in another order: the table says which
-                res = dataclasses.replace(res, note="; ".join(filter(None, [res.note, m.order])))
-            return res
+            return steps.apply_rule(cur, rule, self.pick(cur, rule, item.reversed, item.at, name))
         res, n = steps.apply_everywhere(cur, rule, item.reversed, self.max_boxes)
         if n == 0:
             raise self.err(f"rule '{rule.name}' does not match anywhere (without tying weights)", name.pos)
         return res
-
-    def unfold_fits(self, cur: Diagram, name: str, pos: Pos) -> None:
-        """Opening every use of ``name`` one level: refused with the figure before it is built."""
-        after = len(cur) + sum(len(cur.record(b).ref) - 1 for b in cur.boxes()
-                               if cur.record(b).op == name and cur.record(b).kind is Kind.DIAGRAM
-                               and cur.record(b).ref is not None and not cur.record(b).scan)
-        if after > self.max_boxes:
-            raise self.err(f"refusing to unfold '{name}': it would make about {after:,} boxes (from {len(cur):,}), "
-                           f"over {self.max_boxes:,} (derive --max-boxes)", pos)
-
-    def rewire(self, ref: D.Ref, cur: Diagram) -> steps.Outcome:
-        out = self.diagram(ref)
-        if out.input_types != cur.input_types or out.output_types != cur.output_types:
-            raise self.err(f"a rewiring keeps the boundary: {out.signature()} is not of the type of "
-                           f"{cur.signature()}", ref.pos)
-        return steps.Outcome(out.copy(), REWIRE, kept={})  # another diagram: no box is kept
 
     def dim_kind(self, cur: Diagram, name: str) -> str | None:
         """How the dimension ``name`` is declared in the files of the derivation, if it is."""
@@ -392,11 +377,7 @@ class Runner:
         """The match the step names; one that ties weights is a reduction (the step says so)."""
         matches = find_matches(cur, rule, reverse, ties=True)
         if not matches:
-            from ..rewrite.whynot import explain
-
-            why = explain(cur, rule, reverse).summary(rule.sides(reverse)[0], cur, explain=self.explain)
-            raise self.err(f"rule '{rule.name}'{' (reversed)' if reverse else ''} does not match here\n{why}",
-                           name.pos)
+            raise self.err(no_match(cur, rule, reverse, self.explain), name.pos)
         if at is not None:
             return select(matches, at.text.strip())
         if len(matches) > 1:
@@ -522,3 +503,31 @@ def _call_of(defn: Definition, body: Diagram) -> Diagram:
                         body.output_types, ref=body, clusters=(), instance=f"{defn.name}#1", **generics)
     d.outputs.extend(outs)
     return d
+
+
+def rewired(out: Diagram, cur: Diagram) -> steps.Outcome:
+    """``rewire := FILE:NAME``: another diagram of the same boundary (no box is kept)."""
+    if out.input_types != cur.input_types or out.output_types != cur.output_types:
+        raise DiagError(f"a rewiring keeps the boundary: {out.signature()} is not of the type of {cur.signature()}")
+    return steps.Outcome(out.copy(), REWIRE, kept={})
+
+
+def no_match(cur: Diagram, rule: Rule, reverse: bool, every: bool = False) -> str:
+    """A rule that does not match, and why: its closest partial match (``every``: each candidate)."""
+    from ..rewrite.closest import explain
+
+    why = explain(cur, rule, reverse).summary(rule.sides(reverse)[0], cur, explain=every)
+    return f"rule '{rule.name}'{' (reversed)' if reverse else ''} does not match here\n{why}"
+
+
+def not_the_target(cur: Diagram, target: Diagram, number: int) -> str | None:
+    """None where the result of step ``number`` is the target up to isomorphism; else why not:
+    the sizes of the two and where they first differ."""
+    mine, theirs = expand(cur), expand(target)
+    if mine.isomorphic(theirs):
+        return None
+    from ..graph.difference import first_difference
+
+    return (f"the result of step {number} is not the target '{target.name}': {len(mine)} boxes "
+            f"({cur.signature()}) against {len(theirs)} ({target.signature()}), and they are not isomorphic\n"
+            f"{first_difference(mine, theirs)}")

@@ -65,7 +65,7 @@ def normalize(d: Diagram, rules: list[str] | tuple[str, ...] = DEFAULT_RULES, ma
             if log and n:
                 log(f"round {rounds}: {rule.name}{' (reversed)' if reverse else ''} x{n}")
             elif log and trace:
-                from ..rewrite.whynot import explain
+                from ..rewrite.closest import explain
 
                 why = explain(d, rule, reverse).summary(rule.sides(reverse)[0], d, more="")
                 log(f"round {rounds}: {rule.name}{' (reversed)' if reverse else ''} does not fire\n  "

@@ -102,8 +102,9 @@ def apply_rule(cur: Diagram, rule: Rule, match: Match) -> Outcome:
                                                  if opened else "")
         kept = None if trace is None else {b: k for b, k in traced(out, res, trace).items()
                                            if cur.is_box(b) and _same(cur.record(b), out.record(b))}
-        return Outcome(res, RED, note, kept=kept)
-    return Outcome(out, EQ if rule.kind == EQUATION else RED)
+        return Outcome(res, RED, "; ".join(filter(None, [note, match.order])), kept=kept)
+    # a scan's cell matched with its inputs in another order: the table says which
+    return Outcome(out, EQ if rule.kind == EQUATION else RED, match.order)
 
 
 def apply_everywhere(cur: Diagram, rule: Rule, reverse: bool = False,

@@ -250,6 +250,20 @@ def check_study_files(out: Path, description: Mapping) -> None:
         check_run_files(path.parent, run, expected(run, description))
 
 
+def run_rows(out: Path, families: Mapping[str, Iterable[str]] = R.DEFAULT_FAMILIES) -> list[dict]:
+    """The rows of every trained run in the study directory ``out``, read from the runs' own files
+    (``result.json`` where the run is timed, else ``trained.json``), relative columns filled."""
+    rows = []
+    for trained in sorted(Path(out).glob(f"*/{TRAINED}")):
+        path = trained.with_name(RESULT) if trained.with_name(RESULT).exists() else trained
+        result = R.read_json(path)
+        try:
+            rows.append(R.row(result, families))
+        except KeyError as e:
+            raise DiagError(f"{path} is damaged: it lacks {e.args[0]!r}") from None
+    return R.relative(sorted(rows, key=R.sort_key))
+
+
 class SweepProgress:
     """One line per run of the sweep, in tqdm's format when it is installed:
     ``run 3/28: M2, 2 layers:   7%|▋         | 2/28 [02:39<34:30, 79.65s/it]``.
@@ -543,15 +557,7 @@ class Study:
     def results(self) -> list[dict]:
         """The rows of every trained run in ``out`` (this session's or earlier ones'): a run trained
         and tested but not yet timed (its share is not done) has its test metric and empty timings."""
-        rows = []
-        for trained in sorted(self.out.glob(f"*/{TRAINED}")):
-            path = trained.with_name(RESULT) if trained.with_name(RESULT).exists() else trained
-            result = R.read_json(path)
-            try:
-                rows.append(R.row(result, self.families))
-            except KeyError as e:
-                raise DiagError(f"{path} is damaged: it lacks {e.args[0]!r}") from None
-        return R.relative(sorted(rows, key=R.sort_key))
+        return run_rows(self.out, self.families)
 
     def write_results(self) -> tuple[Path, list[Path]]:
         rows = self.results()

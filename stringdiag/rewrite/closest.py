@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ..graph.box import Kind
 from ..graph.diagram import Diagram
-from ..graph.whynot import source_line
+from ..graph.difference import source_line
 from .conditions import (convex, every_label_placed, fed_from_outside, glued, same_box, same_constant,
                          same_definition, same_generics, same_local_types, same_locality, same_scan, same_shape)
 from .index import Index
