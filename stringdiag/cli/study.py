@@ -19,10 +19,11 @@ from .options import positive
 from .train import (MAX_LAYERS, add_recipe, check_feature, check_size, check_windows, memory_errors, norm_after,
                     device_spec, parse_names)
 
-EXAMPLES = """stringdiag study gallery/mechanisms.diag --layers 1-2 --data synthetic --max-steps 50 -o runs/study
-stringdiag study gallery/anatomy.diag -d M0,M1 --layers 1-3 --seeds 3 --list-runs --json
-stringdiag study gallery/anatomy.diag -d M0,M1 --task mqar --layers 2 -o runs/mqar
-stringdiag study gallery/anatomy.diag --layers 1-3 --shard-from-env SLURM_ARRAY_TASK_ID --shards 8 -o runs/s
+EXAMPLES = """stringdiag study stringdiag:gallery/mechanisms.diag --layers 1-2 --data synthetic --max-steps 50 -o runs/study
+stringdiag study stringdiag:gallery/anatomy.diag -d M0,M1 --layers 1-3 --seeds 3 --plan
+stringdiag study stringdiag:gallery/anatomy.diag -d M1 --control mixing --layers 1 --seeds 3 -o runs/mixing
+stringdiag study stringdiag:gallery/anatomy.diag -d M0,M1 --task mqar --layers 2 -o runs/mqar
+stringdiag study stringdiag:gallery/anatomy.diag --layers 1-3 --shard-from-env SLURM_ARRAY_TASK_ID --shards 8 -o runs/s
 stringdiag study --report runs/study"""
 HELP = "train every mechanism of a file at several depths with one recipe; tabulate and plot (Figs. 2, 4)"
 DEFAULT_OUT = "runs/study"
