@@ -22,7 +22,7 @@ GALLERY = ROOT / "gallery"
 # modern/ are covered by their blocks in docs/theorems.md and by the slower cases below)
 FILES = ["anatomy.diag", "attention.diag", "bahdanau.diag", "control.diag", "derivations.diag", "gpt2.diag",
          "hardmax.diag", "overparam.diag", "recurrent.diag", "similarity.diag", "splines.diag", "sumformer.diag",
-         "sumformer_theorems.diag", "taxonomy.diag", "taxonomy_gaussian.diag", "taxonomy_linear.diag",
+         "sumformer_theorems.diag", "sumformer_experiments.diag", "taxonomy.diag", "taxonomy_gaussian.diag", "taxonomy_linear.diag",
          "taxonomy_sparse.diag", "transformer.diag"]
 SEQ = 9  # longer than twice every window in the gallery, so that no mask covers everything
 

@@ -65,6 +65,8 @@ SIGNATURES = {
     "overparam.diag": {},  # the diagrams the proofs of rewrites (5) and (6) start and end at
     "control.diag": {"TokenFF": "[s, d] -> [s, d]"},
     "residual.diag": {"Layer": "[s, d] -> [s, d]", "ResidualLayer": "[s, d] -> [s, d]"},  # Khatri et al. Def. 3.1
+    "sumformer_experiments.diag": {"PolySumformer": "[s, d], [s, e] -> [s, d]",  # Alberti et al. Sec. 5
+                                   "MLPSumformer": "[s, d] -> [s, d]"},
     "scores.diag": {n: "[t, d], [s, d] -> [t, d]" for n in (  # the lecture slides' scores
         "ScoreAttention", "DotAttention", "MultiplicativeAttention", "MappedQueryDotAttention", "AdditiveAttention")},
     "anatomy_qk.diag": {"AttPrepQK": "[s, d], [s, d] -> [s, s]", "LinAttPrepQK": "[s, d], [s, d] -> [s, k], [s, k]"},
