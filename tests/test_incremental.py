@@ -31,13 +31,13 @@ COVERED = {
     "lm": ["GPT", "GPTUntied", "LlamaAttn", "LlamaMLP", "LlamaBlock", "Llama"],
     "overparam": ["LinPrepFF", "LinPrep", "LinApplyFF", "LinApply", "FF", "FFSwapped", "FFLeftFF", "FFRightFF",
                   "MergeLeftFF", "MergeRightFF"],
-    "recurrent": ["LinearRNN", "GLARecurrent", "SSMRecurrent", "SSDAttention", "RetentionChunkwise"],
+    "recurrent": ["LinearRNN", "GLARecurrent", "SSMRecurrent", "SSDAttention", "RetentionChunkwise", "GLAParallel"],
     "similarity": ["CausalLinearAttention"],
     "splines": ["MaskedReluAttention", "DecoderBlock"],
     "sumformer_theorems": ["Eq22Rows"],
     "bloom": ["BloomMLP", "BloomAttention", "BloomBlock", "BloomModel", "BloomForCausalLM"],
     "falcon": ["FalconAttention", "FalconMLP", "FalconDecoderLayer", "FalconModel", "FalconForCausalLM"],
-    "gla": ["GLAOut", "GLARecurrent"],
+    "gla": ["GLAOut", "GLARecurrent", "GLAParallel"],
     "gpt_neox": ["GPTNeoXAttention", "GPTNeoXMLP", "GPTNeoXLayer", "GPTNeoXModel", "GPTNeoXForCausalLM"],
     "llama": ["LlamaModel", "LlamaForCausalLM"],
     "mamba": ["MambaMixer", "MambaBlock", "MambaModel"],
@@ -102,9 +102,7 @@ REFUSED = {
                                              "taxonomy_sparse": ["StarTransformer"]},
     # the chunks of a chunked recurrence are flattened into one axis: a reshape of the sequence
     "'flatten' reads every position": {"recurrent": ["RetentionRecurrent"]},
-    # causal, but not covered yet: a running sum along the queries inside a decay matrix (the
-    # parallel form of GLA: its recurrent form has an incremental form), a mask over chunks
-    "'cumsum' reads every position so far": {"recurrent": ["GLAParallel"], "gla": ["GLAParallel"]},
+    # causal, but not covered yet: a mask over the m * c positions of a chunked sequence
     "'causal' makes values over every position": {"recurrent": ["RetentionParallel"]},
 }
 
@@ -343,7 +341,10 @@ diagram Att(x: [s, d]) -> [s, d] {{
     "y[i] = sum_j relu(e[i, j]) * (mk[i, j] + 1) * v[j]",
     # softmax over a row the mask does not reach (it multiplies after the softmax's sum)
     "a[i] = softmax(e[i])\n  y[i] = sum_j a[i, j] * mk[i, j] * v[j]",
-], ids=["later-keys", "transposed", "never-zero", "mask-after-softmax"])
+    # a running sum along the queries of terms after each key's position (GLA's is before it)
+    "sl[j, i] = lt(p[i], p[j]) * e[i, j]\n  c[j] = cumsum(sl[j])\n"
+    "  y[i] = sum_j exp(where(c[j, i], mk[i, j])) * v[j]",
+], ids=["later-keys", "transposed", "never-zero", "mask-after-softmax", "running-sum-after"])
 def test_attention_that_reads_later_positions_is_refused_however_it_is_masked(body, tmp_path):
     """The mask analysis accepts a sum or softmax over the keys only where a causal mask makes the
     later positions' terms zero (or minus infinity before a softmax); these are not causal."""

@@ -167,6 +167,24 @@ class Running(Slot):
         return y
 
 
+class RunningByKey(Slot):
+    """A running sum along the new positions of a value that also runs over every position so
+    far (a decay's log gates summed per key): the total per key, a key new since the last call
+    starting from zero (sound where the value is zero for positions before its key's, checked by
+    the caller)."""
+
+    def forward(self, x: Tensor, axis: int) -> Tensor:
+        st = self.peek()
+        carry = x.new_zeros(*x.shape[:-1], 1)
+        if st is not None:
+            index = [slice(None)] * carry.dim()
+            index[axis] = slice(0, st.shape[axis])
+            carry[tuple(index)] = st
+        y = torch.cumsum(torch.cat([carry, x], -1), -1)[..., 1:]
+        self.put(y[..., -1:])
+        return y
+
+
 class Recent(Slot):
     """The last ``keep`` inputs along the sequence (zeros before the first): what a causal
     convolution of width keep + 1, or a shift by keep, reads of the positions before."""

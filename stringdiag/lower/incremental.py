@@ -37,6 +37,7 @@ from . import loops
 from . import roles as R
 from .approximators import LearnableTensor, Policy, factory
 from .fastpath import fused
+from . import keys as K
 from .keys import KeysLowering
 from .lower import PrimitiveCall, _axis_bounds, _ref_not_saved, _with_defaults
 from .caches import Carry, Clock, Slot, State, rows_at
@@ -145,6 +146,8 @@ class StepLowering(KeysLowering):
             for w, roles in zip(outs, out_roles):
                 self.venv[(w, roles)] = self.env[w]
                 self._keep(w, roles)
+                if node.op == "positions" and node.kind is Kind.FIXED and roles[0] is not None:
+                    self.flags[(w, roles)] = (K.POS, 0, None)  # the index along its one axis
         for w in outs:  # what the outputs read: the new positions
             new = tuple(R.N if a else None for a in self.axes[w])
             if (w, new) in self.venv:

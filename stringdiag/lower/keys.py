@@ -21,7 +21,7 @@ from . import roles as R
 from .approximators import LearnableTensor
 from .lower import LETTERS, Lowering, PrimitiveCall, _axis_bounds
 from .param_names import ident as N_ident
-from .caches import KeyCache, mask_at, positions_at, rows_in_roles
+from .caches import KeyCache, RunningByKey, mask_at, positions_at, rows_in_roles
 from .table import PRIMITIVES, ROW_WISE, STEPS
 
 
@@ -30,9 +30,10 @@ class Masked(Enum):
 
     ZERO = "zero"
     MINUS_INF = "-inf"
+    POSITION = "position"  # not a mask: the value is the index along one axis (positions<s>)
 
 
-Z, NEG = Masked.ZERO, Masked.MINUS_INF
+Z, NEG, POS = Masked.ZERO, Masked.MINUS_INF, Masked.POSITION
 _POSITIONAL = frozenset({"positions", "ones", "zeros", "causal", "window"})
 
 
@@ -58,6 +59,9 @@ def _scalar_flag(op: str, flags: list, c) -> tuple | None:
         return (Z, flags[0][1], flags[0][2])
     if op in ("relu", "neg") and flags and flags[0] and flags[0][0] == Z:
         return flags[0]
+    if op == "lt" and len(flags) == 2 and all(f and f[0] == POS for f in flags) and c is not None \
+            and c.low.roles.get(flags[0][1]) == R.A and c.low.roles.get(flags[1][1]) == R.N:
+        return (Z, flags[1][1], flags[0][1])  # lt(p[j], p[i]) is zero where key j >= query i
     return None
 
 
@@ -169,6 +173,12 @@ class KeysLowering(Lowering):
         flags = [self._in_flag(b, p, roles) for p, roles in enumerate(ins)]
         why = self.crossing(b)
         out_flag = None
+        if node.op == "cumsum" and node.kind is Kind.FIXED and ins[0][-1] == R.N and flags[0] \
+                and flags[0][0] == Z and flags[0][1] == 0 and self.roles.get(flags[0][2]) == R.A:
+            col = 1 + [lab for lab, _ in node.simd].index(flags[0][2])
+            y = self.g.call_module(self.slot(RunningByKey), (self.aligned(b)[0], col))
+            self.flags[(d.box_outputs(b)[0], outs[0])] = (Z, self._out_axis(b, 0), self._out_axis(b, flags[0][2]))
+            return y
         if node.loop is not None or node.op in STEPS and node.op not in _POSITIONAL:
             raise self.refuse(b, "reads every position so far in a way its incremental form does not keep")
         if not d.box_inputs(b) and node.kind is Kind.FIXED and node.op in _POSITIONAL:
@@ -196,7 +206,7 @@ class KeysLowering(Lowering):
             out_flag = _scalar_flag(node.op, flags, _Call(self, b) if node.kind is Kind.FIXED else None)
             if node.kind is Kind.REINDEX:
                 out_flag = flags[0]
-        if out_flag is not None and len(d.box_outputs(b)) == 1:
+        if out_flag is not None and out_flag[0] is not POS and len(d.box_outputs(b)) == 1:
             kind, row, col = out_flag
             where = self._out_axis(b, row), self._out_axis(b, col)
             if None not in where:
@@ -207,7 +217,7 @@ class KeysLowering(Lowering):
         """Input p's mask, as (Z or NEG, row, column) in the box's own terms (labels, local axes)."""
         w, ax = self.d.box_inputs(b)[p]
         f = self.flags.get((w, roles))
-        return None if f is None else (f[0], ax[f[1]], ax[f[2]])
+        return None if f is None else (f[0], ax[f[1]], None if f[2] is None else ax[f[2]])
 
     def _out_axis(self, b: int, ref) -> int | None:
         node = self.d.record(b)
