@@ -46,3 +46,15 @@ def test_a_model_of_another_shape_is_refused_and_left_unchanged(tmp_path):
     with pytest.raises(DiagError, match="does not fit this model"):
         checkpoint.load(path, wider)
     assert all(torch.equal(before[k], v) for k, v in wider.state_dict().items())
+
+
+def test_a_saved_optimizer_setting_must_be_of_the_kind_it_replaces():
+    """What may stand where the current setting does (Adam's betas a pair of numbers, a name a
+    string, a flag a bool or nothing); a setting of another kind is accepted as it is."""
+    same = checkpoint._same_kind
+    assert same((0.8, 0.9), (0.9, 0.999)) and same([0.8, 0.9], (0.9, 0.999))
+    assert not same((0.8,), (0.9, 0.999)) and not same("x", (0.9, 0.999)) and not same(("a", 0.9), (0.9, 0.999))
+    assert same("sgd", "adam") and not same(3, "adam") and not same(None, "adam")
+    assert same(1, 0.1) and not same(True, 0.1) and not same(float("nan"), 0.1) and not same("0.1", 0.1)
+    assert same(None, False) and same(True, None) and not same(0, False)
+    assert same({"any": 1}, {"thing": 2})
