@@ -74,7 +74,9 @@ def test_results_csv_has_a_row_per_run_with_the_columns(study):
     assert {r["seed"] for r in rows} == {"0"}
     for r in rows:
         assert int(r["parameters"]) > 0 and int(r["steps"]) == 4 and int(r["timing_repeats"]) == 3
-        assert 1 < float(r["test_ppl"]) < 1000
+        # a perplexity is at least 1; four steps from a fresh model leave it near the uniform one (the
+        # vocabulary's size): far above it, the test scored something else or the model diverged
+        assert 1 < float(r["test_ppl"]) < 1.5 * len(synthetic_corpus().vocab)
         assert float(r["seconds_per_epoch"]) > 0 and float(r["seconds_per_epoch_std"]) >= 0
         assert int(float(r["peak_memory_bytes"])) > 0
         assert r["device"] == "cpu"
