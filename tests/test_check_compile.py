@@ -19,6 +19,7 @@ def _compile_error(d) -> str | None:
     """What compile says with every fixed size given (3), or None when it compiles."""
     sizes = {n: 3 for n, owner in dimensions(d).items()
              if (decl := owner.program.lookup_dim(n)) is not None and decl.kind == "fixed"}
+    sizes |= {str(g): 3 for g in d.generics}  # a generic definition is compiled at chosen sizes
     try:
         stringdiag.compile(d, dims=sizes)
     except DiagError as e:

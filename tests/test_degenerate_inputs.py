@@ -50,8 +50,13 @@ def test_a_batch_of_none_and_sequences_of_none_and_one(file, name):
     d = load(GALLERY / file)[name]
     try:
         run(d, sizes_for(d, 3), 2)
-    except (DiagError, RuntimeError):
-        pytest.skip("not runnable on float inputs of these sizes (ids, or sizes it needs given)")
+    except DiagError as e:  # refused clearly (an abstract family, a size it needs given): nothing to run
+        assert e.message
+        return
+    except RuntimeError as e:  # only a model of token ids fails on random real inputs
+        ops = {d.expand().record(b).op for b in d.expand().boxes()}
+        assert ops & {"embed", "bucket"}, f"{file}:{name} fails inside torch on real inputs: {e}"
+        return
     for seq, batch in [(3, 0), (0, 2), (1, 2)]:
         sizes = sizes_for(d, seq)
         try:

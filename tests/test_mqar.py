@@ -118,7 +118,7 @@ def test_a_study_on_mqar_reports_accuracy(tmp_path, capsys):
     assert 0.0 <= result["test_acc"] <= 1.0 and result["test_tokens"] == 64 and result["unigram_test_ppl"] is None
     summary = (out / "summary.csv").read_text().splitlines()
     assert summary[1].startswith("M1,dot,1,1,") and ",test_acc," in summary[1]
-    assert "test accuracy higher than the control's" in (out / "verdict.txt").read_text()
+    assert "mean difference in test accuracy, in points" in (out / "verdict.txt").read_text()
     config = json.loads((out / "study.json").read_text())
     assert config["recipe"]["task"] == "mqar" and config["recipe"]["context"] == 7
     assert main(["study", ANATOMY, "-d", "M1", "--mqar", "pairs=2", "-o", str(tmp_path / "t")]) == 2

@@ -78,7 +78,8 @@ def test_every_law_verifies_numerically(capsys):
     for name, r in LAWS.items():
         assert r.kind == "equation"
         (line,) = [ln for ln in out.splitlines() if ln.split()[:1] == [name]]
-        assert float(re.search(r"verified, relative error (\S+)$", line).group(1)) < 1e-12, line
+        # float64 rounding, summed over the oracle's longest draws (a cumulative sum of log gates)
+        assert float(re.search(r"verified, relative error (\S+)$", line).group(1)) < 1e-10, line
 
 
 @pytest.mark.parametrize("name, decay", [
