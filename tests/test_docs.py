@@ -20,6 +20,13 @@ An HTML comment on the line before a block changes what happens to it: ``<!-- fi
 writes it to ``NAME`` in the scratch folder for the commands after it (it is checked only by them);
 ``<!-- not run: REASON -->`` leaves it out, and such blocks are exactly ``NOT_RUN`` below, so that
 they stay few and are seen. Any other info string is an error.
+
+Results quoted in prose: ``<!-- quoted from: PATH[, PATH] -->`` on the line before a Markdown
+table or paragraph ties it to files the tools wrote (a study's ``tables.md``, ``verdict.txt``;
+``PATH#HEADING``: the section under ``## HEADING``, which ``tools/quotes.py`` copies in): a
+table's lines must be an excerpt of one of them, and in a paragraph every interval (``-21.1
+[-23.8, -18.4]``) and every Holm-corrected p-value (``Holm-corrected p 0.039``) must appear in one
+(``p_holm 0.039``), so that a number on a page is one the runs gave.
 """
 from __future__ import annotations
 
@@ -232,6 +239,73 @@ def test_every_block_runs(page: Path, scratch: Path, monkeypatch):
 def test_blocks_not_run_are_the_listed_ones():
     marked = {b.key for page in PAGES for b in blocks(page) if b.marker and b.marker[0] == "not run"}
     assert marked == NOT_RUN
+
+
+# -- results quoted from the files the tools wrote ---------------------------------------------
+QUOTED = re.compile(r"^<!--\s*quoted from:\s*(.*?)\s*-->\s*$")
+INTERVAL = re.compile(r"[+-]?\d+\.\d+ \[[+-]?\d+\.\d+, [+-]?\d+\.\d+\]")
+HOLM = re.compile(r"Holm-corrected p ([\d.e-]+\d)")
+
+
+def quotations(page: Path) -> list[tuple[int, list[str], list[str]]]:
+    """(line, the files named, the lines of the table or paragraph after the marker)."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    found = []
+    for k, line in enumerate(lines):
+        m = QUOTED.match(line)
+        if m:
+            end = next((j for j in range(k + 1, len(lines)) if not lines[j].strip()), len(lines))
+            found.append((k + 1, [p.strip() for p in m.group(1).split(",")], lines[k + 1:end]))
+    return found
+
+
+def quoted_source(path: str) -> str:
+    """A file's text, or with ``#HEADING`` the section of a Markdown file under ``## HEADING``."""
+    name, _, heading = path.partition("#")
+    text = (ROOT / name).read_text(encoding="utf-8")
+    if not heading:
+        return text
+    parts = re.split(r"^## ", text, flags=re.MULTILINE)
+    found = [p.split("\n", 1)[1] for p in parts[1:] if p.split("\n", 1)[0].strip() == heading]
+    assert found, f"{name} has no section '## {heading}'"
+    return found[0]
+
+
+def quoted_misses(text: list[str], sources: list[str]) -> list[str]:
+    """What a quotation shows that none of its sources holds (nothing: it is faithful)."""
+    if text and text[0].startswith("|"):
+        return [] if any(is_excerpt("\n".join(text), s) for s in sources) else ["the table"]
+    para = " ".join(text)
+    wanted = INTERVAL.findall(para) + [f"p_holm {p}" for p in HOLM.findall(para)]
+    return [w for w in wanted if not any(w in s for s in sources)]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_quoted_results_are_the_files(page: Path):
+    for line, paths, text in quotations(page):
+        missing = [p for p in paths if not (ROOT / p.split("#")[0]).is_file()]
+        assert not missing, f"{page.name}:{line}: quoted from files that do not exist: {missing}"
+        assert text, f"{page.name}:{line}: a quotation marker with nothing after it"
+        sources = [quoted_source(p) for p in paths]
+        misses = quoted_misses(text, sources)
+        assert not misses, f"{page.name}:{line}: not in {', '.join(paths)} (rerun the report, then copy): {misses}"
+
+
+def test_quotations_are_checked():
+    table = ["| a | b |", "|---|---|", "| M1 | -1.0 [-2.0, +0.1] |"]
+    assert quoted_misses(table, ["x\n" + "\n".join(table) + "\ny"]) == []
+    assert quoted_misses(table[:2] + ["| M1 | -1.0 [-2.0, +0.2] |"], ["\n".join(table)]) == ["the table"]
+    para = ["ShortConv -21.1 [-23.8, -18.4] (3 seeds, Holm-corrected p 0.039) and M0 -0.7 [-2.8, +1.3]"]
+    assert quoted_misses(para, ["-21.1 [-23.8, -18.4] p_holm 0.039", "-0.7 [-2.8, +1.3]"]) == []
+    assert quoted_misses(para, ["-21.1 [-23.8, -18.4] p_holm 0.04 -0.7 [-2.8, +1.3]"]) == ["p_holm 0.039"]
+
+
+def test_pages_speak_of_the_tool_not_of_how_it_was_built():
+    """Pages speak to users about the tool and the papers: no issue numbers, PR numbers or tickets."""
+    pattern = re.compile(r"\b(?:issue|PR|pull request|ticket)s?\s+#?\d+|\bthe issue's\b", re.IGNORECASE)
+    found = [f"{page.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+             for page in PAGES for text in [page.read_text(encoding="utf-8")] for m in pattern.finditer(text)]
+    assert not found, "pages that cite how the work was organised:\n" + "\n".join(found)
 
 
 # -- the runner itself, on small cases --------------------------------------------------------

@@ -503,6 +503,7 @@ def report(args: argparse.Namespace) -> int:
     """Merge the studies' results.csv and redraw the figures; no training."""
     from ..study import results as R
     from ..study.figures import draw
+    from ..study.tables import read_groups
     from ..study.runner import CSV, STUDY, check_study_files, compare, run_rows
 
     dirs = [Path(d) for d in args.report]
@@ -539,8 +540,9 @@ def report(args: argparse.Namespace) -> int:
     if not same or studies:  # a study's results.csv is rewritten from its runs
         R.write_csv(out / CSV, rows)
         wrote.append(out / CSV)
-    R.write_summary(out, rows)
-    wrote += [out / "summary.csv", out / "verdict.txt", *draw(rows, out)]
+    groups = read_groups(out) or next((read_groups(d) for d in dirs if d.is_dir() and read_groups(d)), {})
+    R.write_summary(out, rows, groups)
+    wrote += [out / "summary.csv", out / "verdict.txt", out / "tables.md", *draw(rows, out)]
     print(f"{len(rows)} run(s) from {len(dirs)} stud{'y' if len(dirs) == 1 else 'ies'}; wrote "
           f"{', '.join(str(w) for w in wrote)}")
     return 0

@@ -1,5 +1,5 @@
 """``stringdiag train FILE -d NAME`` when NAME is a whole language model (``[s] of v -> [s, v]``):
-the diagram trained as written, with its own embeddings, blocks, norms and head (issue 20).
+the diagram trained as written, with its own embeddings, blocks, norms and head.
 
 Sizes: the vocabulary dimension is the corpus's; every other fixed dimension is --dims', else the
 default its file declares (the sizes line marks those), else an error naming it. The options of

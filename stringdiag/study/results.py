@@ -225,8 +225,10 @@ def verdict(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_summary(out: Path, rows: list[dict]) -> None:
-    """``summary.csv`` and ``verdict.txt`` beside ``results.csv``."""
+def write_summary(out: Path, rows: list[dict], groups: Mapping[str, str] | None = None) -> None:
+    """``summary.csv``, ``verdict.txt`` and ``tables.md`` beside ``results.csv``."""
+    from .tables import markdown, read_groups
+
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=SUMMARY, lineterminator="\n")
     w.writeheader()
@@ -234,6 +236,8 @@ def write_summary(out: Path, rows: list[dict]) -> None:
         w.writerow({c: _fmt(r.get(c)) for c in SUMMARY})
     write_atomic(Path(out) / "summary.csv", buf.getvalue())
     write_atomic(Path(out) / "verdict.txt", verdict(rows))
+    write_atomic(Path(out) / "tables.md", markdown(summary(rows), references(rows),
+                                                       read_groups(out) if groups is None else groups))
 
 
 def natural(name: str) -> tuple:

@@ -9,7 +9,9 @@ Layout of the output directory::
         result.json       timed too: the run is finished (written atomically)
     results.csv           one row per finished run, with values relative to M1
     summary.csv           one row per mechanism and depth: mean and spread over seeds, against the control
-    verdict.txt           what the study can say: which mechanisms beat the attention-free control
+    verdict.txt           what the study can say: which mechanisms beat or lose to M1 and each control
+    tables.md             the same comparisons as Markdown tables, one per depth (groups.csv: a hand-
+                          written structural grouping of the mechanisms, shown as a column, if present)
     perplexity.svg/png, cost.svg/png
 
 A session trains the runs of its share in order: a finished run is skipped, a run with a

@@ -1,5 +1,5 @@
 """Whole language models: a diagram from token ids to logits (``[s] of v -> [s, v]``), trained
-as it is written (issue 20), beside the App. C recipe of ``model.py`` (a head inside the paper's
+as it is written, beside the App. C recipe of ``model.py`` (a head inside the paper's
 layer), which this module leaves alone.
 
 The model is the compiled diagram with every fixed dimension sized: by the caller, else by the
