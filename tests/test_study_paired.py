@@ -235,3 +235,24 @@ def test_report_reads_a_studys_runs_not_a_stale_table(tmp_path, capsys):
     rows = R.read_csv(out / "results.csv")
     assert sorted(r["mechanism"] for r in rows) == ["M1", "control"]
     assert "Against control" in (out / "verdict.txt").read_text()
+
+
+def test_tables_show_each_paired_difference_and_its_interval_recomputed_by_hand():
+    """tables.md's cells against the differences computed here: mean, 95 % interval with the printed
+    t quantile for 2 degrees of freedom (4.303), one-seed cells without an interval, groups shown."""
+    from stringdiag.study.tables import markdown
+
+    values = {("M1", 1): {0: 230.0, 1: 228.0, 2: 233.0}, ("M2", 1): {0: 220.0, 1: 219.0, 2: 225.0},
+              ("C", 1): {0: 236.0, 1: 237.5, 2: 235.0}, ("M2", 2): {0: 210.0}, ("C", 2): {0: 231.0}}
+    rows = _rows(values)
+    text = markdown(R.summary(rows), R.references(rows), {"M1": "a", "M2": "b", "C": "c"})
+    diffs = [220.0 - 230.0, 219.0 - 228.0, 225.0 - 233.0]
+    half = 4.303 * statistics.stdev(diffs) / math.sqrt(3)
+    m = statistics.mean(diffs)
+    want = f"{m:+.1f} [{m - half:+.1f}, {m + half:+.1f}]"
+    line = next(l for l in text.splitlines() if l.startswith("| M2 | b |"))
+    assert want in line and line.count("|") == 8  # mechanism group family seeds ppl −M1 −C
+    assert f"| {statistics.mean([220.0, 219.0, 225.0]):.1f} ± {statistics.stdev([220.0, 219.0, 225.0]):.1f} |" in line
+    depth2 = text.split("## 2 layers")[1]
+    assert "| M2 | b | dot | 1 | 210.0 | – | -21.0 (one seed) |" in depth2
+    assert text.index("## 1 layer") < text.index("## 2 layers")
