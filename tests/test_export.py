@@ -61,7 +61,16 @@ CASES = {  # folder: (file, diagram, dims, input shapes: a batch axis of 2, then
     "bahdanau": ("bahdanau.diag", "Bahdanau", {"d": 4, "h": 3, "e": 5, "g": 6, "o": 7},
                  [(2, 5, 4), (2, 3, 5)]),  # scans: learnable cells and a scanned definition
     "tied": (None, "Tied", {"d": 4}, [(2, 5, 4)]),
+    # token ids in (an integer input; a dtype reference kept out of the state dict, written by value)
+    "gpt_lm": ("lm.diag", "GPT", {"v": 13, "L": 2, "d": 8, "h": 2, "k": 4, "f": 16}, [("ids", 13, (2, 5))]),
 }
+
+
+def draw_input(shape, gen: torch.Generator) -> torch.Tensor:
+    """Standard normal float64 values, or token ids below a vocabulary for ``("ids", v, shape)``."""
+    if shape[0] == "ids":
+        return torch.randint(0, shape[1], shape[2], generator=gen)
+    return torch.randn(shape, generator=gen, dtype=torch.float64)
 
 CHILD = """\
 import importlib.util, sys
@@ -108,7 +117,7 @@ def exported(tmp_path_factory):
     for case, (_, _, dims, shapes) in CASES.items():
         d = diagram(case, tmp)
         stringdiag.export(stringdiag.compile(d, dims=dims, dtype=torch.float64), tmp / case, d, dims)
-        inputs[case] = [torch.randn(s, generator=gen, dtype=torch.float64) for s in shapes]
+        inputs[case] = [draw_input(s, gen) for s in shapes]
     return tmp, inputs, run_child(tmp, list(CASES), inputs)
 
 
@@ -248,3 +257,16 @@ def test_a_module_the_folder_cannot_rebuild_is_named(tmp_path):
     with pytest.raises(stringdiag.DiagError, match=r"cannot export '[\w.]+\.1': a torch\.nn\.modules\.dropout\.Dropout"):
         export(gm, tmp_path / "m", d, {"d": 4, "k": 2})
     assert not (tmp_path / "m").exists()
+
+
+def test_a_large_buffer_outside_the_state_dict_is_refused_and_a_small_one_kept_by_value(tmp_path):
+    d = stringdiag.load(GALLERY / "attention.diag")["SelfAttention"]
+    gm = stringdiag.compile(d, dims={"d": 4, "k": 2}, dtype=torch.float64)
+    gm.register_buffer("small", torch.tensor([0.1, 1 / 3, -2.5e-7], dtype=torch.float64), persistent=False)
+    export(gm, tmp_path / "ok", d, {"d": 4, "k": 2})
+    assert "register_buffer('small', torch.tensor([0.1, 0.3333333333333333, -2.5e-07]" in \
+        (tmp_path / "ok" / "module.py").read_text()
+    gm.register_buffer("big", torch.zeros(1000), persistent=False)
+    with pytest.raises(stringdiag.DiagError, match=r"cannot export 'big': a buffer left out of the state dict "
+                                                    r"has no weights to ship \(1,000 values"):
+        export(gm, tmp_path / "m", d, {"d": 4, "k": 2})

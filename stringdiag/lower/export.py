@@ -40,6 +40,7 @@ from .tensorfile import write_atomic
 
 MODULE, WEIGHTS, SOURCES = "module.py", "weights.safetensors", "diag"
 MARK = "# Written by stringdiag's export"  # the first line of module.py: what may be replaced
+LITERAL_LIMIT = 256  # a buffer outside the state dict up to this many values is written into module.py
 
 
 # -- what the folder carries ------------------------------------------------------------
@@ -230,7 +231,8 @@ class Writer:
                              f"dtype={p.dtype}), requires_grad={p.requires_grad}))")
         for name, b in module._buffers.items():
             if name in module._non_persistent_buffers_set:
-                raise DiagError(f"cannot export '{path}{name}': a buffer left out of the state dict has no weights to ship")
+                lines.append(self.literal_buffer(at, name, b, path))
+                continue
             if b is not None:
                 lines.append(f"{at}.register_buffer({name!r}, torch.empty({tuple(b.shape)}, dtype={b.dtype}))")
         for name, child in module.named_children():
@@ -245,6 +247,16 @@ class Writer:
             else:
                 lines.append(_set(at, name, self.expression(child, where)))
         return lines
+
+    @staticmethod
+    def literal_buffer(at: str, name: str, b: torch.Tensor, path: str) -> str:
+        """A buffer left out of the state dict (a dtype reference, a small constant), written into
+        the module's source by value; a large one has no weights to ship and cannot be exported."""
+        if b.numel() > LITERAL_LIMIT or b.dtype.is_complex:
+            raise DiagError(f"cannot export '{path}{name}': a buffer left out of the state dict has no weights "
+                            f"to ship ({b.numel():,} values, more than the {LITERAL_LIMIT} written into the source)")
+        value = b.detach().cpu().tolist()  # Python floats: float32/float64 values round-trip exactly
+        return (f"{at}.register_buffer({name!r}, torch.tensor({value!r}, dtype={b.dtype}), persistent=False)")
 
     def expression(self, m: nn.Module, path: str) -> str:
         """A constructor call that makes a module like ``m`` (its weights come from the file)."""
