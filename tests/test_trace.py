@@ -294,7 +294,7 @@ def test_the_command_writes_a_file_that_checks_and_renders(tmp_path, capsys):
                    "    def __init__(self, width=8):\n        super().__init__()\n        self.up = nn.Linear(width, width)\n"
                    "    def forward(self, x):\n        return x + torch.cummax(self.up(x), dim=1).values\n")
     out = tmp_path / "block.diag"
-    assert main(["trace", f"{src}:Block", "--config", '{"width": 4}', "--example", "2x5x4", "--example", "2x7x4",
+    assert main(["trace", f"{src}:Block", "--kwargs", '{"width": 4}', "--example", "2x5x4", "--example", "2x7x4",
                  "-o", str(out), "--weights", str(tmp_path / "w.safetensors")]) == 0
     assert f"{src}:10: warning: 'cummax' is not expressible" in capsys.readouterr().err
     assert main(["check", str(out)]) == 0
@@ -306,6 +306,11 @@ def test_the_command_writes_a_file_that_checks_and_renders(tmp_path, capsys):
     assert capsys.readouterr().err.startswith(f"error: tracing {src}:Block on the examples raised RuntimeError")
     assert main(["trace", f"{src}:Block", "--example", "2x5x8", "-o", "/proc/no/such/dir/x.diag"]) == 1
     assert capsys.readouterr().err.startswith("error: cannot write /proc/no/such/dir/x.diag")
+    # --config is a file of options elsewhere (train): here it is refused, naming --kwargs
+    assert main(["trace", f"{src}:Block", "--config", "x.toml", "--example", "2x5x8", "-o", str(out)]) == 2
+    assert "the callable's keyword arguments are --kwargs JSON" in capsys.readouterr().err
+    assert main(["trace", f"{src}:Block", "--kwargs", "[4]", "--example", "2x5x8", "-o", str(out)]) == 2
+    assert "--kwargs: expected a JSON object" in capsys.readouterr().err
 
 
 class Functional(nn.Module):

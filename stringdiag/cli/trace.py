@@ -1,4 +1,4 @@
-"""``stringdiag trace MODULE:CALLABLE --example SHAPES [--example SHAPES] [--config JSON] -o OUT.diag
+"""``stringdiag trace MODULE:CALLABLE --example SHAPES [--example SHAPES] [--kwargs JSON] -o OUT.diag
 [--weights OUT.safetensors]``: draw an existing PyTorch module as a diagram (``stringdiag.trace``)."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ HELP = ("trace a PyTorch module (a file or importable module, and a class or fun
         "this runs the file's Python (import it only if you trust it)")
 EXAMPLES = """\
 stringdiag trace my_model.py:Block --example 2x5x64 --example 2x7x64 -o block.diag
-stringdiag trace my_model.py:make --config '{"width": 64}' --example 2x5x64 -o block.diag --weights block.safetensors"""
+stringdiag trace my_model.py:make --kwargs '{"width": 64}' --example 2x5x64 -o block.diag --weights block.safetensors"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,8 +27,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the shapes of the example inputs, batch first, e.g. 2x5x64 (several inputs: 2x5x64,2x5x5; "
                         "token ids below 50: 2x5@50); give it twice, with two sequence lengths, for the sequence "
                         "dimension s")
-    p.add_argument("--config", metavar="JSON", default="{}", dest="kwargs",  # not the options-file --config
-                   help="keyword arguments for CALLABLE, as a JSON object (not a file of options)")
+    p.add_argument("--kwargs", metavar="JSON", default="{}",
+                   help="keyword arguments for CALLABLE, as a JSON object, e.g. '{\"n_embd\": 12}'")
+    p.add_argument("--config", metavar="FILE", dest="config_file", default=None, help=argparse.SUPPRESS)
     p.add_argument("-o", "--output", metavar="OUT.diag", required=True, help="the .diag file to write")
     p.add_argument("--weights", metavar="OUT.safetensors",
                    help="also write the module's weights, named as the compiled trace names them")
@@ -84,12 +85,15 @@ def run(args: argparse.Namespace) -> int:
     from ..lower.tensorfile import write_atomic
     from ..trace import trace
 
+    if args.config_file is not None:  # elsewhere (train) --config is a file of options
+        raise UsageError("trace takes no --config file of options; the callable's keyword arguments are "
+                         "--kwargs JSON, e.g. --kwargs '{\"n_embd\": 12}'")
     try:
         config = json.loads(args.kwargs)
     except json.JSONDecodeError as e:
-        raise UsageError(f"--config: not JSON ({e})") from None
+        raise UsageError(f"--kwargs: not JSON ({e})") from None
     if not isinstance(config, dict):
-        raise UsageError("--config: expected a JSON object of keyword arguments")
+        raise UsageError("--kwargs: expected a JSON object of keyword arguments")
     for out in filter(None, (args.output, args.weights)):  # before the work, not after it
         if not Path(out).parent.is_dir():
             raise DiagError(f"cannot write {out}: no such directory {Path(out).parent}")
