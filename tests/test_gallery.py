@@ -67,6 +67,7 @@ SIGNATURES = {
     "residual.diag": {"Layer": "[s, d] -> [s, d]", "ResidualLayer": "[s, d] -> [s, d]"},  # Khatri et al. Def. 3.1
     "sumformer_experiments.diag": {"PolySumformer": "[s, d], [s, e] -> [s, d]",  # Alberti et al. Sec. 5
                                    "MLPSumformer": "[s, d] -> [s, d]"},
+    "spline_encoder.diag": {},  # generic blocks that `construct` chains (Lai, Lim and Liu Sec. 3.3)
     "scores.diag": {n: "[t, d], [s, d] -> [t, d]" for n in (  # the lecture slides' scores
         "ScoreAttention", "DotAttention", "MultiplicativeAttention", "MappedQueryDotAttention", "AdditiveAttention")},
     "anatomy_qk.diag": {"AttPrepQK": "[s, d], [s, d] -> [s, s]", "LinAttPrepQK": "[s, d], [s, d] -> [s, k], [s, k]"},
@@ -152,7 +153,7 @@ def _sizes(prog, d, at: dict) -> tuple[dict, dict]:
     # a learnable box over a seq dimension (Linformer's projections) fixes that length
     e = d.expand()
     for b in e.boxes():
-        if e.box(b)["box"] == "learn":
+        if e.record(b).kind == "learn":
             for w in e.box_outputs(b):
                 for dim in e.wire_type(w):
                     for n in dim.names():

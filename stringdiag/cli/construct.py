@@ -1,34 +1,53 @@
-"""``stringdiag construct hardmax-classifier --sequences FILE.json -o OUT``: a transformer whose weights
-are written from a proof (Alcalde, Fantuzzi and Zuazua (2025), Theorem 2.4, Sec. 3), compiled and
-checked on the data it was built for."""
+"""``stringdiag construct KIND``: architectures whose weights are written from a proof, compiled and
+checked: the exact hardmax sequence classifier (Alcalde, Fantuzzi and Zuazua (2025), Theorem 2.4) and the
+ReLU encoders of Lai, Lim and Liu (2024), Sec. 3.3 (Lemma 3.6, Lemma 3.7, Theorem 3.8)."""
 from __future__ import annotations
 
 import argparse
 import json
 
-from .options import integer, short
+from .options import UsageError, integer, short
 
-HELP = "build a transformer from a proof: the exact hardmax sequence classifier of Theorem 2.4"
+HELP = "build a transformer from a proof (hardmax classifier; Veronese, network and spline encoders)"
 EXAMPLES = """\
 stringdiag construct hardmax-classifier --sequences sequences.json -o classifier/
-stringdiag construct hardmax-classifier --sequences sequences.json -o classifier/ --json"""
+stringdiag construct hardmax-classifier --sequences sequences.json -o classifier/ --json
+stringdiag construct veronese --n 2 --p 3 -o veronese/
+stringdiag construct nn-block --network network.json --p 4 -o block/
+stringdiag construct spline-encoder --function spline.json -o spline/"""
+KINDS = ("hardmax-classifier", "veronese", "nn-block", "spline-encoder")
+NEEDS = {"hardmax-classifier": ("sequences",), "veronese": ("n", "p"), "nn-block": ("network", "p"),
+         "spline-encoder": ("function",)}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from ..construct.instance import FORMAT  # no torch: the format is plain text
+    from ..construct.instance import FORMAT  # no torch: the formats are plain text
+    from ..construct.spline_input import FUNCTION_FORMAT, NETWORK_FORMAT
 
     p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.epilog = FORMAT + """
+    p.epilog = "hardmax-classifier's " + FORMAT + """
 
 Writes OUT/classifier.diag (a chain of gallery/hardmax.diag's ScalarHardmaxBlock, then the
 readout (2.2)), OUT/hardmax.diag (the blocks it imports) and OUT/classifier.safetensors (its
 float64 weights by the compiled module's parameter names); compiles what it wrote and checks
-that every sequence's readout lies in its label's target set."""
-    p.add_argument("construction", choices=["hardmax-classifier"], help="what to construct")
-    p.add_argument("--sequences", required=True, metavar="FILE.json", help="the labelled sequences (below)")
+that every sequence's readout lies in its label's target set.
+
+veronese, nn-block and spline-encoder write OUT/encoder.diag (a chain of gallery/spline_encoder.diag's
+SplineBlock: ReLU heads with position biases, then a one-layer ReLU network), OUT/spline_encoder.diag
+and OUT/encoder.safetensors, and compare the compiled encoder with its target on 16 random X:
+veronese (Lemma 3.6): position j of the output holds v_2(X), every monomial of degree <= 2 in the
+n x p entries of X, in its block j; nn-block (Lemma 3.7) and spline-encoder (Theorem 3.8) take:
+
+""" + NETWORK_FORMAT + "\n\n" + FUNCTION_FORMAT
+    p.add_argument("construction", choices=KINDS, help="what to construct")
+    p.add_argument("--sequences", metavar="FILE.json", help="hardmax-classifier: the labelled sequences (below)")
+    p.add_argument("--n", type=integer(1, 64), help="veronese: the features of X (tokens' width)")
+    p.add_argument("--p", type=integer(1, 64), help="veronese, nn-block: the positions (tokens) of X")
+    p.add_argument("--network", metavar="FILE.json", help="nn-block: the one-layer network (below)")
+    p.add_argument("--function", metavar="FILE.json", help="spline-encoder: the max-definable function (below)")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="the directory to write")
     p.add_argument("--seed", type=integer(0, 2**32 - 1), default=0,
-                   help="seed of the generic choices (directions, step sizes) the proof leaves free")
+                   help="seed of the generic choices the proof leaves free (hardmax-classifier) or of the check's random X")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -59,7 +78,47 @@ def text(r: dict) -> str:
     return "\n".join(rows)
 
 
+def encoder_report(enc, files) -> dict:
+    return {"construction": enc.kind, "n": enc.n, "p": enc.p, "blocks": len(enc.layers),
+            "heads": enc.heads, "stages": [layer.stage for layer in enc.layers], "parameters": enc.parameters,
+            "monomials": len(enc.monomials), "largest_relative_error": enc.error, "files": [str(f) for f in files]}
+
+
+def encoder_text(r: dict) -> str:
+    rows = [f"{r['construction']}: X is {r['n']} x {r['p']} (features x positions), {r['blocks']} encoder "
+            f"block(s), heads {', '.join(map(str, r['heads']))}"]
+    rows += [f"  block {k}: {s}" for k, s in enumerate(r["stages"], 1)]
+    if r["monomials"]:
+        rows.append(f"monomials formed: {r['monomials']} (the constant included)")
+    rows += [f"parameters: {r['parameters']:,} (position tables held for 64 positions)",
+             f"matches its target on 16 random X (compiled module, float64): largest relative error "
+             f"{r['largest_relative_error']:.1g}",
+             "wrote " + ", ".join(short(f) for f in r["files"])]
+    return "\n".join(rows)
+
+
+def _encoder(args: argparse.Namespace) -> int:
+    from ..construct import splines
+    from ..construct.spline_input import read_function, read_network
+
+    if args.construction == "veronese":
+        enc = splines.veronese(args.n, args.p, seed=args.seed)
+    elif args.construction == "nn-block":
+        enc = splines.nn_block(*read_network(args.network), args.p, seed=args.seed)
+    else:
+        entries, n, p = read_function(args.function)
+        enc = splines.spline_encoder(entries, n, p, seed=args.seed)
+    r = encoder_report(enc, splines.write(enc, args.output))
+    print(json.dumps(r, indent=2) if args.json else encoder_text(r))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    missing = [f"--{k}" for k in NEEDS[args.construction] if getattr(args, k) is None]
+    if missing:
+        raise UsageError(f"construct {args.construction} needs {' and '.join(missing)}")
+    if args.construction != "hardmax-classifier":
+        return _encoder(args)
     from ..construct import hardmax_classifier, read_instance, write
 
     inst = read_instance(args.sequences)
