@@ -1,48 +1,68 @@
-"""Rules about scans match a cell whatever the order of its per-step inputs: for every order of the
-gallery's GLA, RetNet and SSD cells, the shipped rule finds the scan, the rewritten diagram computes
-what the original does (compiled, float64, the same weights) and, where the gallery names one, is the
-parallel form."""
+"""Rules about scans match a cell whatever form the user writes it in: every order of the per-step
+inputs of the gallery's GLA, RetNet and SSD cells, with the state's axes as the gallery writes them
+and turned (``S[d, k]`` for ``S[k, d]``). Each form is written here as source text, apart from the
+engine's own search over forms; the shipped rule finds the scan, the rewritten diagram is the
+parallel form (GLA, SSD) or, through the rest of gallery/retnet.deriv's chain, the chunkwise form
+(RetNet), and computes what the gallery's own recurrent form does (compiled, float64, the same
+weights). A rule whose cell has two per-step outputs matches a scan that writes them the other way."""
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 import stringdiag
+from stringdiag.derive.derivation import load_derivation
 from stringdiag.rewrite import find_matches, library, rewrite
+from stringdiag.rewrite.rule import loads_rules
 
 ROOT = Path(__file__).resolve().parents[1]
-REC = stringdiag.load(str(ROOT / "gallery" / "recurrent.diag"))
+SRC = (ROOT / "gallery" / "recurrent.diag").read_text()
+REC = stringdiag.loads(SRC, "recurrent.diag")
 DIMS = {"d": 3, "k": 2, "c": 2}
-CASES = [("GLARecurrent", "scan_log_gate_channels", "GLAParallel", (2, 6, 3)),
-         ("RetentionRecurrent", "scan_decay", None, (2, 3, 2, 3)),  # [m, c, d]: m chunks of c
-         ("SSMRecurrent", "scan_log_gate", "SSDAttention", (2, 6, 3))]
+# (diagram, its cell, the state's name, the rule, the parallel form, an input's shape)
+CASES = [("GLARecurrent", "GLAStep", "S", "scan_log_gate_channels", "GLAParallel", (2, 6, 3)),
+         ("RetentionRecurrent", "RetentionStep", "S", "scan_decay", None, (2, 3, 2, 3)),  # [m, c, d]
+         ("SSMRecurrent", "SSMStep", "h", "scan_log_gate", "SSDAttention", (2, 6, 3))]
+SAMPLE = 7  # forms compiled and run: every 7th (and the last), 8 of each scan's 48
 
 
-def scan_box(d):
-    (b,) = [b for b in d.boxes() if d.record(b).scan]
-    return b
+def part(*names: str) -> str:
+    """The gallery's declarations and the diagrams ``names``: a form is parsed quickly."""
+    head = SRC[:SRC.index("\ndiagram ")]
+    blocks = [SRC[SRC.index(f"\ndiagram {n}("):SRC.index("\n}", SRC.index(f"\ndiagram {n}(")) + 2] for n in names]
+    return head + "".join(blocks) + "\n"
 
 
-def reordered(d, perm: tuple[int, ...]):
-    """``d`` with its scan's cell reading its per-step inputs in the order ``perm`` (the state first):
-    written here, apart from the engine's own search over orders."""
-    out = d.copy()
-    b = scan_box(out)
-    cell = out.record(b).ref
-    body = cell.copy()
-    full = (0, *perm)
-    body.inputs = [cell.inputs[full.index(port)] for port in range(len(full))]
-    body.input_names = [cell.input_names[full.index(port)] for port in range(len(full))]
-    out.permute_inputs(b, full)
-    out.reset(b, out.record(b)._replace(ref=body))
-    return out
+def written(cell: str, state: str, perm: tuple[int, ...], turned: bool, swap: bool, src: str = SRC) -> str:
+    """The gallery's source with ``cell`` reading its per-step inputs in the order ``perm`` (the
+    state first), its state's two axes turned or not, and the initial state's factors swapped or not."""
+    head = re.search(rf"diagram {cell}\({state}: \[(\w+), (\w+)\], (.*?)\) -> \[\w+, \w+\], (.*?) {{", src)
+    x, y, params, rest = head.groups()
+    params = re.split(r", (?=\w+:)", params)
+    st = f"[{y}, {x}]" if turned else f"[{x}, {y}]"
+    new_head = f"diagram {cell}({state}: {st}, {', '.join(params[p - 1] for p in perm)}) -> {st}, {rest} {{"
+    end = src.index("\n}", head.end())
+    body = src[head.end():end]
+    if turned:
+        body = body.replace(f"{state}[a, b]", f"{state}[b, a]").replace(f"{state}2[a, b]", f"{state}2[b, a]")
+    src = src[:head.start()] + new_head + body + src[end:]
+    call = re.search(rf"scan {cell}\({state}0, (.*?)\)\n", src)
+    args = re.split(r", (?![^(]*\))", call.group(1))
+    src = src[:call.start()] + f"scan {cell}({state}0, {', '.join(args[p - 1] for p in perm)})\n" + src[call.end():]
+    at = src.rindex(f"  {state}0[a, b] = ", 0, call.start())  # the initial state of this scan
+    init = re.compile(rf"  {state}0\[a, b\] = (\w+)\[a\] \* (\w+)\[b\]\n").match(src, at)
+    labels = "b, a" if turned else "a, b"
+    factors = f"{init.group(2)}[b] * {init.group(1)}[a]" if swap else f"{init.group(1)}[a] * {init.group(2)}[b]"
+    return src[:init.start()] + f"  {state}0[{labels}] = {factors}\n" + src[init.end():]
 
 
 def run(d, state: dict | None, x: torch.Tensor):
-    m = stringdiag.compile(d, dims=DIMS, dtype=torch.float64)
+    m = stringdiag.compile(d, dims=DIMS, dtype=torch.float64, fast=False)  # the plain lowering: no rules
     if state is None:
         torch.manual_seed(0)
         with torch.no_grad():
@@ -54,26 +74,87 @@ def run(d, state: dict | None, x: torch.Tensor):
     return m(x), state
 
 
-def orders(name: str):
-    cell = REC[name].record(scan_box(REC[name])).ref
-    return list(itertools.permutations(range(1, len(cell.inputs))))
+def forms(cell: str):
+    n = len(REC[cell].inputs) - 1
+    return [(perm, turned, swap) for turned in (False, True) for perm in itertools.permutations(range(1, n + 1))
+            for swap in ((perm[0] % 2 == 0),)]  # the factors' order varied too, deterministically
 
 
-@pytest.mark.parametrize("name, rule, target, shape", CASES)
-def test_every_order_of_a_cells_inputs_derives(name, rule, target, shape):
+@pytest.mark.parametrize("name, cell, state, rule, target, shape", CASES)
+def test_every_form_of_a_gallery_cell_derives(name, cell, state, rule, target, shape, tmp_path):
     x = torch.randn(*shape, dtype=torch.float64)
-    want, state = run(REC[name], None, x)
-    every = orders(name)
-    for k, perm in enumerate(every):
-        d = reordered(REC[name], perm)
-        if k % 7 == 0 or k == len(every) - 1:  # the helper keeps the function (a scan compiles slowly: some)
-            same, _ = run(d, state, x)
-            torch.testing.assert_close(same, want, rtol=1e-12, atol=1e-12)
-        (m,) = find_matches(d, library()[rule])
-        assert bool(m.order) == (perm != tuple(sorted(perm))), m.order
+    want, weights = run(REC[name], None, x)
+    every = forms(cell)
+    assert len(every) == 48
+    the_rule, src = library()[rule], part(cell, name)
+    for k, (perm, turned, swap) in enumerate(every):
+        d = stringdiag.loads(written(cell, state, perm, turned, swap, src), "form.diag")[name]
+        assert (d.input_types, d.output_types) == (REC[name].input_types, REC[name].output_types)
+        (m,) = find_matches(d, the_rule)
+        assert ("inputs in the order" in m.order) == (perm != tuple(sorted(perm))), m.order
+        assert ("state's axes" in m.order) == turned, m.order
         r = rewrite(d, m)
         assert not any(r.record(b).scan for b in r.boxes())  # the scan is gone: the parallel form
-        got, _ = run(r, state, x)
-        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
         if target:
             assert r.expand().isomorphic(REC[target].expand())
+        if k % SAMPLE == 0 or k == len(every) - 1:
+            same, _ = run(d, weights, x)  # the form as written is the gallery's function ...
+            torch.testing.assert_close(same, want, rtol=1e-12, atol=1e-12)
+            got, _ = run(r, weights, x)  # ... and so is its rewrite
+            torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
+
+
+def test_retention_in_any_form_derives_to_its_chunkwise_form(tmp_path):
+    """gallery/retnet.deriv's chain (scan_decay, blocks_decay, chunk_decay, then its target) from
+    forms of RetentionStep: the first, the input orders reversed, each with the state turned."""
+    (tmp_path / "recurrent.diag").write_text(SRC)
+    chain = (ROOT / "gallery" / "retnet.deriv").read_text().replace("start recurrent.diag:", "start form.diag:")
+    for perm, turned in [((1, 2, 3, 4), True), ((4, 3, 2, 1), False), ((4, 3, 2, 1), True)]:
+        (tmp_path / "form.diag").write_text(written("RetentionStep", "S", perm, turned, turned))
+        (tmp_path / "r.deriv").write_text(chain)
+        deriv = load_derivation(tmp_path / "r.deriv")
+        assert deriv.target.name == "RetentionChunkwise" and len(deriv.steps) == 4
+        assert "the rule's cell matched with" in deriv.steps[1].note
+
+
+OUTS = loads_rules("""
+rule running_pair<n>(x: [n]) -> [n], [n]
+  where diagram Running(s: [], xt: []) -> [], [], [] {
+    s2 = s + xt
+    return s2, s2 * s2, exp(s2)
+  }
+{
+  _last, sq[t], ex[t] = scan Running(0, x[t])
+  return sq, ex
+} == {
+  c = cumsum(x)
+  sq[i] = c[i] * c[i]
+  ex[i] = exp(c[i])
+  return sq, ex
+}
+""", "outs.rules")
+
+
+def test_a_cell_whose_per_step_outputs_come_the_other_way_matches():
+    prog = stringdiag.loads("""dim s : seq
+diagram Cell(s: [], xt: []) -> [], [], [] {
+  s2 = xt + s
+  return s2, exp(s2), s2 * s2
+}
+diagram Pair(x: [s]) -> [s], [s] {
+  _last, e[t], q[t] = scan Cell(0, x[t])
+  return q, e
+}
+""", "pair.diag")
+    rule = OUTS[0]
+    (m,) = find_matches(prog["Pair"], rule)
+    assert "per-step outputs in the order (output 2, output 1)" in m.order, m.order
+    r = rewrite(prog["Pair"], m)
+    assert not any(r.record(b).scan for b in r.boxes())
+    x = np.random.default_rng(0).normal(size=7)
+    c = np.cumsum(x)  # by hand: the running sum, squared and exponentiated
+    got = stringdiag.compile(r, dtype=torch.float64)(torch.tensor(x))
+    np.testing.assert_allclose(got[0].numpy(), c * c, rtol=1e-12)
+    np.testing.assert_allclose(got[1].numpy(), np.exp(c), rtol=1e-12)
+    before = stringdiag.compile(prog["Pair"], dtype=torch.float64)(torch.tensor(x))
+    np.testing.assert_allclose(before[0].numpy(), c * c, rtol=1e-12)

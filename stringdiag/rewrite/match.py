@@ -14,12 +14,12 @@ Chyp's), ``context`` (SIMD context slots), ``occurrence`` (:class:`Match`).
 """
 from __future__ import annotations
 
-import itertools
 from typing import Any, Iterator
 
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.gcpause import gc_paused
+from .cellforms import cell_forms
 from .index import Index, key
 from .names import instance_path, wire_name
 from .occurrence import Match
@@ -62,10 +62,11 @@ def iter_matches(target: Diagram, rule, reverse: bool = False, index: Index | No
                  ties: bool = False) -> Iterator[Match]:
     """Like :func:`find_matches`, lazily; ``seed`` fixes one (pattern box, target box) pair.
 
-    A rule whose side scans a cell pattern also matches a scan whose cell reads its per-step inputs
-    in another order (the same function: a user's cell written ``(S, g, q, k, v)`` for the rule's
-    ``(S, q, k, v, g)``): when the side as written finds nothing, each order is tried, and the
-    matches of the first that finds any say which (:attr:`Match.order`)."""
+    A rule whose side scans a cell pattern also matches a scan written in another form of the same
+    function: a user's cell reading ``(S, g, q, k, v)`` for the rule's ``(S, q, k, v, g)``, its
+    per-step outputs in another order, its state ``S[d, k]`` for the rule's ``S[k, d]``
+    (``cellforms``). When the side as written finds nothing, each form is tried, and the matches
+    of the first that finds any say which (:attr:`Match.order`)."""
     _, r = _pattern_of(rule, reverse)
     ix = index if index is not None else Index(target)
     n = 0
@@ -82,40 +83,15 @@ def iter_matches(target: Diagram, rule, reverse: bool = False, index: Index | No
             return
 
 
-MAX_ORDERS = 120  # per-step inputs of a scanned cell tried in every order up to 5 of them
-
-
 def _cell_orders(rule, reverse: bool) -> list[tuple[Pattern, str]]:
-    """The side with each scanned cell pattern's per-step inputs (ports 1.., the state is port 0)
-    read in every other order, the scan box's ports permuted with them; kept on the rule."""
+    """The side with its scanned cell pattern in each other form a user may write the loop in
+    (``cellforms``: the per-step inputs or outputs in another order, the state's axes turned);
+    kept on the rule."""
     side, r = _pattern_of(rule, reverse)
     cache = r.__dict__.setdefault("_cell_orders", {}) if r is not None else {}
-    if reverse in cache:
-        return cache[reverse]
-    out: list[tuple[Pattern, str]] = []
-    scans = [b for b in side.boxes() if side.record(b).cell and side.record(b).ref is not None]
-    for b in scans[:1]:  # one scanned cell per side (as the shipped rules have)
-        cell = side.record(b).ref
-        steps = len(cell.inputs) - 1
-        names = list(cell.input_names) if len(cell.input_names) == len(cell.inputs) else \
-            [f"input {k + 1}" for k in range(len(cell.inputs))]
-        orders = [p for p in itertools.permutations(range(1, steps + 1)) if p != tuple(range(1, steps + 1))]
-        for perm in orders[:MAX_ORDERS]:
-            full = (0, *perm)  # input k of the cell as written is read at port full[k]
-            body = cell.copy()
-            body.inputs = [None] * len(cell.inputs)
-            body.input_names = list(body.input_names)
-            for k, port in enumerate(full):
-                body.inputs[port] = cell.inputs[k]
-                if len(cell.input_names) == len(cell.inputs):
-                    body.input_names[port] = cell.input_names[k]
-            form = side.copy()
-            form.permute_inputs(b, full)
-            form.reset(b, side.record(b)._replace(ref=body))
-            shown = ", ".join(names[full.index(port)] for port in range(len(full)))
-            out.append((Pattern(form), f"the rule's cell matched with its inputs in the order ({shown})"))
-    cache[reverse] = out
-    return out
+    if reverse not in cache:
+        cache[reverse] = [(Pattern(form), said) for form, said in cell_forms(side)]
+    return cache[reverse]
 
 
 def select(matches: list[Match], where: str) -> Match:
