@@ -2,7 +2,7 @@
 inside a function) closes a cycle.
 
 The stages data flows through are layers: text → graph → elaborate → (rewrite, analysis) →
-(lower, render) → verify → (derive, train, enumerate) → study → cli. A module may import from its
+(lower, render) → verify → (derive, train, enumerate) → search → study → cli. A module may import from its
 own subpackage or from a lower layer, never from a higher one nor from a sibling on the same
 layer. Function-level imports count too (they exist to keep start-up fast, never to break a
 cycle), so the whole import graph between modules must be acyclic.
@@ -28,6 +28,7 @@ LAYERS = {
     "verify": 5,
     "derive": 6, "train": 6, "enumerate": 6, "construct": 6,
     "trace": 6,  # writes .diag text from a torch module, checks it (graph) and compiles it (lower)
+    "search": 6.5,  # finds derivations: runs the derive floor's checker on the steps it proposes
     "study": 7,
     "cli": 8,
     "__init__": 9, "__main__": 9,  # the package facade sits above every layer
@@ -254,6 +255,64 @@ def test_no_box_kind_is_compared_with_a_string():
     assert not wrong, "\n".join(wrong)
 
 
+def node_dicts(tree: ast.AST) -> list[tuple[int, str]]:
+    """Reads of a diagram's networkx node dicts (``d.graph.nodes[n]``, ``g.nodes(data=True)``
+    for ``g = d.graph``): where a node's record is stored is ``hypergraph.py``'s business."""
+    graphs = {t.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and ast.unparse(node.value).endswith(".graph")
+              for t in node.targets if isinstance(t, ast.Name)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "nodes" and (
+                ast.unparse(node.value).endswith(".graph") or isinstance(node.value, ast.Name) and node.value.id in graphs):
+            found.append((node.lineno, ast.unparse(node)[:60]))
+    return found
+
+
+OLD_EDITS = {"add_box", "place", "replace"}  # the string dialect: keyword attributes, node dicts
+
+
+def keyword_edits(tree: ast.AST) -> list[tuple[int, str]]:
+    """Edits in the old string dialect: ``d.add_box(kind, op, ...)``, ``d.place({...})``,
+    ``d.replace(b, key=...)`` (``dataclasses.replace`` and ``str.replace`` are other things)."""
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in OLD_EDITS):
+            continue
+        receiver = ast.unparse(node.func.value)
+        dict_arg = bool(node.args) and (isinstance(node.args[0], ast.Dict) or ast.unparse(node.args[0]).startswith("dict("))
+        if node.func.attr == "add_box" or node.func.attr == "place" and dict_arg or \
+                node.func.attr == "replace" and node.keywords and receiver != "dataclasses":
+            found.append((node.lineno, ast.unparse(node)[:60]))
+    return found
+
+
+def test_no_node_dict_is_read_outside_the_storage():
+    """A node is read as its record (``record``, ``wire``, ``records``), never as a dict."""
+    wrong = _outside({"graph/hypergraph.py"}.__contains__, node_dicts)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_one_editing_dialect():
+    """Boxes are added as records (``emit``, ``add``) and changed field by field (``update``,
+    typo-safe), nowhere by keyword attributes or dicts."""
+    wrong = _outside(lambda rel: False, keyword_edits)
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("source, offences", [
+    ("a = d.graph.nodes[w]", 1),
+    ("g = d.graph\nfor n, a in g.nodes(data=True):\n    pass", 1),
+    ("h = nx.DiGraph()\nlab = h.nodes[x]['label']", 0),
+    ("d.add_box('reindex', 'reindex', [], [()])", 1),
+    ("d.place(dict(box='reindex'), [])", 1),
+    ("d.replace(b, instance='G#2')", 1),
+    ("d.update(b, weights=w)\nx = dataclasses.replace(c, a=1)\ny = s.replace('a', 'b')", 0),
+])
+def test_the_storage_checks_can_fail(source, offences):
+    tree = ast.parse(source)
+    assert len(node_dicts(tree)) + len(keyword_edits(tree)) == offences
+
+
 def test_no_module_function_takes_self():
     """A function that needs an object's state is its method, or takes the object under its
     own name (``lower/loops.py``): a module function called ``f(self, ...)`` is a method
@@ -272,7 +331,7 @@ def test_no_module_function_takes_self():
     ("x = d.box(b).get('scan')", 1),
     ("for n, a in d.graph.nodes(data=True):\n    a['clusters'] = ()", 1),
     ("d.graph.nodes[w]['name'] = 'y'", 1),
-    ("box = d.record(b)\nop = box.op\nd.replace(b, op='y')", 0),
+    ("box = d.record(b)\nop = box.op\nd.update(b, op='y')", 0),
     ("result = {'seed': 1}\nseed = result['seed']", 0),
     ("h = nx.DiGraph()\nh.add_edge(1, 2)", 0),
 ])

@@ -14,11 +14,12 @@ stringdiag derive stringdiag:gallery/linearize.deriv --verify -o linearize.svg
 stringdiag derive stringdiag:gallery/linearize.deriv -o linearize.html
 stringdiag derive stringdiag:gallery/linearize.deriv -o linearize.tex
 stringdiag derive stringdiag:gallery/tax_bigbird.deriv stringdiag:gallery/tax_etc.deriv -o chains/
-stringdiag derive stringdiag:gallery/linearize.deriv --json"""
+stringdiag derive stringdiag:gallery/linearize.deriv --json
+stringdiag derive --find stringdiag:gallery/scores.diag:MultiplicativeAttention stringdiag:gallery/scores.diag:MappedQueryDotAttention --write luong.deriv"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="+", metavar="FILE.deriv")
+    p.add_argument("files", nargs="*", metavar="FILE.deriv")
     p.add_argument("-o", "--output", metavar="OUT", type=picture_or_directory,
                    help="the chain of pictures (.svg, .png, .pdf, .dot; .html: the steps on a slider beside "
                         "the table; .tex: TikZ), or a directory for FILE_STEM.svg; with several files, a directory")
@@ -33,11 +34,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "why each was refused (by default, the first three)")
     p.add_argument("--json", action="store_true",
                    help="print each derivation's step table as JSON (a list of {file, steps, target, rows})")
+    from .derive_find import add_arguments as find_arguments
+
+    find_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..derive.derivation import MAX_DERIVED, load_derivation
 
+    if args.find:
+        from .derive_find import run as find
+
+        return find(args)
+    if not args.files:
+        from .options import UsageError
+
+        raise UsageError("derive takes FILE.deriv ... (or --find FILE.diag:A FILE.diag:B)")
     if args.output and len(args.files) > 1:
         need_directory(args.output, f"derive draws {len(args.files)} chains")
     found = []

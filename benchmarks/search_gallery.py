@@ -1,0 +1,130 @@
+"""Rediscover every gallery derivation from its ``start`` and ``target`` alone with
+``stringdiag derive --find`` (the search of ``stringdiag/search/``), and write the table of
+docs/derivations.md's search section: found or not (and why not), CPU seconds, steps, states.
+
+Each search runs with reductions allowed (the gallery's chains specialise universal
+approximators), within 60 CPU seconds, 8 steps and 5,000 states; a chain found is written
+out and read back by ``derive --verify``, so a row marked found is a checked derivation.
+
+    python benchmarks/search_gallery.py                 # the table on stdout
+    python benchmarks/search_gallery.py --docs          # ... and into docs/derivations.md
+    python benchmarks/search_gallery.py --only linearize --budget 10
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from stringdiag.search.engine import Bounds  # noqa: E402
+from stringdiag.search.find import find  # noqa: E402
+from stringdiag.syntax import deriv_ast as D  # noqa: E402
+from stringdiag.syntax.source import read_source  # noqa: E402
+
+BEGIN, END = "<!-- search-gallery: begin -->", "<!-- search-gallery: end -->"
+
+
+def refs(path: Path) -> tuple[str | None, str | None, bool]:
+    """The start and target of a .deriv as FILE.diag:NAME from here, and whether it rewires."""
+    items = D.read_deriv(read_source(path), str(path))
+    uses = [i.path.value for i in items if isinstance(i, D.UseDecl) and i.alias is None]
+
+    def where(ref: D.Ref) -> str | None:
+        if ref.file is not None:
+            return f"{(path.parent / ref.file).resolve()}:{ref.name}"
+        for u in uses:  # a name of a file in use
+            f = (path.parent / u).resolve()
+            if re.search(rf"diagram\s+{ref.name}\b", f.read_text()):
+                return f"{f}:{ref.name}"
+        return None
+
+    start = next((where(i.ref) for i in items if isinstance(i, D.StartDecl)), None)
+    target = next((where(i.ref) for i in items if isinstance(i, D.TargetDecl)), None)
+    return start, target, any(isinstance(i, D.Rewire) for i in items)
+
+
+def row(path: Path, bounds: Bounds, out: Path) -> dict:
+    name = path.relative_to(ROOT / "gallery").as_posix()
+    start, target, rewires = refs(path)
+    if start is None or target is None:
+        return {"name": name, "found": False, "why": "no target named"}
+    f = find(start, target, out / (path.stem + ".found.deriv"), bounds)
+    o = f.outcome
+    base = {"name": name, "seconds": o.seconds, "states": o.states}
+    if f.found:
+        rel = "⇒" if o.reduction else "≡"
+        return {**base, "found": True, "steps": len(o.found.steps), "relation": rel,
+                "written": len(_steps(path))}
+    if f.refused:
+        return {**base, "found": False, "why": f"proposed, refused by the checker: {f.refused.splitlines()[0]}"}
+    why = f"not within {o.why}; closest form {o.closest.distance} boxes apart"
+    if rewires:
+        why = "the written chain rewires (≠, not a rule): " + why
+    return {**base, "found": False, "why": why}
+
+
+def _steps(path: Path) -> list:
+    items = D.read_deriv(read_source(path), str(path))
+    return [i for i in items if not isinstance(i, (D.StartDecl, D.UseDecl, D.TargetDecl))]
+
+
+def table(rows: list[dict], bounds: Bounds) -> str:
+    found = sum(r["found"] for r in rows)
+    lines = [f"{found} of {len(rows)} gallery derivations rediscovered from their start and target alone "
+             f"(within {bounds.time_budget:g} CPU s, {bounds.max_steps} steps and {bounds.max_states:,} states "
+             "each; reductions allowed), each written out and read back by `derive --verify`. "
+             "Produced by `python benchmarks/search_gallery.py --docs`.", "",
+             "| derivation | found | relation | steps (found / written) | CPU s | states | why not |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        secs = f"{r['seconds']:.1f}" if "seconds" in r else ""
+        states = str(r.get("states", ""))
+        if r["found"]:
+            lines.append(f"| {r['name']} | yes | {r['relation']} | {r['steps']} / {r['written']} | {secs} | {states} | |")
+        else:
+            lines.append(f"| {r['name']} | no | | | {secs} | {states} | {r['why']} |")
+    return "\n".join(lines) + "\n"
+
+
+def into_docs(text: str) -> None:
+    doc = ROOT / "docs" / "derivations.md"
+    old = doc.read_text()
+    if BEGIN not in old:
+        raise SystemExit(f"docs/derivations.md has no {BEGIN} marker")
+    head, _, rest = old.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    doc.write_text(f"{head}{BEGIN}\n{text}{END}{tail}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--budget", type=float, default=60.0, help="CPU seconds per derivation")
+    ap.add_argument("--only", nargs="*", default=None, help="stems of the derivations to run")
+    ap.add_argument("--docs", action="store_true", help="write the table into docs/derivations.md")
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    bounds = Bounds(max_steps=8, time_budget=args.budget, max_states=5_000, reductions=True)
+    paths = sorted((ROOT / "gallery").glob("*.deriv")) + sorted((ROOT / "gallery" / "proofs").glob("*.deriv"))
+    if args.only:
+        paths = [p for p in paths if p.stem in args.only]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for p in paths:
+            r = row(p, bounds, Path(tmp))
+            print(r, file=sys.stderr, flush=True)
+            rows.append(r)
+    text = table(rows, bounds)
+    print(text)
+    if args.docs:
+        into_docs(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""``stringdiag derive --find FILE.diag:A FILE.diag:B``: search for a derivation from A to B,
+write it as a ``.deriv``, and check it as ``derive --verify`` does (``stringdiag/search/``)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .options import UsageError, integer, number
+
+DEFAULT_MAX_BOXES = 400  # a search visits many diagrams: smaller than derive's 10,000
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("searching (--find)")
+    g.add_argument("--find", nargs=2, metavar=("FILE.diag:A", "FILE.diag:B"),
+                   help="search for a derivation from A to B and write it (--write); its answer is always "
+                        "a checked derivation")
+    g.add_argument("--write", metavar="OUT.deriv", default=None,
+                   help="where the found derivation goes (default A_to_B.deriv here)")
+    g.add_argument("--reductions", action="store_true",
+                   help="also take reductions (⇒): rules one way and specialisations the target suggests")
+    g.add_argument("--max-steps", type=integer(1, 50), default=6, metavar="N", help="longest chain (default 6)")
+    g.add_argument("--time-budget", type=number(0.0), default=60.0, metavar="SECONDS",
+                   help="CPU seconds of search (default 60)")
+    g.add_argument("--max-states", type=integer(1), default=5_000, metavar="N",
+                   help="diagrams taken from the frontier at most (default 5,000)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Search, write, read back; 0 when a checked derivation was found, 1 when not."""
+    from ..search.engine import Bounds
+    from ..search.find import closest_difference, find
+
+    if args.files:
+        raise UsageError("derive --find takes the two diagrams, not .deriv files")
+    if args.output:
+        raise UsageError("derive --find writes a .deriv (--write); draw it afterwards with derive -o")
+    a, b = args.find
+    out = Path(args.write or f"{_stem(a)}_to_{_stem(b)}.deriv")
+    if out.suffix != ".deriv":
+        raise UsageError(f"--write {out}: a derivation is written to a .deriv file")
+    bounds = Bounds(args.max_steps, args.time_budget, args.max_boxes or DEFAULT_MAX_BOXES, args.max_states,
+                    args.reductions)
+    with _bar() as bar:
+        found = find(a, b, out, bounds, verify=True, progress=lambda n, d: bar.update(1) or bar.set_postfix(closest=d))
+    o = found.outcome
+    if found.found:
+        d = found.derivation
+        print(d.heading())
+        print(d.table())
+        print(f"found in {o.seconds:.1f} CPU s ({o.states} states); verified numerically: "
+              f"{sum(s.verified is not None for s in d.steps)} equalities")
+        print(f"wrote {out}")
+        return 0
+    if found.refused:
+        print(f"the search proposed a chain that the checker refused ({found.refused}); wrote it to {out}")
+        return 1
+    print(f"not found within the bound ({o.why}; {o.states} states, {o.seconds:.1f} CPU s)")
+    print(f"the closest form reached is {o.closest.distance} boxes apart from the target, after "
+          f"{len(o.closest.steps)} step(s): {'; '.join(o.closest.steps) or '(the start)'}")
+    print(closest_difference(found, a, b, out))
+    print(f"wrote those steps to {out}")
+    return 1
+
+
+def _stem(ref: str) -> str:
+    return ref.rpartition(":")[2] or "diagram"
+
+
+def _bar():
+    from tqdm import tqdm
+
+    return tqdm(desc="searching", unit=" states", file=sys.stderr, disable=not sys.stderr.isatty(), leave=False)

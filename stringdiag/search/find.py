@@ -1,0 +1,84 @@
+"""``derive --find``: a derivation from one diagram to another, searched for, written as a
+``.deriv`` and then checked by ``derive --verify`` like any other — the search's answer is
+always a checked derivation, never a bare claim.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from ..derive.derivation import Derivation, load_derivation
+from ..errors import DiagError
+from ..graph.diagram import Diagram
+from ..graph.difference import first_difference
+from ..graph.expand import expand
+from .engine import Bounds, Outcome, search
+from .holes import suggestions
+from .moves import Move, rule_moves, structural_moves
+from .session import Ref, Session
+
+
+@dataclass
+class Found:
+    """The search's outcome and, where it found a chain, the checked derivation."""
+
+    outcome: Outcome
+    text: str                      # the .deriv written (the chain, or the closest one)
+    derivation: Derivation | None  # the chain as ``derive --verify`` read it back
+    refused: str = ""              # the checker's refusal of a chain the search proposed
+
+    @property
+    def found(self) -> bool:
+        return self.derivation is not None
+
+
+def moves_of(session: Session, bounds: Bounds) -> Callable[[Diagram, Diagram], Iterator[Move]]:
+    """The steps tried from a diagram: suggested specialisations first, then rules, then copies and unfoldings."""
+    def moves(cur: Diagram, target: Diagram) -> Iterator[Move]:
+        if bounds.reductions:
+            for line in suggestions(cur, target):
+                try:
+                    made = session.run(cur, line)
+                except DiagError:
+                    continue
+                yield Move(line, made.relation, made.diagram)
+        yield from rule_moves(session.runner, cur, bounds.reductions, bounds.max_boxes)
+        yield from structural_moves(cur, bounds.max_boxes)
+    return moves
+
+
+def find(start: str, target: str, out: Path, bounds: Bounds, verify: bool = True,
+         progress: Callable[[int, int], None] | None = None) -> Found:
+    """Search from ``start`` to ``target`` (``FILE.diag:NAME`` each), write the ``.deriv`` to
+    ``out`` and, where a chain was found, read it back with the checker (``verify``: every
+    equality also evaluated by the oracle)."""
+    session = Session(Ref.parse(start), Ref.parse(target), out, bounds.max_boxes)
+    result = search(session.start, session.target, moves_of(session, bounds), bounds, progress)
+    node = result.found or result.closest
+    relation = "⇒" if result.reduction else "≡"
+    if result.found is not None:
+        note = (f"Found by stringdiag derive --find in {result.seconds:.1f} CPU s ({result.states} states): "
+                f"{session.start.name} {relation} {session.target.name}.")
+        text = session.text(list(node.steps), note)
+    else:
+        note = f"Not found within the bound: the closest form reached ({node.distance} boxes apart) by these steps."
+        text = "".join(f"# {line}\n" for line in note.splitlines()) + session.header + \
+            "".join(s + "\n" for s in node.steps)
+    out.write_text(text)
+    if result.found is None:
+        return Found(result, text, None)
+    try:
+        return Found(result, text, load_derivation(out, verify=verify, max_boxes=max(bounds.max_boxes, 10_000)))
+    except DiagError as e:
+        return Found(result, text, None, e.message)
+
+
+def closest_difference(found: Found, start: str, target: str, out: Path) -> str:
+    """Where the closest form reached first differs from the target."""
+    session = Session(Ref.parse(start), Ref.parse(target), out)
+    cur = found.outcome.closest.diagram
+    return first_difference(expand(cur), expand(session.target))
+
+
+__all__ = ["Found", "find", "closest_difference"]

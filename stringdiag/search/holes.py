@@ -1,0 +1,115 @@
+"""Specialisations the target suggests: for a learnable or abstract box the target lacks, the
+part of the target that stands where it stood, written as the body of a ``specialise`` step.
+
+The two diagrams (every definition opened) are aligned by the greedy common structure of
+``graph/diff.py``; the hole's wires then name wires of the target, and the boxes of the target
+between the images of its inputs and of its output are its body (``printer.py``). A hole whose
+body cannot be read off so gets no candidate.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..graph.box import Kind
+from ..graph.diagram import Diagram
+from ..graph.diff import correspondence
+from ..graph.expand import expand
+from ..elaborate.loader import prelude
+from ..graph.types import Dim
+from .printer import Region, Unwritable, write_body
+
+
+def _open(d: Diagram) -> Diagram:
+    """Every definition of the user's opened; the prelude's kept (a body calls them by name)."""
+    return expand(d, keep=frozenset(prelude().defs))
+
+
+def holes(cur: Diagram, target: Diagram) -> list[str]:
+    """Names of learnable or abstract boxes of ``cur`` that ``target`` does not use."""
+    flat_c, flat_t = _open(cur), _open(target)
+    theirs = {flat_t.record(b).op for b in flat_t.boxes()}
+    return sorted({flat_c.record(b).op for b in flat_c.boxes()
+                   if flat_c.record(b).kind.is_hole and flat_c.record(b).op not in theirs})
+
+
+def suggestions(cur: Diagram, target: Diagram) -> Iterator[str]:
+    """``specialise`` lines for the holes of ``cur``, one per hole whose body can be read off."""
+    flat_c, flat_t = _open(cur), _open(target)
+    names = holes(cur, target)
+    if not names:
+        return
+    m = correspondence(flat_c, flat_t)
+    to_target = {pw: cw for cw, pw in m.wires.items()}
+    for name in names:
+        use = next(b for b in flat_c.topological_boxes() if flat_c.record(b).op == name)
+        region = _region(flat_c, flat_t, use, to_target)
+        if region is None:
+            continue
+        params = [f"x{k}" for k in range(len(region.inputs))]
+        try:
+            body = write_body(region, params)
+        except Unwritable:
+            continue
+        yield f"specialise {name}({', '.join(params)}) := {body}"
+    yield from kernels(flat_c, flat_t, names)
+
+
+def kernels(cur: Diagram, target: Diagram, names: list[str]) -> Iterator[str]:
+    """A similarity of two vectors of one type, written as the dot product of a feature map
+    of each, for every map of one input and one output the target uses and ``cur`` does not
+    (``elu1``, ``favor``: linear attention's kernels, Katharopoulos et al. (2020)): the body
+    the target suggests when it has moved the map away from where the hole was."""
+    ours = {cur.record(b).op for b in cur.boxes()}
+    maps = sorted({r.op for b in target.boxes() if (r := target.record(b)).kind in (Kind.FIXED, Kind.DIAGRAM)
+                   and r.op not in ours and r.op.isidentifier() and len(target.box_inputs(b)) == 1
+                   and len(target.box_outputs(b)) == 1 and not r.generics})
+    for name in names:
+        use = next(b for b in cur.topological_boxes() if cur.record(b).op == name)
+        decl = cur.record(use).ref
+        if decl is None or len(decl.ins) != 2 or decl.ins[0] != decl.ins[1] or len(decl.ins[0]) != 1 \
+                or decl.outs != ((),):
+            continue
+        for phi in maps:
+            yield f"specialise {name}(p, r) := {{ return sum_f {phi}(p)[f] * {phi}(r)[f] }}"
+
+
+def _region(cur: Diagram, target: Diagram, use: int, to_target: dict[int, int]) -> Region | None:
+    rec = cur.record(use)
+    outs = cur.box_outputs(use)
+    if len(outs) != 1 or rec.loop is not None or outs[0] not in to_target:
+        return None
+    inputs = []
+    for w, axes in cur.box_inputs(use):
+        if w not in to_target:
+            return None
+        inputs.append((to_target[w], tuple(a if isinstance(a, str) else None for a in axes)))
+    out = to_target[outs[0]]
+    boxes = _between(target, out, {w for w, _ in inputs})
+    if boxes is None:
+        return None
+    n_local = len(cur.wire_type(outs[0])) - len(rec.simd)
+    outer_out = tuple(lab for lab, _ in rec.simd) + (None,) * n_local
+    back = {str(x): Dim.var(g) for g, x in rec.generics if len(x.names()) == 1 and str(x) in x.names()}
+    return Region(target, boxes, inputs, out, outer_out, {k: v for k, v in back.items()})
+
+
+def _between(d: Diagram, out: int, stops: set[int]) -> list[int] | None:
+    """The boxes making ``out`` from the wires ``stops`` (and from nothing), in order; None
+    where they read an input of the diagram that is not a stop."""
+    found: set[int] = set()
+    todo = [out]
+    while todo:
+        w = todo.pop()
+        if w in stops:
+            continue
+        b = d.producer(w)
+        if b is None:
+            return None
+        if b in found:
+            continue
+        found.add(b)
+        todo.extend(x for x, _ in d.box_inputs(b))
+    return [b for b in d.topological_boxes() if b in found]
+
+
+__all__ = ["holes", "suggestions"]

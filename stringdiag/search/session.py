@@ -1,0 +1,91 @@
+"""A derivation being written: steps given as text, run by the same checker as ``derive``.
+
+The search never edits a diagram itself: each candidate step is a line of a ``.deriv`` file,
+parsed and run by :class:`~stringdiag.derive.derivation.Runner`, so that what the search
+finds is exactly what ``derive`` will check when the file is read back.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..derive.derivation import MAX_DERIVED, Runner
+from ..derive.steps import EQ
+from ..errors import DiagError
+from ..graph.diagram import Diagram
+from ..graph.expand import expand
+from ..syntax import deriv_ast as D
+
+
+@dataclass(frozen=True)
+class Ref:
+    """``FILE.diag:NAME`` as given on the command line."""
+
+    file: Path
+    name: str
+
+    @staticmethod
+    def parse(text: str) -> "Ref":
+        file, sep, name = text.rpartition(":")
+        if not sep or not file.endswith(".diag") or not name.isidentifier():
+            raise DiagError(f"'{text}' is not FILE.diag:NAME")
+        from ..resources import argument
+
+        path = Path(argument(file))
+        if not path.is_file():
+            raise DiagError(f"no such file {file}")
+        return Ref(path.resolve(), name)
+
+    def written(self, base: Path) -> str:
+        """The reference as a ``.deriv`` in ``base`` writes it."""
+        return f"{Path(os.path.relpath(self.file, base.resolve())).as_posix()}:{self.name}"
+
+
+@dataclass
+class Applied:
+    """One step run: its text, its relation (≡, ⇒) and the diagram it made."""
+
+    text: str
+    relation: str
+    diagram: Diagram
+
+
+class Session:
+    """The start, the target and the files in use, ready to run steps written as text."""
+
+    def __init__(self, start: Ref, target: Ref | None, out: Path, max_boxes: int = MAX_DERIVED):
+        self.out, self.base = out, out.parent
+        self.start_ref, self.target_ref = start, target
+        lines = [f"start {start.written(self.base)}"]
+        if target is not None and target.file != start.file:
+            lines.append(f'use "{Path(os.path.relpath(target.file, self.base.resolve())).as_posix()}"')
+        self.header = "\n".join(lines) + "\n"
+        self.runner = Runner(self.header, str(out), False, None, max_boxes)
+        deriv = self.runner.run()
+        self.start = deriv.steps[0].diagram
+        self.target = self.diagram(target) if target is not None else None
+
+    def diagram(self, ref: Ref) -> Diagram:
+        (decl,) = [i for i in D.read_deriv(f"start {ref.written(self.base)}\n", str(self.out))]
+        return self.runner.diagram(decl.ref)
+
+    def run(self, cur: Diagram, text: str, number: int = 1) -> Applied:
+        """The step ``text`` on ``cur``; a :class:`DiagError` where the checker refuses it."""
+        items = D.read_deriv(f"start x.diag:X\n{text}\n", str(self.out))
+        step = self.runner.step(items[-1], cur, number)
+        return Applied(items[-1].text, step.relation, step.diagram)
+
+    def text(self, steps: list[str], comment: str = "") -> str:
+        """The ``.deriv`` file of these steps (with the target line when there is one)."""
+        head = "".join(f"# {line}\n" for line in comment.splitlines())
+        tail = f"target {self.target_ref.written(self.base)}\n" if self.target_ref is not None else ""
+        return head + self.header + "".join(s + "\n" for s in steps) + tail
+
+
+def flat(d: Diagram) -> Diagram:
+    """The diagram with every definition opened: what a target is compared with."""
+    return expand(d)
+
+
+__all__ = ["Ref", "Session", "Applied", "flat", "EQ"]
