@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import DiagError
+from .banded import _blocks, causal_window_attention, window_attention, window_global_attention  # noqa: F401 (the table's names)
 
 Tensor = torch.Tensor
 
@@ -363,14 +364,6 @@ def _lower_triangle(scores: Tensor) -> Tensor:
     return scores.tril_()
 
 
-def _blocks(x: Tensor, size: int) -> Tensor:
-    """[..., s, f] -> [..., ceil(s / size), size, f], zero-padded at the end."""
-    pad = -x.shape[-2] % size
-    if pad:
-        x = F.pad(x, (0, 0, 0, pad))
-    return x.unflatten(-2, (-1, size))
-
-
 def bounded(t: torch.Tensor, sizes: list, bounds: list, names: list, op: str) -> torch.Tensor:
     """A learnable tensor ``[1, *axes]`` held at the largest lengths of its bounded seq axes
     (``learn E : -> [s, k] where s <= 512``), sliced to this run's lengths ``sizes``."""
@@ -390,90 +383,3 @@ class LayerNormEps(nn.LayerNorm):
     def forward(self, x: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         c = x - x.mean(-1, keepdim=True)
         return c / torch.sqrt((c * c).mean(-1, keepdim=True) + eps[..., None]) * self.weight + self.bias
-
-
-def window_attention(q: Tensor, k: Tensor, v: Tensor, w: int, scale: float) -> Tensor:
-    """softmax(q k^T * scale, masked to |i - j| < w) v on the band only, no s x s matrix.
-
-    ``q, k : [..., s, f]``, ``v : [..., s, e]``, leading axes broadcast. With b = min(w, s)
-    (a wider window is the whole sequence), the sequence is cut into blocks of b positions
-    (``_blocks``, zero-padded); the queries of block c meet the keys of blocks c - 1, c, c + 1,
-    which hold every key within the window: scores ``[..., s / b, b, 3b]``, a few batched
-    products, masked to the window. Time and memory O(s b f), linear in s for a fixed window.
-    Padded queries see only their own (zero) key, so nothing is undefined; they are dropped.
-    Each row of scores is normalised shifted by its largest entry (finite: every row keeps one).
-    It is :func:`window_global_attention` with no global tokens (one kernel for both).
-    """
-    return window_global_attention(q, k, v, w, 0, scale)
-
-
-def window_global_attention(q: Tensor, k: Tensor, v: Tensor, w: int, g: int, scale: float) -> Tensor:
-    """softmax(q k^T * scale) v masked to a sliding window |i - j| < w and g global tokens (the
-    first g positions see, and are seen by, every position: Longformer), with no s x s matrix.
-
-    A query i >= g meets the keys of its window (blocked as in :func:`window_attention`, the
-    first g positions left out there) and the g global keys, one softmax over both: scores
-    ``[..., s / b, b, 3b + g]``. The g global queries meet every key: ``[..., g, s]``. Time and
-    memory O(s (w + g) f), linear in s for a fixed window and fixed global tokens. With w = 0
-    (no window) it is attention under the global tokens alone.
-    """
-    s = q.shape[-2]
-    b, g = max(1, min(int(w), s)), max(0, min(int(g), s))
-    qb = _blocks(q, b)  # [..., nb, b, f]
-    nb = qb.shape[-3]
-    kn, vn = (_neighbours(_blocks(x, b)) for x in (k, v))  # [..., nb, 3b, *]
-    i = torch.arange(nb * b, device=q.device).view(nb, b, 1)
-    j = (torch.arange(nb, device=q.device).view(nb, 1, 1) - 1) * b + torch.arange(3 * b, device=q.device)
-    keep = torch.where(i < s, ((i - j).abs() < min(int(w), s)) & (j >= g) & (j < s), i == j)  # [nb, b, 3b]
-    band = (qb @ kn.transpose(-1, -2) * scale).masked_fill(~keep, float("-inf"))
-    e = torch.cat([band, qb @ k[..., :g, :].unsqueeze(-3).transpose(-1, -2) * scale], dim=-1)
-    p = _normalised(e)
-    out = p[..., : 3 * b] @ vn + p[..., 3 * b:] @ v[..., :g, :].unsqueeze(-3)  # [..., nb, b, e]
-    out = out.flatten(-3, -2)[..., :s, :]
-    if not g:
-        return out
-    e = q[..., :g, :] @ k.transpose(-1, -2) * scale  # the global queries meet every key
-    return torch.cat([_normalised(e) @ v, out[..., g:, :]], dim=-2)
-
-
-def causal_window_attention(q: Tensor, k: Tensor, v: Tensor, w: int, scale: float) -> Tensor:
-    """softmax(q k^T * scale) v under the causal sliding window i - w < j <= i (Mistral's), on the
-    band only, no s x s matrix.
-
-    ``q, k : [..., s, f]``, ``v : [..., s, e]``, leading axes broadcast (keys and values without a
-    head axis are read by every head). With b = min(w, s), the sequence is cut into blocks of b
-    positions (``_blocks``, zero-padded); the queries of block c meet the keys of blocks c - 1 and
-    c, which hold every key they may see: scores ``[..., s / b, b, 2b]``, masked to the window.
-    Time and memory O(s b f), linear in s for a fixed window. Every row keeps its diagonal
-    (padded queries their own zero key), so every softmax is defined; padded rows are dropped.
-    """
-    s = q.shape[-2]
-    b = max(1, min(int(w), s))
-    qb = _blocks(q, b)  # [..., nb, b, f]
-    nb = qb.shape[-3]
-    kp, vp = (_with_previous(_blocks(x, b)) for x in (k, v))  # [..., nb, 2b, *]
-    i = torch.arange(nb * b, device=q.device).view(nb, b, 1)
-    j = (torch.arange(nb, device=q.device).view(nb, 1, 1) - 1) * b + torch.arange(2 * b, device=q.device)
-    keep = (j <= i) & (i - j < int(w)) & (j >= 0)  # [nb, b, 2b]
-    e = (qb @ kp.transpose(-1, -2) * scale).masked_fill(~keep, float("-inf"))
-    return (_normalised(e) @ vp).flatten(-3, -2)[..., :s, :]
-
-
-def _normalised(e: Tensor) -> Tensor:
-    """Each row of scores exponentiated shifted by its largest entry and normalised (finite: every
-    row keeps one entry)."""
-    p = torch.exp(e - e.amax(dim=-1, keepdim=True))
-    return p / p.sum(dim=-1, keepdim=True)
-
-
-def _with_previous(x: Tensor) -> Tensor:
-    """[..., n, b, f] -> [..., n, 2b, f]: each block after the one before it (zeros before the first)."""
-    p = F.pad(x, (0, 0, 0, 0, 1, 0))
-    return torch.cat([p[..., :-1, :, :], p[..., 1:, :, :]], dim=-2)
-
-
-def _neighbours(x: Tensor) -> Tensor:
-    """[..., n, b, f] -> [..., n, 3b, f]: each block with the one before and the one after (zeros
-    past the ends)."""
-    p = F.pad(x, (0, 0, 0, 0, 1, 1))
-    return torch.cat([p[..., :-2, :, :], p[..., 1:-1, :, :], p[..., 2:, :, :]], dim=-2)
