@@ -2,6 +2,7 @@
 condition that stopped it, with its source line, over a corpus of near misses."""
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -188,3 +189,34 @@ def test_normalize_traces_the_rules_that_do_not_fire(capsys):
     # the scan, the closest candidate for the rule's scanned cell, comes first, with what keeps it out
     first = out.split("was looked for anywhere in the diagram\n")[1].splitlines()[0]
     assert "'GLAStep'" in first and "5 inputs and 2 outputs, where the pattern's box has 2 and 2" in first
+
+
+def test_a_missed_target_is_drawn_with_where_it_differs_highlighted(tmp_path, capsys):
+    """``derive -o`` still draws a chain whose result is not its target: the target last (after ≇),
+    the result's box that differs marked as the next step's, the target's as put in."""
+    script = (ROOT / "gallery" / "linearize.deriv").read_text().replace("similarity.diag:LinearAttention",
+                                                                         "similarity.diag:CausalLinearAttention")
+    svg = tmp_path / "miss.svg"
+    rc, out, err = _derive(tmp_path, capsys, script, "-o", str(svg))
+    assert rc == 1 and "fixed 'causal'" in err and f"wrote {svg}" in out
+    before, after = svg.read_text().rsplit("≇", 1)
+    result = before.rsplit("<svg x=", 1)[1]  # the last step's picture
+    node = r'class="node {}">\s*<title>\d+</title>\s*(?:<[^t][^>]*>\s*)+<text[^>]*>{}'
+    assert re.search(node.format("matched", "ones"), result), "the result's extra box is not marked"
+    assert re.search(node.format("added", "causal"), after), "the target's extra box is not marked"
+    assert "target CausalLinearAttention: not isomorphic; their boxes differ" in after
+    page = tmp_path / "miss.html"
+    rc, out, _ = _derive(tmp_path, capsys, script, "-o", str(page))
+    assert rc == 1 and "≇ target CausalLinearAttention" in page.read_text()
+
+
+@pytest.mark.parametrize("a, b, marked", [("Res", "NoRes", ("add", None)), ("Causal", "Window", ("causal", "window")),
+                                          ("T", "U", ("mul", "mul")), ("TwiceFresh", "Shared", ("G", "G"))])
+def test_the_difference_names_the_box_it_is_about(a, b, marked):
+    from stringdiag.graph.difference import difference
+
+    x, y = NEAR[a].expand(), NEAR[b].expand()
+    diff = difference(x, y)
+    got = (x.record(diff.result_box).op if diff.result_box is not None else None,
+           y.record(diff.target_box).op if diff.target_box is not None else None)
+    assert got == marked, diff

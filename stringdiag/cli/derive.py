@@ -40,8 +40,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..derive.derivation import MAX_DERIVED, load_derivation
-
     if args.find:
         from .derive_find import run as find
 
@@ -54,8 +52,7 @@ def run(args: argparse.Namespace) -> int:
         need_directory(args.output, f"derive draws {len(args.files)} chains")
     found = []
     for path in args.files:
-        deriv = load_derivation(path, verify=args.verify, max_boxes=args.max_boxes or MAX_DERIVED,
-                                explain=args.explain)
+        deriv = _load(args, path)
         if args.json:
             found.append({"file": path, "steps": len(deriv.steps) - 1, "start": deriv.steps[0].diagram.name,
                           "target": deriv.target.name if deriv.target is not None else None, "rows": deriv.rows()})
@@ -72,6 +69,23 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load(args: argparse.Namespace, path: str):
+    """The derivation; one that misses its target is still drawn (with ``-o``), the target last and
+    where the two part highlighted, before its error is reported."""
+    from ..derive.derivation import MAX_DERIVED, load_derivation
+    from ..derive.missed import TargetMissed
+
+    try:
+        return load_derivation(path, verify=args.verify, max_boxes=args.max_boxes or MAX_DERIVED,
+                               explain=args.explain)
+    except TargetMissed as e:
+        if args.output:
+            frames, rows, changes = e.chain()
+            for wrote in _save(e.derivation.heading(), frames, rows, changes, path, args.output, args.tikz_body):
+                print(f"wrote {wrote} (the chain, the target last, where they part highlighted)")
+        raise
+
+
 def describe(path: str, deriv, verify: bool) -> None:
     """The derivation's head line, its table and what was verified."""
     print(deriv.heading())
@@ -86,11 +100,15 @@ def describe(path: str, deriv, verify: bool) -> None:
 
 def draw(deriv, path: str, output: str, tikz_body: bool = False) -> list:
     """The chain into ``output`` (a picture, or FILE_STEM.svg in a directory)."""
+    return _save(deriv.heading(), deriv.frames(), deriv.text_rows(), [s.changes for s in deriv.steps], path, output,
+                 tikz_body)
+
+
+def _save(heading: str, frames: list, rows: list, changes: list, path: str, output: str, tikz_body: bool) -> list:
     from pathlib import Path
 
     from ..render.output import save_chain  # Graphviz only to draw
     from .outputs import names_directory
 
     out = Path(output) / (Path(path).stem + ".svg") if names_directory(output) else Path(output)
-    return save_chain(deriv.heading(), deriv.frames(), deriv.text_rows(), out, tikz_body,
-                      [s.changes for s in deriv.steps])
+    return save_chain(heading, frames, rows, out, tikz_body, changes)

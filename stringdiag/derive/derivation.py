@@ -20,9 +20,8 @@ from pathlib import Path
 from ..analysis.combine import expanded_box_count
 from ..analysis.complexity import analyse
 from ..errors import DiagError, Pos, shown
-from ..graph.box import Kind
+from ..graph.box import Box, Instance, Kind
 from ..graph.diagram import Diagram
-from ..graph.expand import expand
 from ..graph.decls import Definition, Program, suggest, unknown_qualified
 from ..elaborate.loader import load, loads, prelude
 from ..graph.types import Dim, show_type
@@ -236,14 +235,17 @@ class Runner:
             cur = step.diagram
         targets = [i for i in items if isinstance(i, D.TargetDecl)]
         if targets:
-            deriv.target = self.reaches(cur, targets[-1], len(steps_))
+            deriv.target = self.reaches(cur, targets[-1], len(steps_), deriv)
         return deriv
 
-    def reaches(self, cur: Diagram, decl: D.TargetDecl, number: int) -> Diagram:
-        """The target, which the result must be isomorphic to."""
+    def reaches(self, cur: Diagram, decl: D.TargetDecl, number: int, deriv: Derivation) -> Diagram:
+        """The target, which the result must be isomorphic to; else where they part (``missed.py``)."""
+        from .missed import TargetMissed, missed_target
+
         target = self.diagram(decl.ref)
-        if (why := not_the_target(cur, target, number)) is not None:
-            raise self.err(why, decl.pos)
+        if (why := missed_target(cur, target)) is not None:
+            raise TargetMissed(self.err(f"the result of step {number} is not the target '{target.name}': {why.text}",
+                                        decl.pos), deriv, target, why)
         return target
 
     def qualified(self, ref: D.Ref) -> Diagram:
@@ -496,11 +498,11 @@ def _call_of(defn: Definition, body: Diagram) -> Diagram:
     """A diagram that is one use of the definition, over the definition's own boundary."""
     d = Diagram(name=f"{defn.name} (folded)", program=body.program, source=body.source,
                 input_names=list(body.input_names), generics=tuple(body.generics))
-    generics = {"generics": tuple((g, Dim.var(g)) for g in body.generics)} if body.generics else {}
     ins = [d.add_wire(t, name=n) for t, n in zip(body.input_types, body.input_names)]
     d.inputs.extend(ins)
-    _, outs = d.add_box("diagram", defn.name, [(w, tuple(range(len(d.wire_type(w))))) for w in ins],
-                        body.output_types, ref=body, clusters=(), instance=f"{defn.name}#1", **generics)
+    box = Box(Kind.DIAGRAM, defn.name, generics=tuple((g, Dim.var(g)) for g in body.generics), ref=body,
+              weights=Instance(f"{defn.name}#1"))
+    _, outs = d.emit(box, [(w, tuple(range(len(d.wire_type(w))))) for w in ins], body.output_types)
     d.outputs.extend(outs)
     return d
 
@@ -518,16 +520,3 @@ def no_match(cur: Diagram, rule: Rule, reverse: bool, every: bool = False) -> st
 
     why = explain(cur, rule, reverse).summary(rule.sides(reverse)[0], cur, explain=every)
     return f"rule '{rule.name}'{' (reversed)' if reverse else ''} does not match here\n{why}"
-
-
-def not_the_target(cur: Diagram, target: Diagram, number: int) -> str | None:
-    """None where the result of step ``number`` is the target up to isomorphism; else why not:
-    the sizes of the two and where they first differ."""
-    mine, theirs = expand(cur), expand(target)
-    if mine.isomorphic(theirs):
-        return None
-    from ..graph.difference import first_difference
-
-    return (f"the result of step {number} is not the target '{target.name}': {len(mine)} boxes "
-            f"({cur.signature()}) against {len(theirs)} ({target.signature()}), and they are not isomorphic\n"
-            f"{first_difference(mine, theirs)}")

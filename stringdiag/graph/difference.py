@@ -13,12 +13,16 @@ first that tells the two apart:
    (``diff.py``) leaves without a counterpart in the other, the first in topological order named
    with its source line;
 5. otherwise the two have the same boxes in the same places and differ in how their indices are
-   ordered or summed at some box.
+   ordered or summed at some box: the first such box, named.
+
+:func:`difference` also gives the box of each diagram that the sentence names, which a derivation's
+picture draws highlighted.
 """
 from __future__ import annotations
 
 import os
 from collections import Counter
+from dataclasses import dataclass
 
 from ..errors import shown
 from .box import Kind
@@ -63,36 +67,80 @@ def _sharing(d) -> Counter:
     return Counter({name: tuple(sorted(sizes)) for name, sizes in out.items()})
 
 
+@dataclass(frozen=True)
+class Difference:
+    """Where two diagrams part: a sentence, and the box of each it names (None where it names none)."""
+
+    text: str
+    result_box: int | None = None
+    target_box: int | None = None
+
+
 def first_difference(result, target, names: tuple[str, str] = ("the result", "the target")) -> str:
     """One or a few lines: where ``result`` and ``target`` (both expanded as compared) part."""
+    return difference(result, target, names).text
+
+
+def _first_of(d, labels) -> int | None:
+    return next((x for x in d.topological_boxes() if label(d, x)[:3] in labels), None)
+
+
+def difference(result, target, names: tuple[str, str] = ("the result", "the target")) -> Difference:
+    """:func:`first_difference` with the box of each diagram it names (to draw it highlighted)."""
     a, b = names
     if (result.input_types, result.output_types) != (target.input_types, target.output_types):
-        return f"their types differ: {a} is {result.signature()}, {b} {target.signature()}"
+        return Difference(f"their types differ: {a} is {result.signature()}, {b} {target.signature()}")
     la, lb = _labels(result), _labels(target)
     if la != lb:
-        more = [f"{n - lb[k]} more {_show_label(k)}" for k, n in sorted(la.items(), key=str) if n > lb[k]]
-        fewer = [f"{n - la[k]} more {_show_label(k)}" for k, n in sorted(lb.items(), key=str) if n > la[k]]
-        parts = ([f"{a} has {', '.join(more)}"] if more else []) + ([f"{b} has {', '.join(fewer)}"] if fewer else [])
-        return "their boxes differ: " + "; ".join(parts)
+        more = [k for k, n in sorted(la.items(), key=str) if n > lb[k]]
+        fewer = [k for k, n in sorted(lb.items(), key=str) if n > la[k]]
+        parts = ([f"{a} has " + ", ".join(f"{la[k] - lb[k]} more {_show_label(k)}" for k in more)] if more else []) \
+            + ([f"{b} has " + ", ".join(f"{lb[k] - la[k]} more {_show_label(k)}" for k in fewer)] if fewer else [])
+        return Difference("their boxes differ: " + "; ".join(parts), _first_of(result, set(more)),
+                          _first_of(target, set(fewer)))
     sa, sb = _sharing(result), _sharing(target)
     if sa != sb:
         name = next(n for n in sorted(set(sa) | set(sb)) if sa.get(n) != sb.get(n))
-        return (f"their weights differ: the uses of '{name}' fall into weight sets of {list(sa.get(name, ()))} uses "
-                f"in {a} and {list(sb.get(name, ()))} in {b} (one set is one function)")
+        return Difference(f"their weights differ: the uses of '{name}' fall into weight sets of "
+                          f"{list(sa.get(name, ()))} uses in {a} and {list(sb.get(name, ()))} in {b} (one set is one "
+                          "function)", _named(result, name), _named(target, name))
+    return _wiring(result, target, a, b)
+
+
+def _named(d, name: str) -> int | None:
+    return next((x for x in d.topological_boxes() if d.record(x).op == name), None)
+
+
+def _wiring(result, target, a: str, b: str) -> Difference:
+    """The boxes left without a counterpart by the common structure, or paired boxes whose inputs differ."""
     m = correspondence(target, result)
     lost = [x for x in result.topological_boxes() if x not in m.boxes]
     if lost:
-        return (f"their wiring differs: {a}'s {_box(result, lost[0])} has no counterpart in {b} "
-                f"({len(lost)} box(es) of {a} have none)")
+        theirs = next((y for y in target.topological_boxes() if y not in set(m.boxes.values())), None)
+        return Difference(f"their wiring differs: {a}'s {_box(result, lost[0])} has no counterpart in {b} "
+                          f"({len(lost)} box(es) of {a} have none)", lost[0], theirs)
     for x in result.topological_boxes():  # paired boxes whose inputs are not the paired wires
         y = m.boxes[x]
         got = [m.wires.get(w) for w, _ in result.box_inputs(x)]
         want = [w for w, _ in target.box_inputs(y)]
         if got != want:
             k = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
-            return (f"their wiring differs: input {k + 1} of {a}'s {_box(result, x)} is not the wire that input "
-                    f"{k + 1} of {b}'s {_box(target, y)} reads")
-    return "the same boxes on the same wires, with their indices in another order (or summed differently) at some box"
+            return Difference(f"their wiring differs: input {k + 1} of {a}'s {_box(result, x)} is not the wire that "
+                              f"input {k + 1} of {b}'s {_box(target, y)} reads", x, y)
+    x = next((x for x in result.topological_boxes() if _indexing(result, x) != _indexing(target, m.boxes[x])), None)
+    if x is not None:
+        return Difference(f"their indices differ: {a}'s {_box(result, x)} reads its inputs with its indices in "
+                          f"another order (or sums others) than {b}'s {_box(target, m.boxes[x])}", x, m.boxes[x])
+    return Difference("the same boxes on the same wires, with their indices in another order (or summed "
+                      "differently) at some box")
 
 
-__all__ = ["first_difference", "source_line"]
+def _indexing(d, x: int) -> tuple:
+    """How box ``x`` reads its inputs, its labels by their place among its own (names do not matter)."""
+    node = d.record(x)
+    order = [lab for lab, _ in node.simd] + [lab for lab, _ in node.summed]
+    return tuple(tuple(("label", order.index(a)) if isinstance(a, str) and a in order else a for a in axes)
+                 for _, axes in d.box_inputs(x)), len(node.simd), len(node.summed)
+
+
+__all__ = ["Difference", "difference", "first_difference", "source_line"]
