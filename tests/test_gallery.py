@@ -68,6 +68,7 @@ SIGNATURES = {
     "sumformer_experiments.diag": {"PolySumformer": "[s, d], [s, e] -> [s, d]",  # Alberti et al. Sec. 5
                                    "MLPSumformer": "[s, d] -> [s, d]"},
     "spline_encoder.diag": {},  # generic blocks that `construct` chains (Lai, Lim and Liu Sec. 3.3)
+    "sumformer_polynomial.diag": {},  # generic pieces that `construct sumformer` chains (Alberti et al. Thm 4.1)
     "scores.diag": {n: "[t, d], [s, d] -> [t, d]" for n in (  # the lecture slides' scores
         "ScoreAttention", "DotAttention", "MultiplicativeAttention", "MappedQueryDotAttention", "AdditiveAttention")},
     "anatomy_qk.diag": {"AttPrepQK": "[s, d], [s, d] -> [s, s]", "LinAttPrepQK": "[s, d], [s, d] -> [s, k], [s, k]"},

@@ -58,6 +58,7 @@ REFUSED = {
         "recurrent": ["Accumulate", "AccumulateKeys", "GLAStep", "SSMStep", "RetentionStep", "DecayCarry"],
         "splines": ["MaskedReluHeads", "ReluFF"], "sumformer": ["PerformerFeatures"],
         "sumformer_theorems": ["RowFeatures"], "sumformer_experiments": ["Deep"],
+        "sumformer_polynomial": ["Lift", "Outer"],
         "taxonomy_linear": ["favor", "dpfp"],
         "bloom": ["bloom_gelu"], "gla": ["log_gate", "GLAHeads"], "mamba": ["silu", "SelectiveStep"],
         "retnet": ["MSRStep"],
@@ -91,6 +92,7 @@ REFUSED = {
                                 "splines": ["ReluAttention", "ReluHeads", "EncoderBlock"],
                                 "sumformer": ["Sumformer", "Linformer", "Performer"],
                                 "sumformer_experiments": ["PolySumformer", "MLPSumformer"],
+                                "sumformer_polynomial": ["SumformerOthers"],
                                 "similarity": ["LinearAttention"],
                                 "sumformer_theorems": ["SumformerSumRows", "PerformerHeadOnRows"],
                                 "taxonomy_linear": ["FastWeightDPFP", "LinearTransformer", "PerformerFAVOR"]},
@@ -233,7 +235,7 @@ def test_gpt_stepped_agrees_with_hugging_face_gpt2_and_its_key_value_cache():
     """An independent reference: GPT2LMHeadModel in float64, fed one token at a time with its own
     key/value cache, against GPT's incremental form with the same (ported) weights."""
     transformers = pytest.importorskip("transformers")
-    from test_lm_gallery import GPT_MAP, randomise
+    from test_lm_gallery import GPT2, randomise
 
     config = transformers.GPT2Config(vocab_size=29, n_embd=12, n_head=3, n_layer=2, n_positions=1024,
                                      resid_pdrop=0.0, attn_pdrop=0.0, embd_pdrop=0.0,
@@ -243,7 +245,7 @@ def test_gpt_stepped_agrees_with_hugging_face_gpt2_and_its_key_value_cache():
     randomise(ref, 3)
     gpt = stringdiag.load(GALLERY / "lm.diag")["GPT"]
     inc = stringdiag.compile(gpt, dims=GPT_DIMS, approximator="linear", dtype=torch.float64, incremental=True)
-    stringdiag.load_weights(inc.net, ref.state_dict(), GPT_MAP, transpose=["transformer.h.*.*.c_*.weight"])
+    stringdiag.load_weights(inc.net, ref.state_dict(), GPT2["map"], transpose=GPT2["transpose"])
     ids = torch.randint(0, 29, (2, 12), generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
         out = ref(ids[:, :5], use_cache=True)

@@ -8,21 +8,22 @@ import json
 
 from .options import UsageError, integer, short
 
-HELP = "build a transformer from a proof (hardmax classifier; Veronese, network and spline encoders)"
+HELP = "build a transformer from a proof (hardmax classifier; Veronese, network, spline encoders; Sumformer)"
 EXAMPLES = """\
 stringdiag construct hardmax-classifier --sequences sequences.json -o classifier/
 stringdiag construct hardmax-classifier --sequences sequences.json -o classifier/ --json
 stringdiag construct veronese --n 2 --p 3 -o veronese/
 stringdiag construct nn-block --network network.json --p 4 -o block/
-stringdiag construct spline-encoder --function spline.json -o spline/"""
-KINDS = ("hardmax-classifier", "veronese", "nn-block", "spline-encoder")
+stringdiag construct spline-encoder --function spline.json -o spline/
+stringdiag construct sumformer --function equivariant.json -o sumformer/"""
+KINDS = ("hardmax-classifier", "veronese", "nn-block", "spline-encoder", "sumformer")
 NEEDS = {"hardmax-classifier": ("sequences",), "veronese": ("n", "p"), "nn-block": ("network", "p"),
-         "spline-encoder": ("function",)}
+         "spline-encoder": ("function",), "sumformer": ("function",)}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from ..construct.instance import FORMAT  # no torch: the formats are plain text
-    from ..construct.spline_input import FUNCTION_FORMAT, NETWORK_FORMAT
+    from ..construct.spline_input import FUNCTION_FORMAT, NETWORK_FORMAT, SUMFORMER_FORMAT
 
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = "hardmax-classifier's " + FORMAT + """
@@ -38,13 +39,20 @@ and OUT/encoder.safetensors, and compare the compiled encoder with its target on
 veronese (Lemma 3.6): position j of the output holds v_2(X), every monomial of degree <= 2 in the
 n x p entries of X, in its block j; nn-block (Lemma 3.7) and spline-encoder (Theorem 3.8) take:
 
-""" + NETWORK_FORMAT + "\n\n" + FUNCTION_FORMAT
+""" + NETWORK_FORMAT + "\n\n" + FUNCTION_FORMAT + """
+
+sumformer (Alberti et al. (2023), Theorem 4.1, continuous proof) writes OUT/sumformer.diag, a Polynomial
+Sumformer psi(x_i, sum_k phi(x_k)) with phi every monomial of degree 1..n and psi a polynomial of x_i and
+the other tokens' power sums, and compares it with f on 16 random X; it takes:
+
+""" + SUMFORMER_FORMAT
     p.add_argument("construction", choices=KINDS, help="what to construct")
     p.add_argument("--sequences", metavar="FILE.json", help="hardmax-classifier: the labelled sequences (below)")
     p.add_argument("--n", type=integer(1, 64), help="veronese: the features of X (tokens' width)")
     p.add_argument("--p", type=integer(1, 64), help="veronese, nn-block: the positions (tokens) of X")
     p.add_argument("--network", metavar="FILE.json", help="nn-block: the one-layer network (below)")
-    p.add_argument("--function", metavar="FILE.json", help="spline-encoder: the max-definable function (below)")
+    p.add_argument("--function", metavar="FILE.json",
+                   help="spline-encoder: the max-definable function; sumformer: the equivariant polynomial (below)")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="the directory to write")
     p.add_argument("--seed", type=integer(0, 2**32 - 1), default=0,
                    help="seed of the generic choices the proof leaves free (hardmax-classifier) or of the check's random X")
@@ -97,6 +105,25 @@ def encoder_text(r: dict) -> str:
     return "\n".join(rows)
 
 
+def _sumformer(args: argparse.Namespace) -> int:
+    from ..construct.spline_input import read_sumformer
+    from ..construct.sumformer_poly import sumformer, write
+
+    gs, n, d = read_sumformer(args.function)
+    con = sumformer(gs, n, d, seed=args.seed)
+    files = write(con, args.output)
+    r = {"construction": "sumformer", "n": n, "d": d, "latent": con.latent, "psi_degree": con.degree,
+         "psi_terms": con.terms, "parameters": con.parameters, "largest_relative_error": con.error,
+         "files": [str(f) for f in files]}
+    print(json.dumps(r, indent=2) if args.json else "\n".join([
+        f"sumformer: n = {n} tokens in R^{d}; phi: the d' = C(n + d, d) - 1 = {con.latent} monomials of degree 1..{n}",
+        f"psi: degree {con.degree} in x_i and the others' power sums, {con.terms} nonzero coefficients",
+        f"parameters: {con.parameters:,} (Phi and Psi on tensor powers of [1, x] and [1, x, Sigma - phi(x)])",
+        f"matches f on 16 random X (compiled module, float64): largest relative error {con.error:.1g}",
+        "wrote " + ", ".join(short(f) for f in files)]))
+    return 0
+
+
 def _encoder(args: argparse.Namespace) -> int:
     from ..construct import splines
     from ..construct.spline_input import read_function, read_network
@@ -117,6 +144,8 @@ def run(args: argparse.Namespace) -> int:
     missing = [f"--{k}" for k in NEEDS[args.construction] if getattr(args, k) is None]
     if missing:
         raise UsageError(f"construct {args.construction} needs {' and '.join(missing)}")
+    if args.construction == "sumformer":
+        return _sumformer(args)
     if args.construction != "hardmax-classifier":
         return _encoder(args)
     from ..construct import hardmax_classifier, read_instance, write

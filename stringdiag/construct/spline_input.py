@@ -61,3 +61,21 @@ def read_function(path: str | Path) -> tuple[list[list[MaxMin]], int, int]:
     if not all(isinstance(s, str) for r in rows for s in r):
         raise DiagError(f"{path}: every entry of f must be a string such as \"max(min(x[1,1], 1), 0)\"")
     return [[parse(s, n, p, f"{path}: f[{r}][{j}]") for j, s in enumerate(row)] for r, row in enumerate(rows)], n, p
+
+SUMFORMER_FORMAT = """\
+sumformer's FILE.json: an equivariant polynomial f(X)_i = g(x_i; the other tokens) of n tokens in R^d,
+  {"n": 3, "d": 1, "g": ["x[1,1] + 7*x[1,1]^2 + 3*x[1,1]*(x[1,2] + x[1,3])^3"]}
+one polynomial per output coordinate, in x[c,k] (coordinate c of token k, 1-based): token 1 is the
+token the output belongs to, tokens 2..n the others, and g must be symmetric in the others."""
+
+
+def read_sumformer(path: str | Path) -> tuple[list[MaxMin], int, int]:
+    raw = _json(path, "the function")
+    if not isinstance(raw, dict) or set(raw) != {"n", "d", "g"}:
+        raise DiagError(f"{path}: expected an object with exactly n, d and g (see --help)")
+    n, d, g = raw["n"], raw["d"], raw["g"]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (n, d)):
+        raise DiagError(f"{path}: n and d must be positive integers")
+    if not (isinstance(g, list) and len(g) == d and all(isinstance(s, str) for s in g)):
+        raise DiagError(f"{path}: g must be a list of d = {d} strings, one polynomial per output coordinate")
+    return [parse(s, d, n, f"{path}: g[{c}]") for c, s in enumerate(g)], n, d
