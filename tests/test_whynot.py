@@ -220,3 +220,22 @@ def test_the_difference_names_the_box_it_is_about(a, b, marked):
     got = (x.record(diff.result_box).op if diff.result_box is not None else None,
            y.record(diff.target_box).op if diff.target_box is not None else None)
     assert got == marked, diff
+
+
+def test_enumerate_traces_the_rules_that_relate_no_member(capsys):
+    """``enumerate --rules ... --trace-rules``: each rule's count of members, and for one that fires on
+    none the box that stopped its closest match, with the rule file's line."""
+    rc = main(["enumerate", str(ROOT / "gallery" / "anatomy.diag"), "--generators",
+               "AttPrep,AttApply,LinAttPrep,LinAttApply,ConcatFF", "--symmetric", "ConcatFF", "--interchangeable",
+               "LinAttPrep", "--require", "AttApply,LinAttApply", "--max", "3",
+               "--rules", str(ROOT / "rules" / "absorb.rules"), "--trace-rules"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    traced = out.split("Rules traced (--trace-rules):\n")[1]
+    assert "absorb_prep (right to left): fires on 1 of the 8 members looked at" in traced
+    none = traced.split("absorb_ff_left (right to left): fires on none of the 8 members looked at; closest on ")[1]
+    head = none.split("\n")[:4]
+    assert "closest match: 1 of 2 pattern boxes placed" in head[1], head
+    assert re.search(r"the pattern's 'ConcatFF' \(\S*absorb\.rules:\d+\) was looked for among the boxes", head[2]), head
+    assert main(["enumerate", str(ROOT / "gallery" / "anatomy.diag"), "--generators", "AttPrep,AttApply",
+                 "--max", "2", "--trace-rules"]) == 2  # nothing to trace: a usage error

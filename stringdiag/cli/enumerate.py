@@ -65,6 +65,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grid", metavar="OUT.svg", type=outputs.grid,
                    help="draw the survivors in a grid, each with its name (.svg), or on a page opening them "
                         "one at a time (.html)")
+    p.add_argument("--trace-rules", action="store_true",
+                   help="for each rule of --rules, say on how many members it fires; for one that fires on none, "
+                        "why: its closest partial match and the box or condition that stopped it")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -119,13 +122,28 @@ def run(args: argparse.Namespace) -> int:
         _write(args, prog, names, space, named, reading, list(rule_files))
     if args.grid:
         _draw(named, args.grid, quiet)
+    traced = _traced(args, space, defns, rules)
     if args.json:
-        print(json.dumps(_as_json(space, named, table, guess, reading, list(rule_files)), indent=2))
+        found = _as_json(space, named, table, guess, reading, list(rule_files))
+        print(json.dumps({**found, "rules_traced": traced} if args.trace_rules else found, indent=2))
         return 0
     _print(reading, space, named, gens, table, list(rule_files))
+    if traced:
+        print("\nRules traced (--trace-rules):\n" + "\n".join(traced))
     if args.output:
         print(f"wrote {args.output} ({len(named)} mechanisms)", file=sys.stderr)
     return 0
+
+
+def _traced(args, space, defns, rules) -> list[str]:
+    """``--trace-rules``: each rule's members, or why it fires on none (``enumerate/unfired.py``)."""
+    if not args.trace_rules:
+        return []
+    if not rules:
+        raise UsageError("--trace-rules explains the rules of --rules; none were given")
+    from ..enumerate.unfired import traced
+
+    return traced(space, defns, rules)
 
 
 def _tell(args, defns, reading: Reading, rules) -> dict:
