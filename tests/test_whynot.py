@@ -16,7 +16,7 @@ from stringdiag.rewrite.rule import library, loads_rules
 from stringdiag.rewrite.closest import explain
 
 ROOT = Path(__file__).resolve().parents[1]
-NEAR = stringdiag.loads("""dim s : seq
+NEAR_SRC = """dim s : seq
 dim d, w : fixed
 learn F : [d] -> [d]
 diagram Res(x: [s, d]) -> [s, d] {
@@ -67,7 +67,17 @@ diagram Shared(x: [s, d]) -> [s, d] {
   y[i] = G(x[i]) + G(x[i])
   return y
 }
-""", "near.diag")
+diagram Sq(x: [d, d]) -> [d, d] {
+  y[i, j] = x[i, j] * x[i, j]
+  return y
+}
+diagram LocalF(x: [s, d]) -> [s, d] {
+  learn F : [d] -> [d]
+  y[i] = F(x[i]) + x[i]
+  return y
+}
+"""
+NEAR = stringdiag.loads(NEAR_SRC, "near.diag")
 
 
 @pytest.mark.parametrize("a, b, words", [
@@ -91,7 +101,7 @@ def test_isomorphic_diagrams_have_no_difference_to_name():
     assert x.isomorphic(NEAR["Twice"].expand())
 
 
-RULES = loads_rules("""dim s : seq
+RULES_SRC = """dim s : seq
 dim d : fixed
 learn F : [d] -> [d]
 rule drop_residual(x: [s, d]) -> [s, d] {
@@ -108,7 +118,20 @@ rule swap_then(x: [d, d]) -> [d, d] {
   y[i, j] = x[j, i] + x[j, i]
   return y
 }
-""", "near.rules")
+rule symmetrise(x: [d, d]) -> [d, d] {
+  y[i, j] = x[i, j] * x[j, i]
+  return y
+} == {
+  y[i, j] = x[j, i] * x[i, j]
+  return y
+}
+rule causal_soft(e: [s, s]) -> [s, s] {
+  return softmax(where(e, causal<s>()))
+} == {
+  return softmax(where(e, causal<s>()))
+}
+"""
+RULES = loads_rules(RULES_SRC, "near.rules")
 
 
 def test_a_rule_missing_its_residual_is_explained_at_the_box_that_failed():
@@ -239,3 +262,25 @@ def test_enumerate_traces_the_rules_that_relate_no_member(capsys):
     assert re.search(r"the pattern's 'ConcatFF' \(\S*absorb\.rules:\d+\) was looked for among the boxes", head[2]), head
     assert main(["enumerate", str(ROOT / "gallery" / "anatomy.diag"), "--generators", "AttPrep,AttApply",
                  "--max", "2", "--trace-rules"]) == 2  # nothing to trace: a usage error
+
+
+@pytest.mark.parametrize("start, rule, words", [
+    ("NoRes", "drop_residual", ["the pattern's 'add' (near.rules:5) was looked for anywhere", "no box"]),  # no residual
+    ("Sq", "symmetrise", ["'mul' (near.diag:53): its wires' indices cannot be sent to the pattern's"]),  # index order
+    ("LocalF", "drop_residual", ["'F' (near.diag:58): its weights are local to a definition where the pattern's "
+                                 "are global"]),                                                    # a weight set
+    ("Window", "causal_soft", ["the pattern's 'causal' (near.rules:26)", "it has 'window' (near.diag:32)"]),  # mask
+])
+def test_each_near_miss_of_a_rule_is_explained_on_one_screen(tmp_path, capsys, monkeypatch, start, rule, words):
+    """A corpus of near misses, each a failed ``apply``: the explanation names the box or condition
+    that stopped the match with its source line, in a screenful."""
+    monkeypatch.chdir(tmp_path)  # files under the current folder are named relative to it
+    (tmp_path / "near.diag").write_text(NEAR_SRC)
+    (tmp_path / "near.rules").write_text(RULES_SRC)
+    (tmp_path / "m.deriv").write_text(f'use "near.rules"\nstart near.diag:{start}\napply {rule}\n')
+    rc = main(["derive", str(tmp_path / "m.deriv")])
+    err = capsys.readouterr().err
+    assert rc == 1 and f"rule '{rule}' does not match here\nclosest match:" in err, err
+    for w in words:
+        assert w in err, err
+    assert len(err.splitlines()) <= 24 and max(map(len, err.splitlines())) <= 200, err

@@ -37,6 +37,7 @@ class WhyNot:
     where: str = ""                              # where it was looked for
     refusals: list[tuple[int, str]] = field(default_factory=list)  # (diagram box, why not) per candidate
     whole: str | None = None                     # every box placed: the whole-match condition that failed
+    alike: list[int] = field(default_factory=list)  # no candidate at all: boxes of its kind and ports instead
     explored: int = 0
 
     def summary(self, pat: Diagram, target: Diagram, explain: bool = False,
@@ -48,7 +49,9 @@ class WhyNot:
         if self.failed is not None:
             lines.append(f"the pattern's {_name(pat, self.failed)} was looked for {self.where}")
             if not self.refusals:
-                lines.append("  but no box of the diagram is there")
+                lines.append("  but no box of the diagram is there"
+                             + (f"; of the same kind and ports it has {', '.join(_at(target, t) for t in self.alike)}"
+                                if self.alike else ""))
             shown = self.refusals if explain else self.refusals[:3]
             lines += [f"  {_at(target, t)}: {why}" for t, why in shown]
             if len(shown) < len(self.refusals):
@@ -122,8 +125,7 @@ class _Probe(Matcher):
         if not same_box(pn, tn):
             return 2, f"another box ({_what(tn)}, where the pattern has {_what(pn)})"
         if not same_shape(pv, tv):
-            return 3, f"{len(tv.ins)} inputs and {len(tv.outs)} outputs, where the pattern's box has " \
-                   f"{len(pv.ins)} and {len(pv.outs)}"
+            return 3, _shape(pv, tv)
         if not same_scan(pv, tv):
             return 4, "a scan where the pattern has a SIMD box, or the other way round"
         if not same_definition(pn, tn):
@@ -149,6 +151,25 @@ class _Probe(Matcher):
         if not any(every_label_placed(lam, pl.pdim) for lam, _, _ in ports):
             return 12, "it iterates fewer indices than the pattern's box"
         return 13, "its SIMD context does not line up with the boxes placed so far"
+
+
+def _shape(pv, tv) -> str:
+    """How a box's shape differs from the pattern box's: its ports, or the indices it iterates or sums."""
+    if (len(tv.ins), len(tv.outs)) != (len(pv.ins), len(pv.outs)):
+        return f"{len(tv.ins)} inputs and {len(tv.outs)} outputs, where the pattern's box has {len(pv.ins)} and " \
+               f"{len(pv.outs)}"
+    if len(tv.summed) != len(pv.summed):
+        return f"it sums over {len(tv.summed)} indices, where the pattern's box sums over {len(pv.summed)}"
+    return f"it iterates {len(tv.labels)} indices, where the pattern's box iterates {len(pv.labels)} " \
+           "(applied to a whole tensor rather than per index, or the other way round)"
+
+
+def _alike(pat: Pattern, pb: int, target: Diagram, most: int = 3) -> list[int]:
+    """Boxes of the diagram of the pattern box's kind and ports (``window`` for ``causal``): the box
+    the user may have meant, where none of the pattern box's name is there."""
+    pn, pv = pat.node[pb], pat.views[pb]
+    return [b for b in target.topological_boxes() if target.record(b).kind is pn.kind
+            and len(target.box_inputs(b)) == len(pv.ins) and len(target.box_outputs(b)) == len(pv.outs)][:most]
 
 
 def _what(node) -> str:
@@ -177,6 +198,7 @@ def explain(target: Diagram, rule, reverse: bool = False, budget: int = BUDGET) 
         if how[0] == "anchor":
             cands = list(probe.anchors(pb))
             why.where = "anywhere in the diagram"
+            why.alike = [] if cands else _alike(pat, pb, target)
         else:
             w = st.wires[how[1]][0]
             cands = list(probe.candidates(how, st))
