@@ -23,6 +23,7 @@ one thread runs every kernel on this thread) or by the wall clock (``--clock wal
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from pathlib import Path
@@ -36,17 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LM = ROOT / "gallery" / "lm.diag"
 SIZES = {"tiny": dict(v=256, d=64, h=4, k=16, f=256, L=2),  # gallery/lm.diag's defaults
          "small": dict(v=50257, d=768, h=12, k=64, f=3072, L=12)}  # GPT-2 small
-# Hugging Face's GPT-2 names -> the compiled GPT's (tests/test_lm_gallery.py ports the same way)
-GPT_MAP = {
-    "transformer.wte.weight": "wte.weight", "transformer.wpe.weight": "wpe.weight",
-    "transformer.h.{layer}.ln_*.*": "y.{layer}.ln*.*",
-    "transformer.h.{layer}.attn.c_attn.*": ["y.{layer}.attn.WQ.*", "y.{layer}.attn.WK.*", "y.{layer}.attn.WV.*"],
-    "transformer.h.{layer}.attn.c_proj.*": "y.{layer}.attn.WO.*",
-    "transformer.h.{layer}.mlp.c_*.*": "y.{layer}.mlp.*.*",
-    "transformer.ln_f.*": "z.*",
-    "transformer.h.*.attn.bias": None, "transformer.h.*.attn.masked_bias": None,
-    "lm_head.weight": None,
-}
+# Hugging Face's GPT-2 names -> the compiled GPT's: the shipped map (tests/test_lm_gallery.py reads it too)
+GPT2 = json.loads((ROOT / "gallery" / "lm.gpt2.json").read_text())
 
 
 def clock(kind: str):
@@ -77,8 +69,8 @@ def gpt_pair(size: str, incremental: bool = True):
     ref = transformers.GPT2LMHeadModel(config).eval()
     gpt = stringdiag.load(LM)["GPT"]
     ours = stringdiag.compile(gpt, dims=s, approximator="linear", incremental=incremental).eval()
-    stringdiag.load_weights(ours.net if incremental else ours, ref.state_dict(), GPT_MAP,
-                            transpose=["transformer.h.*.*.c_*.weight"])
+    stringdiag.load_weights(ours.net if incremental else ours, ref.state_dict(), GPT2["map"],
+                            transpose=GPT2["transpose"])
     return ref, ours
 
 

@@ -8,6 +8,7 @@ RMSNorm and its rotary angles in float32 whatever the dtype (``LlamaRMSNorm`` ca
 the rotary embedding runs its product in float32): agreement at float32's precision, 1e-5."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -36,17 +37,8 @@ def token_ids() -> torch.Tensor:
     return torch.randint(0, V, (2, S), generator=torch.Generator().manual_seed(5))
 
 
-GPT_MAP = {
-    "transformer.wte.weight": "wte.weight", "transformer.wpe.weight": "wpe.weight",
-    # the map of one GPT2Block (tests/test_porting.py), with the layer number in front
-    "transformer.h.{layer}.ln_*.*": "y.{layer}.ln*.*",
-    "transformer.h.{layer}.attn.c_attn.*": ["y.{layer}.attn.WQ.*", "y.{layer}.attn.WK.*", "y.{layer}.attn.WV.*"],
-    "transformer.h.{layer}.attn.c_proj.*": "y.{layer}.attn.WO.*",
-    "transformer.h.{layer}.mlp.c_*.*": "y.{layer}.mlp.*.*",
-    "transformer.ln_f.*": "z.*",
-    "transformer.h.*.attn.bias": None, "transformer.h.*.attn.masked_bias": None,  # masks (older versions)
-    "lm_head.weight": None,  # the same tensor as wte: tied
-}
+# Hugging Face's GPT-2 names -> the compiled GPT's: the shipped map (benchmarks/bench_generate.py reads it too)
+GPT2 = json.loads((GALLERY / "lm.gpt2.json").read_text())
 
 
 def test_hugging_face_gpt2_lm_head_model_ports_into_gpt_tied_head_and_all():
@@ -59,7 +51,7 @@ def test_hugging_face_gpt2_lm_head_model_ports_into_gpt_tied_head_and_all():
     ref = transformers.GPT2LMHeadModel(config).to(torch.float64).eval()
     randomise(ref, 1)
     ours = compiled("GPT", dict(v=V, d=12, h=3, k=4, f=48, L=2))
-    stringdiag.load_weights(ours, ref.state_dict(), GPT_MAP, transpose=["transformer.h.*.*.c_*.weight"])
+    stringdiag.load_weights(ours, ref.state_dict(), GPT2["map"], transpose=GPT2["transpose"])
     t = token_ids()
     y, y_ref = ours(t), ref(t).logits
     assert rel_max(y, y_ref) < 1e-10
