@@ -1,5 +1,6 @@
 """An evaluator of diagrams in NumPy (float64), written for the tests and sharing no code with the
-compiler: the reference the gallery's compiled modules are compared with (``test_gallery_values.py``).
+compiler: the reference the gallery's compiled modules are compared with (``test_gallery.py``), and the
+judge of every equation step in ``test_soundness.py`` and of the iteration laws.
 
 It reads boxes, SIMD labels, wire axes and loops straight from the typed graph, opens every use of a
 definition (the prelude's too: a softmax is its body, amax, exp and a sum), and computes each fixed
@@ -59,14 +60,26 @@ class Seeded:
 
 
 class SeededWeights(Weights):
-    """Every weight set :class:`Seeded`, none held by a module."""
+    """Every weight set :class:`Seeded`, none held by a module. ``rename`` maps instance paths a
+    step renamed back to the ones they had (a fold makes ``H#1`` into ``G#1/H#1``), so that a
+    local set keeps its numbers across the step."""
 
-    def __init__(self):
+    def __init__(self, rename: Mapping[str, str] | None = None):
         super().__init__({})
+        self.rename = dict(rename or {})
 
     def module(self, key: tuple):
+        if key[:2] == ("learn", True):
+            key = ("learn", True, renamed(key[2], self.rename))
         self.read.add(key)
         return Seeded(key)
+
+
+def renamed(path: str, rename: Mapping[str, str]) -> str:
+    for new, old in rename.items():
+        if path == new or path.startswith(new + "/"):
+            return old + path[len(new):]
+    return path
 
 
 def array(t) -> np.ndarray:
@@ -75,10 +88,11 @@ def array(t) -> np.ndarray:
 
 # -- learnable boxes ------------------------------------------------------------------------------
 def approximate(module, x: np.ndarray) -> np.ndarray:
-    """A learnable box's module on the flattened inputs ``[..., n_in]``: affine maps and ReLUs."""
+    """A learnable box's module on the flattened inputs ``[..., n_in]``: affine maps and ReLUs; a
+    seeded one is tanh of an affine map, nonlinear so that a law true of linear maps only shows."""
     if isinstance(module, Seeded):
         w = module.draw(x.shape[-1] + 1, module.n_out)
-        return x @ w[:-1] + w[-1]
+        return np.tanh(x @ w[:-1] + w[-1])
     if isinstance(module, torch.nn.Linear):
         y = x @ array(module.weight).T
         return y + array(module.bias) if module.bias is not None else y
@@ -257,7 +271,7 @@ def evaluate(d, inputs: list[np.ndarray], sizes: Mapping[str, int], weights: Wei
 def _order(d) -> list[int]:
     """The boxes in an order where every input is computed first."""
     import networkx as nx
-    return [n for n in nx.topological_sort(d.graph) if d.graph.nodes[n].get("kind") == "box"]
+    return [n for n in nx.topological_sort(d.graph) if d.is_box(n)]
 
 
 def _aligned(x: np.ndarray, axes: tuple, simd: list, nb: int) -> np.ndarray:
