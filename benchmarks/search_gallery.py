@@ -3,8 +3,9 @@
 docs/derivations.md's search section: found or not (and why not), CPU seconds, steps, states.
 
 Each search runs with reductions allowed (the gallery's chains specialise universal
-approximators), within 60 CPU seconds, 8 steps and 5,000 states; a chain found is written
-out and read back by ``derive --verify``, so a row marked found is a checked derivation.
+approximators; a proof of gallery/proofs/ without the rule it proves), within 60 CPU seconds,
+8 steps and 1,000 states; a chain found is written out and read back by ``derive --verify``,
+so a row marked found is a checked derivation.
 
     python benchmarks/search_gallery.py                 # the table on stdout
     python benchmarks/search_gallery.py --docs          # ... and into docs/derivations.md
@@ -13,18 +14,18 @@ out and read back by ``derive --verify``, so a row marked found is a checked der
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from stringdiag.search.engine import Bounds
+from stringdiag.search.find import find
+from stringdiag.syntax import deriv_ast as D
+from stringdiag.syntax.source import read_source
 
-from stringdiag.search.engine import Bounds  # noqa: E402
-from stringdiag.search.find import find  # noqa: E402
-from stringdiag.syntax import deriv_ast as D  # noqa: E402
-from stringdiag.syntax.source import read_source  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 BEGIN, END = "<!-- search-gallery: begin -->", "<!-- search-gallery: end -->"
 
@@ -53,6 +54,8 @@ def row(path: Path, bounds: Bounds, out: Path) -> dict:
     start, target, rewires = refs(path)
     if start is None or target is None:
         return {"name": name, "found": False, "why": "no target named"}
+    if path.parent.name == "proofs":  # the proof of a library rule: found without that rule
+        bounds = dataclasses.replace(bounds, without=frozenset({path.stem}))
     f = find(start, target, out / (path.stem + ".found.deriv"), bounds)
     o = f.outcome
     base = {"name": name, "seconds": o.seconds, "states": o.states}
@@ -77,7 +80,8 @@ def table(rows: list[dict], bounds: Bounds) -> str:
     found = sum(r["found"] for r in rows)
     lines = [f"{found} of {len(rows)} gallery derivations rediscovered from their start and target alone "
              f"(within {bounds.time_budget:g} CPU s, {bounds.max_steps} steps and {bounds.max_states:,} states "
-             "each; reductions allowed), each written out and read back by `derive --verify`. "
+             "each; reductions allowed), each written out and read back by `derive --verify`; the proofs of gallery/proofs/ "
+             "are searched without the rule they prove. "
              "Produced by `python benchmarks/search_gallery.py --docs`.", "",
              "| derivation | found | relation | steps (found / written) | CPU s | states | why not |",
              "|---|---|---|---|---|---|---|"]
@@ -110,7 +114,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    bounds = Bounds(max_steps=8, time_budget=args.budget, max_states=5_000, reductions=True)
+    bounds = Bounds(max_steps=8, time_budget=args.budget, max_states=1_000, reductions=True)
     paths = sorted((ROOT / "gallery").glob("*.deriv")) + sorted((ROOT / "gallery" / "proofs").glob("*.deriv"))
     if args.only:
         paths = [p for p in paths if p.stem in args.only]

@@ -20,6 +20,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="where the found derivation goes (default A_to_B.deriv here)")
     g.add_argument("--reductions", action="store_true",
                    help="also take reductions (⇒): rules one way and specialisations the target suggests")
+    g.add_argument("--without", action="append", default=[], metavar="RULE",
+                   help="a rule not to use (repeatable): a proof of that rule must not assume it")
     g.add_argument("--max-steps", type=integer(1, 50), default=6, metavar="N", help="longest chain (default 6)")
     g.add_argument("--time-budget", type=number(0.0), default=60.0, metavar="SECONDS",
                    help="CPU seconds of search (default 60)")
@@ -41,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     if out.suffix != ".deriv":
         raise UsageError(f"--write {out}: a derivation is written to a .deriv file")
     bounds = Bounds(args.max_steps, args.time_budget, args.max_boxes or DEFAULT_MAX_BOXES, args.max_states,
-                    args.reductions)
+                    args.reductions, frozenset(args.without))
     with _bar() as bar:
         found = find(a, b, out, bounds, verify=True, progress=lambda n, d: bar.update(1) or bar.set_postfix(closest=d))
     o = found.outcome
@@ -49,8 +51,9 @@ def run(args: argparse.Namespace) -> int:
         d = found.derivation
         print(d.heading())
         print(d.table())
+        n = sum(s.verified is not None for s in d.steps)
         print(f"found in {o.seconds:.1f} CPU s ({o.states} states); verified numerically: "
-              f"{sum(s.verified is not None for s in d.steps)} equalities")
+              f"{n} equalit{'y' if n == 1 else 'ies'}")
         print(f"wrote {out}")
         return 0
     if found.refused:

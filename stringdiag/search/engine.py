@@ -29,6 +29,7 @@ class Bounds:
     max_boxes: int = 400
     max_states: int = 5_000
     reductions: bool = False
+    without: frozenset[str] = frozenset()  # rules not to use (a proof of a rule must not use it)
 
 
 @dataclass

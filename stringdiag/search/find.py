@@ -4,6 +4,7 @@ always a checked derivation, never a bare claim.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -14,7 +15,7 @@ from ..graph.diagram import Diagram
 from ..graph.difference import first_difference
 from ..graph.expand import expand
 from .engine import Bounds, Outcome, search
-from .holes import suggestions
+from .holes import projections, suggestions
 from .moves import Move, rule_moves, structural_moves
 from .session import Ref, Session
 
@@ -37,13 +38,13 @@ def moves_of(session: Session, bounds: Bounds) -> Callable[[Diagram, Diagram], I
     """The steps tried from a diagram: suggested specialisations first, then rules, then copies and unfoldings."""
     def moves(cur: Diagram, target: Diagram) -> Iterator[Move]:
         if bounds.reductions:
-            for line in suggestions(cur, target):
+            for line in itertools.chain(suggestions(cur, target), projections(cur, target)):
                 try:
                     made = session.run(cur, line)
                 except DiagError:
                     continue
                 yield Move(line, made.relation, made.diagram)
-        yield from rule_moves(session.runner, cur, bounds.reductions, bounds.max_boxes)
+        yield from rule_moves(session.runner, cur, bounds.reductions, bounds.max_boxes, bounds.without)
         yield from structural_moves(cur, bounds.max_boxes)
     return moves
 

@@ -16,6 +16,7 @@ from ..graph.diff import correspondence
 from ..graph.expand import expand
 from ..elaborate.loader import prelude
 from ..graph.types import Dim
+from ..graph.weights import weight_key
 from .printer import Region, Unwritable, write_body
 
 
@@ -52,6 +53,38 @@ def suggestions(cur: Diagram, target: Diagram) -> Iterator[str]:
             continue
         yield f"specialise {name}({', '.join(params)}) := {body}"
     yield from kernels(flat_c, flat_t, names)
+
+
+def projections(cur: Diagram, target: Diagram) -> Iterator[str]:
+    """A learnable of ``[a + b] -> [a]`` (or ``-> [b]``) specialised to the projection onto
+    that part of its input, where ``cur`` has more weight sets of it than the target (the
+    cancellations of an approximator reading a concatenation, Khatri et al. (2024), rewrites
+    (5) and (6)); once for every set, and once for each one alone (``at WIRE``)."""
+    flat_c, flat_t = _open(cur), _open(target)
+    sets_t: dict[str, set] = {}
+    for b in flat_t.boxes():
+        sets_t.setdefault(flat_t.record(b).op, set()).add(weight_key(flat_t.record(b)))
+    uses: dict[str, list[int]] = {}
+    for b in flat_c.topological_boxes():
+        r = flat_c.record(b)
+        if r.kind is Kind.LEARN and r.ref is not None and len(r.ref.ins) == len(r.ref.outs) == 1:
+            uses.setdefault(r.op, []).append(b)
+    for name, bs in sorted(uses.items()):
+        keys = {weight_key(flat_c.record(b)) for b in bs}
+        if len(keys) <= len(sets_t.get(name, ())):
+            continue
+        decl = flat_c.record(bs[0]).ref
+        (whole,), (part,) = decl.ins[0] or (None,), decl.outs[0] or (None,)
+        if len(decl.ins[0]) != 1 or len(decl.outs[0]) != 1:
+            continue
+        rest = whole - part
+        if "-" in str(rest):
+            continue
+        wheres = [""] + sorted({f" at {lab}" for b in bs for w in flat_c.box_outputs(b)
+                                if (lab := flat_c.wire_label(w)) is not None})
+        for split, pick in ((f"split<{part}, {rest}>", "u"), (f"split<{rest}, {part}>", "v")):
+            for at in wheres:
+                yield f"specialise {name}(c) := {{ u, v = {split}(c)\n  return {pick} }}{at}"
 
 
 def kernels(cur: Diagram, target: Diagram, names: list[str]) -> Iterator[str]:
@@ -112,4 +145,4 @@ def _between(d: Diagram, out: int, stops: set[int]) -> list[int] | None:
     return [b for b in d.topological_boxes() if b in found]
 
 
-__all__ = ["holes", "suggestions"]
+__all__ = ["holes", "suggestions", "kernels", "projections"]

@@ -18,6 +18,7 @@ from ..errors import DiagError
 from ..graph.box import Kind
 from ..graph.diagram import Diagram
 from ..graph.hypergraph import repeated
+from ..rewrite.index import Index
 from ..rewrite.match import find_matches, select
 from ..rewrite.rule import EQUATION, Rule
 
@@ -31,20 +32,23 @@ class Move:
     diagram: Diagram
 
 
-def rule_moves(runner: Runner, cur: Diagram, reductions: bool, max_boxes: int) -> Iterator[Move]:
-    """Every rule at every match a line can name, and everywhere where it matches twice or more."""
+def rule_moves(runner: Runner, cur: Diagram, reductions: bool, max_boxes: int,
+               without: frozenset[str] = frozenset()) -> Iterator[Move]:
+    """Every rule (but those ``without``) at every match a line can name, and everywhere
+    where it matches twice or more."""
+    ix = Index(cur)  # one index of the diagram for every rule: matching does not edit it
     for name, rule in sorted(runner.rules.items()):
-        if rule.kind != EQUATION and not reductions:
+        if (rule.kind != EQUATION and not reductions) or name in without:
             continue
         for reverse in (False, True) if rule.kind == EQUATION else (False,):
-            yield from _one_rule(cur, name, rule, reverse, reductions, max_boxes)
+            yield from _one_rule(cur, ix, name, rule, reverse, reductions, max_boxes)
 
 
-def _one_rule(cur: Diagram, name: str, rule: Rule, reverse: bool, reductions: bool,
+def _one_rule(cur: Diagram, ix: Index, name: str, rule: Rule, reverse: bool, reductions: bool,
               max_boxes: int) -> Iterator[Move]:
     head = f"apply {name}{' reversed' if reverse else ''}"
     try:
-        matches = find_matches(cur, rule, reverse, ties=True)
+        matches = find_matches(cur, rule, reverse, index=ix, ties=True)
     except DiagError:
         return
     seen: set = set()

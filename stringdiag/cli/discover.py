@@ -1,0 +1,42 @@
+"""``stringdiag discover``: rules proposed from small diagrams by their numbers, verified by the
+oracle and pruned by derivability from the library (``stringdiag/search/discover.py``)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .options import UsageError, integer
+
+HELP = "propose rules from small diagrams over chosen primitives; keep those verified and not derivable"
+EXAMPLES = """\
+stringdiag discover --primitives add,mul,max --size 1
+stringdiag discover --primitives add,sub,mul,neg,relu --size 2 --write found.rules"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--primitives", default="add,mul,max,neg", metavar="OP,...",
+                   help="prelude primitives of scalars to build terms from (default add,mul,max,neg; known: "
+                        "add, sub, mul, max, min, neg, exp, relu, tanh, sigmoid)")
+    p.add_argument("--size", type=integer(0, 3), default=1, metavar="N",
+                   help="boxes per side at most (default 1; 2 takes minutes, 3 is large)")
+    p.add_argument("--seed", type=integer(0), default=0, help="the random points of the fingerprints")
+    p.add_argument("--write", metavar="OUT.rules", default=None, help="write the rules kept to this file")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..search.discover import discover, rules_file
+
+    prims = [p.strip() for p in args.primitives.split(",") if p.strip()]
+    if not prims:
+        raise UsageError("--primitives: name at least one")
+    if args.write and Path(args.write).suffix != ".rules":
+        raise UsageError(f"--write {args.write}: rules are written to a .rules file")
+    kept, counts = discover(prims, args.size, args.seed)
+    text = rules_file(kept, prims, args.size, counts)
+    print(text.split("\n\n")[0])
+    for d in kept:
+        print(f"  {d.lhs} == {d.rhs}")
+    if args.write:
+        Path(args.write).write_text(text)
+        print(f"wrote {args.write}")
+    return 0

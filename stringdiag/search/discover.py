@@ -1,0 +1,159 @@
+"""``stringdiag discover``: rules proposed from small diagrams by their numbers (TASO's idea,
+Jia et al. 2019, with this tool's oracle), kept only when verified and not derivable.
+
+1. Every term over the scalar inputs ``x, y`` and the chosen primitives of the prelude, up to
+   ``size`` boxes, is written as a diagram ``(x: [], y: []) -> []``.
+2. Each is evaluated in NumPy (float64) at a few fixed random points: its *fingerprint*. Terms
+   with equal fingerprints (to 1e-9, relative) form a group; each member of a group proposes
+   the rule *member ≡ smallest member* (up to the names of the inputs).
+3. A proposal is kept when the oracle (``verify.oracle``: random inputs of several
+   distributions, float64) finds its sides equal, and when ``derive --find`` cannot derive it
+   from the library within a small bound (``prune``): what is left is what ``rules/`` lacks.
+
+Rules for scalars apply elementwise inside any SIMD box (``rules/algebra.rules``).
+"""
+from __future__ import annotations
+
+import itertools
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+from ..errors import DiagError
+from .engine import Bounds, search
+from .find import moves_of
+from .session import Ref, Session
+
+# the primitives discover knows how to evaluate (NumPy), by arity; all of ``[] -> []`` or ``[], [] -> []``
+UNARY: dict[str, Callable] = {"neg": np.negative, "exp": np.exp, "relu": lambda a: np.maximum(a, 0.0),
+                              "tanh": np.tanh, "sigmoid": lambda a: 1 / (1 + np.exp(-a))}
+BINARY: dict[str, Callable] = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum,
+                               "min": np.minimum}
+VARS = ("x", "y")
+POINTS = 7
+
+
+@dataclass(frozen=True)
+class Term:
+    text: str
+    size: int
+    value: tuple  # the fingerprint
+
+
+@dataclass
+class Discovered:
+    lhs: str
+    rhs: str
+    error: float  # the oracle's largest relative error
+
+
+def terms(primitives: list[str], size: int, rng: np.random.Generator) -> list[Term]:
+    """Every term up to ``size`` boxes, each with its values at the same random points."""
+    env = {v: rng.normal(size=POINTS) * 2.0 for v in VARS}
+    by_size: list[list[tuple[str, np.ndarray]]] = [[(v, env[v]) for v in VARS]]
+    for n in range(1, size + 1):
+        made = []
+        for op in primitives:
+            if op in UNARY:
+                made += [(f"{op}({t})", UNARY[op](a)) for t, a in by_size[n - 1]]
+            elif op in BINARY:
+                for k in range(n):
+                    for (t1, a1), (t2, a2) in itertools.product(by_size[k], by_size[n - 1 - k]):
+                        made.append((f"{op}({t1}, {t2})", BINARY[op](a1, a2)))
+        by_size.append(made)
+    return [Term(t, n, _fingerprint(a)) for n, level in enumerate(by_size) for t, a in level]
+
+
+def _fingerprint(a: np.ndarray) -> tuple:
+    with np.errstate(all="ignore"):
+        return tuple(float(f"{x:.9g}") if np.isfinite(x) else str(x) for x in a)
+
+
+def proposals(found: list[Term]) -> Iterator[tuple[str, str]]:
+    """For each group of equal fingerprints, every larger member ≡ the smallest, once per renaming."""
+    groups: dict[tuple, list[Term]] = {}
+    for t in found:
+        groups.setdefault(t.value, []).append(t)
+    seen: set = set()
+    for group in groups.values():
+        group.sort(key=lambda t: (t.size, t.text))
+        small = group[0]
+        for t in group[1:]:
+            key = _renamed(t.text, small.text)
+            if key not in seen:
+                seen.add(key)
+                yield t.text, small.text
+
+
+def _renamed(a: str, b: str) -> tuple[str, str]:
+    """The pair with its inputs renamed in order of first use: x ↔ y swaps are one rule."""
+    swap = {"x": "y", "y": "x"}
+    swapped = tuple(re.sub(r"\b[xy]\b", lambda m: swap[m.group()], s) for s in (a, b))
+    return min((a, b), swapped)
+
+
+def rule_text(name: str, lhs: str, rhs: str, note: str = "") -> str:
+    head = f"# {note}\n" if note else ""
+    return f"{head}rule {name}(x: [], y: []) -> [] {{\n  return {lhs}\n}} == {{\n  return {rhs}\n}}\n"
+
+
+def verified(lhs: str, rhs: str) -> float | None:
+    """The oracle's largest relative error where it finds the two sides equal; None where not."""
+    from ..rewrite.rule import loads_rules
+    from ..verify.oracle import verify_rule
+
+    (rule,) = loads_rules(rule_text("candidate", lhs, rhs))
+    v = verify_rule(rule, trials=2)
+    return v.error if v.same else None
+
+
+def derivable(lhs: str, rhs: str, folder: Path, bounds: Bounds) -> bool:
+    """Whether ``derive --find`` derives rhs from lhs with the library within ``bounds``."""
+    src = folder / "pair.diag"
+    src.write_text(f"diagram L(x: [], y: []) -> [] {{\n  return {lhs}\n}}\n"
+                   f"diagram R(x: [], y: []) -> [] {{\n  return {rhs}\n}}\n")
+    session = Session(Ref(src.resolve(), "L"), Ref(src.resolve(), "R"), folder / "pair.deriv", bounds.max_boxes)
+    return search(session.start, session.target, moves_of(session, bounds), bounds).found is not None
+
+
+def discover(primitives: list[str], size: int, seed: int = 0, bounds: Bounds | None = None,
+             log: Callable[[str], None] | None = None) -> tuple[list[Discovered], dict[str, int]]:
+    """The rules found, and counts of each stage (terms, proposed, verified, derivable, kept)."""
+    unknown = [p for p in primitives if p not in UNARY and p not in BINARY]
+    if unknown:
+        raise DiagError(f"discover cannot evaluate {', '.join(unknown)}; it knows {', '.join([*UNARY, *BINARY])}")
+    bounds = bounds or Bounds(max_steps=3, time_budget=5.0, max_boxes=40, max_states=150)
+    found = terms(primitives, size, np.random.default_rng(seed))
+    pairs = list(proposals(found))
+    counts = {"terms": len(found), "proposed": len(pairs), "verified": 0, "derivable": 0, "kept": 0}
+    kept: list[Discovered] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for lhs, rhs in pairs:
+            err = verified(lhs, rhs)
+            if err is None:
+                continue
+            counts["verified"] += 1
+            if derivable(lhs, rhs, Path(tmp), bounds):
+                counts["derivable"] += 1
+                continue
+            kept.append(Discovered(lhs, rhs, err))
+            if log is not None:
+                log(f"{lhs} == {rhs}")
+    counts["kept"] = len(kept)
+    return kept, counts
+
+
+def rules_file(kept: list[Discovered], primitives: list[str], size: int, counts: dict[str, int]) -> str:
+    """The ``.rules`` text of what was kept, with how it was found."""
+    head = (f"# Rules discovered by stringdiag discover over {', '.join(primitives)} up to {size} boxes a side:\n"
+            f"# {counts['terms']} terms, {counts['proposed']} proposals by fingerprint, {counts['verified']} verified "
+            f"by the oracle, {counts['derivable']} derivable from the library (pruned), {counts['kept']} kept.\n\n")
+    return head + "\n".join(rule_text(f"found_{k}", d.lhs, d.rhs, f"verified: largest relative error {d.error:.1e}")
+                            for k, d in enumerate(kept, 1))
+
+
+__all__ = ["discover", "rules_file", "terms", "proposals", "Discovered", "UNARY", "BINARY"]
