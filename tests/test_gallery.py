@@ -46,7 +46,8 @@ SIGNATURES = {
         "EncoderDecoderBlock": "[s, d], [t, d] -> [t, d]",
     },
     "hardmax.diag": {"HardmaxAttention": "[s, d] -> [s, d]", "HardmaxBlock": "[s, d] -> [s, d]",
-                     "ScalarHardmaxBlock": "[s, d] -> [s, d]", "HardmaxReadout": "[s, d] -> [d]"},
+                     "ScalarHardmaxBlock": "[s, d] -> [s, d]", "HardmaxReadout": "[s, d] -> [d]",
+                     "ScalarSoftmaxBlock": "[s, d] -> [s, d]"},
     "sumformer_theorems.diag": {**{n: "[s, d] -> [s, d + 2*e + 1]" for n in (
         "Eq22Rows", "SoftmaxHeadOnRows", "SumformerSumRows", "LinformerHeadOnRows", "LinformerSumRows",
         "PerformerHeadOnRows")}, "RowFeatures": "[d + 2*e + 1] -> [p]"},
@@ -68,6 +69,7 @@ SIGNATURES = {
     "sumformer_experiments.diag": {"PolySumformer": "[s, d], [s, e] -> [s, d]",  # Alberti et al. Sec. 5
                                    "MLPSumformer": "[s, d] -> [s, d]"},
     "spline_encoder.diag": {},  # generic blocks that `construct` chains (Lai, Lim and Liu Sec. 3.3)
+    "spline_heads.diag": {n: "[s, d] -> [s, d]" for n in ("SoftmaxHead", "ReluHead", "SoftplusHead")},  # Lai et al. 4.2
     "sumformer_polynomial.diag": {},  # generic pieces that `construct sumformer` chains (Alberti et al. Thm 4.1)
     "scores.diag": {n: "[t, d], [s, d] -> [t, d]" for n in (  # the lecture slides' scores
         "ScoreAttention", "DotAttention", "MultiplicativeAttention", "MappedQueryDotAttention", "AdditiveAttention")},

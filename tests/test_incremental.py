@@ -24,6 +24,7 @@ COVERED = {
     "anatomy": ["LinAttPrep", "LinAttApply", "ConcatFF", "M0", "M1"],
     "anatomy_qk": ["LinAttPrepQK"],
     "attention": ["MaskedSelfAttention"],
+    "spline_heads": ["SoftmaxHead", "ReluHead", "SoftplusHead"],
     "control": ["TokenFF", "ShortConv", "RunningMean", "CausalMixer"],
     "residual": ["Layer", "ResidualLayer"],
     "derivations": ["Identity"],
@@ -80,7 +81,8 @@ REFUSED = {
     "'sdpa' reads every position": {"attention": ["SelfAttention", "MultiHeadAttention"],
                                     "sumformer_theorems": ["SoftmaxHeadOnRows"],
                                     "transformer": ["EncoderLayer", "TransformerEncoder", "EncoderLayerPostNorm"]},
-    "'softmax' reads every position": {"taxonomy_gaussian": ["GaussianTransformer", "HardcodedGaussian"]},
+    "'softmax' reads every position": {"taxonomy_gaussian": ["GaussianTransformer", "HardcodedGaussian"],
+                                       "hardmax": ["ScalarSoftmaxBlock"]},
     # T5's encoder reads its position bias (queries by keys) as an input of its blocks
     "reads a value of two sequence axes": {"t5": ["T5Encoder", "T5EncoderModel"]},
     "'ssoftmax' reads every position": {"taxonomy": ["GaussianWindowAttention"]},

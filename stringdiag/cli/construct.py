@@ -12,6 +12,7 @@ HELP = "build a transformer from a proof (hardmax classifier; Veronese, network,
 EXAMPLES = """\
 stringdiag construct hardmax-classifier --sequences sequences.json -o classifier/
 stringdiag construct hardmax-classifier --sequences sequences.json -o classifier/ --json
+stringdiag construct hardmax-classifier --sequences sequences.json -o classifier/ --stages stages.svg
 stringdiag construct veronese --n 2 --p 3 -o veronese/
 stringdiag construct nn-block --network network.json --p 4 -o block/
 stringdiag construct spline-encoder --function spline.json -o spline/
@@ -56,6 +57,9 @@ the other tokens' power sums, and compares it with f on 16 random X; it takes:
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="the directory to write")
     p.add_argument("--seed", type=integer(0, 2**32 - 1), default=0,
                    help="seed of the generic choices the proof leaves free (hardmax-classifier) or of the check's random X")
+    p.add_argument("--stages", metavar="FIGURE",
+                   help="hardmax-classifier: also draw the tokens after each stage (Fig. 2 (a)-(f)) to FIGURE "
+                        "(.svg, .png or .pdf)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -154,6 +158,10 @@ def run(args: argparse.Namespace) -> int:
     con = hardmax_classifier(inst.sequences, inst.labels,
                              {c: t for c, t in inst.targets.items()}, seed=args.seed)
     files = write(con, args.output)
+    if args.stages:
+        from ..construct.stages import draw
+
+        files = (*files, draw(con, args.stages))
     r = report(con, files)
     print(json.dumps(r, indent=2) if args.json else text(r))
     return 0
