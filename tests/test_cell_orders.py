@@ -4,7 +4,9 @@ and turned (``S[d, k]`` for ``S[k, d]``). Each form is written here as source te
 engine's own search over forms; the shipped rule finds the scan, the rewritten diagram is the
 parallel form (GLA, SSD) or, through the rest of gallery/retnet.deriv's chain, the chunkwise form
 (RetNet), and computes what the gallery's own recurrent form does (compiled, float64, the same
-weights). A rule whose cell has two per-step outputs matches a scan that writes them the other way."""
+weights). SSD and GLA read in blocks reach their chunkwise forms (chunk_segsum, _channels) from
+forms of their cells too. A rule whose cell has two per-step outputs matches a scan that writes them
+the other way."""
 from __future__ import annotations
 
 import itertools
@@ -115,6 +117,131 @@ def test_retention_in_any_form_derives_to_its_chunkwise_form(tmp_path):
         deriv = load_derivation(tmp_path / "r.deriv")
         assert deriv.target.name == "RetentionChunkwise" and len(deriv.steps) == 4
         assert "the rule's cell matched with" in deriv.steps[1].note
+
+
+# The sequence in m blocks of c positions (as gallery/recurrent.diag's RetNet reads it): SSD's and
+# GLA's recurrent forms over the flattened blocks, and their chunkwise forms written by hand
+# (rules/recurrence.rules: chunk_segsum, chunk_segsum_channels).
+BLOCKS = """\
+diagram SSMBlocks(x: [m, c, d]) -> [m, c, d] {
+  cb = Q(x)
+  bb = K(x)
+  dt = softplus(Dt(x))
+  xb[b, i] = dt[b, i] * V(x[b, i])
+  lb = dt * (0 - exp(A()))
+  ct[a] = flatten(cb[:, :, a])
+  bt[a] = flatten(bb[:, :, a])
+  xt[e] = flatten(xb[:, :, e])
+  cq[i, a] = ct[a, i]
+  bk[i, a] = bt[a, i]
+  xv[i, e] = xt[e, i]
+  l = flatten(lb)
+  zk = zeros<k>()
+  zd = zeros<d>()
+  h0[a, b] = zk[a] * zd[b]
+  _h, y[t] = scan SSMStep(h0, cq[t], bk[t], xv[t], l[t])
+  yt[e] = unflatten<m, c>(y[:, e])
+  yb[b, i, e] = yt[e, b, i]
+  return yb
+}
+diagram SegCarry(S: [k, d], kc: [c, k], vc: [c, d], wc: [c], tc: []) -> [k, d], [k, d] {
+  S2[a, x] = exp(tc) * S[a, x] + sum_j wc[j] * kc[j, a] * vc[j, x]
+  return S2, S
+}
+diagram SSDChunkwise(x: [m, c, d]) -> [m, c, d] {
+  cb = Q(x)
+  bb = K(x)
+  dt = softplus(Dt(x))
+  xb[b, i] = dt[b, i] * V(x[b, i])
+  lb = dt * (0 - exp(A()))
+  pc = positions<c>()
+  mc = causal<c>()
+  sb[b, j, i] = lt(pc[j], pc[i]) * lb[b, i]
+  sg[b, j] = cumsum(sb[b, j])
+  di[b, i, j] = exp(where(sg[b, j, i], mc[i, j]))
+  inside[b, i] = sum_{j, a} di[b, i, j] * cb[b, i, a] * bb[b, j, a] * xb[b, j]
+  tail[b, j] = sum_t lt(pc[j], pc[t]) * lb[b, t]
+  tot[b] = sum_j lb[b, j]
+  head[b] = cumsum(lb[b])
+  wk[b, j] = exp(tail[b, j])
+  zk = zeros<k>()
+  zd = zeros<d>()
+  S0[a, e] = zk[a] * zd[e]
+  _S, st[b] = scan SegCarry(S0, bb[b], xb[b], wk[b], tot[b])
+  y[b, i] = inside[b, i] + exp(head[b, i]) * sum_a cb[b, i, a] * st[b, a]
+  return y
+}
+diagram GLABlocks(x: [m, c, d]) -> [m, c, d] {
+  qb = Q(x)
+  kb = K(x)
+  vb = V(x)
+  lb = 0 - softplus(0 - G(x))
+  qt[a] = flatten(qb[:, :, a])
+  kt[a] = flatten(kb[:, :, a])
+  vt[e] = flatten(vb[:, :, e])
+  lt2[a] = flatten(lb[:, :, a])
+  q[i, a] = qt[a, i]
+  kk[i, a] = kt[a, i]
+  v[i, e] = vt[e, i]
+  l[i, a] = lt2[a, i]
+  zk = zeros<k>()
+  zd = zeros<d>()
+  S0[a, b] = zk[a] * zd[b]
+  _S, y[t] = scan GLAStep(S0, q[t], kk[t], v[t], l[t])
+  yt[e] = unflatten<m, c>(y[:, e])
+  yb[b, i, e] = yt[e, b, i]
+  return yb
+}
+diagram ChannelSegCarry(S: [k, d], kc: [c, k], vc: [c, d], wc: [c, k], tc: [k]) -> [k, d], [k, d] {
+  S2[a, x] = exp(tc[a]) * S[a, x] + sum_j wc[j, a] * kc[j, a] * vc[j, x]
+  return S2, S
+}
+diagram GLAChunkwise(x: [m, c, d]) -> [m, c, d] {
+  qb = Q(x)
+  kb = K(x)
+  vb = V(x)
+  lb = 0 - softplus(0 - G(x))
+  pc = positions<c>()
+  mc = causal<c>()
+  sb[b, j, a, i] = lt(pc[j], pc[i]) * lb[b, i, a]
+  sg[b, j, a] = cumsum(sb[b, j, a])
+  di[b, i, j, a] = exp(where(sg[b, j, a, i], mc[i, j]))
+  inside[b, i] = sum_{j, a} di[b, i, j, a] * qb[b, i, a] * kb[b, j, a] * vb[b, j]
+  tail[b, j, a] = sum_t lt(pc[j], pc[t]) * lb[b, t, a]
+  tot[b, a] = sum_j lb[b, j, a]
+  hd[b, a] = cumsum(lb[b, :, a])
+  wk[b, j, a] = exp(tail[b, j, a])
+  zk = zeros<k>()
+  zd = zeros<d>()
+  S0[a, e] = zk[a] * zd[e]
+  _S, st[b] = scan ChannelSegCarry(S0, kb[b], vb[b], wk[b], tot[b])
+  y[b, i] = inside[b, i] + sum_a exp(hd[b, a, i]) * qb[b, i, a] * st[b, a]
+  return y
+}
+"""
+CHUNKED = [("SSMBlocks", "SSMStep", "h", "scan_log_gate", "chunk_segsum", "SSDChunkwise"),
+           ("GLABlocks", "GLAStep", "S", "scan_log_gate_channels", "chunk_segsum_channels", "GLAChunkwise")]
+
+
+@pytest.mark.parametrize("name, cell, state, scan_rule, chunk_rule, target", CHUNKED)
+def test_ssd_and_gla_in_any_form_derive_to_their_chunkwise_forms(tmp_path, name, cell, state, scan_rule, chunk_rule,
+                                                                  target):
+    """The parallel form, then the chunkwise one, from forms of the cell: as the gallery writes it,
+    its inputs reversed, each with the state turned; the hand-written chunkwise form is first run
+    against the recurrent one (float64, the same weights, with a 3-block sequence)."""
+    src = part("SSMStep", "GLAStep") + BLOCKS
+    prog = stringdiag.loads(src, "blocks.diag")
+    x = torch.randn(2, 3, 2, 3, dtype=torch.float64)
+    want, weights = run(prog[name], None, x)
+    got, _ = run(prog[target], weights, x)
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+    n = len(REC[cell].inputs) - 1
+    for perm, turned in [(tuple(range(1, n + 1)), True), (tuple(range(n, 0, -1)), False), (tuple(range(n, 0, -1)), True)]:
+        (tmp_path / "blocks.diag").write_text(written(cell, state, perm, turned, turned, src))
+        (tmp_path / "c.deriv").write_text(f"start blocks.diag:{name}\napply {scan_rule}\napply {chunk_rule}\n"
+                                          f"target blocks.diag:{target}\n")
+        deriv = load_derivation(tmp_path / "c.deriv")
+        assert deriv.target.name == target and "the rule's cell matched with" in deriv.steps[1].note
 
 
 OUTS = loads_rules("""

@@ -74,7 +74,7 @@ def test_every_law_verifies_numerically(capsys):
     out = capsys.readouterr().out
     assert set(LAWS) == {"scan_prefix", "scan_prefix_normaliser", "scan_decay", "scan_gate", "scan_gate_channels",
                          "scan_log_gate", "scan_log_gate_channels", "blocks_decay", "chunk_sum", "chunk_decay",
-                         "chunk_log_gate"}
+                         "chunk_log_gate", "chunk_segsum", "chunk_segsum_channels"}
     for name, r in LAWS.items():
         assert r.kind == "equation"
         (line,) = [ln for ln in out.splitlines() if ln.split()[:1] == [name]]
@@ -115,7 +115,8 @@ def test_the_normaliser_law_is_the_running_key_sum():
         assert rel_max(m(q, k), want) < 1e-12
 
 
-@pytest.mark.parametrize("name", ["chunk_sum", "chunk_decay", "chunk_log_gate", "blocks_decay"])
+@pytest.mark.parametrize("name", ["chunk_sum", "chunk_decay", "chunk_log_gate", "blocks_decay", "chunk_segsum",
+                                  "chunk_segsum_channels"])
 def test_both_sides_of_a_chunking_law_are_the_recurrence_over_the_flattened_sequence(name):
     m_, c = 3, 4
     g = torch.Generator().manual_seed(7)
@@ -124,9 +125,12 @@ def test_both_sides_of_a_chunking_law_are_the_recurrence_over_the_flattened_sequ
     flat = [x.flatten(1, 2) for x in (q, k, v)]
     if name == "chunk_sum":
         extra, gate = [], torch.ones(2, m_ * c, 1, 1, dtype=F64)
-    elif name == "chunk_log_gate":
+    elif name in ("chunk_log_gate", "chunk_segsum"):
         la = torch.randn(2, m_, c, generator=g, dtype=F64)
         extra, gate = [la], torch.exp(la.flatten(1, 2))[..., None, None]
+    elif name == "chunk_segsum_channels":  # a gate per key channel
+        la = torch.randn(2, m_, c, FK, generator=g, dtype=F64)
+        extra, gate = [la], torch.exp(la.flatten(1, 2))[..., None]
     else:
         gamma = torch.tensor([0.7, -1.2], dtype=F64)
         extra, gate = [gamma], gamma[:, None, None, None].expand(2, m_ * c, 1, 1)
