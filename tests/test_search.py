@@ -124,3 +124,63 @@ def test_the_command(tmp_path, case):
     else:
         r = _cli("--find", f"{scores}:ScoreAttention", f"{scores}:DotAttention", "x.deriv", cwd=tmp_path)
         assert r.returncode == 2 and r.stderr.startswith("error:")
+
+
+KERNEL = """dim s : seq
+dim d, k : fixed
+learn Q, K : [d] -> [k]
+learn V    : [d] -> [d]
+
+diagram KernelAttention(x: [s, d]) -> [s, d] {
+  q  = Q(x)
+  kk = K(x)
+  v  = V(x)
+  a[i, j]  = sum_f elu1(q[i])[f] * elu1(kk[j])[f]
+  one      = ones<s>()
+  z[i]     = sum_j a[i, j] * one[j]
+  an[i, j] = a[i, j] / z[i]
+  y[i]     = sum_j an[i, j] * v[j]
+  return y
+}
+"""
+
+
+def test_optimize_finds_the_linear_form(tmp_path):
+    from stringdiag.search.optimize import Cost, optimize
+
+    src = tmp_path / "kernel.diag"
+    src.write_text(KERNEL)
+    o = optimize(f"{src}:KernelAttention", Cost.TIME, tmp_path / "lin.deriv",
+                 Bounds(max_steps=4, time_budget=30.0, max_boxes=100, max_states=100))
+    before, after = o.complexities()
+    assert (before.seq_time, after.seq_time) == ("s^2", "s") and o.after < o.before / 10
+    assert o.derivation is not None and all(s.relation == "≡" for s in o.derivation.steps[1:])
+    assert all(s.verified is not None for s in o.derivation.steps[1:])  # read back with --verify
+
+
+def test_optimize_finds_the_chunked_form_of_a_scan(tmp_path):
+    from stringdiag.search.optimize import Cost, optimize
+
+    o = optimize("gallery/recurrent.diag:RetentionRecurrent", Cost.MEMORY, tmp_path / "chunked.deriv",
+                 Bounds(max_steps=4, time_budget=40.0, max_boxes=100, max_states=300))
+    assert o.steps[-1] == "apply chunk_decay" and o.after < o.before
+    assert o.derivation is not None and o.derivation.result.isomorphic(
+        load_derivation("gallery/retnet.deriv").target)  # RetentionChunkwise, up to isomorphism
+
+
+def test_discover_at_a_tiny_size(tmp_path):
+    from stringdiag.rewrite.rule import load_rules
+    from stringdiag.search.discover import discover, rules_file, terms
+
+    # the fingerprints: every term's values at the same random points, by hand for a few
+    ts = {t.text: t for t in terms(["add", "neg"], 1, np.random.default_rng(0))}
+    assert set(ts) == {"x", "y", "neg(x)", "neg(y)", "add(x, x)", "add(x, y)", "add(y, x)", "add(y, y)"}
+    assert ts["add(x, y)"].value == ts["add(y, x)"].value != ts["add(x, x)"].value
+    kept, counts = discover(["add", "max"], 1)
+    pairs = {(d.lhs, d.rhs) for d in kept}
+    assert ("max(x, x)", "x") in pairs and ("add(y, x)", "add(x, y)") in pairs
+    assert counts["kept"] == len(kept) <= counts["verified"] <= counts["proposed"]
+    assert not any("max(y, y)" in d.lhs for d in kept)  # a renaming of max(x, x) == x, not a second rule
+    out = tmp_path / "found.rules"
+    out.write_text(rules_file(kept, ["add", "max"], 1, counts))
+    assert [r.name for r in load_rules(out)] == [f"found_{k}" for k in range(1, len(kept) + 1)]

@@ -41,17 +41,22 @@ def suggestions(cur: Diagram, target: Diagram) -> Iterator[str]:
         return
     m = correspondence(flat_c, flat_t)
     to_target = {pw: cw for cw, pw in m.wires.items()}
+    matched = set(m.boxes)  # target boxes with a counterpart
     for name in names:
         use = next(b for b in flat_c.topological_boxes() if flat_c.record(b).op == name)
-        region = _region(flat_c, flat_t, use, to_target)
-        if region is None:
-            continue
-        params = [f"x{k}" for k in range(len(region.inputs))]
-        try:
-            body = write_body(region, params)
-        except Unwritable:
-            continue
-        yield f"specialise {name}({', '.join(params)}) := {body}"
+        written: set[str] = set()
+        for out in _outputs(flat_c, flat_t, use, to_target, matched):
+            region = _region(flat_c, flat_t, use, to_target, out)
+            if region is None:
+                continue
+            params = [f"x{k}" for k in range(len(region.inputs))]
+            try:
+                body = write_body(region, params)
+            except Unwritable:
+                continue
+            if body not in written:
+                written.add(body)
+                yield f"specialise {name}({', '.join(params)}) := {body}"
     yield from kernels(flat_c, flat_t, names)
 
 
@@ -106,17 +111,42 @@ def kernels(cur: Diagram, target: Diagram, names: list[str]) -> Iterator[str]:
             yield f"specialise {name}(p, r) := {{ return sum_f {phi}(p)[f] * {phi}(r)[f] }}"
 
 
-def _region(cur: Diagram, target: Diagram, use: int, to_target: dict[int, int]) -> Region | None:
+def _outputs(cur: Diagram, target: Diagram, use: int, to_target: dict[int, int], matched: set[int],
+             most: int = 4) -> list[int]:
+    """Where the hole's output may be in the target: its counterpart, or, where it has none,
+    the first few outputs of unmatched boxes downstream of its inputs' counterparts, of its type."""
+    outs = cur.box_outputs(use)
+    if len(outs) != 1:
+        return []
+    if outs[0] in to_target:
+        return [to_target[outs[0]]]
+    ins = [w for w, _ in cur.box_inputs(use)]
+    if not ins or any(w not in to_target for w in ins):
+        return []
+    want, found, todo, seen = cur.wire_type(outs[0]), [], [to_target[w] for w in ins], set()
+    while todo and len(found) < most:
+        w = todo.pop(0)
+        for b, _ in target.consumers(w):
+            if b in seen or b in matched:
+                continue
+            seen.add(b)
+            for o in target.box_outputs(b):
+                if target.wire_type(o) == want:
+                    found.append(o)
+                todo.append(o)
+    return found[:most]
+
+
+def _region(cur: Diagram, target: Diagram, use: int, to_target: dict[int, int], out: int) -> Region | None:
     rec = cur.record(use)
     outs = cur.box_outputs(use)
-    if len(outs) != 1 or rec.loop is not None or outs[0] not in to_target:
+    if rec.loop is not None:
         return None
     inputs = []
     for w, axes in cur.box_inputs(use):
         if w not in to_target:
             return None
         inputs.append((to_target[w], tuple(a if isinstance(a, str) else None for a in axes)))
-    out = to_target[outs[0]]
     boxes = _between(target, out, {w for w, _ in inputs})
     if boxes is None:
         return None

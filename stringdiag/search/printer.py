@@ -90,6 +90,8 @@ class _Writer:
         ints = [a for a in keep if isinstance(a, int)]
         if ints != sorted(ints):
             raise Unwritable("a local axis read out of order")
+        if any(isinstance(a, str) and a not in local for a in keep):
+            raise Unwritable("an outer index reads a wire made outside it")
         index = [local[a] if isinstance(a, str) else ":" for a in keep]
         while index and index[-1] == ":":
             index.pop()
