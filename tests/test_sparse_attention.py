@@ -49,8 +49,8 @@ def test_window_attention_is_dense_masked_attention_values_and_gradients(s, w, f
     gy = torch.randn(y.shape, generator=g, dtype=F64)
     got = torch.autograd.grad(y, (q, k, v), gy)
     want = torch.autograd.grad(ref, (q, k, v), gy)
-    for a, b in zip(got, want):
-        assert rel_max(a, b) < 1e-10
+    for a, b in zip(got, want):  # w = 1: the gradients of q and k vanish; fused SDPA's meet 0 to round-off
+        assert torch.isfinite(a).all() and (a - b).abs().max() <= 1e-10 * max(1.0, b.abs().max().item())
 
 
 @pytest.mark.parametrize("w", [1, 3, 7, 50])  # w = 1: the diagonal only; 7 = s and 50 > s: no mask at all
@@ -170,7 +170,7 @@ def test_window_global_attention_is_dense_masked_attention_values_and_gradients(
     assert rel_max(y, ref) < 1e-10
     gy = torch.randn(y.shape, generator=gen, dtype=F64)
     for a, b in zip(torch.autograd.grad(y, (q, k, v), gy), torch.autograd.grad(ref, (q, k, v), gy)):
-        assert rel_max(a, b) < 1e-10
+        assert torch.isfinite(a).all() and (a - b).abs().max() <= 1e-10 * max(1.0, b.abs().max().item())
 
 
 @pytest.mark.parametrize("w, g", [(1, 1), (2, 3), (9, 2)])
