@@ -142,3 +142,27 @@ def test_cli_writes_files_that_compile_back_and_refuses_bad_input(tmp_path, caps
     net.write_text(json.dumps({"A1": [[1.0]], "b1": [0.0], "A2": [[1.0, 2.0]], "b2": [0.0]}))
     assert main(["construct", "nn-block", "--network", str(net), "--p", "2", "-o", str(tmp_path / "o5")]) == 1
     assert "shapes do not fit" in capsys.readouterr().err
+
+
+def test_an_autoregressive_spline_as_a_decoder():
+    """Corollary 3.10: entry j reads positions 1..j only; the decoder's masked heads see nothing later."""
+    f = ["x[1,1]^2 - x[2,1]", "max(x[1,1]*x[1,2], x[2,2] - 1)", "min(x[1,3]^3, x[1,1] + x[2,2], 0.5)"]
+    enc = spline_encoder([[parse(s, 2, 3) for s in f]], 2, 3, causal=True)
+    assert "MaskedSplineBlock" in enc.source
+    rng = np.random.default_rng(11)
+    for _ in range(10):
+        x = rng.standard_normal((3, 2))
+        (a, b), (c, d), (e, _) = x
+        want = [[a * a - b], [max(a * c, d - 1)], [min(e ** 3, a + d, 0.5)]]
+        np.testing.assert_allclose(run(enc, x), want, rtol=1e-10, atol=1e-10)
+        later = x.copy()
+        later[2] += 5.0  # a later token changes: the first two outputs do not
+        np.testing.assert_array_equal(run(enc, later)[:2], run(enc, x)[:2])
+    import stringdiag
+    import torch
+    from stringdiag.construct.encoder_file import GALLERY
+
+    prog = stringdiag.loads(enc.source, str(GALLERY.with_name("<decoder>.diag")))
+    stringdiag.compile(prog["SplineEncoder"], incremental=True, approximator="linear", dtype=torch.float64)
+    with pytest.raises(Exception, match="not autoregressive"):
+        spline_encoder([[parse("x[1,2]", 1, 2), parse("x[1,1]", 1, 2)]], 1, 2, causal=True)

@@ -109,7 +109,8 @@ REFUSED = {
     # causal, but not covered yet: a mask over the m * c positions of a chunked sequence
     "'causal' makes values over every position": {"recurrent": ["RetentionParallel"]},
     # generic blocks sized only where `construct` chains them (their head counts are generics)
-    "is unknown: it is a seq dimension that no input has": {"spline_encoder": ["PositionalReluHeads", "SplineBlock"]},
+    "is unknown: it is a seq dimension that no input has": {"spline_encoder": [
+        "PositionalReluHeads", "SplineBlock", "MaskedPositionalReluHeads", "MaskedSplineBlock"]},
 }
 
 

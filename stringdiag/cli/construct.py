@@ -16,10 +16,11 @@ stringdiag construct hardmax-classifier --sequences sequences.json -o classifier
 stringdiag construct veronese --n 2 --p 3 -o veronese/
 stringdiag construct nn-block --network network.json --p 4 -o block/
 stringdiag construct spline-encoder --function spline.json -o spline/
+stringdiag construct spline-decoder --function autoregressive.json -o decoder/
 stringdiag construct sumformer --function equivariant.json -o sumformer/"""
-KINDS = ("hardmax-classifier", "veronese", "nn-block", "spline-encoder", "sumformer")
+KINDS = ("hardmax-classifier", "veronese", "nn-block", "spline-encoder", "spline-decoder", "sumformer")
 NEEDS = {"hardmax-classifier": ("sequences",), "veronese": ("n", "p"), "nn-block": ("network", "p"),
-         "spline-encoder": ("function",), "sumformer": ("function",)}
+         "spline-encoder": ("function",), "spline-decoder": ("function",), "sumformer": ("function",)}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,7 +39,9 @@ veronese, nn-block and spline-encoder write OUT/encoder.diag (a chain of gallery
 SplineBlock: ReLU heads with position biases, then a one-layer ReLU network), OUT/spline_encoder.diag
 and OUT/encoder.safetensors, and compare the compiled encoder with its target on 16 random X:
 veronese (Lemma 3.6): position j of the output holds v_2(X), every monomial of degree <= 2 in the
-n x p entries of X, in its block j; nn-block (Lemma 3.7) and spline-encoder (Theorem 3.8) take:
+n x p entries of X, in its block j; nn-block (Lemma 3.7) and spline-encoder (Theorem 3.8) take the
+files below; spline-decoder (Corollary 3.10) takes spline-encoder's, for an f whose entry at position j
+reads positions 1..j only, and chains MaskedSplineBlock (masked heads) instead:
 
 """ + NETWORK_FORMAT + "\n\n" + FUNCTION_FORMAT + """
 
@@ -53,7 +56,8 @@ the other tokens' power sums, and compares it with f on 16 random X; it takes:
     p.add_argument("--p", type=integer(1, 64), help="veronese, nn-block: the positions (tokens) of X")
     p.add_argument("--network", metavar="FILE.json", help="nn-block: the one-layer network (below)")
     p.add_argument("--function", metavar="FILE.json",
-                   help="spline-encoder: the max-definable function; sumformer: the equivariant polynomial (below)")
+                   help="spline-encoder, spline-decoder: the max-definable function; sumformer: the equivariant "
+                        "polynomial (below)")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="the directory to write")
     p.add_argument("--seed", type=integer(0, 2**32 - 1), default=0,
                    help="seed of the generic choices the proof leaves free (hardmax-classifier) or of the check's random X")
@@ -97,7 +101,8 @@ def encoder_report(enc, files) -> dict:
 
 
 def encoder_text(r: dict) -> str:
-    rows = [f"{r['construction']}: X is {r['n']} x {r['p']} (features x positions), {r['blocks']} encoder "
+    kind = "decoder" if r["construction"] == "spline-decoder" else "encoder"
+    rows = [f"{r['construction']}: X is {r['n']} x {r['p']} (features x positions), {r['blocks']} {kind} "
             f"block(s), heads {', '.join(map(str, r['heads']))}"]
     rows += [f"  block {k}: {s}" for k, s in enumerate(r["stages"], 1)]
     if r["monomials"]:
@@ -138,7 +143,7 @@ def _encoder(args: argparse.Namespace) -> int:
         enc = splines.nn_block(*read_network(args.network), args.p, seed=args.seed)
     else:
         entries, n, p = read_function(args.function)
-        enc = splines.spline_encoder(entries, n, p, seed=args.seed)
+        enc = splines.spline_encoder(entries, n, p, seed=args.seed, causal=args.construction == "spline-decoder")
     r = encoder_report(enc, splines.write(enc, args.output))
     print(json.dumps(r, indent=2) if args.json else encoder_text(r))
     return 0

@@ -19,15 +19,16 @@ GALLERY = shipped("gallery/spline_encoder.diag")
 NAME, HELD = "SplineEncoder", 64  # the position tables' length (``where s <= 64`` in the gallery file)
 
 
-def source(layers: list[SplineLayer], n: int, title: list[str]) -> str:
-    """``x_k = SplineBlock<a, h, w, b>(x_{k-1})`` for each block, each with weights of its own."""
+def source(layers: list[SplineLayer], n: int, title: list[str], block: str = "SplineBlock") -> str:
+    """``x_k = SplineBlock<a, h, w, b>(x_{k-1})`` for each block (``MaskedSplineBlock`` for a decoder),
+    each with weights of its own."""
     out = layers[-1].dims[3]
     lines = [f"# {t}" for t in title] + [
         "# Written by `stringdiag construct`; weights in encoder.safetensors (float64).",
         'import "spline_encoder.diag"', "", f"diagram {NAME}(x0: [s, {n}]) -> [s, {out}] {{"]
     for k, layer in enumerate(layers, 1):
         a, h, w, b = layer.dims
-        lines.append(f"  x{k} = SplineBlock<{a}, {h}, {w}, {b}>(x{k - 1})    # {layer.stage}: {layer.note}")
+        lines.append(f"  x{k} = {block}<{a}, {h}, {w}, {b}>(x{k - 1})    # {layer.stage}: {layer.note}")
     return "\n".join(lines + [f"  return x{len(layers)}", "}", ""])
 
 

@@ -78,7 +78,7 @@ def check(module, target: Callable[[np.ndarray], np.ndarray], n: int, p: int, se
 
 
 def _finish(kind, n, p, layers, title, target, seed, monomials=()) -> Encoder:
-    text = encoder_file.source(layers, n, title)
+    text = encoder_file.source(layers, n, title, "MaskedSplineBlock" if kind == "spline-decoder" else "SplineBlock")
     state = encoder_file.weights(layers)
     module = encoder_file.in_memory(text, state)
     return Encoder(kind, n, p, tuple(layers), text, state, module, check(module, target, n, p, seed), monomials)
@@ -120,14 +120,18 @@ def nn_block(a1, b1, a2, b2, p: int, seed: int = 0) -> Encoder:
     return _finish("nn-block", n, p, [layer], title, target, seed)
 
 
-def spline_encoder(entries: list[list[MaxMin]], n: int, p: int, seed: int = 0) -> Encoder:
+def spline_encoder(entries: list[list[MaxMin]], n: int, p: int, seed: int = 0, causal: bool = False) -> Encoder:
     """Theorem 3.8: f with f(X)[r, j] = entries[r][j] = max_i min_l xi (16) as an encoder: monomials by
     products (Lemma 3.6's layers), the polynomials by the last one's linear map, then min and max
-    by one-layer networks, each an encoder block by Lemma 3.7."""
+    by one-layer networks, each an encoder block by Lemma 3.7. ``causal``: Corollary 3.10, an
+    autoregressive f as a decoder, the same weights in masked heads (a head copying a later
+    position's entry gives 0 there, and an autoregressive entry never reads it)."""
     _positions(n, p)
     r = len(entries)
     if not r or any(len(row) != p for row in entries):
         raise DiagError(f"the function needs r >= 1 rows of p = {p} entries, one per position")
+    if causal:
+        _autoregressive(entries, n)
     wide = 2 ** math.ceil(math.log2(max(len(f.terms) for row in entries for f in row)))
     deep = 2 ** math.ceil(math.log2(max(len(t) for row in entries for f in row for t in f.terms)))
     wanted = {e for row in entries for f in row for t in f.terms for q in t for e, _ in q}
@@ -137,10 +141,21 @@ def spline_encoder(entries: list[list[MaxMin]], n: int, p: int, seed: int = 0) -
     layers = _products(n, p, plan, ell)
     layers += _reductions(r, wide, deep, p)
     target = lambda x: np.array([[evaluate(row[j], x) for row in entries] for j in range(p)])  # noqa: E731
-    title = [f"A max-definable function of an n x p = {n} x {p} X with {r} output row(s), degree "
-             f"{max(f.degree() for row in entries for f in row)}, as a ReLU encoder",
-             "(Lai, Lim and Liu (2024), Theorem 3.8: every spline, if the Pierce-Birkhoff conjecture holds)."]
-    return _finish("spline-encoder", n, p, layers, title, target, seed, tuple(monos))
+    what = ("an autoregressive", "decoder", "Corollary 3.10") if causal else ("a", "encoder", "Theorem 3.8")
+    title = [f"{what[0].capitalize()} max-definable function of an n x p = {n} x {p} X with {r} output row(s), "
+             f"degree {max(f.degree() for row in entries for f in row)}, as a ReLU {what[1]}",
+             f"(Lai, Lim and Liu (2024), {what[2]}: every such spline, if the Pierce-Birkhoff conjecture holds)."]
+    return _finish(f"spline-{what[1]}", n, p, layers, title, target, seed, tuple(monos))
+
+
+def _autoregressive(entries: list[list[MaxMin]], n: int) -> None:
+    """(8): entry j of every row may read positions 1..j only."""
+    for r, row in enumerate(entries):
+        for j, f in enumerate(row):
+            late = [v for t in f.terms for q in t for e, _ in q for v, k in enumerate(e) if k and v // n > j]
+            if late:
+                raise DiagError(f"f[{r}][{j}] reads x[{late[0] % n + 1},{late[0] // n + 1}], a later position: f is not "
+                                "autoregressive, so Corollary 3.10 does not apply (use spline-encoder)")
 
 
 def _combine(entries, monos, p: int, wide: int, deep: int) -> np.ndarray:
