@@ -70,7 +70,8 @@ def iter_matches(target: Diagram, rule, reverse: bool = False, index: Index | No
     _, r = _pattern_of(rule, reverse)
     ix = index if index is not None else Index(target)
     n = 0
-    for pat, order in [(pattern(rule, reverse), ""), *_cell_orders(rule, reverse)]:
+    forms = _cell_orders(rule, reverse) if _scans_like(target, rule, reverse) else []
+    for pat, order in [(pattern(rule, reverse), ""), *forms]:
         for m in Matcher(pat, ix).run(seed):  # a variant keeps the box ids: a seed holds
             if m.ties and not ties:
                 continue
@@ -81,6 +82,18 @@ def iter_matches(target: Diagram, rule, reverse: bool = False, index: Index | No
                 return
         if n:
             return
+
+
+def _scans_like(target: Diagram, rule, reverse: bool) -> bool:
+    """Does ``target`` scan a cell of as many inputs and outputs as the side's cell pattern? (The
+    other forms are built, once per rule, only where one might match.)"""
+    side, _ = _pattern_of(rule, reverse)
+    cells = [side.record(b).ref for b in side.boxes() if side.record(b).cell and side.record(b).ref is not None]
+    if not cells:
+        return False
+    ports = (len(cells[0].inputs), len(cells[0].outputs))
+    return any(node.scan and isinstance(node.ref, Diagram) and (len(node.ref.inputs), len(node.ref.outputs)) == ports
+               for node in (target.record(b) for b in target.boxes()))
 
 
 def _cell_orders(rule, reverse: bool) -> list[tuple[Pattern, str]]:
