@@ -10,11 +10,14 @@ so a row marked found is a checked derivation.
     python benchmarks/search_gallery.py                 # the table on stdout
     python benchmarks/search_gallery.py --docs          # ... and into docs/derivations.md
     python benchmarks/search_gallery.py --only linearize --budget 10
+    python benchmarks/search_gallery.py --part 1/2 --save a.json   # half the rows, kept as JSON
+    python benchmarks/search_gallery.py --rows a.json b.json --docs   # the table from saved rows
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import re
 import sys
 import tempfile
@@ -77,14 +80,13 @@ def _steps(path: Path) -> list:
     return [i for i in items if not isinstance(i, (D.StartDecl, D.UseDecl, D.TargetDecl))]
 
 
-def table(rows: list[dict], bounds: Bounds) -> str:
+def table(rows: list[dict], bounds: Bounds) -> tuple[str, str]:
+    """The summary line, and the table (Markdown)."""
     found = sum(r["found"] for r in rows)
-    lines = [f"{found} of {len(rows)} gallery derivations rediscovered from their start and target alone "
-             f"(within {bounds.time_budget:g} CPU s, {bounds.max_steps} steps and {bounds.max_states:,} states "
-             "each; reductions allowed), each written out and read back by `derive --verify`; the proofs of gallery/proofs/ "
-             "are searched without the rule they prove. "
-             "Produced by `python benchmarks/search_gallery.py --docs`.", "",
-             "| derivation | found | relation | steps (found / written) | CPU s | states | why not |",
+    head = (f"{found} of {len(rows)} gallery derivations rediscovered from their start and target alone "
+            f"(within {bounds.time_budget:g} CPU s, {bounds.max_steps} steps and {bounds.max_states:,} states "
+            "each; reductions allowed), each written out and read back by `derive --verify`.")
+    lines = ["| derivation | found | relation | steps (found / written) | CPU s | states | why not |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
         secs = f"{r['seconds']:.1f}" if "seconds" in r else ""
@@ -93,17 +95,19 @@ def table(rows: list[dict], bounds: Bounds) -> str:
             lines.append(f"| {r['name']} | yes | {r['relation']} | {r['steps']} / {r['written']} | {secs} | {states} | |")
         else:
             lines.append(f"| {r['name']} | no | | | {secs} | {states} | {r['why']} |")
-    return "\n".join(lines) + "\n"
+    return head, "\n".join(lines) + "\n"
 
 
-def into_docs(text: str) -> None:
+def into_docs(head: str, text: str) -> None:
+    """The table into benchmarks/search_gallery.md, and quoted from there in docs/derivations.md."""
+    (ROOT / "benchmarks" / "search_gallery.md").write_text(f"{head}\n\n{text}")
     doc = ROOT / "docs" / "derivations.md"
     old = doc.read_text()
     if BEGIN not in old:
         raise SystemExit(f"docs/derivations.md has no {BEGIN} marker")
-    head, _, rest = old.partition(BEGIN)
-    _, _, tail = rest.partition(END)
-    doc.write_text(f"{head}{BEGIN}\n{text}{END}{tail}")
+    before, _, rest = old.partition(BEGIN)
+    _, _, after = rest.partition(END)
+    doc.write_text(f"{before}{BEGIN}\n{head}\n\n<!-- quoted from: benchmarks/search_gallery.md -->\n{text}{END}{after}")
 
 
 def main() -> None:
@@ -111,6 +115,9 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=60.0, help="CPU seconds per derivation")
     ap.add_argument("--only", nargs="*", default=None, help="stems of the derivations to run")
     ap.add_argument("--docs", action="store_true", help="write the table into docs/derivations.md")
+    ap.add_argument("--part", default="1/1", help="K/N: run every N-th derivation from the K-th (two processes)")
+    ap.add_argument("--save", default=None, help="write the rows run to this JSON file")
+    ap.add_argument("--rows", nargs="*", default=None, help="build the table from saved rows instead of searching")
     args = ap.parse_args()
     import torch
 
@@ -119,16 +126,24 @@ def main() -> None:
     paths = sorted((ROOT / "gallery").glob("*.deriv")) + sorted((ROOT / "gallery" / "proofs").glob("*.deriv"))
     if args.only:
         paths = [p for p in paths if p.stem in args.only]
+    k, n = (int(x) for x in args.part.split("/"))
+    paths = paths[k - 1::n]
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for p in paths:
-            r = row(p, bounds, Path(tmp))
-            print(r, file=sys.stderr, flush=True)
-            rows.append(r)
-    text = table(rows, bounds)
-    print(text)
+    if args.rows is not None:
+        for f in args.rows:
+            rows += json.loads(Path(f).read_text())
+        rows.sort(key=lambda r: (r["name"].count("/"), r["name"]))
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            for p in paths:
+                rows.append(row(p, bounds, Path(tmp)))
+                print(rows[-1], file=sys.stderr, flush=True)
+                if args.save:
+                    Path(args.save).write_text(json.dumps(rows, indent=1, ensure_ascii=False))
+    head, text = table(rows, bounds)
+    print(head + "\n\n" + text)
     if args.docs:
-        into_docs(text)
+        into_docs(head, text)
 
 
 if __name__ == "__main__":

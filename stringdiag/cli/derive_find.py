@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..errors import DiagError
 from .options import UsageError, integer, number
 
 DEFAULT_MAX_BOXES = 400  # a search visits many diagrams: smaller than derive's 10,000
@@ -30,7 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Search, write, read back; 0 when a checked derivation was found, 1 when not."""
+    """Search, write, read back; 0 when a checked derivation was found, else an error (status 1)
+    after the closest form reached."""
     from ..search.engine import Bounds
     from ..search.find import closest_difference, find
 
@@ -52,19 +54,22 @@ def run(args: argparse.Namespace) -> int:
         print(d.heading())
         print(d.table())
         n = sum(s.verified is not None for s in d.steps)
-        print(f"found in {o.seconds:.1f} CPU s ({o.states} states); verified numerically: "
+        print(f"found in {o.seconds:.1f} CPU s ({_plural(o.states, 'state')}); verified numerically: "
               f"{n} equalit{'y' if n == 1 else 'ies'}")
         print(f"wrote {out}")
         return 0
     if found.refused:
-        print(f"the search proposed a chain that the checker refused ({found.refused}); wrote it to {out}")
-        return 1
-    print(f"not found within the bound ({o.why}; {o.states} states, {o.seconds:.1f} CPU s)")
+        raise DiagError(f"the search proposed a chain that the checker refused ({found.refused}); wrote it to {out}")
     print(f"the closest form reached is {o.closest.distance} boxes apart from the target, after "
-          f"{len(o.closest.steps)} step(s): {'; '.join(o.closest.steps) or '(the start)'}")
+          f"{_plural(len(o.closest.steps), 'step')}: {'; '.join(o.closest.steps) or '(the start)'}")
     print(closest_difference(found, a, b, out))
     print(f"wrote those steps to {out}")
-    return 1
+    raise DiagError(f"no derivation found within the bound: {o.why} ({_plural(o.states, 'state')}, "
+                    f"{o.seconds:.1f} CPU s)")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def _stem(ref: str) -> str:

@@ -75,9 +75,9 @@ def search(start: Diagram, target: Diagram, moves: Expand, bounds: Bounds,
     closest, states = first, 0
     while frontier:
         if time.process_time() - t0 > bounds.time_budget:
-            return Outcome(None, closest, states, time.process_time() - t0, f"the time budget ({bounds.time_budget:g} CPU s)")
+            return Outcome(None, closest, states, time.process_time() - t0, f"the time budget of {bounds.time_budget:g} CPU s spent")
         if states >= bounds.max_states:
-            return Outcome(None, closest, states, time.process_time() - t0, f"the bound of {bounds.max_states:,} states")
+            return Outcome(None, closest, states, time.process_time() - t0, f"--max-states {bounds.max_states:,} reached")
         _, _, node = heapq.heappop(frontier)
         states += 1
         if progress is not None:
