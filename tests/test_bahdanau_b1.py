@@ -27,12 +27,12 @@ def b1():
 
 
 def scans(d) -> int:
-    return sum(1 for b in d.boxes() if d.box(b).get("scan"))
+    return sum(1 for b in d.boxes() if d.record(b).scan)
 
 
 def ops(d) -> list[str]:
     flat = d.expand()
-    return [flat.box(b)["op"] for b in flat.boxes()]
+    return [flat.record(b).op for b in flat.boxes()]
 
 
 def step(deriv, text: str):
@@ -69,11 +69,11 @@ def test_the_bi_rnn_becomes_a_simd_feed_forward(b1):
 def test_the_decoder_loop_becomes_a_simd_box_and_shrinks(b1):
     loop = step(b1, "apply simd_scan_copied").diagram
     assert scans(loop) == 0
-    (big,) = [b for b in loop.boxes() if loop.box(b)["op"] == "AttendStepMap"]
-    assert [dim for _, dim in loop.box(big)["simd"]][0].name == "t"
+    (big,) = [b for b in loop.boxes() if loop.record(b).op == "AttendStepMap"]
+    assert [dim for _, dim in loop.record(big).simd][0].name == "t"
     shrunk = step(b1, "unfold AttendStepMap").diagram
-    over_t = [b for b in shrunk.boxes() if any(dim.name == "t" for _, dim in shrunk.box(b)["simd"])]
-    assert len(over_t) == 1 and shrunk.box(over_t[0])["box"] == "reindex"  # only the broadcast is left
+    over_t = [b for b in shrunk.boxes() if any(dim.name == "t" for _, dim in shrunk.record(b).simd)]
+    assert len(over_t) == 1 and shrunk.record(over_t[0]).kind == "reindex"  # only the broadcast is left
 
 
 def test_absorption_states_its_assumption(b1):
@@ -192,8 +192,8 @@ def test_absorb_is_undone_by_specialising_the_new_learner(tmp_path):
 
 def test_a_fresh_learner_is_local_to_the_derivation(tmp_path):
     der = run(tmp_path, "Composite", "absorb enc into R as Fresh")
-    (b,) = [b for b in der.result.boxes() if der.result.box(b)["op"] == "Fresh"]
-    assert der.result.box(b)["local"] and der.result.box(b)["ref"].ins == (der.result.wire_type(der.result.inputs[0])[1:],)
+    (b,) = [b for b in der.result.boxes() if der.result.record(b).op == "Fresh"]
+    assert der.result.record(b).local and der.result.record(b).ref.ins == (der.result.wire_type(der.result.inputs[0])[1:],)
 
 
 @pytest.mark.parametrize("start, steps, message", [
@@ -222,5 +222,5 @@ def test_refusals_are_positioned_errors(tmp_path, start, steps, message):
 def test_dim_makes_two_widths_one(tmp_path):
     der = run(tmp_path, "Composite", "dim w := d")
     assert der.steps[-1].relation == RED and der.result.signature().endswith("[s, d] -> [s, d]")
-    (r,) = [b for b in der.result.boxes() if der.result.box(b)["op"] == "R"]
-    assert der.result.box(r)["ref"].outs == (der.result.wire_type(der.result.inputs[0])[1:],)
+    (r,) = [b for b in der.result.boxes() if der.result.record(b).op == "R"]
+    assert der.result.record(r).ref.outs == (der.result.wire_type(der.result.inputs[0])[1:],)

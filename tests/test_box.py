@@ -1,14 +1,14 @@
-"""A box read as a typed record, one editing API, one per-graph cache (graph/box.py,
+"""Boxes and wires stored as typed records, one editing API, one per-graph cache (graph/box.py,
 graph/hypergraph.py).
 
-References: the node attributes the elaborator wrote (read back by hand, key by key), the
+References: the source text (what each box of ``SRC`` must be, written out by hand), the
 networkx graph itself (counted and walked here), and a function counting its own calls."""
 from __future__ import annotations
 
 import pytest
 
 import stringdiag
-from stringdiag.graph.box import Box, Global, Instance, Kind, Local, Repeat, Scan
+from stringdiag.graph.box import Box, Global, Instance, Kind, Local, Repeat, Scan, Wire
 from stringdiag.graph.hypergraph import per_graph_cache
 from stringdiag.graph.types import Dim
 
@@ -40,20 +40,42 @@ def prog():
 
 
 def _by_op(d, op):
-    (b,) = [b for b in d.boxes() if d.graph.nodes[b]["op"] == op]
+    (b,) = [b for b in d.boxes() if d.record(b).op == op]
     return b
 
 
-def test_a_record_reads_the_node_it_is_made_from(prog):
+def test_the_graph_stores_the_records_the_source_says(prog):
     d = prog["D"]
-    for b in d.boxes():
-        a, box = d.graph.nodes[b], d.record(b)  # the reference: the elaborator's attributes
-        assert box.kind.value == a["box"] and box.op == a["op"] and box.simd == a["simd"]
-        assert box.summed == a.get("summed", ()) and box.generics == a.get("generics", ())
-        assert box.scan == bool(a.get("scan")) and box.value == a.get("value")
-        assert box.param == (a.get("param", a["op"]) if a["box"] == "learn" else None)
-        assert box.local == (a["box"] == "learn" and bool(a.get("local")))
-        assert Box.of(box.attrs()) == box  # attrs() writes what of() reads
+    by_op = {d.record(b).op: d.record(b) for b in d.boxes()}
+    assert sorted(by_op) == ["Cell", "G", "R", "contract", "div", "mul", "sqrt(d)"]
+    g = by_op["G"]
+    assert (g.kind, [str(x) for _, x in g.simd], g.weights, g.loop) == (Kind.LEARN, ["s"], Global("G"), None)
+    assert (by_op["R"].kind, by_op["R"].seed, by_op["R"].simd) == (Kind.RANDOM, 3, ())
+    c = by_op["contract"]
+    assert [str(x) for _, x in c.summed] == ["s"] and [str(x) for _, x in c.simd] == ["s", "d"]
+    assert by_op["sqrt(d)"].kind is Kind.CONST and by_op["sqrt(d)"].value is not None
+    cell = by_op["Cell"]
+    assert cell.kind is Kind.DIAGRAM and cell.scan and cell.weights == Instance("Cell#1") and cell.ref is prog["Cell"]
+    assert {type(d.record(b)) for b in d.boxes()} == {Box} and {type(d.wire(w)) for w in d.wires()} == {Wire}
+    named = {d.wire_label(w): d.wire(w) for w in d.wires() if d.wire_label(w)}
+    assert [str(x) for x in named["x"].type] == ["s", "d"] and named["x"].of is None
+
+
+def test_an_update_is_typo_safe_and_keeps_a_box_a_box(prog):
+    d = prog["D"].expand()
+    g = _by_op(d, "G")
+    before = d.identity(g)
+    with pytest.raises(ValueError):
+        d.update(g, instanc="G#9")  # a misspelt field: an error, never a dropped key
+    with pytest.raises(ValueError):
+        d.update(g, name="y")  # a wire's field, not a box's
+    d.update(g, weights=Global("G2"))
+    assert d.record(g).weights == Global("G2") and d.identity(g) != before  # the identity went with the record
+    (w,) = d.box_outputs(g)
+    d.update(w, name="gx")
+    assert d.wire_label(w) == "gx" and d.wire(w).type == d.wire_type(w)
+    with pytest.raises(AssertionError):
+        d.reset(g, d.wire(w))
 
 
 def test_records_type_loops_and_weights(prog):
@@ -79,9 +101,9 @@ def test_identity_names_the_function(prog):
     d = prog["D"]
     g, r = d.record(_by_op(d, "G")).identity(), d.record(_by_op(d, "R")).identity()
     assert (g.kind, g.name, g.weights) == (Kind.LEARN, "G", Global("G"))
-    assert r.name == f"R@{d.graph.nodes[_by_op(d, 'R')]['seed']}"  # the seed is which tensor it is
+    assert r.name == "R@3"  # the seed (the source's) is which tensor it is
     cell = d.record(_by_op(d, "Cell")).identity()
-    assert cell.loop == "scan" and cell.ref is d.graph.nodes[_by_op(d, "Cell")]["ref"]
+    assert cell.loop == "scan" and cell.ref is prog["Cell"]
     contract = next(d.record(b) for b in d.boxes() if d.record(b).summed).identity()
     assert contract.dims(contract.summed) == (Dim.var("s"),)
     assert len(contract.dims(contract.simd, drop={lab for lab, _ in contract.simd})) == 0 < len(contract.simd)
@@ -107,9 +129,9 @@ def test_every_edit_changes_the_version_and_only_edits_do(prog):
     assert d.consumers(w) == [] and sorted(d.consumers(w2)) == sorted(readers)
     assert d.drop_dead() == 1 and g not in d.graph and w not in d.graph  # the original, read by nothing
     seen.append(d.version())
-    d.replace(b2, op="G2")
+    d.update(b2, op="G2")
     seen.append(d.version())
-    assert d.record(b2).op == "G2"  # the memoised record was forgotten
+    assert d.record(b2).op == "G2"
     assert len(set(seen)) == len(seen)
 
 

@@ -266,7 +266,7 @@ def test_the_oracle_matches_weights_by_identity_not_by_structure():
 
 
 def test_local_learnables_used_twice_with_and_without_fresh():
-    decl = next(PROG["H"].box(b)["ref"] for b in PROG["H"].boxes())
+    decl = next(PROG["H"].record(b).ref for b in PROG["H"].boxes())
     assert decl.local
     f = use(decl, program=PROG)
     assert len(weight_sets(then(f, f))) == 1 and len(weight_sets(then(f, fresh(f)))) == 2
@@ -288,7 +288,7 @@ def test_fresh_and_expand_commute_and_keep_the_instance_paths():
     assert len(weight_sets(a)) == len(weight_sets(b)) == 2
     heads = {k[-1].split("/")[0] for k in weight_sets(b)}
     assert len(heads) == 2 and all("@" in h for h in heads)  # H#1/F became H@n/F, and the path stayed
-    frames = {c[1] for n in b.boxes() for c in b.box(n).get("clusters", ()) if c[0] == "def"}
+    frames = {c[1] for n in b.boxes() for c in b.record(n).clusters if c[0] == "def"}
     assert {f.split("/")[0] for f in frames} >= heads  # the picture's frames are renamed with them
     assert use(PROG.lookup_def("H")).isomorphic(u("H"))  # a Definition is used like its diagram
 
@@ -359,7 +359,7 @@ def test_a_composite_renders_with_a_frame_for_each_copy():
     src = to_graphviz(d).source
     assert src.count("subgraph cluster_") == 3  # H's frame twice and K's, never merged
     assert to_svg(m1(), expand=True).count("<svg") == 1
-    names = [d.graph.nodes[w]["name"] for w in d.wires() if d.graph.nodes[w]["name"]]
+    names = [d.wire_label(w) for w in d.wires() if d.wire_label(w)]
     assert len(names) == len(set(names))  # the two copies' wires are told apart
 
 

@@ -113,12 +113,12 @@ def test_a_definition_opens_and_closes_by_clicking(browser, pages):
     view = open_page(browser, pages["diagram"])
     assert view.get_attribute("data-shown") == "collapsed"
     assert sorted(boxes_in(shown(browser))) == sorted(d.boxes())
-    layer = next(b for b in d.boxes() if d.box(b)["box"] == "diagram")
+    layer = next(b for b in d.boxes() if d.record(b).kind == "diagram")
     browser.find_element("css selector", f'.sd-pane[data-key="collapsed"] g[data-box="{layer}"]').click()
     assert view.get_attribute("data-shown") == "expanded"
     opened = d.expand(unroll={})
     assert sorted(boxes_in(shown(browser))) == sorted(opened.boxes())
-    assert not any(opened.box(b)["box"] == "diagram" for b in opened.boxes())
+    assert not any(opened.record(b).kind == "diagram" for b in opened.boxes())
     frames = shown(browser).find_elements("css selector", "g.sd-def-frame")
     assert frames and "EncoderLayer" in frames[0].text
     frames[0].find_element("css selector", "text").click()
@@ -172,7 +172,7 @@ def test_a_derivation_steps_on_a_slider_beside_its_table(browser, pages):
         assert sorted(boxes_in(pane)) == sorted(step.diagram.boxes())
         assert outlined(pane) == expected(k), k
         # and, independently of Step.changes: an operation the step brings in (more often than before) is outlined
-        ops = lambda d, bs: Counter(d.box(b)["op"] for b in bs)  # noqa: E731
+        ops = lambda d, bs: Counter(d.record(b).op for b in bs)  # noqa: E731
         new = ops(step.diagram, step.diagram.boxes()) \
             - ops(deriv.steps[k - 1].diagram, deriv.steps[k - 1].diagram.boxes())
         assert not new - ops(step.diagram, outlined(pane)[1]), (k, new)

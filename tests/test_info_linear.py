@@ -16,6 +16,7 @@ from stringdiag.analysis.combine import (expanded_box_count, expanded_counts, le
                                          weights)
 from stringdiag.analysis.complexity import Complexity, analyse, seq_names as _seq_names
 from stringdiag.analysis.monomials import dominant as _dominant, monomials as _monomials, only as _only, show as _show
+from stringdiag.graph.box import Instance
 from stringdiag.graph.diagram import Diagram
 from stringdiag.cli.summary import summarize
 from stringdiag.graph.types import show_type
@@ -34,7 +35,7 @@ def doubling(n: int, local: bool = False) -> str:
 # -- the reference: what d.expand() holds ---------------------------------------------------
 
 def ref_counts(flat: Diagram) -> Counter:
-    return Counter(flat.box(b)["box"] for b in flat.boxes())
+    return Counter(flat.record(b).kind for b in flat.boxes())
 
 
 def ref_learnables(flat: Diagram, params: dict | None = None) -> list[dict]:
@@ -42,16 +43,16 @@ def ref_learnables(flat: Diagram, params: dict | None = None) -> list[dict]:
     at the scan's instance path (as the compiler lowers it), in order of first use."""
     params = {} if params is None else params
     for b in flat.boxes():
-        node = flat.box(b)
-        if node["box"] == "diagram" and node.get("scan"):
-            ref_learnables(node["ref"].expand(path=node["instance"] + "/"), params)
-        if node["box"] != "learn":
+        node = flat.record(b)
+        if node.kind == "diagram" and node.scan:
+            ref_learnables(node.ref.expand(path=node.instance + "/"), params)
+        if node.kind != "learn":
             continue
         ins = ", ".join(show_type(flat.local_in_type(b, k)) for k in range(len(flat.box_inputs(b))))
         outs = ", ".join(show_type(flat.local_out_type(b, k)) for k in range(len(flat.box_outputs(b))))
-        entry = params.setdefault(node["param"], {"name": node["param"], "box": node["op"],
+        entry = params.setdefault(node.param, {"name": node.param, "box": node.op,
                                                   "signature": f"{ins} -> {outs}".strip(), "uses": 0,
-                                                  "shared": not node.get("local", False)})
+                                                  "shared": not node.local})
         entry["uses"] += 1
     return list(params.values())
 
@@ -65,19 +66,19 @@ def ref_costs(flat: Diagram) -> tuple[set, set]:
     adds its body's, expanded, times its SIMD dimensions (one run of the body per step)."""
     time, memory = set(), set()
     for b in flat.boxes():
-        node = flat.box(b)
-        simd = [dim for _, dim in node["simd"]]
-        if node["box"] == "contract":
-            per = [dim for _, dim in node.get("summed", ())] + list(flat.local_out_type(b, 0))
-        elif node["box"] == "learn":
+        node = flat.record(b)
+        simd = [dim for _, dim in node.simd]
+        if node.kind == "contract":
+            per = [dim for _, dim in node.summed] + list(flat.local_out_type(b, 0))
+        elif node.kind == "learn":
             per = [x for p in range(len(flat.box_inputs(b))) for x in flat.local_in_type(b, p)]
             per += [x for p in range(len(flat.box_outputs(b))) for x in flat.local_out_type(b, p)]
         else:
             for t in [flat.local_in_type(b, p) for p in range(len(flat.box_inputs(b)))] + \
                      [flat.local_out_type(b, p) for p in range(len(flat.box_outputs(b)))]:
                 time |= _monomials(simd + list(t))
-            if node["box"] == "diagram" and node.get("scan"):
-                body_time, body_memory = ref_costs(node["ref"].expand())
+            if node.kind == "diagram" and node.scan:
+                body_time, body_memory = ref_costs(node.ref.expand())
                 time |= _times(body_time, _monomials(simd))
                 memory |= _times(body_memory, _monomials(simd))
             continue
@@ -151,7 +152,7 @@ def test_copies_of_an_instance_share_their_weights():
     p = stringdiag.loads(doubling(3, local=True))
     d = p["L3"]
     for b in d.boxes():  # as a rewrite that copies a box leaves it: both boxes one instance
-        d.box(b)["instance"] = "L2#1"
+        d.update(b, weights=Instance("L2#1"))
     flat = d.expand()
     assert learnables(d) == ref_learnables(flat)
     assert [(e["name"], e["uses"]) for e in learnables(d)][:2] == [("L2#1/L1#1/L0#1/F", 2), ("G", 8)]
@@ -165,7 +166,7 @@ def test_copies_all_the_way_down_are_one_weight_set():
     p = stringdiag.loads(doubling(n, local=True))
     for k in range(1, n + 1):  # both uses of L(k-1) in Lk are copies of one instance
         for b in p[f"L{k}"].boxes():
-            p[f"L{k}"].box(b)["instance"] = f"L{k - 1}#1"
+            p[f"L{k}"].update(b, weights=Instance(f"L{k - 1}#1"))
     path = "".join(f"L{k}#1/" for k in range(n - 1, -1, -1))
     assert [(e["name"], e["uses"]) for e in learnables(p[f"L{n}"])] == [(f"{path}F", 2 ** n), ("G", 2 ** n)]
     assert parameter_count(p[f"L{n}"], {"d": 2}, "linear") == 2 * (2 * 2 + 2)

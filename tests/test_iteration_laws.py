@@ -245,7 +245,7 @@ diagram Loop2(x: [s, d]) -> [s, o] {
 
 
 def scans(d) -> list[str]:
-    return sorted(d.box(b)["op"] for b in d.boxes() if d.box(b).get("scan"))
+    return sorted(d.record(b).op for b in d.boxes() if d.record(b).scan)
 
 
 def test_simd_scan_rewrites_a_loop_both_ways():
@@ -264,8 +264,8 @@ def test_slide_rewrites_across_a_scan():
     (m,) = find_matches(slid, LAWS["slide"])
     out = rewrite(slid, m)
     assert scans(out) == ["Entry"]
-    (cell,) = [out.box(b)["ref"] for b in out.boxes() if out.box(b).get("scan")]
-    assert sorted(cell.box(b)["op"] for b in cell.boxes()) == ["Fc", "Gc"]  # the processes, with their weights
+    (cell,) = [out.record(b).ref for b in out.boxes() if out.record(b).scan]
+    assert sorted(cell.record(b).op for b in cell.boxes()) == ["Fc", "Gc"]  # the processes, with their weights
     assert equal(slid, out)[0]
     (m,) = find_matches(out, LAWS["slide"], reverse=True)
     assert equal(rewrite(out, m), slid)[0]

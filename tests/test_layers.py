@@ -262,8 +262,9 @@ def node_dicts(tree: ast.AST) -> list[tuple[int, str]]:
               for t in node.targets if isinstance(t, ast.Name)}
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr == "nodes" and (
-                ast.unparse(node.value).endswith(".graph") or isinstance(node.value, ast.Name) and node.value.id in graphs):
+        nodes = node.value if isinstance(node, ast.Subscript) else node.func if isinstance(node, ast.Call) else None
+        if isinstance(nodes, ast.Attribute) and nodes.attr == "nodes" and (  # (torch.fx's graph.nodes is a list)
+                ast.unparse(nodes.value).endswith(".graph") or isinstance(nodes.value, ast.Name) and nodes.value.id in graphs):
             found.append((node.lineno, ast.unparse(node)[:60]))
     return found
 
@@ -303,6 +304,7 @@ def test_one_editing_dialect():
     ("a = d.graph.nodes[w]", 1),
     ("g = d.graph\nfor n, a in g.nodes(data=True):\n    pass", 1),
     ("h = nx.DiGraph()\nlab = h.nodes[x]['label']", 0),
+    ("for n in cap.graph.nodes:\n    pass", 0),
     ("d.add_box('reindex', 'reindex', [], [()])", 1),
     ("d.place(dict(box='reindex'), [])", 1),
     ("d.replace(b, instance='G#2')", 1),

@@ -30,7 +30,7 @@ def rule(src: str):
 
 
 def box_of(d, op: str) -> int:
-    (b,) = [b for b in d.boxes() if d.box(b)["op"] == op]
+    (b,) = [b for b in d.boxes() if d.record(b).op == op]
     return b
 
 
@@ -98,7 +98,7 @@ def test_same_shape_summed_indices_count():
     assert all(len(m.boxes) == 1 for m in ms)
     p, ix = pattern(r), Index(t)
     (pb,) = p.boxes
-    two = [b for b in t.boxes() if len(t.box(b).get("summed", ())) == 2]
+    two = [b for b in t.boxes() if len(t.record(b).summed) == 2]
     assert two and all(not C.same_shape(p.views[pb], ix.view(b)) for b in two)
     assert not any(set(m.targets) & set(two) for m in ms)
 

@@ -99,7 +99,7 @@ def test_a_residual_around_attention_is_not_one_frame():
     # attention between them is not; one frame around both would draw the attention outside it
     d = stringdiag.loads(PRE_NORM)["Block"]
     placed = frames(d)
-    by_op = {d.box(b)["op"]: placed[b] for b in d.boxes()}
+    by_op = {d.record(b).op: placed[b] for b in d.boxes()}
     assert by_op["Attn"] == ()
     assert by_op["layernorm"][0][0][2] == by_op["add"][0][0][2] == "s"
     assert by_op["layernorm"][0] != by_op["add"][0]  # two frames over s, not one
@@ -109,7 +109,7 @@ def test_tightened_boxes_leave_the_simd_boxes_they_do_not_iterate():
     # the last step of linearize.deriv: elu1 on the keys is iterated over j only, on the queries over i only
     last = load_derivation(str(GALLERY / "linearize.deriv")).steps[-1].diagram
     placed = frames(last)
-    elus = [sorted(f[2] for f, _ in placed[b] if f[0] == "simd") for b in last.boxes() if last.box(b)["op"] == "elu1"]
+    elus = [sorted(f[2] for f, _ in placed[b] if f[0] == "simd") for b in last.boxes() if last.record(b).op == "elu1"]
     assert sorted(elus) == [["i", "k"], ["j", "k"]]
 
 

@@ -202,9 +202,9 @@ def test_the_switch_opens_the_definition(name):
     sizes = sizes_for(d, 7)
     for native, count in ((True, 1), (False, 0)):
         low = Lowering(w, dict(sizes), factory("mlp"), nn.Module(), {}, native=native)
-        ops = [low.d.box(b)["op"] for b in low.d.boxes()]
+        ops = [low.d.record(b).op for b in low.d.boxes()]
         assert ops.count(name) == count, (native, ops)
-        assert all(low.d.box(b)["box"] != "diagram" for b in low.d.boxes()) or native
+        assert all(low.d.record(b).kind != "diagram" for b in low.d.boxes()) or native
 
 
 @pytest.mark.parametrize("n", SIZES)

@@ -82,14 +82,14 @@ def prog():
 
 def the_box(d):
     (b,) = list(d.boxes())
-    return d.box(b)
+    return d.record(b)
 
 
 def test_one_box_with_its_count_and_sharing(prog):
     own, shared, deep = the_box(prog["Own"]), the_box(prog["Shared"]), the_box(prog["Deep"])
-    assert (own["box"], own["op"], str(own["repeat"]), own["shared"]) == ("diagram", "Block", "3", False)
-    assert (str(shared["repeat"]), shared["shared"]) == ("3", True)
-    assert str(deep["repeat"]) == "L"
+    assert (own.kind, own.op, str(own.repeat.count), own.shared) == ("diagram", "Block", "3", False)
+    assert (str(shared.repeat.count), shared.shared) == ("3", True)
+    assert str(deep.repeat.count) == "L"
     assert len(prog["Own"].expand()) == 1  # expand keeps it a box unless asked to unroll
 
 

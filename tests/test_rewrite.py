@@ -14,6 +14,7 @@ import pytest
 import stringdiag
 from stringdiag import DiagError
 from stringdiag.analysis.complexity import analyse
+from stringdiag.graph.box import Box, Kind
 from stringdiag.graph.diagram import Diagram
 from stringdiag.elaborate.loader import prelude
 from stringdiag.graph.types import Dim
@@ -120,7 +121,7 @@ def lifted(side: Diagram, ctx=(("h", "H"),), copied=(), surround: bool = True,
 
     def squash(w):
         labs = tuple((f"a{q}", x) for q, x in enumerate(out.wire_type(w)))
-        return out.add_box("fixed", "tanh", [(w, tuple(lab for lab, _ in labs))], [()], simd=labs, ref=tanh)[1][0]
+        return out.emit(Box(Kind.FIXED, "tanh", labs, ref=tanh), [(w, tuple(lab for lab, _ in labs))], [()])[1][0]
 
     args = []
     for k, (t, name) in enumerate(zip(side.input_types, side.input_names)):
@@ -131,14 +132,14 @@ def lifted(side: Diagram, ctx=(("h", "H"),), copied=(), surround: bool = True,
         out.input_names.append(name)
         args.append((squash(w) if surround else w, (() if k in copied else labels) + tuple(range(len(t)))))
     outs = [tuple(x.substitute(sub) for x in t) for t in side.output_types]
-    _, ws = out.add_box("diagram", "Side", args, outs, simd=ctx, ref=side,
-                        generics=tuple((v, sub[v]) for v in side.generics))
+    _, ws = out.emit(Box(Kind.DIAGRAM, "Side", ctx, generics=tuple((v, sub[v]) for v in side.generics), ref=side),
+                     args, outs)
     out.outputs += [squash(w) if surround else w for w in ws]
     return out.expand(keep)
 
 
 def defined(side: Diagram) -> frozenset[str]:
-    return frozenset(side.box(b)["op"] for b in side.boxes() if side.box(b)["box"] == "diagram")
+    return frozenset(side.record(b).op for b in side.boxes() if side.record(b).kind == "diagram")
 
 
 # == the oracle ==================================================================================
@@ -420,7 +421,7 @@ diagram Two(x: [s, d]) -> [s, d] { return Head(Head(x)) }
     (m,) = find_matches(flat, r, ties=True)  # as a reduction: the two heads' weights tied
     assert m.ties == (frozenset({("learn", True, "Head#1/W"), ("learn", True, "Head#2/W")}),)
     tied = rewrite(flat, m)
-    assert {tied.box(b)["param"] for b in tied.boxes() if tied.box(b)["box"] == "learn"} == {"Head#1/W"}
+    assert {tied.record(b).param for b in tied.boxes() if tied.record(b).kind == "learn"} == {"Head#1/W"}
     (fis,) = loads_rules("""rule fission<n, a, b, c>(x: [n, a]) -> [n, c]
   given f : [a] -> [b]
   given g : [b] -> [c]
@@ -433,9 +434,9 @@ diagram Two(x: [s, d]) -> [s, d] { return Head(Head(x)) }
   return y
 }""")  # no longer in the library (both sides are one graph), still a rule to match with
     ms = find_matches(flat, fis)
-    assert ms and all(len({flat.box(b).get("param") for b in m.boxes.values()}) == 2 for m in ms)
+    assert ms and all(len({flat.record(b).param for b in m.boxes.values()}) == 2 for m in ms)
     res = rewrite(flat, ms[0])  # the weights of each head stay its own
-    assert {res.box(b).get("param") for b in res.boxes()} == {"Head#1/W", "Head#2/W"}
+    assert {res.record(b).param for b in res.boxes()} == {"Head#1/W", "Head#2/W"}
     assert equal(flat, res)[0]
 
 
@@ -536,7 +537,7 @@ def test_every_equation_rewrites_inside_a_simd_box(rule, reverse, copied):
         grown = len(res) - (len(t) - len(pat) + len(rep))  # a reindex may bridge an output laid out anew
         # (as may one after an inserted scan, whose outputs are laid out with the scanned index
         # last, and one that copies an input passed straight through across the context)
-        bridged = not len(rep) or any(rep.box(b).get("scan") for b in rep.boxes())
+        bridged = not len(rep) or any(rep.record(b).scan for b in rep.boxes())
         passed = sum(1 for y in rep.outputs if y in rep.inputs)
         assert 0 <= grown <= (len(rep.outputs) if bridged else passed) or rule.name.startswith("copy_nat")
         res.canonical_hash()
@@ -563,8 +564,8 @@ def test_linearisation_of_kernel_attention(kernel):
     t = kernel["KernelAttention"]
     assert analyse(t).seq_time == "s^2" and analyse(t).seq_memory == "s^2"
     t1 = rewrite(t, select(find_matches(t, LIB["div_out"]), "y"))
-    a = next(w for w in t1.wires() if t1.graph.nodes[w]["name"] == "a")
-    z = next(b for b, _ in t1.consumers(a) if t1.graph.nodes[t1.box_outputs(b)[0]]["name"] == "z")
+    a = next(w for w in t1.wires() if t1.wire_label(w) == "a")
+    z = next(b for b, _ in t1.consumers(a) if t1.wire_label(t1.box_outputs(b)[0]) == "z")
     t2 = copy_box(t1, t1.producer(a), [(z, 0)])
     t3 = rewrite(t2, select(find_matches(t2, LIB["assoc"]), "t"))
     t4 = rewrite(t3, select(find_matches(t3, LIB["assoc_mv"]), "z"))
@@ -612,7 +613,7 @@ rule colsum_def<n, m>(a: [n, m]) -> [m] {
     assert len(ms) == 2 and {str(m.dims["m"]) for m in ms} == {"d", "h"}
     for m in ms:
         res = rewrite(p["T"], m)
-        reindexed = any(res.box(b)["box"] == "reindex" for b in res.boxes())
+        reindexed = any(res.record(b).kind == "reindex" for b in res.boxes())
         assert reindexed == (str(m.dims["m"]) == "d")  # colsum's output axis must come first
         assert equal(p["T"], res)[0]
 
@@ -628,8 +629,8 @@ diagram Twice(x: [s, d]) -> [s, k] {
     assert ms
     merged = rewrite(t, ms[0])
     assert len(merged) == len(t) - 1 and equal(t, merged)[0]
-    q = next(b for b in merged.boxes() if merged.box(b)["op"] == "Q")
-    mul = next(b for b in merged.boxes() if merged.box(b)["op"] == "mul")
+    q = next(b for b in merged.boxes() if merged.record(b).op == "Q")
+    mul = next(b for b in merged.boxes() if merged.record(b).op == "mul")
     back = copy_box(merged, q, [(mul, 1)])
     assert len(back) == len(t) and back.isomorphic(t) and equal(t, back)[0]
     with pytest.raises(DiagError, match="does not read"):
@@ -643,7 +644,7 @@ def test_matmul_as_dot_products_both_ways():
     g = p["G"]
     (m,) = find_matches(g, r)
     dots = rewrite(g, m)
-    assert any(dots.box(b)["op"] == "dot" for b in dots.boxes())
+    assert any(dots.record(b).op == "dot" for b in dots.boxes())
     assert equal(g, dots)[0]
     assert dots.expand().isomorphic(g.expand())  # a dot product is a contraction, opened
     (back,) = find_matches(dots, r, reverse=True)
@@ -667,7 +668,7 @@ def test_reduction_specialises_a_learnable():
     p = stringdiag.loads(HEAD + "learn F : [d] -> [d]\ndiagram A(x: [s, d]) -> [s, d] { return F(x) }")
     (m,) = find_matches(p["A"], r)
     res = rewrite(p["A"], m)
-    assert len(res) == 2 and {res.box(b)["op"] for b in res.boxes()} == {"F", "add"}
+    assert len(res) == 2 and {res.record(b).op for b in res.boxes()} == {"F", "add"}
     with pytest.raises(DiagError, match="reduction"):
         find_matches(res, r, reverse=True)
 

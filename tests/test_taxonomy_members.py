@@ -333,8 +333,8 @@ def test_fold_a_generic_definition(tmp_path):
                  f'target {GALLERY}/attention.diag:SelfAttention\n')
     d = load_derivation(p, verify=True)
     assert [s.relation for s in d.steps[1:]] == [EQ, EQ] and d.steps[2].verified < 1e-12
-    folded = [d.result.box(b) for b in d.result.boxes() if d.result.box(b)["op"] == "softmax"]
-    assert len(folded) == 1 and [str(x) for _, x in folded[0]["generics"]] == ["s"]
+    folded = [d.result.record(b) for b in d.result.boxes() if d.result.record(b).op == "softmax"]
+    assert len(folded) == 1 and [str(x) for _, x in folded[0].generics] == ["s"]
 
 
 def test_an_error_in_the_generated_header_points_at_the_body(tmp_path):

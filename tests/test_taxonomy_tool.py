@@ -120,7 +120,7 @@ diagram Child(x: [s, d]) -> [s, d] {
 
 
 def ops(d, boxes) -> list[str]:
-    return sorted(d.box(b)["op"] for b in boxes)
+    return sorted(d.record(b).op for b in boxes)
 
 
 def test_the_diff_highlights_exactly_the_boxes_that_differ_on_a_hand_made_pair():

@@ -63,9 +63,9 @@ def test_every_gallery_picture_compiles(latex, tmp_path, shard):
     for name, pic, d in drawn:
         assert "\\sdchar" not in pic, name  # every character of the gallery has a glyph
         if d is not None:  # one TikZ node per box, in the box's style
-            learn = sum(d.box(b)["box"] == "learn" for b in d.boxes())
+            learn = sum(d.record(b).kind == "learn" for b in d.boxes())
             assert pic.count("\\node[sd learn,") == learn, name
-            assert pic.count("\\node[sd sum,") == sum(d.box(b)["box"] == "contract" for b in d.boxes()), name
+            assert pic.count("\\node[sd sum,") == sum(d.record(b).kind == "contract" for b in d.boxes()), name
     tex = tmp_path / "gallery.tex"
     tex.write_text(tikz.document([pic for _, pic, _ in drawn]))
     assert compile_tex(tex) == len(drawn)

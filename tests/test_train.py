@@ -154,9 +154,9 @@ def test_a_layer_norm_follows_every_att_apply_inside_the_head():
 
     anatomy = stringdiag.load(pathlib.Path(__file__).resolve().parents[1] / "gallery" / "anatomy.diag")
     head = stabilised(anatomy["M1"])
-    (apply,) = [b for b in head.boxes() if head.box(b)["op"] == "AttApply"]
+    (apply,) = [b for b in head.boxes() if head.record(b).op == "AttApply"]
     (w,) = head.box_outputs(apply)
-    assert [head.box(r)["op"] for r, _ in head.consumers(w)] == ["layernorm"]
+    assert [head.record(r).op for r, _ in head.consumers(w)] == ["layernorm"]
     assert head.output_types == anatomy["M1"].output_types
     torch.manual_seed(0)
     m = LanguageModel(anatomy["M1"], vocab=12, d_model=16, n_layers=1, n_heads=2, approximator="linear")

@@ -23,6 +23,7 @@ from stringdiag import DiagError
 from stringdiag.cli.main import main
 from stringdiag.derive import steps
 from stringdiag.derive.derivation import _call_of, all_definitions, load_derivation
+from stringdiag.graph.box import Box, Instance, Kind
 from stringdiag.graph.weights import weight_key
 from stringdiag.graph.weightuse import Via, uses
 from stringdiag.rewrite.match import find_matches
@@ -302,7 +303,7 @@ def _fold_setting(extra_instance: str | None):
     if extra_instance is not None:
         g = p["G"]
         (u,) = cur.inputs
-        cur.add_box("diagram", "G", [(u, (0, 1))], g.output_types, ref=g, instance=extra_instance)
+        cur.emit(Box(Kind.DIAGRAM, "G", ref=g, weights=Instance(extra_instance)), [(u, (0, 1))], g.output_types)
     return p, cur
 
 
@@ -345,7 +346,7 @@ def _tie_setting(extra: str):
     cur = p["W"].expand(keep=lambda node: node.instance == "G#3")  # c: the third use (a stack stays a box)
     for box in cur.boxes():
         if cur.record(box).op == "G":
-            cur.replace(box, instance=inst)
+            cur.update(box, weights=Instance(inst))
     return cur
 
 

@@ -165,12 +165,13 @@ def test_oracle_catches_a_function_change_on_weights(here, prog):
 def test_a_definition_box_added_without_instance_is_its_own_weight_set(prog):
     """Code that adds a use of a definition (a layer norm inserted by the trainer, say) and names no
     instance gets weights of its own, for the graph (weight_sets) and the compiler alike."""
+    from stringdiag.graph.box import Box, Kind
     from stringdiag.graph.diagram import Diagram
     d = Diagram("two", program=prog)
     (x,) = [d.add_wire(t) for t in prog["H"].input_types]
     d.inputs.append(x)
-    _, (y,) = d.add_box("diagram", "H", [(x, (0,))], prog["H"].output_types, ref=prog["H"])
-    _, (z,) = d.add_box("diagram", "H", [(y, (0,))], prog["H"].output_types, ref=prog["H"])
+    _, (y,) = d.emit(Box(Kind.DIAGRAM, "H", ref=prog["H"]), [(x, (0,))], prog["H"].output_types)
+    _, (z,) = d.emit(Box(Kind.DIAGRAM, "H", ref=prog["H"]), [(y, (0,))], prog["H"].output_types)
     d.outputs.append(z)
     assert len(weight_sets(d)) == 2 == len(stringdiag.compile(d, dims={"d": 3}).weight_sets)
 

@@ -114,7 +114,7 @@ def hover_text(prog, text: str, line: int, col: int) -> str | None:
         return None
     wire = _wire(prog, word, line)
     if wire is not None:
-        return f"wire `{word}` : `{show_type(wire['type'])}`" + (f" of {wire['of'].name}" if wire.get("of") else "")
+        return f"wire `{word}` : `{show_type(wire.type)}`" + (f" of {wire.of.name}" if wire.of else "")
     box = prog.lookup_box(word)
     if box is not None:
         via = f" via {box.via.show()}" if box.via else ""
@@ -140,14 +140,14 @@ def _diagram_text(d) -> str:
     return text
 
 
-def _wire(prog, word: str, line: int) -> dict | None:
+def _wire(prog, word: str, line: int):
     """The wire named ``word`` in the diagram around ``line`` (0-based), if any."""
     here = [prog.defs[n] for n in prog.own if prog.defs[n].pos and prog.defs[n].pos.line - 1 <= line]
     if not here:
         return None
     d = max(here, key=lambda defn: defn.pos.line).diagram()
-    found = [a for _, a in d.graph.nodes(data=True) if a.get("kind") == "wire" and a.get("name") == word]
-    on_line = [a for a in found if a.get("pos") is not None and a["pos"].line - 1 == line]
+    found = [a for a in map(d.wire, d.wires()) if a.name == word]
+    on_line = [a for a in found if a.pos is not None and a.pos.line - 1 == line]
     return (on_line or found or [None])[0]
 
 

@@ -84,10 +84,10 @@ def _lift(d: Diagram, x: int, w: int, cone: set[int], n: Dim) -> None:
         if label is None:
             taken = {lab for lab, _ in node.simd} | {lab for lab, _ in node.summed}
             label = next(c for c in ("i", "i'", "i''", "p", "q") if c not in taken)
-            d.replace(b, simd=((label, n), *node.simd), display={**(node.display or {}), label: label},
+            d.update(b, simd=((label, n), *node.simd), display={**(node.display or {}), label: label},
                       clusters=(("simd", ("plug", 0), label, n, False), *node.clusters))
             for o in d.box_outputs(b):
-                d.replace(o, type=(n, *d.wire_type(o)))
+                d.update(o, type=(n, *d.wire_type(o)))
         for port, (v, axes) in enumerate(d.box_inputs(b)):
             if v in cone:
                 d.rewire(b, port, x if v == w else v, (label, *axes))

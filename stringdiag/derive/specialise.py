@@ -59,7 +59,7 @@ def specialise(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[st
         node = out.record(b)
         body = specialise(node.ref, name, defn, definitions).diagram
         body.name = node.ref.name + "'"
-        out.replace(b, ref=body, op=node.op + "'")
+        out.update(b, ref=body, op=node.op + "'")
     if not top:  # only loops changed, in place: every other box keeps its id
         return Outcome(out, RED, _note(cur, name, key, loops))
     trace: dict[int, list[int]] = {}

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import DiagError
-from ..graph.box import Box, Global, Instance, Kind, weight_attrs
+from ..graph.box import Box, Global, Instance, Kind
 from ..graph.diagram import Diagram
 from ..graph.expand import expand
 from ..graph.hypergraph import repeated
@@ -236,10 +236,10 @@ def fold(cur: Diagram, body: Diagram, call: Diagram, matches: list[Match]) -> Ou
     prefix = _common_prefix(pairs)
     taken = instances(out) - {node.instance}
     if prefix is not None and prefix and prefix[:-1] not in taken:
-        out.replace(new, **weight_attrs(Instance(prefix[:-1])))
+        out.update(new, weights=Instance(prefix[:-1]))
         return Outcome(out, EQ)
     instance = fresh_instance(body.name, taken)
-    out.replace(new, **weight_attrs(Instance(instance)))
+    out.update(new, weights=Instance(instance))
     correspond = {rename_key(kp, instance + "/" + str(kp[-1])): kt for kp, kt in pairs.items()}
     return Outcome(out, EQ, f"the folded weights are now those of {instance}", correspond)
 

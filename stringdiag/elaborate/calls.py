@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import DiagError, Pos
-from ..graph.box import Global, Kind, Local, weight_attrs
+from ..graph.box import Box, Global, Instance, Kind, Local, Repeat, Scan
 from ..graph.constants import OPERATORS
 from ..graph.decls import BoxDecl, Definition, suggest, unknown_qualified
 from ..graph.types import Dim, TensorType, show_type, substitute_type
@@ -33,27 +33,25 @@ INSTEAD = {"argmax": "topk<1>(x) gives the largest entry and its index", "argsor
 
 @dataclass
 class Use:
-    """What one use of a box needs: its name, dimension parameters, port types, class and
-    the attributes of the box node made for it."""
+    """What one use of a box needs: its name, dimension parameters, port types, and the
+    record of the box made for it (its SIMD, place and generics filled in at the use)."""
 
     name: str
     generics: tuple[str, ...]
     ins: list[TensorType]
     outs: list[TensorType]
-    box: str
-    attrs: dict
+    rec: Box
     ranges: list[Dim | None]  # per input: the range of its token ids ([s] of v), or None
 
     @classmethod
     def of(cls, callee: Definition | BoxDecl, uses: dict[str, int]) -> "Use":
         """``uses`` counts the uses of each definition: each is its own weight set (H#1, H#2)."""
         if isinstance(callee, BoxDecl):
-            attrs: dict = {"ref": callee}
-            if callee.box == Kind.LEARN:
-                attrs.update(weight_attrs(Local(callee.name) if callee.local else Global(callee.name)))
-            if callee.box == Kind.RANDOM:
-                attrs.update(seed=callee.seed)
-            return cls(callee.name, callee.generics, list(callee.ins), list(callee.outs), callee.box, attrs,
+            kind = Kind(callee.box)
+            weights = (Local if callee.local else Global)(callee.name) if kind is Kind.LEARN else None
+            rec = Box(kind, callee.name, ref=callee, weights=weights,
+                      seed=callee.seed if kind is Kind.RANDOM else None)
+            return cls(callee.name, callee.generics, list(callee.ins), list(callee.outs), rec,
                        list(callee.port_ranges()))
         d = callee.diagram()
         uses[callee.name] = uses.get(callee.name, 0) + 1
@@ -63,9 +61,8 @@ class Use:
             n for t in d.input_types for dim in t for n in dim.names()
             if n not in callee.generics and (decl := callee.program.lookup_dim(n)) is not None
             and decl.kind == "seq"))
-        attrs = {"ref": d, "instance": f"{callee.name}#{uses[callee.name]}"}
-        return cls(callee.name, generics, d.input_types, d.output_types, Kind.DIAGRAM.value, attrs,
-                   [d.id_range(w) for w in d.inputs])
+        rec = Box(Kind.DIAGRAM, callee.name, ref=d, weights=Instance(f"{callee.name}#{uses[callee.name]}"))
+        return cls(callee.name, generics, d.input_types, d.output_types, rec, [d.id_range(w) for w in d.inputs])
 
 
 class Calls(ElabState):
@@ -98,7 +95,7 @@ class Calls(ElabState):
         raise self.err(f"undefined box '{name}'{suggest(name, boxes)}", n.pos)
 
     def call(self, t: A.Call, scope: Scope, want_all: bool = False, scan_label: str | None = None,
-             loop: dict | None = None) -> list[Val]:
+             loop: Repeat | None = None) -> list[Val]:
         callee = self.resolve(t.box)
         explicit = [dim_expr(g, self.prog, self.generics) for g in t.dim_args]
         vals = [self.expr(a, scope) for a in t.args]
@@ -115,12 +112,13 @@ class Calls(ElabState):
         return self.apply(decl, vals, scope, pos, [])[0]
 
     def apply(self, callee, vals: list[Val], scope: Scope, pos: Pos, explicit: list[Dim],
-              scan_label: str | None = None, arg_pos: list[Pos] | None = None, loop: dict | None = None) -> list[Val]:
+              scan_label: str | None = None, arg_pos: list[Pos] | None = None, loop: Repeat | None = None) -> list[Val]:
         """A box applied to values: its box node, in the SIMD boxes of the indices its inputs
         depend on (the scanned index last) and of the extra leading axes of its inputs;
-        ``loop`` holds a repeat box's attributes (count, shared)."""
+        ``loop``: a repeat box's count and sharing."""
         use = Use.of(callee, self.uses)
-        use.attrs.update(loop or {})
+        if loop is not None:
+            use.rec = use.rec._replace(loop=loop)
         arg_pos = arg_pos or [pos] * len(vals)
         if len(vals) != len(use.ins):
             raise self.err(f"'{_shown(use.name)}' takes {len(use.ins)} input{'s' if len(use.ins) != 1 else ''} "
@@ -129,7 +127,7 @@ class Calls(ElabState):
             raise self.err(f"'{use.name}' has {len(use.generics)} dimension parameter(s) but "
                            f"{len(explicit)} were given", pos)
         # constants fold: sqrt(k), 1 / 2
-        if use.box == Kind.FIXED and use.name in OPERATORS and vals and all(v.wire is None for v in vals):
+        if use.rec.kind is Kind.FIXED and use.name in OPERATORS and vals and all(v.wire is None for v in vals):
             return [Val(None, const=(use.name, *[v.const for v in vals]))]
         vals = self.wired(vals, pos)
         locs = [self.local_type(v) for v in vals]
@@ -237,11 +235,11 @@ class Calls(ElabState):
             implicit = {q: imp_labels[m - e + q] for q in range(e)}
             inputs.append((v.wire, self.axes_for(v, implicit)))
         out_types = [substitute_type(o, sub) for o in use.outs]
-        attrs = dict(use.attrs, **({"generics": tuple((g, sub[g]) for g in use.generics)} if use.generics else {}),
-                     **({"scan": True} if scan_label is not None else {}))
         display = scope.shown(deps)
         display.update({lab: lab for lab in imp_labels})
-        _, wires = self.d.add_box(use.box, use.name, inputs, out_types, simd=simd, pos=pos, display=display, **attrs)
+        rec = use.rec._replace(simd=simd, pos=pos, display=display, generics=tuple((g, sub[g]) for g in use.generics),
+                               loop=Scan() if scan_label is not None else use.rec.loop)
+        _, wires = self.d.emit(rec, inputs, out_types)
         res = []
         for port, (w, ot) in enumerate(zip(wires, out_types)):
             stmt_labels = [lab for lab in deps if not (scan_label and port == 0 and lab == scan_label)]
@@ -287,7 +285,7 @@ class Calls(ElabState):
             shown = f"{', '.join(map(show_type, ins))} -> {', '.join(map(show_type, outs))}"
             raise self.err(f"'{rhs.box.text}' cannot be repeated: it must have one output, of the type of its "
                            f"first input (it maps {shown})", rhs.box.pos)
-        return self.call(rhs, scope, loop={"repeat": count, "shared": stmt.shared})
+        return self.call(rhs, scope, loop=Repeat(count, stmt.shared))
 
     def repeat_count(self, count: A.Int | A.Name) -> Dim:
         """How many copies: a number, or a fixed dimension (or a generic) sized when compiled."""

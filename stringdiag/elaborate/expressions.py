@@ -4,6 +4,7 @@ A mixin of the elaborator: box applications (``call``, ``apply_prim``) are ``cal
 """
 from __future__ import annotations
 
+from ..graph.box import Box, Kind
 from ..graph.decls import suggest
 from ..graph.types import Dim, show_type
 from ..syntax import ast as A
@@ -100,8 +101,8 @@ class Expressions(ElabState):
         kept = [lab for lab in out.view if lab not in held.values()]
         order = kept + [held[j] for j in sorted(held)]
         simd = tuple((lab, scope.ranges[lab]) for lab in order)
-        _, (w,) = self.d.add_box("reindex", "reindex", [(out.wire, self.axes_for(out, {}))], [()],
-                                 simd=simd, pos=cut.pos, display=scope.shown(order))
+        _, (w,) = self.d.emit(Box(Kind.REINDEX, "reindex", simd, pos=cut.pos, display=scope.shown(order)),
+                              [(out.wire, self.axes_for(out, {}))], [()])
         return Val(w, tuple(kept) + (None,) * len(held))
 
     def hold(self, dim: Dim, scope: Scope) -> str:
@@ -172,8 +173,8 @@ class Expressions(ElabState):
         simd = tuple((lab, scope.ranges[lab]) for lab in simd_labels)
         summed = tuple((lab, scope.ranges[lab]) for lab in labels)
         ins = [(v.wire, self.axes_for(v, {})) for v in vals]
-        _, (w,) = self.d.add_box("contract", "contract", ins, [common], simd=simd, pos=t.pos, summed=summed,
-                                 display=scope.shown(simd_labels + labels))
+        _, (w,) = self.d.emit(Box(Kind.CONTRACT, "contract", simd, summed, pos=t.pos,
+                                  display=scope.shown(simd_labels + labels)), ins, [common])
         return Val(w, tuple(simd_labels) + (None,) * len(common))
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import DiagError, DiagWarning, Pos
+from ..graph.box import Box, Kind
 from ..graph.constants import show
 from ..graph.decls import BoxDecl, Definition, Program
 from ..graph.diagram import Diagram
@@ -111,7 +112,7 @@ class ElabState:
         return tuple(axes)
 
     def materialize(self, v: Val, pos: Pos) -> Val:
-        _, (w,) = self.d.add_box("const", show(v.const), [], [()], pos=pos, value=v.const)
+        _, (w,) = self.d.emit(Box(Kind.CONST, show(v.const), pos=pos, value=v.const), [], [()])
         return Val(w, ())
 
     def wired(self, vals: list[Val], pos: Pos) -> list[Val]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ..errors import Pos
 from ..syntax import ast as A
+from ..graph.box import Box, Kind
 from ..graph.decls import Definition
 from ..graph.diagram import Diagram
 from ..graph.types import TensorType, show_type
@@ -96,7 +97,7 @@ class Elaborator(Expressions, Calls):
         for n in range(start + 1, self.d.last_id + 1):
             if self.d.is_box(n):
                 box = self.d.record(n)
-                self.d.replace(n, clusters=tuple(("simd", frame, lab, dim, box.scan and k == len(box.simd) - 1)
+                self.d.update(n, clusters=tuple(("simd", frame, lab, dim, box.scan and k == len(box.simd) - 1)
                                                  for k, (lab, dim) in enumerate(box.simd)))
 
     def returns(self, stmt: A.Return, declared: tuple[TensorType, ...]) -> None:
@@ -196,11 +197,11 @@ class Elaborator(Expressions, Calls):
         if v.view == want or (not labels and all(lab is None for lab in v.view)):
             w = v.wire
             if self.d.wire_label(w) is None:
-                self.d.replace(w, name=name)
+                self.d.update(w, name=name)
         else:
             simd = tuple((lab, scope.ranges[lab]) for lab in labels)
             axes = self.axes_for(v, {})
-            _, (w,) = self.d.add_box("reindex", "reindex", [(v.wire, axes)], [self.local_type(v)],
-                                     simd=simd, pos=pos, out_names=[name], display=scope.shown(labels))
+            _, (w,) = self.d.emit(Box(Kind.REINDEX, "reindex", simd, pos=pos, display=scope.shown(labels)),
+                                  [(v.wire, axes)], [self.local_type(v)], out_names=[name])
         self.names[name] = w
         self.name_pos[name] = pos

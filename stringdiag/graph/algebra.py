@@ -11,9 +11,9 @@ import itertools
 import re
 from typing import Any, Iterable
 
-from .box import Box, Global, Instance, Kind, Local
+from .box import Box, Global, Instance, Kind, Local, Wire
 from ..errors import DiagError
-from .hypergraph import Hypergraph
+from .hypergraph import HG, Hypergraph
 from .iso import definition_key
 from .types import TensorType, show_type
 from .weights import weight_key, weight_sets
@@ -23,7 +23,7 @@ _frames = itertools.count(1)  # picture frames of pasted copies
 
 
 # -- composition ----------------------------------------------------------------------
-def then(f: Hypergraph, g: Hypergraph) -> Hypergraph:
+def then(f: HG, g: Hypergraph) -> HG:
     """Sequential composition ``f ; g``: the outputs of ``f`` are the inputs of ``g``, whose
     types must agree exactly. Weight identities are kept (``then(f, f)`` shares ``f``'s).
 
@@ -45,7 +45,7 @@ def then(f: Hypergraph, g: Hypergraph) -> Hypergraph:
     return out
 
 
-def tensor(f: Hypergraph, g: Hypergraph) -> Hypergraph:
+def tensor(f: HG, g: Hypergraph) -> HG:
     """Parallel composition ``f ⊗ g``: the inputs of ``f`` then those of ``g``, and the
     outputs likewise. Weight identities are kept (``tensor(f, f)`` shares ``f``'s).
 
@@ -61,7 +61,7 @@ def tensor(f: Hypergraph, g: Hypergraph) -> Hypergraph:
     return out
 
 
-def fresh(d: Hypergraph, globals_too: bool = False) -> Hypergraph:
+def fresh(d: HG, globals_too: bool = False) -> HG:
     """The same diagram with every weight set of its own renamed to a fresh identity: the
     instances of its definition boxes and the params of its local learnables (boxes that
     shared a set still share the new one; global learnables keep theirs). In an expanded
@@ -86,8 +86,8 @@ def fresh(d: Hypergraph, globals_too: bool = False) -> Hypergraph:
     for n in list(out.graph):
         if out.is_box(n):
             out.reset(n, _refreshed(out.record(n), new, globals_too))
-        elif out.graph.nodes[n].get("scope"):
-            out.replace(n, scope=_fresh_path(new, out.graph.nodes[n]["scope"]))
+        elif scope := out.wire(n).scope:
+            out.update(n, scope=_fresh_path(new, scope))
     return out
 
 
@@ -109,7 +109,7 @@ def _refreshed(box: Box, new: dict[str, str], globals_too: bool = False) -> Box:
     """A box with its weight identities renamed, and the instance paths that name them (``weights.py``)."""
     w = box.weights
     if box.kind is Kind.DIAGRAM:  # a box without an instance is its own (as expand numbers it)
-        box = box._replace(weights=Instance(_fresh_path(new, w.path) if box.instance else fresh_id(box.op)))
+        box = box._replace(weights=Instance(_fresh_path(new, w.path) if isinstance(w, Instance) else fresh_id(box.op)))
     elif isinstance(w, Local) or globals_too and isinstance(w, Global):
         box = box._replace(weights=type(w)(_fresh_path(new, w.param)))
     return box._replace(clusters=tuple((c[0], _fresh_path(new, c[1]), *c[2:]) if c[0] == "def" else c
@@ -120,7 +120,7 @@ def _show(types: Iterable[TensorType]) -> str:
     return ", ".join(show_type(t) for t in types) or "nothing"
 
 
-def _empty(name: str, f: Hypergraph, g: Hypergraph) -> Hypergraph:
+def _empty(name: str, f: HG, g: Hypergraph) -> HG:
     _check_shared(f, g)
     generics = tuple(dict.fromkeys(f.generics + g.generics))
     return type(f)(name=name, program=f.program or g.program, source=f.source or g.source, generics=generics)
@@ -130,26 +130,16 @@ def _paste(out: Hypergraph, d: Hypergraph, glue: dict[int, int]) -> dict[int, in
     """Copy ``d``'s nodes and edges into ``out`` under new ids, except the wires of ``d`` in
     ``glue``, which are the given wires of ``out``. Returns the map from ``d``'s nodes.
     Wire names are kept unique; the picture's SIMD frames get new identities."""
-    new = dict(glue)
-    names = {a.get("name") for _, a in out.graph.nodes(data=True) if a["kind"] == "wire"}
+    names = {out.wire_label(w) for w in out.wires()}
     frames: dict[Any, tuple] = {}
-    for n, a in d.graph.nodes(data=True):
-        if n not in new:
-            new[n] = out.new_id()
-            out.graph.add_node(new[n], **_node_attrs(a, names, frames))
-    for u, v, k, a in d.graph.edges(keys=True, data=True):
-        out.graph.add_edge(new[u], new[v], key=k, **a)
-    out.edited()
-    return new
+    return out.paste(d, glue, lambda rec: _pasted(rec, names, frames))
 
 
-def _node_attrs(a: dict, names: set, frames: dict) -> dict:
-    if a["kind"] == "wire":
-        return dict(a, name=_unique(a.get("name"), names))
-    box = Box.of(a)
-    box = box._replace(display=None if box.display is None else dict(box.display),
-                       clusters=tuple(_frame(c, frames) for c in box.clusters))
-    return dict(kind="box", **box.attrs())
+def _pasted(rec: Box | Wire, names: set, frames: dict) -> Box | Wire:
+    if isinstance(rec, Wire):
+        return rec._replace(name=_unique(rec.name, names))
+    return rec._replace(display=None if rec.display is None else dict(rec.display),
+                        clusters=tuple(_frame(c, frames) for c in rec.clusters))
 
 
 def _frame(c: tuple, frames: dict) -> tuple:
@@ -162,8 +152,10 @@ def _frame(c: tuple, frames: dict) -> tuple:
 
 
 def _unique(name: str | None, taken: set) -> str | None:
-    if name is None:
-        return None
+    return None if name is None else _unique_name(name, taken)
+
+
+def _unique_name(name: str, taken: set) -> str:
     base, k = name, 1
     while name in taken:
         k += 1
@@ -175,7 +167,7 @@ def _unique(name: str | None, taken: set) -> str | None:
 def _input_names(d: Hypergraph) -> list[str]:
     """The names of the input wires (distinct: they are the compiled module's arguments)."""
     taken = {d.wire_label(w) for w in d.inputs}
-    return [d.wire_label(w) or _unique(f"x{k + 1}", taken) for k, w in enumerate(d.inputs)]
+    return [d.wire_label(w) or _unique_name(f"x{k + 1}", taken) for k, w in enumerate(d.inputs)]
 
 
 def _owners(d: Hypergraph, keys: set | None = None) -> dict[tuple, Any]:

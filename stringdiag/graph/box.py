@@ -1,9 +1,10 @@
-"""What a box is, typed: its :class:`Kind`, and :class:`Box`, the record a box node reads as.
+"""What a box and a wire are, typed: a box's :class:`Kind`, and the records a diagram stores.
 
-A diagram stores each box as the attributes of a networkx node (``hypergraph.py``); this
-module is the one place that knows those attributes' names. :meth:`Box.of` reads them into a
-frozen record (kind, name, SIMD, summed and generic dimensions, definition, loop, weights,
-value), and :meth:`Box.identity` says which function a box computes: the one definition that
+A diagram stores one record per node (``hypergraph.py``): a :class:`Box` (kind, name, SIMD,
+summed and generic dimensions, definition, loop, weights, value) or a :class:`Wire` (type,
+name, id range). Records are frozen; an edit stores a new one (``Hypergraph.update`` goes
+through ``_replace``, so a misspelt field is an error, not a silently dropped key).
+:meth:`Box.identity` says which function a box computes: the one definition that
 isomorphism, rule loading, reduction checking and the matcher's conditions compare.
 
 Loops and weights are small records rather than flags: a box runs its body once, as a
@@ -47,7 +48,6 @@ class Kind(str, Enum):
 _PROCESSES = frozenset({Kind.LEARN, Kind.ABSTRACT, Kind.FIXED, Kind.DIAGRAM})
 _HOLES = frozenset({Kind.LEARN, Kind.ABSTRACT})
 KINDS = tuple(Kind)  # in the order boxes are listed (summaries)
-_KIND_OF = {k.value: k for k in Kind}  # faster than Kind(name), for reading many boxes
 
 
 # -- loops ------------------------------------------------------------------------------------
@@ -123,7 +123,7 @@ _identity = Identity._make
 
 
 class Box(NamedTuple):
-    """A box node read as a record (see the module docstring). A named tuple: frozen, slotted,
+    """A box node's record (see the module docstring). A named tuple: frozen, slotted,
     and quick to make, since boxes are read many times over."""
 
     kind: Kind
@@ -141,14 +141,6 @@ class Box(NamedTuple):
     clusters: tuple = ()            # pictures only: the frames drawn around the box
     var: bool = False   # pattern side: a rule's box variable (``given f``)
     cell: bool = False  # pattern side: a rule's cell pattern (``where diagram``)
-
-    @staticmethod
-    def of(a: Mapping) -> "Box":
-        """The record of a box node's attributes."""
-        get = a.get
-        return Box(_KIND_OF[a["box"]], a["op"], a["simd"], get("summed", ()), get("generics", ()), get("ref"),
-                   get("pos"), loop_of(a), weights_of(a), get("value"), get("seed"), get("display"),
-                   get("clusters", ()), bool(get("var")), bool(get("cell")))
 
     @property
     def scan(self) -> bool:
@@ -188,26 +180,6 @@ class Box(NamedTuple):
             return f"{self.op}@{self.seed}"  # the seed is part of which tensor it is
         return self.op
 
-    def attrs(self) -> dict:
-        """The node attributes of this record (:meth:`of` reads them back): what the graph
-        stores. Only the attributes that say something are written."""
-        a = {"box": self.kind._value_, "op": self.op, "simd": self.simd, "pos": self.pos, "clusters": self.clusters}
-        if self.summed != ():
-            a["summed"] = self.summed
-        if self.generics != ():
-            a["generics"] = self.generics
-        for k in _MAYBE:
-            v = getattr(self, k)
-            if v is not None and v is not False:
-                a[k] = v
-        if isinstance(self.loop, Scan):
-            a["scan"] = True
-        elif isinstance(self.loop, Repeat):
-            a.update(repeat=self.loop.count, shared=self.loop.shared)
-        if self.weights is not None:
-            a.update(weight_attrs(self.weights))
-        return a
-
     def identity(self) -> Identity:
         """Which function this box computes (see :class:`Identity`): the one definition of
         what a box is, for isomorphism, rules, reductions and the matcher."""
@@ -217,39 +189,21 @@ class Box(NamedTuple):
                           self.value))
 
 
-_MAYBE = ("ref", "value", "seed", "display", "var", "cell")  # written when they say something
+class Wire(NamedTuple):
+    """A wire node read as a record: the tensor type it carries, and what names it."""
+
+    type: tuple  # a TensorType: its dims, outermost first
+    name: str | None = None
+    pos: Any = None
+    of: Any = None  # a Dim: it carries token ids in 0, ..., of - 1 (``[s] of v``), not real numbers
+    scope: str | None = None  # the instance path of the definition whose use named it (``rewrite/names.py``)
 
 
-def loop_of(a: Mapping) -> Loop | None:
-    if a.get("scan"):
-        return Scan()
-    if a.get("repeat") is not None:
-        return Repeat(a["repeat"], bool(a.get("shared")))
-    return None
-
-
-def weights_of(a: Mapping) -> Weights | None:
-    if a["box"] == Kind.LEARN:
-        param = a.get("param", a["op"])
-        return Local(param) if a.get("local") else Global(param)
-    if a["box"] == Kind.DIAGRAM and "instance" in a:
-        return Instance(a["instance"])
-    return None
-
-
-def loop_tag(box: "Box | Mapping") -> str:
+def loop_tag(box: Box) -> str:
     """How a box runs its body beyond SIMD, as part of which function it is: ``''``,
     ``'scan'``, or ``'repeat t'`` (``'repeat t shared'``)."""
-    loop = box.loop if isinstance(box, Box) else loop_of(box)
-    return "" if loop is None else loop.tag()
+    return "" if box.loop is None else box.loop.tag()
 
 
-def weight_attrs(w: Weights) -> dict:
-    """The node attributes that give a box the weights ``w`` (of its own kind)."""
-    if isinstance(w, Instance):
-        return {"instance": w.path}
-    return {"local": isinstance(w, Local), "param": w.param}
-
-
-__all__ = ["Kind", "KINDS", "Box", "Identity", "Scan", "Repeat", "Loop", "Global", "Local", "Instance", "Weights",
-           "loop_of", "weights_of", "loop_tag", "weight_attrs"]
+__all__ = ["Kind", "KINDS", "Box", "Wire", "Identity", "Scan", "Repeat", "Loop", "Global", "Local", "Instance",
+           "Weights", "loop_tag"]

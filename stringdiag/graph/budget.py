@@ -18,7 +18,7 @@ from typing import Mapping
 
 from ..errors import DiagError
 from .box import Box, Kind
-from .hypergraph import Hypergraph, count_value, repeated
+from .hypergraph import Hypergraph, count_value
 
 # the most boxes an expansion is unrolled to (Graphviz takes about a minute for 600 boxes on a
 # busy machine; the gallery's largest expanded picture has under two hundred)
@@ -58,7 +58,7 @@ def _box(node: Box, x: Hypergraph, env: Mapping[str, int | None], build: Build, 
     if node.scan:
         return 1 if build is Build.EXPANDED else 1 + size(node.ref, *bind_generics(node, env))
     body = size(node.ref, *bind_generics(node, env))
-    if not repeated(node):
+    if node.repeat is None:
         return body
     t = count_value(node.repeat.count, x.program, env)
     if t is None:

@@ -53,7 +53,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
-from .box import Kind
+from .box import Box, Global, Instance, Kind, Local, Weights
 from ..errors import DiagError
 from .diagram import Diagram
 from .decls import BoxDecl, Definition
@@ -148,16 +148,16 @@ def use(box: Diagram | Definition | BoxDecl, *, instance: str | None = None, pro
     if isinstance(box, Definition):
         box = box.diagram()
     if isinstance(box, Diagram):
-        attrs = {"ref": box, "instance": instance or fresh_id(box.name)}
-        return _one_box(Kind.DIAGRAM.value, box, _seq_generics(box), attrs, box.program, box.input_names)
+        rec = Box(Kind.DIAGRAM, box.name, ref=box, weights=Instance(instance or fresh_id(box.name)))
+        return _one_box(rec, box, _seq_generics(box), box.program, box.input_names)
     own = box.box == Kind.LEARN and box.local
     if instance is not None and not own:
         raise DiagError(f"'{box.name}' is a {'global learnable' if box.box == Kind.LEARN else box.box} box; "
                         "only a definition or a local learnable has weights of its own to name")
-    attrs: dict[str, Any] = {"ref": box}
+    weights: Weights | None = None
     if box.box == Kind.LEARN:
-        attrs.update(local=box.local, param=(instance or fresh_id(box.name)) if own else box.name)
-    return _one_box(box.box, box, box.generics, attrs, program, None)
+        weights = Local(instance or fresh_id(box.name)) if own else Global(box.name)
+    return _one_box(Box(Kind(box.box), box.name, ref=box, weights=weights), box, box.generics, program, None)
 
 
 # -- helpers --------------------------------------------------------------------------
@@ -197,13 +197,13 @@ def _open(name: str, types: list[TensorType], program, names: list[str] | None =
     return d
 
 
-def _one_box(kind: str, box, generics: tuple[str, ...], attrs: dict, program, names) -> Diagram:
+def _one_box(rec: Box, box, generics: tuple[str, ...], program, names) -> Diagram:
+    """A diagram of the one box ``rec`` (of the definition or declaration ``box``) on fresh wires."""
     ins, outs = (box.input_types, box.output_types) if isinstance(box, Diagram) else (list(box.ins), list(box.outs))
     d = _open(box.name, ins, program, names)
     if generics:
-        attrs = dict(attrs, generics=tuple((g, Dim.var(g)) for g in generics))
-    _, d.outputs = d.add_box(kind, box.name, [(w, tuple(range(len(t)))) for w, t in zip(d.inputs, ins)], outs,
-                             display={}, clusters=(), **attrs)
+        rec = rec._replace(generics=tuple((g, Dim.var(g)) for g in generics))
+    _, d.outputs = d.emit(rec._replace(display={}), [(w, tuple(range(len(t)))) for w, t in zip(d.inputs, ins)], outs)
     d.generics = tuple(box.generics)
     return d
 

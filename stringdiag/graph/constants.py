@@ -85,7 +85,7 @@ def evaluate(c, size: Callable[[Any], Any], apply: Callable | None = None) -> An
 def dims_in(c) -> list:
     """The dimensions constant ``c`` mentions (``s * total / r``: s and r)."""
     found: list = []
-    evaluate(c, lambda dim: found.append(dim) or dim, apply=lambda fn, args: 0)
+    evaluate(c, lambda dim: (found.append(dim), dim)[1], apply=lambda fn, args: 0)
     return found
 
 

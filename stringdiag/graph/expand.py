@@ -20,7 +20,7 @@ from typing import Callable, Mapping, Union
 from ..errors import DiagError
 from .box import Box, Instance, Kind, Local, Repeat
 from .budget import MAX_LOWERED, Build, refuse_above
-from .hypergraph import Hypergraph, count_value, per_graph_cache, repeated
+from .hypergraph import HG, Hypergraph, count_value, per_graph_cache, repeated
 from .gcpause import gc_paused
 from .constants import show as show_const, substitute as substitute_const
 from .types import Dim, substitute_type
@@ -35,9 +35,9 @@ def _kept(node: Box, keep: Keep) -> bool:
     return keep(node) if callable(keep) else node.op in keep
 
 
-def expand(d: Hypergraph, keep: Keep = frozenset(), path: str = "",
+def expand(d: HG, keep: Keep = frozenset(), path: str = "",
            unroll: Mapping[str, int] | None = None, trace: dict[int, list[int]] | None = None,
-           limit: int = MAX_LOWERED) -> Hypergraph:
+           limit: int = MAX_LOWERED) -> HG:
     """Inline definitions, except those named in ``keep`` or, when ``keep`` is a predicate on
     a box, those it accepts (a backend's native processes: the prelude's own definitions).
 
@@ -68,21 +68,21 @@ def substituted(d: Hypergraph, sub: Mapping[str, Dim]) -> Hypergraph:
     return out
 
 
-def _expand(d: Hypergraph, keep: Keep = frozenset(), path: str = "",
+def _expand(d: HG, keep: Keep = frozenset(), path: str = "",
             unroll: Mapping[str, int] | None = None, sub: Mapping[str, Dim] | None = None,
-            trace: dict[int, list[int]] | None = None) -> Hypergraph:
+            trace: dict[int, list[int]] | None = None) -> HG:
     out = type(d)(name=d.name, generics=d.generics, pos=d.pos, source=d.source, program=d.program,
                   input_names=list(d.input_names))
     env: dict[int, Placed] = {}
     sub = sub or {}
     for w in d.inputs:
         t = substitute_type(d.wire_type(w), sub)
-        nw = out.add_wire(t, name=d.wire_label(w), pos=d.graph.nodes[w]["pos"], of=d.id_range(w))
+        nw = out.add_wire(t, name=d.wire_label(w), pos=d.wire(w).pos, of=d.id_range(w))
         out.inputs.append(nw)
         env[w] = (nw, tuple(range(len(t))))
     _inline(out, d, env, context=(), sub=dict(sub or {}), path=path, keep=keep, unroll=unroll, trace=trace)
     for w in d.outputs:
-        placed = _settle(out, env[w], substitute_type(d.wire_type(w), sub), (), d.graph.nodes[w]["pos"],
+        placed = _settle(out, env[w], substitute_type(d.wire_type(w), sub), (), d.wire(w).pos,
                          canonical=True)
         out.outputs.append(placed[0])
     return out
@@ -122,7 +122,7 @@ def _inline(out: Hypergraph, src: Hypergraph, env: dict[int, Placed], context: t
         first = out._next  # ids only grow: the boxes made for b are those after this one
         rename = _rename_indices(node, ctx_labels)
         inputs = [_place_input(env[w], axes, rename) for w, axes in box_ins]
-        instance = instance_segment(node, seen) if node.kind is Kind.DIAGRAM else None
+        instance = instance_segment(node, seen) if node.kind is Kind.DIAGRAM else ""  # (only a definition's use has one)
         copies = _count(node, scope) if repeated(node) and unroll is not None and not _kept(node, keep) else None
         if copies is not None:
             _unroll(out, scope, node, rename, inputs, box_outs, instance, copies)
@@ -166,6 +166,7 @@ def _rename_indices(node: Box, taken_labels: list[str]) -> dict[str, str]:
 def _count(node: Box, scope: _Scope) -> int | None:
     """A repeat box's number of copies, from the sizes given to unroll (or declared); None
     when its count names a size neither gives (the box stays one box)."""
+    assert node.repeat is not None  # (a repeat box)
     dim = node.repeat.count.substitute(scope.sub)
     t = count_value(dim, scope.src.program, scope.unroll or {})
     if t is not None and t < 1:
@@ -206,7 +207,7 @@ def _open(out: Hypergraph, scope: _Scope, node: Box, rename: dict, inputs: list,
                                          node.pos)
         outer_name = scope.src.wire_label(ow)
         if named and outer_name and placed[0] not in out.inputs:  # the caller's name for it wins
-            out.replace(placed[0], name=outer_name, scope=scope.path)  # ... named in the caller's scope
+            out.update(placed[0], name=outer_name, scope=scope.path)  # ... named in the caller's scope
 
 
 def _copy(out: Hypergraph, scope: _Scope, node: Box, rename: dict, inputs: list, box_outs: list,
@@ -275,8 +276,8 @@ def _settle(out: Hypergraph, placed: Placed, src_type, context: tuple, pos, cano
     labels = [_fresh_label(f"a{k}", taken | {f"a{j}" for j in range(r)}) for k in range(r)]
     simd = context + tuple((labels[k], src_type[k]) for k in range(r))
     axes = tuple(v if isinstance(v, str) else labels[v] for v in view)
-    _, (nw,) = out.add_box("reindex", "reindex", [(tw, axes)], [()], simd=simd, pos=pos,
-                           display={lab: lab for lab, _ in simd})
+    _, (nw,) = out.emit(Box(Kind.REINDEX, "reindex", simd, pos=pos, display={lab: lab for lab, _ in simd}),
+                        [(tw, axes)], [()])
     return nw, tuple(lab for lab, _ in context) + tuple(range(r))
 
 

@@ -3,7 +3,9 @@
 A diagram is a bipartite ``networkx.MultiDiGraph`` in the style of Chyp's hypergraphs:
 wire nodes and box nodes, edges ``wire -> box`` (input port ``key``) and ``box -> wire``
 (output port ``key``). A wire with several consumers is a copy; a wire with none is a
-deletion. Both are the cartesian structure of the paper (Sec. 2), made implicit.
+deletion. Both are the cartesian structure of the paper (Sec. 2), made implicit. Each node
+stores one record, a :class:`~stringdiag.graph.box.Box` or a :class:`~stringdiag.graph.box.Wire`
+(as Chyp keeps ``vdata``/``edata`` beside its topology); only this module knows where.
 
 SIMD structure lives on the boxes. A box iterated over indices carries ``simd``, an
 ordered tuple of ``(label, Dim)`` (outer to inner; the paper's nested dashed boxes).
@@ -17,7 +19,7 @@ box (a ``diagram`` box with ``repeat``, a :class:`Dim`, and ``shared``) applies 
 that many times in sequence, its first input carried from copy to copy, the others read by
 every copy; each copy has weights of its own unless ``shared`` (``weights.py``).
 
-Box classes (``box`` attribute):
+Box classes (:class:`~stringdiag.graph.box.Kind`):
 ``learn`` (universal approximator, filled), ``abstract`` (a family to instantiate, e.g.
 ``sim``), ``fixed`` (a primitive process of the prelude or a user declaration),
 ``random`` (a tensor drawn from N(0, 1) by its ``seed``, never trained),
@@ -30,27 +32,28 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field
 from functools import wraps
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, Self, TypeVar
 
 import networkx as nx
 
 from ..errors import Pos
-from .box import _KIND_OF, KINDS, Box, Identity, Instance, Kind, loop_tag
+from .box import KINDS, Box, Identity, Instance, Kind, Wire
 from .types import Dim, TensorType, show_type
 
 Axes = tuple[Any, ...]  # str: a SIMD (or summed) label; int: a local axis
 BOX_CLASSES = KINDS
 _EDITS = "edits"  # the graph attribute counting edits (see Hypergraph.version)
-_RECORDS = "records"  # the graph attribute memoising Hypergraph.record
-_IDENTITIES = "identities"  # ... and Hypergraph.identity
-_MEMOS = (_RECORDS, _IDENTITIES)
-_EMPTY: dict = {}
+_REC = "rec"  # a node's one attribute: its record, a Box or a Wire
+_IDENT = "identity"  # a box's identity, once asked for (it goes with the record it was read from)
+# Reads go to networkx's node dicts (``graph._node``) directly: the public ``graph.nodes[n]`` is a
+# Python call per read, and records are read many times over (isomorphism, matching, lowering).
 _NONE = object()
+HG = TypeVar("HG", bound="Hypergraph")  # a function of a graph that returns one of the same class (a Diagram's a Diagram)
 
 
-def repeated(node: "Mapping | Box") -> bool:
+def repeated(node: Box) -> bool:
     """A ``repeat`` box: one box for t copies of its definition in sequence."""
-    return (node.repeat if isinstance(node, Box) else node.get("repeat")) is not None
+    return node.repeat is not None
 
 
 def count_value(dim: Dim, program: Any, sizes: Mapping[str, int | None]) -> int | None:
@@ -85,24 +88,8 @@ def per_graph_cache(fn: Callable | None = None, *, key: Callable | None = None, 
         store[d.graph] = (k, value)
         return value
 
-    cached.cache = store  # for tests
+    cached.cache = store  # type: ignore[attr-defined]  # (for tests)
     return cached
-
-
-def _memo(g: nx.MultiDiGraph, name: str) -> dict:
-    """The memo ``name`` (records, identities) kept on the networkx graph ``g``."""
-    memo = g.graph.get(name)
-    if memo is None:
-        memo = g.graph[name] = {}
-    return memo
-
-
-def _forget(g: nx.MultiDiGraph, n: int) -> None:
-    """Drop what the memos hold about node ``n`` (it changed)."""
-    for name in _MEMOS:
-        memo = g.graph.get(name)
-        if memo is not None:
-            memo.pop(n, None)
 
 
 @dataclass
@@ -151,48 +138,21 @@ class Hypergraph:
                  of: Dim | None = None) -> int:
         """A wire; ``of``: it carries token ids in 0, ..., of - 1 (``[s] of v``), not real numbers."""
         w = self.new_id()
-        self.graph.add_node(w, kind="wire", type=tuple(type_), name=name, pos=pos, **({"of": of} if of else {}))
+        self.graph.add_node(w, **{_REC: Wire(tuple(type_), name, pos, of or None)})
         self.edited()
         return w
 
     def id_range(self, w: int) -> Dim | None:
         """The range of the token ids a wire carries (``[s] of v``), None for real numbers."""
-        return self.graph.nodes[w].get("of")
-
-    def add_box(
-        self,
-        box: str,
-        op: str,
-        inputs: list[tuple[int, Axes]],
-        out_types: list[TensorType],
-        simd: tuple[tuple[str, Dim], ...] = (),
-        pos: Pos | None = None,
-        out_names: list[str | None] | None = None,
-        **attrs: Any,
-    ) -> tuple[int, list[int]]:
-        """Add a box; ``out_types`` are local (the SIMD dims are prepended here). A use of a
-        definition given no ``instance`` gets one of its own: its own weights (``weights.py``)."""
-        b = self.new_id()
-        if box == Kind.DIAGRAM and "instance" not in attrs:
-            attrs["instance"] = f"{op}#b{b}"  # never an elaborator's op#k nor compose's op@k
-        self.place(dict(box=box, op=op, simd=tuple(simd), pos=pos, **attrs), inputs, (), b)
-        simd_dims = tuple(d for _, d in simd)
-        scan = attrs.get("scan", False)
-        ranges = _out_ranges(self, box, attrs.get("ref"), attrs.get("generics", ()), inputs, len(out_types))
-        outs = []
-        for port, t in enumerate(out_types):
-            dims = simd_dims[:-1] if (scan and port == 0) else simd_dims
-            outs.append(self.add_wire(dims + tuple(t), name=out_names[port] if out_names else None, pos=pos,
-                                      of=ranges[port]))
-            self.write(b, port, outs[-1])
-        return b, outs
+        return self.graph._node[w][_REC].of
 
     def emit(self, box: Box, inputs: list[tuple[int, Axes]], out_types: list[TensorType],
              out_names: list[str | None] | None = None) -> tuple[int, list[int]]:
-        """:meth:`add_box` for a record: the box ``box``, with new output wires of the local
-        types ``out_types``."""
+        """Add the box ``box`` reading ``inputs``, with new output wires of the local types
+        ``out_types`` (the SIMD dims are prepended here). A use of a definition given no
+        weights gets an instance of its own: its own weights (``weights.py``)."""
         b = self.new_id()
-        if box.kind is Kind.DIAGRAM and box.weights is None:  # a use of its own (as add_box gives it)
+        if box.kind is Kind.DIAGRAM and box.weights is None:  # never an elaborator's op#k nor compose's op@k
             box = box._replace(weights=Instance(f"{box.op}#b{b}"))
         self.add(box, inputs, (), b)
         scan, dims = box.scan, tuple(d for _, d in box.simd)
@@ -206,13 +166,12 @@ class Hypergraph:
         return b, outs
 
     # -- editing: every change to the graph goes through these ----------------------------
-    def place(self, attrs: Mapping, inputs: Iterable[tuple[int, Axes]], outputs: Iterable[int] = (),
-              b: int | None = None) -> int:
-        """Add a box with the node attributes ``attrs`` (``box``, ``op``, ``simd``, ...),
-        reading ``inputs`` (wire, axes) and writing the existing wires ``outputs``."""
-        assert attrs["box"] in _KIND_OF, attrs["box"]  # a box of a known kind
+    def add(self, box: Box, inputs: Iterable[tuple[int, Axes]], outputs: Iterable[int] = (),
+            b: int | None = None) -> int:
+        """Add the box ``box`` reading ``inputs`` (wire, axes) and writing the existing wires ``outputs``."""
+        assert isinstance(box.kind, Kind), box.kind  # a box of a known kind
         b = self.new_id() if b is None else b
-        self.graph.add_node(b, kind="box", **attrs)
+        self.graph.add_node(b, **{_REC: box})
         for port, (w, axes) in enumerate(inputs):
             self.graph.add_edge(w, b, key=port, axes=tuple(axes))
         for port, w in enumerate(outputs):
@@ -220,42 +179,47 @@ class Hypergraph:
         self.edited()
         return b
 
-    def add(self, box: Box, inputs: Iterable[tuple[int, Axes]], outputs: Iterable[int] = (),
-            b: int | None = None) -> int:
-        """Add the box ``box`` reading ``inputs`` and writing the existing wires ``outputs``."""
-        b = self.place(box.attrs(), inputs, outputs, b)
-        _memo(self.graph, _RECORDS)[b] = box  # what record(b) would read back
-        return b
+    def paste(self, d: "Hypergraph", glue: Mapping[int, int],
+              recast: Callable[[Box | Wire], Box | Wire]) -> dict[int, int]:
+        """Copy ``d``'s nodes (each record through ``recast``) and edges into this graph under
+        new ids, except the wires of ``d`` in ``glue``, which are the given wires here. The map
+        from ``d``'s nodes."""
+        new = dict(glue)
+        for n, rec in d.graph.nodes(data=_REC):
+            if n not in new:
+                new[n] = self.new_id()
+                self.graph.add_node(new[n], **{_REC: recast(rec)})
+        for u, v, k, a in d.graph.edges(keys=True, data=True):
+            self.graph.add_edge(new[u], new[v], key=k, **a)
+        self.edited()
+        return new
 
     def write(self, b: int, port: int, w: int) -> None:
         """Box ``b`` writes wire ``w`` at output ``port``."""
         self.graph.add_edge(b, w, key=port)
         self.edited()
 
-    def replace(self, b: int, **attrs: Any) -> None:
-        """Change some attributes of box (or wire) ``b``."""
-        self.graph.nodes[b].update(attrs)
-        _forget(self.graph, b)
-        self.edited()
+    def update(self, n: int, **fields: Any) -> None:
+        """Change some fields of the record of box (or wire) ``n``: a field neither record has
+        is an error (``_replace``), never a silently dropped key."""
+        self.reset(n, self.graph.nodes[n][_REC]._replace(**fields))
 
-    def reset(self, b: int, box: Box) -> None:
-        """Box ``b`` becomes ``box`` (its ports unchanged)."""
-        a = self.graph.nodes[b]
+    def reset(self, n: int, rec: Box | Wire) -> None:
+        """Box (or wire) ``n`` becomes ``rec`` (its ports unchanged)."""
+        a = self.graph.nodes[n]
+        assert type(rec) is type(a[_REC]), (rec, a[_REC])  # a box stays a box, a wire a wire
         a.clear()
-        a.update(kind="box", **box.attrs())
-        _forget(self.graph, b)
-        _memo(self.graph, _RECORDS)[b] = box
+        a[_REC] = rec
         self.edited()
 
     def clone_box(self, b: int, out_names: list[str | None] | None = None) -> tuple[int, list[int]]:
         """A copy of box ``b`` reading the same wires, with output wires of its own."""
-        a = {k: v for k, v in self.graph.nodes[b].items() if k != "kind"}
-        nb = self.place(a, self.box_inputs(b))
+        nb = self.add(self.record(b), self.box_inputs(b))
         outs = []
         for port, w in enumerate(self.box_outputs(b)):
-            name = out_names[port] if out_names else self.wire_label(w)
-            outs.append(self.add_wire(self.wire_type(w), name=name, pos=self.graph.nodes[w].get("pos"),
-                                      of=self.id_range(w)))
+            wire = self.wire(w)
+            outs.append(self.add_wire(wire.type, name=out_names[port] if out_names else wire.name, pos=wire.pos,
+                                      of=wire.of))
             self.write(nb, port, outs[-1])
         return nb, outs
 
@@ -286,7 +250,6 @@ class Hypergraph:
     def remove_box(self, b: int, outputs: bool = True) -> None:
         """Remove box ``b`` (and, unless told not to, the wires it writes)."""
         self.graph.remove_nodes_from([b, *self.box_outputs(b)] if outputs else [b])
-        _forget(self.graph, b)
         self.edited()
 
     def remove_wire(self, w: int) -> None:
@@ -309,39 +272,42 @@ class Hypergraph:
     # -- reading --------------------------------------------------------------------
     def is_box(self, n: int) -> bool:
         """Whether ``n`` is a box of this graph (not a wire, not gone)."""
-        return n in self.graph and self.graph.nodes[n]["kind"] == "box"
+        return n in self.graph._node and self.graph._node[n][_REC].__class__ is Box
 
     def boxes(self) -> Iterator[int]:
-        return (n for n, a in self.graph.nodes(data=True) if a["kind"] == "box")
+        return (n for n, r in self.graph.nodes(data=_REC) if r.__class__ is Box)
 
     def wires(self) -> Iterator[int]:
-        return (n for n, a in self.graph.nodes(data=True) if a["kind"] == "wire")
+        return (n for n, r in self.graph.nodes(data=_REC) if r.__class__ is Wire)
 
-    def box(self, b: int) -> dict:
-        return self.graph.nodes[b]
+    def records(self) -> Iterator[tuple[int, Box | Wire]]:
+        """Every node with its record, in the graph's order."""
+        return iter(self.graph.nodes(data=_REC))
 
     def record(self, b: int) -> Box:
-        """Box ``b`` as a typed record (memoised: every change to a box goes through
-        :meth:`replace`, which forgets it)."""
-        box = self.graph.graph.get(_RECORDS, _EMPTY).get(b)
-        if box is None:
-            box = _memo(self.graph, _RECORDS)[b] = Box.of(self.graph.nodes[b])
-        return box
+        """Box ``b``'s record."""
+        return self.graph._node[b][_REC]
+
+    def wire(self, w: int) -> Wire:
+        """Wire ``w``'s record."""
+        return self.graph._node[w][_REC]
 
     def identity(self, b: int) -> Identity:
-        """``record(b).identity()``, memoised with the record (readers of every box, such as
-        isomorphism, ask for it many times over)."""
-        i = self.graph.graph.get(_IDENTITIES, _EMPTY).get(b)
+        """``record(b).identity()``, kept beside the record once asked for (readers of every
+        box, such as isomorphism, ask for it many times over; an edit stores a new record
+        and drops it)."""
+        a = self.graph._node[b]
+        i = a.get(_IDENT)
         if i is None:
-            i = _memo(self.graph, _IDENTITIES)[b] = self.record(b).identity()
+            i = a[_IDENT] = a[_REC].identity()
         return i
 
     def wire_type(self, w: int) -> TensorType:
-        return self.graph.nodes[w]["type"]
+        return self.graph._node[w][_REC].type
 
     def wire_label(self, w: int) -> str | None:
         """The name a wire was given (None: unnamed)."""
-        return self.graph.nodes[w].get("name")
+        return self.graph._node[w][_REC].name
 
     def box_inputs(self, b: int) -> list[tuple[int, Axes]]:
         ins = sorted((k, w, d["axes"]) for w, _, k, d in self.graph.in_edges(b, keys=True, data=True))
@@ -365,8 +331,8 @@ class Hypergraph:
         return tuple(d for _, d in loc)
 
     def local_out_type(self, b: int, port: int) -> TensorType:
-        node = self.box(b)
-        n = len(node["simd"]) - (1 if node.get("scan") and port == 0 else 0)
+        box = self.record(b)
+        n = len(box.simd) - (1 if box.scan and port == 0 else 0)
         return self.wire_type(self.box_outputs(b)[port])[n:]
 
     @property
@@ -388,17 +354,16 @@ class Hypergraph:
 
     def topological_boxes(self) -> list[int]:
         """Boxes in an order where every box follows the producers of its inputs."""
-        return [n for n in nx.topological_sort(self.graph) if self.graph.nodes[n]["kind"] == "box"]
+        nodes = self.graph._node
+        return [n for n in nx.topological_sort(self.graph) if nodes[n][_REC].__class__ is Box]
 
-    def copy(self, name: str | None = None) -> "Hypergraph":
-        """A copy with its own graph (node attributes copied), so that rewriting it in place
-        leaves the original, and anything cached about it, alone."""
+    def copy(self, name: str | None = None) -> Self:
+        """A copy with its own graph (the records are values, shared), so that rewriting it in
+        place leaves the original, and anything cached about it, alone."""
         out = type(self)(name=name or self.name, graph=self.graph.copy(), inputs=list(self.inputs),
                          outputs=list(self.outputs), input_names=list(self.input_names),
                          generics=self.generics, pos=self.pos, source=self.source, program=self.program)
         out._next = self._next
-        for memo in _MEMOS:  # networkx shares graph attributes: the copy gets memos of its own
-            out.graph.graph[memo] = dict(self.graph.graph.get(memo, _EMPTY))  # (records are values)
         return out
 
     def __repr__(self) -> str:

@@ -51,7 +51,7 @@ from operator import attrgetter, itemgetter
 
 import networkx as nx
 
-from .box import Box, Global, Kind, Local
+from .box import Box, Global, Kind, Local, Wire
 from .hypergraph import Hypergraph, per_graph_cache
 from .gcpause import gc_paused
 from .weights import weight_key
@@ -221,10 +221,8 @@ class _Builder:
     """:func:`labelled`'s graph as a :class:`_Graph`, in one pass over the diagram."""
 
     def __init__(self, d: Hypergraph):
-        g = d.graph
-        self.record = d.record
-        self.attr = dict(g.nodes(data=True))
-        self.succ = dict(g.adjacency())  # u -> {v: {key: data}}
+        self.attr: dict = dict(d.records())  # node -> its Box or Wire
+        self.succ = dict(d.graph.adjacency())  # u -> {v: {key: data}}
         self.keys = list(self.attr)
         self.index = {x: i for i, x in enumerate(self.keys)}
         self.labels = _Labels()
@@ -238,7 +236,7 @@ class _Builder:
     def build(self) -> _Graph:
         n = len(self.keys)
         for ix, (x, a) in enumerate(list(self.attr.items())):
-            self.lab.append(self.labels.wire(a["type"], self.io.get(x)) if a["kind"] == "wire" else self.box(ix, x, a))
+            self.lab.append(self.labels.wire(a.type, self.io.get(x)) if a.__class__ is Wire else self.box(ix, x, a))
         self.out: list[list] = [[] for _ in range(n)]
         self.inn: list[list] = [[] for _ in range(n)]
         self.weight_nodes()
@@ -258,12 +256,11 @@ class _Builder:
         if box.kind is not Kind.CONTRACT or not outs:
             return ()
         w0 = next(iter(outs)) if len(outs) == 1 else min(outs, key=lambda w: min(outs[w]))
-        local = self.attr[w0]["type"][len(box.simd) - (1 if box.scan else 0):]
+        local = self.attr[w0].type[len(box.simd) - (1 if box.scan else 0):]
         self.n_local[x] = len(local)
         return local
 
-    def box(self, ix: int, x, a: dict) -> int:
-        box = self.attr[x] = self.record(x)  # the box as a record, from here on
+    def box(self, ix: int, x, box: Box) -> int:
         local = self.local(x, box)
         ctx = (box.kind is Kind.CONTRACT, tuple(map(_first, box.simd)), tuple(map(_first, box.summed)), len(local))
         self.contexts[ix] = self.context_ids.setdefault(ctx, len(self.context_ids))
@@ -489,9 +486,9 @@ class _Colouring:
             grp: dict = {}
             for v in cell:
                 # v's out-edge to w is an in-edge of w: as w's class sees it, code_in
-                sig = [colour[w] * k2 + ci[k] for w, k in out[v]] + [colour[w] * k2 + co[k] for w, k in inn[v]]
-                sig.sort()
-                sig = tuple(sig)
+                codes = [colour[w] * k2 + ci[k] for w, k in out[v]] + [colour[w] * k2 + co[k] for w, k in inn[v]]
+                codes.sort()
+                sig = tuple(codes)
                 same = grp.get(sig)
                 if same is None:
                     grp[sig] = [v]

@@ -54,14 +54,18 @@ class _Resizer:
             if out.is_box(n):
                 out.reset(n, self.box(out.record(n)))
             else:
-                out.replace(n, type=substitute_type(out.wire_type(n), self.sub))
+                out.update(n, type=substitute_type(out.wire_type(n), self.sub))
         return out
+
+    def pairs(self, pairs: tuple) -> tuple:
+        """(label, Dim) pairs at the new sizes."""
+        return tuple((lab, self.dim(dim)) for lab, dim in pairs)
 
     def box(self, box: Box) -> Box:
         """The box at the new sizes."""
-        pairs = {k: tuple((lab, self.dim(dim)) for lab, dim in getattr(box, k)) for k in ("simd", "summed", "generics")}
-        box = box._replace(**pairs, clusters=tuple(tuple(self.dim(x) if isinstance(x, Dim) else x for x in c)
-                                                   for c in box.clusters))
+        box = box._replace(simd=self.pairs(box.simd), summed=self.pairs(box.summed), generics=self.pairs(box.generics),
+                           clusters=tuple(tuple(self.dim(x) if isinstance(x, Dim) else x for x in c)
+                                          for c in box.clusters))
         if box.repeat is not None:
             box = box._replace(loop=Repeat(self.dim(box.repeat.count), box.repeat.shared))
         if isinstance(box.value, tuple):

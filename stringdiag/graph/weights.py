@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Hashable, Iterable, Mapping
 
-from .box import Box, Global, Instance, Kind, Local, weight_attrs
+from .box import Box, Global, Instance, Kind, Local
 from .hypergraph import per_graph_cache
 
 WeightKey = tuple  # ("learn", local, param) or ("diagram", instance)
@@ -49,9 +49,8 @@ def has_local_weights(defn) -> bool:
     return False
 
 
-def weight_key(node: Mapping | Box) -> WeightKey | None:
+def weight_key(box: Box) -> WeightKey | None:
     """The weight set a box computes with, or ``None`` for a box without weights of its own."""
-    box = node if isinstance(node, Box) else Box.of(node)
     w = box.weights
     if isinstance(w, (Global, Local)):
         return ("learn", isinstance(w, Local), w.param)
@@ -97,9 +96,9 @@ def tie(d, groups: Iterable[Iterable[WeightKey]]) -> dict[WeightKey, WeightKey]:
             rename[k] = keys[0]
     if rename:
         for b in d.boxes():
-            k = weight_key(d.record(b))
-            if k in rename:
-                d.replace(b, **weight_attrs(weights_of_key(rename[k])))
+            key = weight_key(d.record(b))
+            if key in rename:
+                d.update(b, weights=weights_of_key(rename[key]))
     return rename
 
 

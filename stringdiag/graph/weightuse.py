@@ -84,7 +84,9 @@ def used(d, key: WeightKey) -> bool:
 
 def learner_key(name: str, local: bool = False) -> WeightKey:
     """The weight set of a learnable box declared as ``name`` (global, or ``local``)."""
-    return weight_key(Box(Kind.LEARN, name, weights=Local(name) if local else Global(name)))
+    key = weight_key(Box(Kind.LEARN, name, weights=Local(name) if local else Global(name)))
+    assert key is not None  # (a learnable has weights)
+    return key
 
 
 def _inside(box: Box, key: WeightKey) -> tuple | None:

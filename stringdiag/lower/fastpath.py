@@ -109,5 +109,5 @@ def fused(d: Diagram, memo: dict | None = None, prepare: Callable[[Diagram], obj
             if prepare is not None:
                 prepare(memo[key])
             fuse(memo[key])
-        out.replace(b, ref=memo[key])
+        out.update(b, ref=memo[key])
     return out

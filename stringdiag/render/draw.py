@@ -320,10 +320,10 @@ def _ends(d: Diagram, w: int, P: str) -> tuple[int | None, str, list[tuple[str, 
 
 
 def _wire_label(d: Diagram, w: int, producer: int | None) -> str:
-    a = d.graph.nodes[w]
-    if a["type"] == () and producer is not None and d.record(producer).kind is Kind.CONST:
+    a = d.wire(w)
+    if a.type == () and producer is not None and d.record(producer).kind is Kind.CONST:
         return ""  # a constant's wire: the number says it all
-    return type_label(a["type"], d, a.get("name"))
+    return type_label(a.type, d, a.name)
 
 
 def _fan(g: graphviz.Digraph, P: str, w: int, src: str, readers: list[str], label: str,

@@ -60,11 +60,11 @@ class Member:
 
 def wire_info(d: Diagram, w: int) -> str:
     """``q [s, k]: s seq, k fixed``: a wire's name, type and the kind of each index."""
-    a = d.graph.nodes[w]
-    name = a.get("name")
+    a = d.wire(w)
+    name = a.name
     head = f"{name} " if name and not name.startswith("_") else ""
-    kinds = ", ".join(f"{dim} {KIND.get(_dim_colour(dim, d), 'other')}" for dim in a["type"])
-    return f"wire {head}{show_type(a['type'])}" + (f": {kinds}" if kinds else "")
+    kinds = ", ".join(f"{dim} {KIND.get(_dim_colour(dim, d), 'other')}" for dim in a.type)
+    return f"wire {head}{show_type(a.type)}" + (f": {kinds}" if kinds else "")
 
 
 def box_info(d: Diagram, b: int) -> str:

@@ -204,7 +204,7 @@ class _Splice:
         else:
             out_locals = [tuple(self.dim(x) for x in t) for t in self.plan.locals[rb]]
         names = [self.rep.wire_label(w) for w in rv.outs]
-        b = self.add_box(box, inputs, out_locals, direct, claimed, scan, names)
+        b = self.new_box(box, inputs, out_locals, direct, claimed, scan, names)
         self.record(env, rv, b, order, scan, out_locals)
         return [b]
 
@@ -289,7 +289,7 @@ class _Splice:
             box = box._replace(value=value, op=show_const(value))
         return box
 
-    def add_box(self, box: Box, inputs: list, out_locals: list, direct: dict, claimed: set, scan: bool,
+    def new_box(self, box: Box, inputs: list, out_locals: list, direct: dict, claimed: set, scan: bool,
                 names: list) -> int:
         """Add the box; outputs laid out as a replaced wire is go straight into that wire."""
         d = self.d
@@ -331,7 +331,7 @@ class _Splice:
                 if self.ix is not None:
                     self.ix.forget(c)
             if not d.wire_label(tw):
-                d.replace(tw, name=d.wire_label(w))
+                d.update(tw, name=d.wire_label(w))
             d.remove_wire(w)
             return []
         have = {e for e in lay}
@@ -342,8 +342,8 @@ class _Splice:
         labels = [_unique(self.m.slots[e[1]][0] if e[0] == "s" else f"a{e[1]}", taken) for e in glay]
         simd = tuple((lab, x) for lab, x in zip(labels, d.wire_type(w)))
         axes = tuple(labels[glay.index(e)] for e in lay)
-        b = d.place(dict(box="reindex", op="reindex", simd=simd, pos=self.rep.pos,
-                         display={lab: lab for lab in labels}, clusters=()), [(tw, axes)], [w])
+        b = d.add(Box(Kind.REINDEX, "reindex", simd, pos=self.rep.pos, display={lab: lab for lab in labels}),
+                  [(tw, axes)], [w])
         if self.ix is not None:
             self.ix.add(b)
         return [b]

@@ -29,7 +29,7 @@ def iterated(d: Diagram) -> Diagram:
                 lab += "'"
             taken.add(lab)
             labels.append(lab)
-        out.replace(b, simd=tuple(node.simd) + tuple(zip(labels, loc)),
+        out.update(b, simd=tuple(node.simd) + tuple(zip(labels, loc)),
                     display={**(node.display or {}), **{lab: lab for lab in labels}})
         for port, (w, axes) in enumerate(out.box_inputs(b)):
             out.rewire(b, port, w, tuple(labels[x] if isinstance(x, int) else x for x in axes))

@@ -22,13 +22,13 @@ def wire_name(d: Diagram, w: int) -> str:
     """A wire's name as matches spell it: its own name, qualified by the instance of the
     definition it was opened from (``Layer#3/Head#2/y``) unless the diagram that used the
     definition named it; an unnamed wire by the box making it (``F@3:7``)."""
-    node = d.graph.nodes[w]
+    wire = d.wire(w)
     pr = d.producer(w)
     path = instance_path(d.record(pr)) if pr is not None else ""
-    if "scope" in node:  # named by the definition that used the one making it
-        path = node["scope"]
-    if node.get("name"):
-        return path + node["name"]
+    if wire.scope is not None:  # named by the definition that used the one making it
+        path = wire.scope
+    if wire.name:
+        return path + wire.name
     if pr is not None:
         pos = d.record(pr).pos
         op = d.record(pr).op
@@ -40,7 +40,7 @@ class WireNames:
     """The wire names of a diagram, read once, so that new wires get names not used yet."""
 
     def __init__(self, d: Diagram):
-        self._names = {a["name"] for _, a in d.graph.nodes(data=True) if a["kind"] == "wire" and a.get("name")}
+        self._names = {name for w in d.wires() if (name := d.wire_label(w))}
 
     def fresh_name(self, name: str | None) -> str | None:
         """``name``, or ``name'``, ``name''``, ... if the diagram has it already."""

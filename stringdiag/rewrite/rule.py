@@ -259,7 +259,7 @@ def _mark_variables(d: Diagram, variables: dict[str, BoxDecl]) -> None:
     for b in d.boxes():
         box = d.record(b)
         if box.kind is Kind.ABSTRACT and variables.get(box.op) is box.ref:
-            d.replace(b, var=True)
+            d.update(b, var=True)
 
 
 def _side(item: RA.RuleDecl, side: RA.Side, label: str, scope: Program, variables: dict[str, BoxDecl]) -> Diagram:
@@ -277,7 +277,7 @@ def _side(item: RA.RuleDecl, side: RA.Side, label: str, scope: Program, variable
             if not box.scan:
                 raise DiagError(f"'{box.op}' is a cell pattern of rule '{item.name.text}': scan it",
                                 box.pos, scope.source)
-            d.replace(b, cell=True)
+            d.update(b, cell=True)
     return d
 
 

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from ..graph.box import Kind
+from ..graph.box import Box, Kind
 from ..lower import compile
 from ..lower.approximators import Policy
 from ..lower.primitives import posenc
@@ -135,9 +135,9 @@ def stabilised(head: Diagram, after: Iterable[str] = STABILISED) -> Diagram:
                                 "axis of a fixed dimension")
             readers = out.consumers(w)
             simd = tuple((f"n{k}", dim) for k, dim in enumerate(t[:-1]))
-            _, (w2,) = out.add_box(Kind.DIAGRAM, "layernorm", [(w, tuple(lab for lab, _ in simd) + (0,))], [t[-1:]],
-                                   simd=simd, generics=(("n", t[-1]),), ref=norm,
-                                   clusters=tuple(node.clusters))
+            _, (w2,) = out.emit(Box(Kind.DIAGRAM, "layernorm", simd, generics=(("n", t[-1]),), ref=norm,
+                                    clusters=tuple(node.clusters)),
+                                [(w, tuple(lab for lab, _ in simd) + (0,))], [t[-1:]])
             for r, port in readers:  # (read before the norm was added: it reads w)
                 out.rewire(r, port, w2)
             out.outputs = [w2 if o == w else o for o in out.outputs]

@@ -111,7 +111,7 @@ def instantiated(d: Diagram, instantiate: Mapping[str, Instance] | None) -> Diag
     for b in list(flat.boxes()):
         node = flat.record(b)
         if node.scan and node.kind is Kind.DIAGRAM and instantiate:
-            flat.replace(b, ref=instantiated(node.ref, instantiate))  # the cell a loop runs: filled in too
+            flat.update(b, ref=instantiated(node.ref, instantiate))  # the cell a loop runs: filled in too
         if node.kind is not Kind.ABSTRACT:
             continue
         what = inst.get(node.op)
