@@ -89,6 +89,8 @@ def test_every_form_of_a_gallery_cell_derives(name, cell, state, rule, target, s
     every = forms(cell)
     assert len(every) == 48
     the_rule, src = library()[rule], part(cell, name)
+    (first,) = find_matches(REC[name], the_rule)
+    as_gallery = rewrite(REC[name], first).expand()  # every form must give what the gallery's gives
     for k, (perm, turned, swap) in enumerate(every):
         d = stringdiag.loads(written(cell, state, perm, turned, swap, src), "form.diag")[name]
         assert (d.input_types, d.output_types) == (REC[name].input_types, REC[name].output_types)
@@ -97,6 +99,7 @@ def test_every_form_of_a_gallery_cell_derives(name, cell, state, rule, target, s
         assert ("state's axes" in m.order) == turned, m.order
         r = rewrite(d, m)
         assert not any(r.record(b).scan for b in r.boxes())  # the scan is gone: the parallel form
+        assert r.expand().isomorphic(as_gallery)  # so RetNet's chain goes on as gallery/retnet.deriv's
         if target:
             assert r.expand().isomorphic(REC[target].expand())
         if k % SAMPLE == 0 or k == len(every) - 1:
