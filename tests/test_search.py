@@ -146,7 +146,7 @@ diagram KernelAttention(x: [s, d]) -> [s, d] {
 
 
 def test_optimize_finds_the_linear_form(tmp_path):
-    from stringdiag.search.optimize import Cost, optimize
+    from stringdiag.search.cheapest import Cost, optimize
 
     src = tmp_path / "kernel.diag"
     src.write_text(KERNEL)
@@ -159,7 +159,7 @@ def test_optimize_finds_the_linear_form(tmp_path):
 
 
 def test_optimize_finds_the_chunked_form_of_a_scan(tmp_path):
-    from stringdiag.search.optimize import Cost, optimize
+    from stringdiag.search.cheapest import Cost, optimize
 
     o = optimize("gallery/recurrent.diag:RetentionRecurrent", Cost.MEMORY, tmp_path / "chunked.deriv",
                  Bounds(max_steps=4, time_budget=40.0, max_boxes=100, max_states=300))
@@ -170,7 +170,7 @@ def test_optimize_finds_the_chunked_form_of_a_scan(tmp_path):
 
 def test_discover_at_a_tiny_size(tmp_path):
     from stringdiag.rewrite.rule import load_rules
-    from stringdiag.search.discover import discover, rules_file, terms
+    from stringdiag.search.fingerprints import discover, rules_file, terms
 
     # the fingerprints: every term's values at the same random points, by hand for a few
     ts = {t.text: t for t in terms(["add", "neg"], 1, np.random.default_rng(0))}

@@ -1,5 +1,5 @@
 """``stringdiag discover``: rules proposed from small diagrams by their numbers, verified by the
-oracle and pruned by derivability from the library (``stringdiag/search/discover.py``)."""
+oracle and pruned by derivability from the library (``stringdiag/search/fingerprints.py``)."""
 from __future__ import annotations
 
 import argparse
@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..search.discover import discover, rules_file
+    from ..search.fingerprints import discover, rules_file
 
     prims = [p.strip() for p in args.primitives.split(",") if p.strip()]
     if not prims:

@@ -1,5 +1,5 @@
 """``stringdiag optimize FILE.diag:NAME --cost time|memory|params``: the cheapest form reachable by
-equalities within a bound, written as a ``.deriv`` and checked (``stringdiag/search/optimize.py``)."""
+equalities within a bound, written as a ``.deriv`` and checked (``stringdiag/search/cheapest.py``)."""
 from __future__ import annotations
 
 import argparse
@@ -34,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..search.engine import Bounds
-    from ..search.optimize import FIXED, SEQ, Cost, optimize
+    from ..search.cheapest import FIXED, SEQ, Cost, optimize
 
     name = args.diagram.rpartition(":")[2] or "diagram"
     out = Path(args.write or f"{name}_optimized.deriv")
