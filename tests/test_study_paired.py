@@ -240,7 +240,7 @@ def test_report_reads_a_studys_runs_not_a_stale_table(tmp_path, capsys):
 def test_tables_show_each_paired_difference_and_its_interval_recomputed_by_hand():
     """tables.md's cells against the differences computed here: mean, 95 % interval with the printed
     t quantile for 2 degrees of freedom (4.303), one-seed cells without an interval, groups shown."""
-    from stringdiag.study.tables import markdown
+    from stringdiag.study.markdown import markdown
 
     values = {("M1", 1): {0: 230.0, 1: 228.0, 2: 233.0}, ("M2", 1): {0: 220.0, 1: 219.0, 2: 225.0},
               ("C", 1): {0: 236.0, 1: 237.5, 2: 235.0}, ("M2", 2): {0: 210.0}, ("C", 2): {0: 231.0}}

@@ -503,7 +503,7 @@ def report(args: argparse.Namespace) -> int:
     """Merge the studies' results.csv and redraw the figures; no training."""
     from ..study import results as R
     from ..study.figures import draw
-    from ..study.tables import read_groups
+    from ..study.markdown import read_groups
     from ..study.runner import CSV, STUDY, check_study_files, compare, run_rows
 
     dirs = [Path(d) for d in args.report]

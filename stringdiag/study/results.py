@@ -227,7 +227,7 @@ def verdict(rows: list[dict]) -> str:
 
 def write_summary(out: Path, rows: list[dict], groups: Mapping[str, str] | None = None) -> None:
     """``summary.csv``, ``verdict.txt`` and ``tables.md`` beside ``results.csv``."""
-    from .tables import markdown, read_groups
+    from .markdown import markdown, read_groups
 
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=SUMMARY, lineterminator="\n")

@@ -53,9 +53,7 @@ def _spread(r: Mapping, acc: bool) -> str:
 
 
 def table(summary: list[dict], layers: int, refs: list[str], groups: Mapping[str, str]) -> list[str]:
-    """The Markdown lines of one depth's table."""
-    from .results import natural
-
+    """The Markdown lines of one depth's table, rows in the summary's order (grouped if groups)."""
     rows: dict[str, dict] = {}
     for r in summary:
         if r["layers"] == layers:
@@ -66,7 +64,7 @@ def table(summary: list[dict], layers: int, refs: list[str], groups: Mapping[str
             *(f"− {ref}" for ref in refs)]
     out = ["| " + " | ".join(head) + " |",
            "|" + "|".join("---" if k < 2 + bool(groups) else "---:" for k in range(len(head))) + "|"]
-    order = sorted(rows, key=lambda m: (groups.get(m, "~"), natural(m)) if groups else natural(m))
+    order = sorted(rows, key=lambda m: groups.get(m, "~")) if groups else list(rows)  # stable
     for mech in order:
         base = rows[mech]["base"]
         cells = [mech, *([groups.get(mech, "")] if groups else []), base["family"], str(base["seeds"]),
