@@ -38,6 +38,13 @@ diagram Transposed(x: [s, d]) -> [s, s] {
   return e
 }
 
+diagram Commuted(x: [s, d]) -> [s, s] {
+  kk = K(x)
+  q = Q(x)
+  e[i, j] = sum_f kk[j, f] * q[i, f]
+  return e
+}
+
 diagram SameWeights(x: [s, d]) -> [s, s] {
   q = Q(x)
   e[i, j] = sum_f q[i, f] * q[j, f]
@@ -75,6 +82,13 @@ def test_a_chain_of_several_steps(tmp_path):
     assert f.found
     assert f.outcome.found.steps[0] == "copy m" and len(f.outcome.found.steps) == 3
     assert all(s.verified is not None and s.verified < 1e-9 for s in f.derivation.steps[1:])
+
+
+def test_an_equal_pair_outside_the_gallery(tmp_path):
+    src = tmp_path / "near.diag"
+    src.write_text(NEAR)
+    f = find(f"{src}:Scores", f"{src}:Commuted", tmp_path / "c.deriv", SMALL)
+    assert f.found and not f.outcome.reduction and f.derivation.steps[-1].verified is not None
 
 
 def _scores(x, wq, wk, transposed=False, same=False):
