@@ -8,7 +8,7 @@ import torch
 from stringdiag.cli.main import main
 from stringdiag.construct import hardmax_classifier
 from stringdiag.construct.artefacts import GALLERY, NAME, source, weights
-from stringdiag.construct.stages import stage_tokens
+from stringdiag.construct.hardmax_stages import stage_tokens
 from stringdiag.elaborate.loader import loads
 from stringdiag.lower import compile as lower
 

@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
                              {c: t for c, t in inst.targets.items()}, seed=args.seed)
     files = write(con, args.output)
     if args.stages:
-        from ..construct.stages import draw
+        from ..construct.hardmax_stages import draw
 
         files = (*files, draw(con, args.stages))
     r = report(con, files)
