@@ -20,10 +20,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", type=integer(0, 3), default=1, metavar="N",
                    help="boxes per side at most (default 1; 2 takes minutes, 3 is large)")
     p.add_argument("--seed", type=integer(0), default=0, help="the random points of the fingerprints")
+    p.add_argument("--prune-states", type=integer(1), default=150, metavar="N",
+                   help="states of the search that tries to derive each rule from the library (default 150)")
     p.add_argument("--write", metavar="OUT.rules", default=None, help="write the rules kept to this file")
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..search.engine import Bounds
     from ..search.fingerprints import discover, rules_file
 
     prims = [p.strip() for p in args.primitives.split(",") if p.strip()]
@@ -31,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--primitives: name at least one")
     if args.write and Path(args.write).suffix != ".rules":
         raise UsageError(f"--write {args.write}: rules are written to a .rules file")
-    kept, counts = discover(prims, args.size, args.seed)
+    bounds = Bounds(max_steps=3, time_budget=5.0, max_boxes=40, max_states=args.prune_states)
+    kept, counts = discover(prims, args.size, args.seed, bounds)
     text = rules_file(kept, prims, args.size, counts)
     print(text.split("\n\n")[0])
     for d in kept:
