@@ -138,6 +138,8 @@ def test_cli_writes_files_that_compile_back_and_refuses_bad_input(tmp_path, caps
     spec.write_text(json.dumps({"n": 1, "p": 2, "f": [["x[1,1] ** 2", "1"]]}))
     assert main(["construct", "spline-encoder", "--function", str(spec), "-o", str(tmp_path / "o3")]) == 1
     assert main(["construct", "veronese", "--n", "2", "-o", str(tmp_path / "o4")]) == 2
+    assert main(["construct", "veronese", "--n", "64", "--p", "64", "-o", str(tmp_path / "o6")]) == 1
+    assert "would need about" in capsys.readouterr().err  # estimated, refused before anything is built
     net = tmp_path / "net.json"
     net.write_text(json.dumps({"A1": [[1.0]], "b1": [0.0], "A2": [[1.0, 2.0]], "b2": [0.0]}))
     assert main(["construct", "nn-block", "--network", str(net), "--p", "2", "-o", str(tmp_path / "o5")]) == 1

@@ -67,3 +67,6 @@ def test_cli_and_refusals(tmp_path, capsys):
     spec.write_text(json.dumps({"n": 3, "d": 1, "g": ["max(x[1,1], 0)"]}))
     assert main(["construct", "sumformer", "--function", str(spec), "-o", str(tmp_path / "o3")]) == 1
     assert "without max or min" in capsys.readouterr().err
+    spec.write_text(json.dumps({"n": 1000, "d": 3, "g": ["x[1,1]", "x[2,1]", "x[3,1]"]}))
+    assert main(["construct", "sumformer", "--function", str(spec), "-o", str(tmp_path / "o4")]) == 1
+    assert "features" in capsys.readouterr().err  # d' = C(1003, 3) - 1: refused before any enumeration

@@ -19,6 +19,7 @@ from ..resources import shipped
 
 Poly = dict[tuple[int, ...], float]
 MAX_POWER = 64
+MAX_WORK = 2_000_000  # term products while expanding one text, refused past this
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,15 @@ def _add(a: Poly, b: Poly, sign: float = 1.0) -> Poly:
 class _Build(Transformer):
     def __init__(self, n: int, p: int):
         super().__init__()
-        self.n, self.p, self.zero = n, p, (0,) * (n * p)
+        self.n, self.p, self.zero, self.work = n, p, (0,) * (n * p), 0
+
+    def _times(self, a: Poly, b: Poly) -> Poly:
+        """a b, counting the term products: expanding is refused once they pass MAX_WORK in all."""
+        self.work += len(a) * len(b)
+        if self.work > MAX_WORK:
+            raise DiagError(f"expanding the polynomials takes over {MAX_WORK:,} term products: write them with "
+                            "fewer terms or lower powers")
+        return _mul(a, b)
 
     def number(self, tok):
         return {self.zero: float(tok)}
@@ -77,7 +86,7 @@ class _Build(Transformer):
             raise DiagError(f"a power above {MAX_POWER} ({k})")
         out = {self.zero: 1.0}
         for _ in range(int(k)):
-            out = _mul(out, base)
+            out = self._times(out, base)
         return out
 
     def neg(self, a):
@@ -90,7 +99,7 @@ class _Build(Transformer):
         return _add(a, b, -1.0)
 
     def mul(self, a, b):
-        return _mul(a, b)
+        return self._times(a, b)
 
     def minof(self, *polys):
         return ("min", polys)

@@ -87,10 +87,11 @@ def _finish(kind, n, p, layers, title, target, seed, monomials=()) -> Encoder:
 def veronese(n: int, p: int, seed: int = 0) -> Encoder:
     """Lemma 3.6: epsilon_2 = phi_2 . alpha_2 . phi_1 . alpha_1, position j holding v_2(X) in its block j."""
     _positions(n, p)
+    width = 1 + n * p
+    count = width * (width + 1) // 2  # pairs of v_1's features: v_2's monomials
+    _guard(_size(n, p * width, 2 * p * width, p * width) + _size(p * width, 2 * p * count, 4 * p * count, p * count),
+           "the quadratic Veronese encoder")
     pairs, monos = veronese_pairs(n * p)
-    width = len(first_level(n * p))
-    _guard(_size(n, p * width, 2 * p * width, p * width) + _size(p * width, 2 * p * len(pairs),
-           4 * p * len(pairs), p * len(pairs)), "the quadratic Veronese encoder")
     layers = [gather(n, p), products(width, pairs, p, note=f"v_2(X): the {len(pairs)} monomials of degree <= 2 "
                                      "(Lemma 3.6, alpha_2)")]
     e = np.array(monos, dtype=float)

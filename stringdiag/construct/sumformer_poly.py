@@ -182,11 +182,12 @@ def sumformer(entries: list[MaxMin], n: int, d: int, seed: int = 0) -> PolySumfo
     if n < 2:
         raise DiagError("a Sumformer needs n >= 2 tokens")
     polys = [dict(f.terms[0][0]) for f in entries]
-    betas = exponents(d, 1, n)
+    latent = math.comb(n + d, d) - 1
     degree = max(1, max((sum(e) for p in polys for e in p), default=1))
-    if (d + 1) ** n + (1 + d + len(betas)) ** degree > LIMIT // max(d, len(betas)):
-        raise DiagError(f"phi's and psi's tensor powers would need about {(1 + d + len(betas)) ** degree:,} features: "
+    if (d + 1) ** n + (1 + d + latent) ** degree > LIMIT // max(d, latent):
+        raise DiagError(f"phi's and psi's tensor powers would need about {(1 + d + latent) ** degree:,} features: "
                         "choose fewer tokens or a lower degree")
+    betas = exponents(d, 1, n)
     rng = np.random.default_rng(seed)
     _semi_invariant(polys, n, d, rng)
     pieces = [{(alpha, g): c for alpha, r in _split(p, d).items() for g, c in _sigma(r, n, d, betas, rng).items()}
