@@ -1,5 +1,6 @@
-"""Commands that evaluate nothing start fast: they never import torch, the LALR tables come from
-a JSON cache, and the rule library reads only the files a derivation names."""
+"""Commands that evaluate nothing start fast: they never import torch or networkx (a diagram's
+graph is plain dicts), the LALR tables come from a JSON cache, and the rule library reads only
+the files a derivation names."""
 import json
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from stringdiag.syntax import parser as P
 from stringdiag.syntax import tables
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("torch", "matplotlib", "graphviz", "transformers")
+HEAVY = ("torch", "networkx", "numpy", "matplotlib", "graphviz", "transformers")
 
 PROBE = """
 import sys

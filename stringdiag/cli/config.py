@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import tomllib
 from pathlib import Path
 
 from ..errors import DiagError
@@ -53,10 +52,12 @@ def keys(parser: argparse.ArgumentParser) -> dict[str, str]:
 
 def read(path: str, parser: argparse.ArgumentParser) -> dict:
     """The file's options as argparse destinations and checked values."""
+    import tomllib  # here: every command asks for keys(), few read a file
+
     text = read_source(path)
     try:
         data = json.loads(text) if path.lower().endswith(".json") else tomllib.loads(text)
-    except (ValueError, tomllib.TOMLDecodeError) as e:
+    except ValueError as e:  # tomllib.TOMLDecodeError is one
         raise DiagError(f"{short(path)}: not {'JSON' if path.lower().endswith('.json') else 'TOML'}: {e}") from None
     if not isinstance(data, dict):
         raise DiagError(f"{short(path)}: expected a table of options, got {type(data).__name__}")

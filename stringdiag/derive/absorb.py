@@ -17,12 +17,11 @@ assumption about trained weights, which no type can show; the step states it and
 """
 from __future__ import annotations
 
-import networkx as nx
-
 from ..errors import DiagError
 from ..graph.box import Box, Global, Kind, Local
 from ..graph.decls import BoxDecl
 from ..graph.diagram import Diagram
+from ..graph.multigraph import ancestors, descendants
 from ..graph.types import show_type
 from ..graph.weights import boxes_by_weights
 from ..graph.weightuse import learner_key, nested_uses, used
@@ -48,13 +47,13 @@ def absorb(cur: Diagram, wire: str, into: str, learner: BoxDecl | str) -> Outcom
 def _region(d: Diagram, w: int, name: str) -> tuple[set[int], int]:
     """The boxes that make ``w`` and the one input they read, checked position-wise."""
     g = d.graph
-    up = nx.ancestors(g, w)
+    up = ancestors(g, w)
     inputs = [i for i in d.inputs if i in up]
     if len(inputs) != 1:
         raise DiagError(f"'{name}' is made from {len(inputs)} inputs of the diagram; absorbing needs the map "
                         "from one input")
     u = inputs[0]
-    down = nx.descendants(g, u)
+    down = descendants(g, u)
     region = {b for b in up & down if d.is_box(b)}
     if not any(d.record(b).kind in (Kind.LEARN, Kind.DIAGRAM) for b in region):
         raise DiagError(f"'{name}' is made without a learner: there is nothing trainable to absorb")

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import networkx as nx
-
 from ..errors import DiagError
 from ..graph.box import Kind
 from ..graph.diagram import Diagram
+from ..graph.multigraph import descendants
 from ..graph.resize import resized
 from ..graph.types import Dim, show_type
 from .steps import REWIRE, Outcome, drop_dead
@@ -71,7 +70,7 @@ def _state(d: Diagram, name: str) -> int:
 
 
 def _cone(d: Diagram, w: int) -> set[int]:
-    return nx.descendants(d.graph, w) | {w}
+    return descendants(d.graph, w) | {w}
 
 
 def _lift(d: Diagram, x: int, w: int, cone: set[int], n: Dim) -> None:

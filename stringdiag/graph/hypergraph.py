@@ -1,6 +1,6 @@
 """The typed diagram graph (the data of :class:`~stringdiag.graph.diagram.Diagram`): boxes with ordered ports, wires carrying tensor types.
 
-A diagram is a bipartite ``networkx.MultiDiGraph`` in the style of Chyp's hypergraphs:
+A diagram is a bipartite ``MultiDiGraph`` (``multigraph.py``) in the style of Chyp's hypergraphs:
 wire nodes and box nodes, edges ``wire -> box`` (input port ``key``) and ``box -> wire``
 (output port ``key``). A wire with several consumers is a copy; a wire with none is a
 deletion. Both are the cartesian structure of the paper (Sec. 2), made implicit. Each node
@@ -34,10 +34,9 @@ from dataclasses import dataclass, field
 from functools import wraps
 from typing import Any, Callable, Iterable, Iterator, Mapping, Self, TypeVar
 
-import networkx as nx
-
 from ..errors import Pos
 from .box import KINDS, Box, Identity, Instance, Kind, Wire
+from .multigraph import MultiDiGraph, topological_sort
 from .types import Dim, TensorType, show_type
 
 Axes = tuple[Any, ...]  # str: a SIMD (or summed) label; int: a local axis
@@ -45,7 +44,7 @@ BOX_CLASSES = KINDS
 _EDITS = "edits"  # the graph attribute counting edits (see Hypergraph.version)
 _REC = "rec"  # a node's one attribute: its record, a Box or a Wire
 _IDENT = "identity"  # a box's identity, once asked for (it goes with the record it was read from)
-# Reads go to networkx's node dicts (``graph._node``) directly: the public ``graph.nodes[n]`` is a
+# Reads go to the node dicts (``graph._node``) directly: the public ``graph.nodes[n]`` is a
 # Python call per read, and records are read many times over (isomorphism, matching, lowering).
 _NONE = object()
 HG = TypeVar("HG", bound="Hypergraph")  # a function of a graph that returns one of the same class (a Diagram's a Diagram)
@@ -74,7 +73,7 @@ def per_graph_cache(fn: Callable | None = None, *, key: Callable | None = None, 
     (a definition cannot use itself; a guard all the same)."""
     if fn is None:
         return lambda f: per_graph_cache(f, key=key, reentry=reentry)
-    store: "weakref.WeakKeyDictionary[nx.MultiDiGraph, tuple]" = weakref.WeakKeyDictionary()
+    store: "weakref.WeakKeyDictionary[MultiDiGraph, tuple]" = weakref.WeakKeyDictionary()
 
     @wraps(fn)
     def cached(d: "Hypergraph", *args: Any) -> Any:
@@ -101,7 +100,7 @@ class Hypergraph:
     (``diagram.py``), so those modules can work on this class without a cycle."""
 
     name: str
-    graph: nx.MultiDiGraph = field(default_factory=nx.MultiDiGraph)
+    graph: MultiDiGraph = field(default_factory=MultiDiGraph)
     inputs: list[int] = field(default_factory=list)
     outputs: list[int] = field(default_factory=list)
     input_names: list[str] = field(default_factory=list)
@@ -355,7 +354,7 @@ class Hypergraph:
     def topological_boxes(self) -> list[int]:
         """Boxes in an order where every box follows the producers of its inputs."""
         nodes = self.graph._node
-        return [n for n in nx.topological_sort(self.graph) if nodes[n][_REC].__class__ is Box]
+        return [n for n in topological_sort(self.graph) if nodes[n][_REC].__class__ is Box]
 
     def copy(self, name: str | None = None) -> Self:
         """A copy with its own graph (the records are values, shared), so that rewriting it in

@@ -48,13 +48,15 @@ from __future__ import annotations
 
 import hashlib
 from operator import attrgetter, itemgetter
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from .box import Box, Global, Kind, Local, Wire
 from .hypergraph import Hypergraph, per_graph_cache
 from .gcpause import gc_paused
 from .weights import weight_key
+
+if TYPE_CHECKING:  # networkx is imported by the reference checks only (it is slow to import)
+    import networkx as nx
 
 
 def _value(v) -> str:
@@ -89,6 +91,8 @@ def _axes_label(box: Box, axes: tuple, n_local: int = 0) -> str:
 
 def labelled(d: Hypergraph) -> nx.DiGraph:
     """A simple digraph with string labels that capture the diagram up to renaming."""
+    import networkx as nx
+
     h = nx.DiGraph()
     ins = _io_names(d)
     boxes = {b: d.record(b) for b in d.boxes()}
@@ -692,6 +696,8 @@ def _isomorphic(ga: _Graph, gb: _Graph) -> bool:
 
 def isomorphic_vf2(a: Hypergraph, b: Hypergraph) -> bool:
     """The reference check: networkx's VF2 on :func:`labelled` (slow on large diagrams)."""
+    import networkx as nx
+
     ha, hb = labelled(a), labelled(b)
     same = lambda x, y: x["label"] == y["label"]  # noqa: E731
     return nx.is_isomorphic(ha, hb, node_match=same, edge_match=same)
