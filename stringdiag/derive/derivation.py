@@ -323,9 +323,10 @@ class Runner:
         step = Step(number, item.text, res.relation, out, item.pos, note=res.note,
                     changes=steps.changes(cur, out, res.kept))
         if self.verify and res.relation == EQ:
-            from ..verify.oracle import compare  # torch: imported only when asked to verify
+            from ..verify.oracle import Reuse, compare  # torch: imported only when asked to verify
 
-            v = compare(cur, out, instantiate=instances(cur, out), correspond=res.correspond)
+            self.reuse = getattr(self, "reuse", None) or Reuse()  # this step's result: the next step's start
+            v = compare(cur, out, instantiate=instances(cur, out), correspond=res.correspond, reuse=self.reuse)
             if not v.same:
                 raise self.err(f"the two sides differ numerically (relative error {v.error:.3g} {v.where()}): "
                                "this step is not an equality", item.pos)

@@ -275,8 +275,8 @@ class Lowering:
         outs = [g.call_function(P.unflatten_batch, (self.env[w], batch, n_batch)) for w in d.outputs]
         g.output(outs[0] if len(outs) == 1 else tuple(outs))
         gm = _ref_not_saved(fx.GraphModule(self.root, g, class_name=_ident(self.src.name)))
-        gm.graph.eliminate_dead_code()  # what fused paths made unnecessary (a mask nothing reads, say)
-        gm.recompile()
+        if gm.graph.eliminate_dead_code():  # what fused paths made unnecessary (a mask nothing reads, say)
+            gm.recompile()  # only then: building the graph module compiled its code once already
         gm.weight_sets = dict(self.attrs)  # weight set -> attribute: what an oracle matches weights by
         gm.chunked_scans = list(self.chunked)  # the scans compiled through their chunked form
         return gm

@@ -247,10 +247,63 @@ class Verdict:
                 f"{self.values[0]:.6g} against {self.values[1]:.6g}{given}")
 
 
+class Reuse:
+    """What :func:`compare` built for a diagram, kept for the next comparison that meets the same
+    diagram object (a derivation's step n + 1 starts from the diagram step n made): its
+    instantiated expansion and its module at each size, each built once. It holds the diagrams of
+    the latest comparison only. Weights are drawn afresh for every comparison, so a module
+    reused is one compiled anew."""
+
+    def __init__(self) -> None:
+        self._held: dict[int, tuple[Diagram, tuple, dict]] = {}  # id -> (diagram, key, what was built)
+
+    def keep(self, *ds: Diagram) -> None:
+        ids = {id(d) for d in ds}
+        for i in [i for i in self._held if i not in ids]:
+            del self._held[i]
+
+    def _built(self, d: Diagram, instantiate: Mapping[str, Instance] | None) -> dict:
+        key = (len(d), d.signature(), tuple(sorted((k, v if isinstance(v, str) else id(v))
+                                                   for k, v in (instantiate or {}).items())))
+        held = self._held.get(id(d))
+        if held is None or held[0] is not d or held[1] != key:  # a diagram edited in place is built again
+            held = self._held[id(d)] = (d, key, {"flat": instantiated(d, instantiate)})
+        return held[2]
+
+    def flat(self, d: Diagram, instantiate: Mapping[str, Instance] | None) -> Diagram:
+        return self._built(d, instantiate)["flat"]
+
+    def module(self, d: Diagram, instantiate, sizes: Mapping[str, int], fast: bool) -> torch.nn.Module:
+        """The float64 module at ``sizes``, or the DiagError compiling it raised, raised again."""
+        built = self._built(d, instantiate)
+        key = (tuple(sorted(sizes.items())), fast)
+        if key not in built:
+            try:
+                built[key] = compile(built["flat"], dims=dict(sizes), dtype=torch.float64, fast=fast)
+            except DiagError as e:
+                built[key] = e
+        got = built[key]
+        if isinstance(got, DiagError):
+            raise got
+        return got
+
+
+@contextmanager
+def _one_thread():
+    n = torch.get_num_threads()
+    if n != 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if n != 1:
+            torch.set_num_threads(n)
+
+
 def compare(a: Diagram, b: Diagram, dims: dict[str, int] | None = None, trials: int = 1, seed: int = 0,
             instantiate: Mapping[str, Instance] | None = None, tol: float = RTOL,
             fast: bool = False, correspond: Mapping[tuple, tuple] | None = None,
-            nonzero: Collection[int] = ()) -> Verdict:
+            nonzero: Collection[int] = (), reuse: Reuse | None = None) -> Verdict:
     """Evaluate both diagrams entry by entry on the same inputs with shared weights, at every
     size of :func:`size_rounds` and on every distribution of :data:`DISTRIBUTIONS` (``trials``
     rounds of them), and return the verdict with its worst entry. Entries non-finite on both
@@ -258,10 +311,19 @@ def compare(a: Diagram, b: Diagram, dims: dict[str, int] | None = None, trials: 
     is a difference (:func:`entrywise`); an output that is never finite on both sides is not
     evidence of equality, and the verdict says so. Sizes at which neither side can be built
     (a size below a constant index, say) are passed over; the first always runs. The inputs at
-    the positions ``nonzero`` are drawn away from zero (a rule ``assuming z != 0``)."""
+    the positions ``nonzero`` are drawn away from zero (a rule ``assuming z != 0``). With ``reuse``, a diagram met by the comparison
+    before (the same object) is not expanded or compiled again. Torch runs at one thread meanwhile
+    (the tensors are small: a thread pool costs more than it saves)."""
+    with _one_thread():
+        return _compare(a, b, dims, trials, seed, instantiate, tol, fast, correspond or {}, nonzero, reuse or Reuse())
+
+
+def _compare(a: Diagram, b: Diagram, dims, trials: int, seed: int, instantiate, tol: float, fast: bool,
+             correspond: Mapping[tuple, tuple], nonzero: Collection[int], reuse: Reuse) -> Verdict:
     if a.input_types != b.input_types or a.output_types != b.output_types:
         raise DiagError(f"the diagrams have different boundaries: {a.signature()} and {b.signature()}")
-    fa, fb = instantiated(a, instantiate), instantiated(b, instantiate)
+    reuse.keep(a, b)
+    fa, fb = reuse.flat(a, instantiate), reuse.flat(b, instantiate)
     rounds = size_rounds(dim_names(fa) | dim_names(fb), dims, seed)
     declared = _declared(a, dims)
     if declared:  # the sizes the file itself chose, too
@@ -271,8 +333,7 @@ def compare(a: Diagram, b: Diagram, dims: dict[str, int] | None = None, trials: 
     for r, sizes in enumerate(rounds):
         torch.manual_seed(seed)
         try:
-            ma = compile(fa, dims=sizes, dtype=torch.float64, fast=fast)
-            mb = compile(fb, dims=sizes, dtype=torch.float64, fast=fast)
+            ma, mb = reuse.module(a, instantiate, sizes, fast), reuse.module(b, instantiate, sizes, fast)
         except DiagError:
             if r == 0:
                 raise
@@ -287,7 +348,7 @@ def compare(a: Diagram, b: Diagram, dims: dict[str, int] | None = None, trials: 
                 gen = torch.Generator().manual_seed(seed * 1000 + t)
                 draw(ma, gen, dist)
                 draw(mb, gen, dist)  # sets only b has: their own weights
-                share_sets(ma, mb, correspond or {})
+                share_sets(ma, mb, correspond)
                 xs = inputs(a.input_types, sizes, n, dist, gen, nonzero)
                 try:
                     found = _verdicts(ma, mb, xs, dist, tol)
@@ -384,7 +445,7 @@ def entrywise(p: torch.Tensor, q: torch.Tensor, scale: float = 1.0, tol: float =
         return Verdict(True, 0.0)
     i = int(err.reshape(-1).argmax())
     e = float(err.reshape(-1)[i])
-    idx = tuple(int(j) for j in torch.unravel_index(torch.tensor(i), p.shape))
+    idx = _unravel(i, tuple(p.shape))  # not torch.unravel_index: it imports sympy (2 s) on first use
     return Verdict(e <= tol, e, entry=idx, values=(float(p[idx]), float(q[idx])))
 
 
@@ -400,6 +461,15 @@ class _Overflow(torch.fx.Interpreter):
             if not any(_not_finite(a) for a in ins):
                 self.found = True
         return out
+
+
+def _unravel(i: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The index of entry ``i`` of a row-major array of ``shape``."""
+    idx = []
+    for n in reversed(shape):
+        i, r = divmod(i, n)
+        idx.append(r)
+    return tuple(reversed(idx))
 
 
 def _infinite(x) -> bool:
@@ -522,4 +592,4 @@ def verify_rule(rule: Rule, trials: int = 1, seed: int = 0, tol: float = RTOL) -
                    instantiate={name: "learn" for name in sorted(abstract)}, nonzero=tuple(rule.nonzero.values()))
 
 
-__all__ = ["compare", "entrywise", "Verdict", "Distribution", "DISTRIBUTIONS", "RTOL", "ATOL", "equal", "instantiated", "default_sizes", "size_rounds", "dim_names", "share", "share_sets", "draw", "relative_error", "verify_rule"]
+__all__ = ["compare", "Reuse", "entrywise", "Verdict", "Distribution", "DISTRIBUTIONS", "RTOL", "ATOL", "equal", "instantiated", "default_sizes", "size_rounds", "dim_names", "share", "share_sets", "draw", "relative_error", "verify_rule"]
