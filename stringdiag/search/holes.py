@@ -79,9 +79,9 @@ def projections(cur: Diagram, target: Diagram) -> Iterator[str]:
         if len(keys) <= len(sets_t.get(name, ())):
             continue
         decl = flat_c.record(bs[0]).ref
-        (whole,), (part,) = decl.ins[0] or (None,), decl.outs[0] or (None,)
         if len(decl.ins[0]) != 1 or len(decl.outs[0]) != 1:
             continue
+        (whole,), (part,) = decl.ins[0], decl.outs[0]
         rest = whole - part
         if "-" in str(rest):
             continue
