@@ -148,8 +148,9 @@ def _own_type_names(d: Hypergraph, b: int) -> frozenset:
     length (``learn E : -> [r, s] where s <= 512``, held at 512 and sliced)."""
     ref = d.record(b).ref
     bounds = ref.axis_bounds() if hasattr(ref, "axis_bounds") else ()
+    types: list[tuple]
     if bounds and not d.box_inputs(b):
-        types = [[dim for dim, m in zip(d.local_out_type(b, 0), bounds) if m is None]]
+        types = [tuple(dim for dim, m in zip(d.local_out_type(b, 0), bounds) if m is None)]
     else:
         types = [d.local_in_type(b, p) for p in range(len(d.box_inputs(b)))] + \
                 [d.local_out_type(b, p) for p in range(len(d.box_outputs(b)))]

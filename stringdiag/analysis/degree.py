@@ -202,9 +202,9 @@ class Pass:
     def stack(self, d: Diagram, node: Box, xs: list[Value], n_out: int) -> list[Value]:
         """``repeat t Block(x, ...)``: the block composed t times, each copy's output its
         successor's first input (so degrees compose: 3^t for t encoder blocks)."""
-        t = count_value(node.repeat.count, d.program, {})
+        t = count_value(node.count, d.program, {})
         if t is None:
-            why = f"the degree depends on the number of copies '{node.repeat.count}' of '{node.op}' (give it a size)"
+            why = f"the degree depends on the number of copies '{node.count}' of '{node.op}' (give it a size)"
             return [Value(_const(self.n).support, (UNKNOWN, why, ((node.op, node.pos),)))] * n_out
         outs = xs
         for _ in range(t):

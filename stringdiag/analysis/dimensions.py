@@ -22,7 +22,7 @@ def _mentioned(x: Diagram) -> Iterable[str]:
         for _, dim in (*node.simd, *node.summed, *node.generics):
             yield from sorted(dim.names())
         if repeated(node):
-            yield from sorted(node.repeat.count.names())
+            yield from sorted(node.count.names())
         if node.kind is Kind.CONST:  # s * total / r
             for dim in dims_in(node.value):
                 yield from sorted(dim.names())

@@ -108,7 +108,7 @@ def _join(xs: Iterable[Value]) -> Value:
         return Value(Order.FOLLOWS, still)
     if still:
         return held
-    text, chain = held.why
+    text, chain = held.why or ("", ())
     return Value(Order.BROKEN, False, (f"{text} (held in place while the sequence moves)", chain))
 
 
@@ -284,7 +284,7 @@ def sequence_dims(d: Diagram) -> list[str]:
         for dim in t:
             n = dim.name
             decl = prog.lookup_dim(n) if (prog is not None and n is not None) else None
-            if decl is not None and decl.kind == "seq" and n not in seen:
+            if n is not None and decl is not None and decl.kind == "seq" and n not in seen:
                 seen.append(n)
     return seen
 
@@ -323,11 +323,11 @@ def equivariance(d: Diagram, dims: Iterable[str] | None = None) -> list[Equivari
             has = bool(_names(d.wire_type(w)) & perm)
             if v.order is Order.FOLLOWS:
                 orders.append(OutputOrder(name, True, v.still or not has))
-            elif v.order is Order.HELD:  # unchanged by the permutation, though it has the axis
-                why = f"unchanged by the permutation, not permuted with it ({v.why[0]})"
-                orders.append(OutputOrder(name, False, True, why, v.why[1]))
             else:
-                orders.append(OutputOrder(name, False, False, v.why[0], v.why[1]))
+                text, chain = v.why or ("", ())
+                held = v.order is Order.HELD  # unchanged by the permutation, though it has the axis
+                why = f"unchanged by the permutation, not permuted with it ({text})" if held else text
+                orders.append(OutputOrder(name, False, held, why, chain))
         found.append(Equivariance(s, tuple(orders)))
     return found
 

@@ -24,7 +24,7 @@ from typing import Any, Callable, Generic, Mapping, NamedTuple, TypeVar
 from ..graph.box import Box, Kind
 from ..graph.diagram import Diagram
 from ..graph.expand import instance_segment
-from ..graph.hypergraph import count_value, per_graph_cache, repeated
+from ..graph.hypergraph import Hypergraph, count_value, per_graph_cache, repeated
 
 Acc = TypeVar("Acc")  # what an algebra gathers while it reads one body
 R = TypeVar("R")  # a definition's value
@@ -58,7 +58,7 @@ def _body(d: Diagram) -> tuple[int, list[Site]]:
 def copies(node: Box, sizes: Mapping[str, int | None] | None = None) -> int | None:
     """How many times a box runs its body in sequence: a repeat's count (None when it names a
     size neither ``sizes`` gives nor its program declares), else 1."""
-    return count_value(node.repeat.count, node.ref.program, sizes or {}) if repeated(node) else 1
+    return count_value(node.count, node.ref.program, sizes or {}) if repeated(node) else 1
 
 
 def inlined(node: Box) -> bool:
@@ -75,12 +75,12 @@ def opened(node: Box) -> bool:
 Reached = list  # of (definition, version, body), callees first
 
 
-def post_order(d: Diagram, through: Callable[[Box], bool]) -> Reached:
+def post_order(d: Hypergraph, through: Callable[[Box], bool]) -> Reached:
     """Definitions reachable from ``d`` through the diagram boxes ``through`` accepts, callees
     first, each once, with its version and body (:class:`Site` list)."""
     order: Reached = []
     state: dict[int, int] = {}
-    stack: list[tuple[Diagram, Any]] = [(d, None)]
+    stack: list[tuple[Hypergraph, Any]] = [(d, None)]
     while stack:
         x, done = stack.pop()
         key = id(x.graph)

@@ -188,7 +188,7 @@ class _Listing:
         """An opened box: each instance it runs walked once, its copies counted again."""
         node = site.node
         c = self.ws[id(node.ref.graph)]
-        for seg, times, sets in _layer_segments(node, site.segment, c):
+        for seg, times, sets in _layer_segments(node, site.segment or "", c):  # (an opened box has one)
             if (self.grouped or not c.has_local) and all(k in self.entries for k in c.keys):
                 break  # the copies list nothing new (their global uses are counted by the caller)
             inst = (seg, id(node.ref.graph))
@@ -209,7 +209,7 @@ def _layer_segments(node: Box, seg: str, callee: Weights) -> Iterator[tuple[str,
     is not given (counted once), ``B#1/k<1000000000`` for those of a long stack (_collapsed)."""
     t = copies(node)
     if t is None:
-        yield (seg if node.shared else f"{seg}/k<{node.repeat.count}"), 1, 1
+        yield (seg if node.shared else f"{seg}/k<{node.count}"), 1, 1
     elif node.shared or not repeated(node):
         yield seg, t, 1
     elif _collapsed(node, callee):

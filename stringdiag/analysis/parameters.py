@@ -110,7 +110,7 @@ class ParametersAlgebra(Algebra[_Reading, Parameters]):
         if callee.has_local and inst not in acc.instances:
             acc.instances.add(inst)
             one = node.shared or not repeated(node)
-            acc.terms.append(lambda env: (1 if one else _evaluate(node.repeat.count, env))
+            acc.terms.append(lambda env: (1 if one else _evaluate(node.count, env))
                              * callee.local(*bind_generics(node, env, top)))
 
     def finish(self, acc: _Reading, x: Diagram) -> Parameters:
@@ -156,4 +156,4 @@ def _evaluate(dim: Dim, env: Mapping[str, int | None]) -> int:
     for n in dim.names():
         if env.get(n) is None:
             raise DiagError(f"no size for dimension '{n}' (give it in dims)")
-    return dim.evaluate(env)
+    return dim.evaluate({n: v for n, v in env.items() if v is not None})

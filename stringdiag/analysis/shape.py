@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from ..graph.box import Box, Kind
 from ..graph.diagram import Diagram
@@ -114,7 +114,7 @@ class Shape:
     serial: int = field(default_factory=lambda: next(_serials))  # tells a recomputed summary apart
 
 
-_serials = itertools.count()
+_serials: Iterator[int] = itertools.count()
 
 
 def _local(d: Diagram, w: int, axes: tuple) -> list[Dim]:
@@ -212,8 +212,8 @@ class _Summary:
                 _add(into, here, placed)
         for o, w in enumerate(outs):
             lab, ints = callee.outs[o]
-            placed = _place(lab, ints, ins, iterated, index, len(d.wire_type(w)), env)
-            env[w] = self.broadcast(w) if placed is None else (lift(lab)[0], placed)
+            axes = _place(lab, ints, ins, iterated, index, len(d.wire_type(w)), env)
+            env[w] = self.broadcast(w) if axes is None else (lift(lab)[0], axes)
 
     def broadcast(self, w: int) -> tuple[Labels, Ints]:
         """An output the box's SIMD indices do not all reach: broadcast by a ``reindex`` box."""
@@ -265,7 +265,7 @@ def _add_scanned(time: dict, memory: dict, labels: Labels, node: Box, callee: Sh
     included), a repeat once per copy too, and training keeps every step's intermediate
     values: both costs are the body's times the box's SIMD dimensions (and count)."""
     sub = {g: dim for g, dim in node.generics}
-    steps = _of_dims([dim for _, dim in node.simd] + ([node.repeat.count] if repeated(node) else []))
+    steps = _of_dims([dim for _, dim in node.simd] + ([node.count] if repeated(node) else []))
     for items, into in ((callee.time, time), (callee.memory, memory)):
         body = frozenset().union(*items.values()) if items else frozenset()
         _add(into, labels, _times(_substitute(prune(body), sub), steps))

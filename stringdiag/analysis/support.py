@@ -190,14 +190,14 @@ def _stacked(node: Box) -> tuple[frozenset, frozenset, dict[str, str]]:
     d = node.ref
     time, memory, bound = _sparse(d) if reaches_support(d) else (*cost_monomials(d), {})
     sub = {g: dim for g, dim in node.generics}
-    steps = _of_dims([dim for _, dim in node.simd] + [node.repeat.count])
+    steps = _of_dims([dim for _, dim in node.simd] + [node.count])
     return _times(_substitute(time, sub), steps), _times(_substitute(memory, sub), steps), bound
 
 
 def _within(ms: set, bound: Mapping[str, str]) -> frozenset:
     """:func:`prune`, knowing that a support parameter is at most its length (w <= s: a wider
     window is the whole sequence), so s·w·d goes where s^2·d is."""
-    ms = prune(ms)
+    kept = prune(ms)
 
     def widened(m: Monomial) -> Monomial:
         acc: dict[str, int] = {}
@@ -205,4 +205,4 @@ def _within(ms: set, bound: Mapping[str, str]) -> frozenset:
             acc[bound.get(name, name)] = acc.get(bound.get(name, name), 0) + p
         return tuple(sorted(acc.items()))
 
-    return frozenset(m for m in ms if not any(o != m and covers(o, widened(m)) for o in ms))
+    return frozenset(m for m in kept if not any(o != m and covers(o, widened(m)) for o in kept))

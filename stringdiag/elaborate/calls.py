@@ -169,13 +169,13 @@ class Calls(ElabState):
     def check_ids(self, use: Use, k: int, v: Val, sub: dict[str, Dim], arg: Pos) -> None:
         """Token ids go only where a port takes them (``[] of v``), and only there; a port's
         range is bound (inferred) or checked as a dimension is."""
-        want, have = use.ranges[k], self.d.id_range(v.wire)
+        want, have = use.ranges[k], self.d.id_range(v.placed)
         port = show_type(substitute_type(use.ins[k], sub), want.substitute(sub) if want is not None else None)
         if want is None and have is not None and use.name == "bucket":
             raise self.err(f"input 1 of 'bucket' takes a number but is given ids ({show_type(self.local_type(v), have)}) "
                            "already; give them to embed(ids, table) or gather(ids, table) as they are", arg)
         if want is None and have is not None:
-            what, read = _ids(self.d, v.wire)
+            what, read = _ids(self.d, v.placed)
             raise self.err(f"input {k + 1} of '{_shown(use.name)}' takes real numbers ({port}) but is given {what} "
                            f"({show_type(self.local_type(v), have)}); turn {what.split()[-1]} into vectors with {read}",
                            arg)
@@ -184,7 +184,7 @@ class Calls(ElabState):
                            f"({show_type(self.local_type(v))}); token ids enter as a diagram input typed [s] of v, "
                            "indices as topk's second output, and a number computed here becomes an id in 0, ..., n - 1 "
                            "with bucket<n>(x)", arg)
-        if want is None:
+        if want is None or have is None:  # (both are known past the checks above)
             return
         ws = want.substitute(sub)
         if ws.name in use.generics and ws.name not in sub:
@@ -208,7 +208,7 @@ class Calls(ElabState):
                     raise self.err(f"'{_shown(name)}' cannot combine inputs of types {show_type(lt)} and "
                                    f"{others[0] if others else '?'}: extra axes are matched from the right; "
                                    "index them to say which go together", arg_pos[k])
-        return imp_dims
+        return [dim for dim in imp_dims if dim is not None]  # (the input with the most extra axes fills every slot)
 
     def dependencies(self, name: str, vals: list[Val], scope: Scope, scan_label: str | None, pos: Pos,
                      arg_pos: list[Pos]) -> list[str]:
@@ -233,7 +233,7 @@ class Calls(ElabState):
         inputs = []
         for v, e in zip(vals, extras):
             implicit = {q: imp_labels[m - e + q] for q in range(e)}
-            inputs.append((v.wire, self.axes_for(v, implicit)))
+            inputs.append((v.placed, self.axes_for(v, implicit)))
         out_types = [substitute_type(o, sub) for o in use.outs]
         display = scope.shown(deps)
         display.update({lab: lab for lab in imp_labels})

@@ -90,7 +90,7 @@ def box_decls(item: A.BoxDecl, prog: Program, local: bool, outer_generics=()) ->
             no_ids(item.ins, f"an input of a fixed box only, not of a {box} box", prog)
         ins_of = tuple(id_range(t, prog, scope) for t in item.ins) if box == Kind.FIXED else ()
         outs_of = tuple(id_range(t, prog, scope) for t in item.outs) if box == Kind.FIXED else ()
-        if via is not None and not ins:
+        if via is not None and item.via is not None and not ins:
             raise DiagError(f"'{dn.name.text}' has no inputs: a learnable tensor has no approximator", item.via.pos,
                             prog.source)
         decls.append(BoxDecl(dn.name.text, box, generics, ins, outs, dn.name.pos, local, via,

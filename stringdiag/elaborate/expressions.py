@@ -98,11 +98,11 @@ class Expressions(ElabState):
         if not pick:
             held[k] = self.hold(m, scope)
             out = Val(out.wire, tuple(lab if lab is not None else held[k] for lab in out.view))
-        kept = [lab for lab in out.view if lab not in held.values()]
+        kept = [lab for lab in out.view if lab is not None and lab not in held.values()]  # (every axis is labelled now)
         order = kept + [held[j] for j in sorted(held)]
         simd = tuple((lab, scope.ranges[lab]) for lab in order)
         _, (w,) = self.d.emit(Box(Kind.REINDEX, "reindex", simd, pos=cut.pos, display=scope.shown(order)),
-                              [(out.wire, self.axes_for(out, {}))], [()])
+                              [(out.placed, self.axes_for(out, {}))], [()])
         return Val(w, tuple(kept) + (None,) * len(held))
 
     def hold(self, dim: Dim, scope: Scope) -> str:
@@ -158,9 +158,9 @@ class Expressions(ElabState):
         scope.active = saved
         vals = self.wired(vals, t.pos)
         for v, f in zip(vals, factors):
-            if self.d.id_range(v.wire) is not None:
+            if self.d.id_range(v.placed) is not None:
                 raise self.err(f"a sum multiplies real numbers, but this factor is indices "
-                               f"({show_type(self.local_type(v), self.d.id_range(v.wire))}); read them with "
+                               f"({show_type(self.local_type(v), self.d.id_range(v.placed))}); read them with "
                                "gather(ids, table) (embed for token ids)", f.pos)
         locals_ = [self.local_type(v) for v in vals]
         common = max(locals_, key=len)
@@ -172,7 +172,7 @@ class Expressions(ElabState):
         simd_labels = sorted(deps - set(labels), key=scope.rank)
         simd = tuple((lab, scope.ranges[lab]) for lab in simd_labels)
         summed = tuple((lab, scope.ranges[lab]) for lab in labels)
-        ins = [(v.wire, self.axes_for(v, {})) for v in vals]
+        ins = [(v.placed, self.axes_for(v, {})) for v in vals]
         _, (w,) = self.d.emit(Box(Kind.CONTRACT, "contract", simd, summed, pos=t.pos,
                                   display=scope.shown(simd_labels + labels)), ins, [common])
         return Val(w, tuple(simd_labels) + (None,) * len(common))

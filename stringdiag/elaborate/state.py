@@ -7,7 +7,7 @@ box applications), each a mixin over :class:`ElabState`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import DiagError, DiagWarning, Pos
 from ..graph.box import Box, Kind
@@ -33,6 +33,12 @@ class Val:
 
     def labels(self) -> set[str]:
         return {v for v in self.view if v is not None}
+
+    @property
+    def placed(self) -> int:
+        """The wire of a value that is on one (not a constant still folding)."""
+        assert self.wire is not None, "a constant where a wire is needed"
+        return self.wire
 
 
 @dataclass
@@ -66,6 +72,12 @@ class Scope:
 class ElabState:
     """One definition being elaborated: its graph, its named wires and local boxes."""
 
+    if TYPE_CHECKING:  # the methods each mixin calls of the others (expressions.py, calls.py)
+        expr: Callable[..., Val]
+        call: Callable[..., list[Val]]
+        apply: Callable[..., list[Val]]
+        apply_prim: Callable[..., Val]
+
     def __init__(self, defn: Definition):
         self.defn = defn
         self.prog: Program = defn.program
@@ -86,7 +98,7 @@ class ElabState:
         self.prog.warnings.append(DiagWarning(msg, pos, self.prog.source))
 
     def type_of(self, v: Val) -> TensorType:
-        return self.d.wire_type(v.wire)
+        return self.d.wire_type(v.placed)
 
     def local_type(self, v: Val) -> TensorType:
         if v.wire is None:
@@ -98,7 +110,8 @@ class ElabState:
 
         ``implicit`` maps positions among the local axes to implicit SIMD labels.
         """
-        axes, k, j = [], 0, 0
+        axes: list[str | int] = []
+        k, j = 0, 0
         for lab in v.view:
             if lab is not None:
                 axes.append(lab)

@@ -28,6 +28,13 @@ def elaborate(defn: Definition) -> Diagram:
     return Elaborator(defn).run()
 
 
+
+def _rhs(stmt) -> A.Call | A.Expr | A.BoxDecl | A.Return:
+    """The right-hand side of a statement (the statement itself where it has none)."""
+    if isinstance(stmt, (A.Scan, A.Repeat)):
+        return stmt.call
+    return stmt.value if isinstance(stmt, A.Assign) else stmt
+
 class Elaborator(Expressions, Calls):
     """One definition's body, statement by statement, into its graph."""
 
@@ -49,7 +56,7 @@ class Elaborator(Expressions, Calls):
                     case A.Repeat():
                         self.repeat(stmt)
             except RecursionError:  # at the right-hand side
-                raise self.err(TOO_DEEP, (stmt.call if isinstance(stmt, (A.Scan, A.Repeat)) else stmt.value).pos) from None
+                raise self.err(TOO_DEEP, _rhs(stmt).pos) from None
             self._mark_frame(start, frame)
         start = self.d.last_id
         try:
@@ -111,13 +118,13 @@ class Elaborator(Expressions, Calls):
             if v.view and any(lab is not None for lab in v.view):  # pragma: no cover - no free indices here
                 raise self.err("a returned value cannot depend on an index", e.pos)
             got = self.type_of(v)
-            if self.d.id_range(v.wire) is not None:
-                raise self.err(f"output {k + 1} of '{self.d.name}' is token ids ({show_type(got, self.d.id_range(v.wire))}); "
+            if self.d.id_range(v.placed) is not None:
+                raise self.err(f"output {k + 1} of '{self.d.name}' is token ids ({show_type(got, self.d.id_range(v.placed))}); "
                                "a diagram returns real numbers (gather or embed by the ids to return vectors)", e.pos)
             if got != want:
                 raise self.err(f"output {k + 1} of '{self.d.name}' has type {show_type(got)} "
                                f"but the diagram declares {show_type(want)}", e.pos)
-            self.d.outputs.append(v.wire)
+            self.d.outputs.append(v.placed)
 
     def check_unused(self) -> None:
         outs = set(self.d.outputs)
@@ -195,13 +202,13 @@ class Elaborator(Expressions, Calls):
                            f"bind it on the left: {name}[{shown}]", pos)
         want = tuple(labels) + (None,) * len(self.local_type(v))
         if v.view == want or (not labels and all(lab is None for lab in v.view)):
-            w = v.wire
+            w = v.placed
             if self.d.wire_label(w) is None:
                 self.d.update(w, name=name)
         else:
             simd = tuple((lab, scope.ranges[lab]) for lab in labels)
             axes = self.axes_for(v, {})
             _, (w,) = self.d.emit(Box(Kind.REINDEX, "reindex", simd, pos=pos, display=scope.shown(labels)),
-                                  [(v.wire, axes)], [self.local_type(v)], out_names=[name])
+                                  [(v.placed, axes)], [self.local_type(v)], out_names=[name])
         self.names[name] = w
         self.name_pos[name] = pos

@@ -151,6 +151,11 @@ class Box(NamedTuple):
         return self.loop if isinstance(self.loop, Repeat) else None
 
     @property
+    def count(self) -> Any:
+        """A repeat's number of copies (a Dim), None for a box that is not a repeat."""
+        return self.loop.count if isinstance(self.loop, Repeat) else None
+
+    @property
     def shared(self) -> bool:
         """A repeat whose copies share one set of weights."""
         return isinstance(self.loop, Repeat) and self.loop.shared

@@ -85,7 +85,12 @@ def evaluate(c, size: Callable[[Any], Any], apply: Callable | None = None) -> An
 def dims_in(c) -> list:
     """The dimensions constant ``c`` mentions (``s * total / r``: s and r)."""
     found: list = []
-    evaluate(c, lambda dim: (found.append(dim), dim)[1], apply=lambda fn, args: 0)
+
+    def seen(dim):
+        found.append(dim)
+        return dim
+
+    evaluate(c, seen, apply=lambda fn, args: 0)
     return found
 
 

@@ -64,7 +64,7 @@ class BoxDecl:
         """The largest length of each axis of a learnable tensor (None: not bounded; empty if
         none is), by axis: a use inside a definition may call the bounded dimension otherwise."""
         bounds = dict(self.bounds)
-        return tuple(bounds.get(dim.name) for dim in self.outs[0]) if bounds else ()
+        return tuple(bounds.get(dim.name or "") for dim in self.outs[0]) if bounds else ()
     seed: int | None = None  # a random box's seed
     ins_of: tuple[Dim | None, ...] = ()  # per input: the range v of a token-id port ([] of v), else None
     outs_of: tuple[Dim | None, ...] = ()  # per output: the range of the ids a fixed box computes (topk's)

@@ -18,6 +18,8 @@ from .weights import weight_sets
 class Diagram(Hypergraph):
     """An open diagram: a graph with ordered input and output wires (``hypergraph.py``)."""
 
+    cell_pattern: bool = False  # a rule's cell pattern (``where diagram``), matched against the cells scans run
+
     # -- equality up to isomorphism -------------------------------------------------
     def canonical_hash(self) -> str:
         """A hash equal for isomorphic diagrams (``iso.py``)."""

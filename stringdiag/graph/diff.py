@@ -30,7 +30,7 @@ from typing import Hashable
 from .box import Kind
 from .hypergraph import Hypergraph
 
-def label(d: Hypergraph, b: int) -> Hashable:
+def label(d: Hypergraph, b: int) -> tuple:
     """What must agree for two boxes to be the same box in parent and child."""
     i = d.record(b).identity()
     name = i.op if i.kind is not Kind.CONTRACT else len(d.box_inputs(b))

@@ -49,7 +49,7 @@ def _box(d, b: int) -> str:
     return what + source_line(node.pos)
 
 
-def _labels(d) -> Counter:
+def _labels(d) -> Counter[tuple]:
     return Counter(label(d, b)[:3] for b in d.boxes())
 
 
@@ -59,12 +59,12 @@ def _show_label(lab) -> str:
     return what + (f" over {depth} ind{'ex' if depth == 1 else 'ices'}" if depth else "")
 
 
-def _sharing(d) -> Counter:
+def _sharing(d) -> dict[str, tuple[int, ...]]:
     """For each learnable name, the sizes of its weight sets (uses per set), sorted."""
     out: dict[str, list[int]] = {}
     for key, bs in boxes_by_weights(d).items():
         out.setdefault(d.record(bs[0]).op, []).append(len(bs))
-    return Counter({name: tuple(sorted(sizes)) for name, sizes in out.items()})
+    return {name: tuple(sorted(sizes)) for name, sizes in out.items()}
 
 
 @dataclass(frozen=True)

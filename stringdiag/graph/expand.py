@@ -59,7 +59,7 @@ def expand(d: HG, keep: Keep = frozenset(), path: str = "",
         return _expand(d, keep, path, unroll, trace=trace)
 
 
-def substituted(d: Hypergraph, sub: Mapping[str, Dim]) -> Hypergraph:
+def substituted(d: HG, sub: Mapping[str, Dim]) -> HG:
     """A generic diagram at given sizes (its parameters ``sub``), every definition kept a box:
     the body of a generic cell placed at the dimensions of the loop that scans it."""
     with gc_paused():

@@ -102,7 +102,7 @@ def tie(d, groups: Iterable[Iterable[WeightKey]]) -> dict[WeightKey, WeightKey]:
     return rename
 
 
-def fresh_instance(op: str, taken: set[Hashable]) -> str:
+def fresh_instance(op: str, taken: set) -> str:
     """``op#k`` with the least ``k`` not in ``taken`` (which it joins)."""
     k = 1
     while f"{op}#{k}" in taken:

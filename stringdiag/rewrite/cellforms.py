@@ -79,7 +79,9 @@ def _build(side: Diagram, b: int, form: Form) -> Diagram | None:
     out = side.copy()
     body = side.record(b).ref.copy()
     if form.init and form.init != tuple(range(len(form.init))):
-        out.permute_inputs(_init(side, b), form.init)
+        init = _init(side, b)
+        assert init is not None  # (a form reorders only a product's inputs)
+        out.permute_inputs(init, form.init)
     if form.state != tuple(range(len(form.state))):
         if not _turn_state(body, form.state) or side.box_outputs(b)[0] in side.outputs:
             return None
@@ -136,6 +138,7 @@ def _turn_state(body: Diagram, perm: tuple[int, ...]) -> bool:
     _retire(body, s, new, perm, 0)
     if s2 == s:
         return True
+    assert p is not None  # (made above, where s2 != s)
     node = body.record(p)
     ins = body.box_inputs(p)
     made = _turned_wire(body, s2, perm, 0)

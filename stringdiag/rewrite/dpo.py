@@ -200,7 +200,7 @@ class _Splice:
         box = self.decorate(self.identity(rn, idents), rn, labels, slots, prefix)._replace(simd=tuple(simd), pos=rn.pos)
         if rn.kind is Kind.CONTRACT:
             box = box._replace(summed=tuple((labels.rename[lab], self.dim(dim)) for lab, dim in rv.summed))
-            out_locals = [()]
+            out_locals: list[tuple] = [()]
         else:
             out_locals = [tuple(self.dim(x) for x in t) for t in self.plan.locals[rb]]
         names = [self.rep.wire_label(w) for w in rv.outs]

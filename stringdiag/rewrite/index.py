@@ -44,7 +44,7 @@ class Index:
 
     def add(self, b: int) -> None:
         g = self.d.graph
-        lev = 0
+        lev: float = 0
         for w in g.predecessors(b):
             p = next(iter(g.predecessors(w)), None)
             if p is not None:
@@ -73,7 +73,7 @@ class Index:
             return
         inside = set(new)
         depth: dict[int, int] = {}
-        lo = 0
+        lo: float = 0
         for b in new:
             d = 0
             for w in g.predecessors(b):

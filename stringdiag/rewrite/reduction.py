@@ -75,7 +75,7 @@ class _NotAnInstance(Exception):
         self.stage, self.message, self.pos = stage, message, pos
 
 
-def _hole_id(box: Box) -> tuple | Weights:
+def _hole_id(box: Box) -> tuple | Weights | None:
     """Which hole a box is: a learnable box's weight set, or the name of a box variable or
     abstract family."""
     i = box.identity()
@@ -260,8 +260,7 @@ class _Instance:
                                          f"on the left, output {j + 1} is {what}; on the right it is computed "
                                          "otherwise, and only learnable boxes, box variables and abstract "
                                          f"families ({self.hole_names() or 'none here'}) may be specialised",
-                                         self.where(self.R.record(self.R.producer(wr))) if self.R.producer(wr)
-                                         else None))
+                                         self.where(self.R.record(p)) if (p := self.R.producer(wr)) else None))
                 return
         yield new
 
@@ -303,7 +302,7 @@ class _Instance:
                                                 "the left nor part of what replaces one of its learnable boxes, "
                                                 f"box variables or abstract families ({holes})",
                                      self.where(R.record(c)))
-        first: dict[tuple, int] = {}
+        first: dict[tuple | Weights | None, int] = {}
         for h in self.holes:
             ident = _hole_id(L.record(h))
             if ident not in first:
@@ -360,7 +359,7 @@ class _Cone:
 
     def run(self) -> tuple[set, tuple]:
         node, simd = self.node, self.node.simd
-        out_sigs = []
+        out_sigs: list = []
         for k, wl in enumerate(self.L.box_outputs(self.h)):
             if wl not in self.img:  # read by nobody on the left: whatever replaces it is deleted
                 out_sigs.append(None)

@@ -177,6 +177,7 @@ def _load(text: str, file: str) -> list[Rule]:
     rules: list[Rule] = []
     seen: dict[str, Pos | None] = {}
     for item in rule_items:
+        assert isinstance(item, RA.RuleDecl)  # (declare took every other item)
         r = _rule(item, prog)
         if r.name in seen:
             raise DiagError(f"rule '{r.name}' is already defined (at {seen[r.name]})", r.pos, text)

@@ -33,7 +33,7 @@ class State:
     boxes: dict[int, int] = field(default_factory=dict)
     used: frozenset = frozenset()
     wires: dict[int, tuple[int, Perm]] = field(default_factory=dict)
-    uni: Unifier | None = None
+    uni: Unifier = field(default_factory=lambda: Unifier(frozenset()))
     idents: dict[str, tuple[tuple, int]] = field(default_factory=dict)
     links: tuple = ()
     ctx: dict[int, tuple[str, ...]] = field(default_factory=dict)  # target box -> its context labels
@@ -150,13 +150,13 @@ class Placement:
     def output_wire(self, pw: int, w: int, play: tuple, tlay: tuple, lam: Lam, u: Unifier,
                     wires: dict) -> dict | None:
         """The output wire placed by its layout, or ``None`` where the layouts disagree."""
-        perm = []
+        order = []
         for e in play:
             want = lam[e] if isinstance(e, str) else e
             if want not in tlay:
                 return None
-            perm.append(tlay.index(want))
-        perm = tuple(perm)
+            order.append(tlay.index(want))
+        perm = tuple(order)
         if pw in wires:
             return wires if wires[pw] == (w, perm) else None
         if not u.copy().unify_types(self.pwt(pw), tuple(self.twt(w)[q] for q in perm)):
@@ -245,9 +245,9 @@ class Matcher:
         inner = same_cell(pn, tn, uni, _match_body)
         if inner is None:
             return
-        idents = st.idents
+        idents: dict | None = st.idents
         if pn.kind.is_process:
-            idents = bind_function(idents, pn.op, identity(tn, with_generics=bool(pn.var)), tb)
+            idents = bind_function(st.idents, pn.op, identity(tn, with_generics=bool(pn.var)), tb)
         for name, node in inner.items():  # one name, one function, inside a cell and out
             if idents is not None:
                 idents = bind_function(idents, name, identity(node, with_generics=True), None)

@@ -117,7 +117,7 @@ def identity(node: Box, with_generics: bool = False) -> tuple:
     return ident + (i.generics,) if with_generics else ident
 
 
-def bind_function(idents: dict, name: str, ident: tuple, tb: int) -> dict | None:
+def bind_function(idents: dict, name: str, ident: tuple, tb: int | None) -> dict | None:
     """One name, one function: the first box a process name (or box variable) of the pattern
     matches binds it; every other box it names must be that same function, or ``f(f(x))``
     would match ``g(f(x))``. Returns the bindings, extended, or ``None``."""

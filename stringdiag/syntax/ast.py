@@ -9,14 +9,17 @@ errors keep the order in which the elaborator finds them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Union, dataclass_transform
 
 from lark import Token, Transformer_NonRecursive, v_args
 
 from ..errors import Pos
 from .parser import parse
 
-node = dataclass(frozen=True, slots=True)
+@dataclass_transform(frozen_default=True)
+def node(cls):
+    """A syntax node: a frozen, slotted dataclass (said so that type checkers see its fields)."""
+    return dataclass(frozen=True, slots=True)(cls)
 
 
 # -- leaves ------------------------------------------------------------------------------

@@ -75,8 +75,9 @@ _NS = re.compile(r"^diag__")
 def _own_names(e: UnexpectedInput) -> UnexpectedInput:
     """Terminals a grammar imports from diag.lark come back namespaced (``diag__NUMBER``);
     messages name them as diag.lark's own do."""
-    if isinstance(getattr(e, "expected", None), (set, frozenset, list)):
-        e.expected = {_NS.sub("", n) for n in e.expected}
+    expected = getattr(e, "expected", None)  # (the subclasses' attribute)
+    if isinstance(expected, (set, frozenset, list)):
+        setattr(e, "expected", {_NS.sub("", n) for n in expected})
     if isinstance(e, UnexpectedToken):
         e._accepts = {_NS.sub("", n) for n in (e.accepts or e.expected)}
     return e
@@ -90,9 +91,10 @@ def syntax_error(e: UnexpectedInput, text: str, file: str, lark: Lark) -> DiagEr
     if at_end or not isinstance(line, int) or line < 1:  # point just past the last character
         lines = text.rstrip().splitlines() or [""]
         line, col = len(lines), len(lines[-1]) + 1
-    pos = Pos(file, line, col)
+    pos = Pos(file, line, col if isinstance(col, int) else 1)
     if isinstance(e, UnexpectedCharacters):
-        ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else "?"
+        at = e.pos_in_stream
+        ch = text[at] if at is not None and at < len(text) else "?"
         msg = f"unexpected character {ch!r}"
     elif isinstance(e, UnexpectedEOF):
         msg = "unexpected end of file"
