@@ -8,7 +8,8 @@ Jia et al. 2019, with this tool's oracle), kept only when verified and not deriv
    the rule *member ≡ smallest member* (up to the names of the inputs).
 3. A proposal is kept when the oracle (``verify.oracle``: random inputs of several
    distributions, float64) finds its sides equal, and when ``derive --find`` cannot derive it
-   from the library within a small bound (``prune``): what is left is what ``rules/`` lacks.
+   within a small bound from the library and the rules kept before it (smallest first): what
+   is left is what ``rules/`` lacks.
 
 Rules for scalars apply elementwise inside any SIMD box (``rules/algebra.rules``).
 """
@@ -111,12 +112,15 @@ def verified(lhs: str, rhs: str) -> float | None:
     return v.error if v.same else None
 
 
-def derivable(lhs: str, rhs: str, folder: Path, bounds: Bounds) -> bool:
-    """Whether ``derive --find`` derives rhs from lhs with the library within ``bounds``."""
-    src = folder / "pair.diag"
+def derivable(lhs: str, rhs: str, folder: Path, bounds: Bounds, kept: list[Discovered] = ()) -> bool:
+    """Whether ``derive --find`` derives rhs from lhs within ``bounds``, with the library and
+    the rules ``kept`` so far (TASO's pruning: a rule that follows from others adds nothing)."""
+    src, found = folder / "pair.diag", folder / "kept.rules"
     src.write_text(f"diagram L(x: [], y: []) -> [] {{\n  return {lhs}\n}}\n"
                    f"diagram R(x: [], y: []) -> [] {{\n  return {rhs}\n}}\n")
-    session = Session(Ref(src.resolve(), "L"), Ref(src.resolve(), "R"), folder / "pair.deriv", bounds.max_boxes)
+    found.write_text("\n".join(rule_text(f"kept_{k}", d.lhs, d.rhs) for k, d in enumerate(kept)))
+    session = Session(Ref(src.resolve(), "L"), Ref(src.resolve(), "R"), folder / "pair.deriv", bounds.max_boxes,
+                      (found.resolve(),) if kept else ())
     return search(session.start, session.target, moves_of(session, bounds), bounds).found is not None
 
 
@@ -128,7 +132,7 @@ def discover(primitives: list[str], size: int, seed: int = 0, bounds: Bounds | N
         raise DiagError(f"discover cannot evaluate {', '.join(unknown)}; it knows {', '.join([*UNARY, *BINARY])}")
     bounds = bounds or Bounds(max_steps=3, time_budget=5.0, max_boxes=40, max_states=150)
     found = terms(primitives, size, np.random.default_rng(seed))
-    pairs = list(proposals(found))
+    pairs = sorted(proposals(found), key=lambda p: (len(p[0]) + len(p[1]), p))  # small rules first: they prune
     counts = {"terms": len(found), "proposed": len(pairs), "verified": 0, "derivable": 0, "kept": 0}
     kept: list[Discovered] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -137,7 +141,7 @@ def discover(primitives: list[str], size: int, seed: int = 0, bounds: Bounds | N
             if err is None:
                 continue
             counts["verified"] += 1
-            if derivable(lhs, rhs, Path(tmp), bounds):
+            if derivable(lhs, rhs, Path(tmp), bounds, kept):
                 counts["derivable"] += 1
                 continue
             kept.append(Discovered(lhs, rhs, err))
@@ -151,7 +155,8 @@ def rules_file(kept: list[Discovered], primitives: list[str], size: int, counts:
     """The ``.rules`` text of what was kept, with how it was found."""
     head = (f"# Rules discovered by stringdiag discover over {', '.join(primitives)} up to {size} boxes a side:\n"
             f"# {counts['terms']} terms, {counts['proposed']} proposals by fingerprint, {counts['verified']} verified "
-            f"by the oracle, {counts['derivable']} derivable from the library (pruned), {counts['kept']} kept.\n\n")
+            f"by the oracle, {counts['derivable']} derivable from the library and the rules kept before them (pruned), "
+            f"{counts['kept']} kept.\n\n")
     return head + "\n".join(rule_text(f"found_{k}", d.lhs, d.rhs, f"verified: largest relative error {d.error:.1e}")
                             for k, d in enumerate(kept, 1))
 

@@ -54,10 +54,12 @@ class Applied:
 class Session:
     """The start, the target and the files in use, ready to run steps written as text."""
 
-    def __init__(self, start: Ref, target: Ref | None, out: Path, max_boxes: int = MAX_DERIVED):
+    def __init__(self, start: Ref, target: Ref | None, out: Path, max_boxes: int = MAX_DERIVED,
+                 rules: tuple[Path, ...] = ()):
         self.out, self.base = out, out.parent
         self.start_ref, self.target_ref = start, target
         lines = [f"start {start.written(self.base)}"]
+        lines += [f'use "{Path(os.path.relpath(r, self.base.resolve())).as_posix()}"' for r in rules]
         if target is not None and target.file != start.file:
             lines.append(f'use "{Path(os.path.relpath(target.file, self.base.resolve())).as_posix()}"')
         self.header = "\n".join(lines) + "\n"
