@@ -210,16 +210,21 @@ def test_rules_are_files_and_rule_names_are_rule(capsys, tmp_path):
 
 
 # -- --json ---------------------------------------------------------------------------
-def test_check_json_lists_diagnostics(capsys, tmp_path):
+def test_check_json_lists_each_files_diagrams_and_diagnostics(capsys, tmp_path):
     bad = tmp_path / "bad.diag"
     bad.write_text("dim s : seq\ndiagram A(x: [s]) -> [s] {\n  return y\n}\n")
     rc, out, err = run(capsys, ["check", ATTENTION, bad, "--json"])
     assert rc == 1 and err == ""
-    assert json.loads(out) == [{"file": str(bad), "line": 3, "col": 10, "severity": "error",
-                                "message": "undefined name 'y'"}]
+    good, wrong = json.loads(out)
+    assert good == {"file": ATTENTION, "ok": True, "diagnostics": [],
+                    "diagrams": ["SelfAttention", "MaskedSelfAttention", "CrossAttention", "MultiHeadAttention"]}
+    assert wrong == {"file": str(bad), "ok": False, "diagrams": [], "diagnostics": [
+        {"file": str(bad), "line": 3, "col": 10, "severity": "error", "message": "undefined name 'y'"}]}
     rc, out, _ = run(capsys, ["check", ALGEBRA, "--json"])
-    found = json.loads(out)
-    assert rc == 0 and found and {d["severity"] for d in found} == {"warning"}
+    (rules,) = json.loads(out)
+    found = rules["diagnostics"]
+    assert rc == 0 and rules["ok"] and "mul_one" in rules["rules"] and "diagrams" not in rules
+    assert found and {d["severity"] for d in found} == {"warning"}
     assert all(set(d) == {"file", "line", "col", "severity", "message"} for d in found)
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import DiagError
+from ..errors import DiagError, shown
 from .common import Report, diagnostic, load_reporting, print_json, to_stderr
 from ..graph.box import Kind
 from .kinds import FileKind, kind_of
@@ -44,33 +44,44 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verify", action="store_true",
                    help="for .rules files: also evaluate both sides of every equation on random inputs (float64)")
     p.add_argument("--json", action="store_true",
-                   help="print only the errors and warnings, as JSON: a list of {file, line, col, severity, message}")
+                   help="print JSON only: for each file {file, ok, diagrams or rules, diagnostics}, each "
+                        "diagnostic {file, line, col, severity, message}")
 
 
 def run(args: argparse.Namespace) -> int:
-    found: list[dict] = []
+    files: list[dict] = []
     status = 0
     for path in args.files:
         report: Report = to_stderr
-        if args.json:
-            def report(e: DiagError, severity: str, path: str = path) -> None:
-                found.append(diagnostic(e, severity, path))
-        try:
-            if FileKind.RULES in kind_of(path):
-                status |= check_rules(path, args.verify, args.quiet, report, silent=args.json)
-                continue
-            prog = load_reporting(path, report)
-        except DiagError as e:
-            report(e, "error")
-            status = 1
-            continue
-        defects = report_obstacles(prog, report)
-        status |= 1 if defects else 0
-        if not (args.quiet or args.json) and not defects:
-            print(f"{path}: ok ({_many(len(prog.own), 'diagram')}: {', '.join(prog.own)})")
+        if args.json:  # what the file defines, and what was found in it
+            entry: dict = {"file": shown(path), "ok": True, "diagnostics": []}
+            files.append(entry)
+
+            def report(e: DiagError, severity: str, path: str = path, entry: dict = entry) -> None:
+                entry["diagnostics"].append(diagnostic(e, severity, path))
+                entry["ok"] = entry["ok"] and severity != "error"
+        status |= check_file(path, args, report, entry if args.json else {})
     if args.json:
-        print_json(found)
+        print_json([{k: e[k] for k in ("file", "ok", "diagrams", "rules", "diagnostics") if k in e} for e in files])
     return status
+
+
+def check_file(path: str, args: argparse.Namespace, report: Report, entry: dict) -> int:
+    """Check one file; its diagrams' (or rules') names go into ``entry``; 1 on an error."""
+    try:
+        if FileKind.RULES in kind_of(path):
+            entry["rules"] = []
+            return check_rules(path, args.verify, args.quiet, report, silent=args.json, names=entry["rules"])
+        entry["diagrams"] = []
+        prog = load_reporting(path, report)
+    except DiagError as e:
+        report(e, "error")
+        return 1
+    entry["diagrams"] = list(prog.own)
+    defects = report_obstacles(prog, report)
+    if not (args.quiet or args.json) and not defects:
+        print(f"{path}: ok ({_many(len(prog.own), 'diagram')}: {', '.join(prog.own)})")
+    return 1 if defects else 0
 
 
 def report_obstacles(prog, report: Report = to_stderr) -> int:
@@ -98,13 +109,15 @@ def _many(n: int, what: str) -> str:
 
 
 def check_rules(path: str, verify: bool = False, quiet: bool = False, report: Report = to_stderr,
-                silent: bool = False) -> int:
-    """Check one ``.rules`` file; 1 when an equation does not hold numerically or a rule's
-    proof does not prove it. Errors in the file itself (syntax, types, a reduction that is
-    not one) are raised as ``DiagError``."""
+                silent: bool = False, names: list | None = None) -> int:
+    """Check one ``.rules`` file (its rules' names appended to ``names``); 1 when an equation
+    does not hold numerically or a rule's proof does not prove it. Errors in the file itself
+    (syntax, types, a reduction that is not one) are raised as ``DiagError``."""
     from ..rewrite.rule import load_rules
 
     rules = load_rules(path)
+    if names is not None:
+        names.extend(r.name for r in rules)
     for r in rules:
         for w in r.warnings:
             report(w, "warning")
