@@ -84,6 +84,20 @@ def test_every_subpackage_has_a_layer():
     assert {layer(m) for m in modules()} <= set(LAYERS)
 
 
+def test_the_architecture_page_shows_these_floors():
+    """docs/architecture.md's table of floors is generated from ``LAYERS`` (docs/generate.py)."""
+    import sys
+    sys.path.insert(0, str(ROOT.parent / "docs"))
+    try:
+        import generate
+    finally:
+        sys.path.pop(0)
+    page = (ROOT.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert page == generate.architecture_page(), "docs/architecture.md's floors are stale: run python docs/generate.py"
+    table = generate.floor_table()
+    assert all(f"`{room}" in table for room in LAYERS) and table.count("\n") == len(set(LAYERS.values())) + 1
+
+
 def test_imports_run_one_way():
     wrong = []
     for a, b, data in import_graph().edges(data=True):
