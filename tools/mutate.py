@@ -43,9 +43,12 @@ class Target:
 TARGETS = (
     Target("primitives", "stringdiag/lower/primitives.py",
            ("amax", "hardmax", "posenc", "causal", "window", "strided", "global_tokens", "gauss", "shift",
-            "causal_conv", "narrow", "pick", "bucket", "window_attention"),
+            "causal_conv", "narrow", "pick", "bucket"),
            ("tests/test_primitives.py::test_fixed_primitives_agree_with_plain_python_at_their_edges",
             "tests/test_primitives.py", "tests/test_prims.py", "tests/test_sparse_attention.py")),
+    Target("banded", "stringdiag/lower/banded.py",  # the window kernels: sliding, global, causal
+           ("_positions", "_window_drop", "_causal_drop", "_dense_mask", "window_attention"),
+           ("tests/test_banded.py", "tests/test_sparse_attention.py")),
     Target("iso", "stringdiag/graph/iso.py", ("_confirm", "_isomorphic"),
            ("tests/test_iso_confirm.py", "tests/test_iso_fast.py")),
     Target("rewrite", "stringdiag/rewrite/dpo.py", ("_Splice.boundary", "_Splice.delete", "_wanted"),
