@@ -15,6 +15,7 @@ first in turn), median of repeats, torch at one thread, float32. The dense way's
 e, the others' with k: its ratio grows with e / k.
 
     .venv/bin/python benchmarks/bench_moe.py [--tokens 512] [--experts 8] [--repeat 5] [--gathered]
+    .venv/bin/python benchmarks/bench_moe.py --row    # the speed table's row: fwd+bwd, CPU time
 """
 from __future__ import annotations
 
@@ -59,8 +60,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--hidden", type=int, default=512)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--gathered", action="store_true", help="also time the prelude's body (slow)")
+    ap.add_argument("--row", action="store_true", help="routed against hf, fwd+bwd, by CPU time (cpu_clock)")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
+    if a.row:
+        return row(a)
     import transformers
     from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
 
@@ -98,6 +102,33 @@ def main(argv: list[str] | None = None) -> None:
         print("forward + backward" if backward else "forward")
         for name, t in med.items():
             print(f"  {name:<9} {t * 1e3:8.2f} ms   {t / med['hf']:5.2f}x")
+
+
+def row(a) -> None:
+    """The routed block against Hugging Face's, forward + backward, interleaved CPU-time rounds."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import cpu_clock as C
+    import transformers
+    from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
+
+    config = transformers.MixtralConfig(hidden_size=a.width, intermediate_size=a.hidden, num_local_experts=a.experts,
+                                        num_experts_per_tok=a.chosen)
+    hf = MixtralSparseMoeBlock(config)
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.normal_(0, 0.05)
+    block = stringdiag.load(str(FILE))["MixtralSparseMoeBlock"]
+    routed = stringdiag.compile(block, dims={"d": a.width, "f": a.hidden, "e": a.experts, "k": a.chosen},
+                                approximator="linear")
+    stringdiag.load_weights(routed, hf.state_dict(), {"gate.weight": "gate.weight", "experts.*": "*.weight"})
+    x = torch.randn(1, a.tokens, a.width)
+    with torch.no_grad():
+        assert torch.allclose(routed(x), hf(x), atol=1e-5)
+    p = C.pair(lambda: routed(x).sum().backward(), lambda: hf(x).sum().backward(), max(5, a.repeat))
+    C.row(f"Mixtral sparse-MoE block fwd+bwd (s = {a.tokens}, e = {a.experts}, k = {a.chosen}, d = {a.width}, "
+          f"f = {a.hidden})", "Hugging Face `MixtralSparseMoeBlock`",
+          f"{p.ratio:.2f} ({p.mine * 1e3:.1f} vs {p.ref * 1e3:.1f} ms)", "<= 1.0", p.ratio <= 1.0)
 
 
 if __name__ == "__main__":
