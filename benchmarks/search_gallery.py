@@ -141,7 +141,7 @@ def main() -> None:
     if args.rows is not None:
         for f in args.rows:
             rows += json.loads(Path(f).read_text())
-        rows.sort(key=lambda r: (r["name"].count("/"), r["name"]))
+        rows = sorted({r["name"]: r for r in rows}.values(), key=lambda r: (r["name"].count("/"), r["name"]))
     else:
         with tempfile.TemporaryDirectory() as tmp:
             for p in paths:
