@@ -19,6 +19,7 @@ import ast
 import copy
 import io
 import os
+import signal
 import subprocess
 import sys
 import tarfile
@@ -198,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--match", default="", help="only the mutants whose 'function: before  ->  after' has this text")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per mutant before it counts as killed")
     args = ap.parse_args(argv)
+    # stopped (kill, a CI's timeout): end the running tests and remove the scratch copy, as on Ctrl-C
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     chosen = [t for t in TARGETS if not args.targets or t.name in args.targets]
     if args.targets and len(chosen) != len(set(args.targets)):
         ap.error(f"unknown target; the targets are {', '.join(t.name for t in TARGETS)}")
