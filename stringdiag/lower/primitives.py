@@ -242,12 +242,15 @@ def moe_swiglu(x: Tensor, ids: Tensor, w: Tensor, wg: Tensor, wu: Tensor, wd: Te
     x, ids, w = broadcast_lead([x, ids, w], [1, 1, 1])
     lead, (k, d) = x.shape[:-1], (ids.shape[-1], x.shape[-1])
     tokens, flat, weight = x.reshape(-1, d), ids.reshape(-1), w.reshape(-1)
-    wg, wu, wd = (t.reshape(t.shape[-3:]) for t in (wg, wu, wd))
+    # unbound once: one backward stacks every expert's gradient (indexing wg[e] per expert made a
+    # zero-filled gradient of the whole stack per expert, then added them: most of the backward)
+    wg, wu, wd = (t.reshape(t.shape[-3:]).unbind(0) for t in (wg, wu, wd))
     out = torch.zeros_like(tokens)
-    for e in torch.bincount(flat, minlength=wg.shape[0]).nonzero()[:, 0].tolist():  # the experts chosen
+    for e in torch.bincount(flat, minlength=len(wg)).nonzero()[:, 0].tolist():  # the experts chosen
         part = (flat == e).nonzero()[:, 0]  # the (token, slot) pairs routed to expert e
         rows = part // k
-        h = F.silu(F.linear(tokens[rows], wg[e])) * F.linear(tokens[rows], wu[e])
+        xe = tokens[rows]
+        h = F.silu(F.linear(xe, wg[e])) * F.linear(xe, wu[e])
         out.index_add_(0, rows, F.linear(h, wd[e]) * weight[part, None])
     return out.reshape(*lead, d)
 
