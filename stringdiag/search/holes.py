@@ -57,7 +57,7 @@ def suggestions(cur: Diagram, target: Diagram) -> Iterator[str]:
             if body not in written:
                 written.add(body)
                 yield f"specialise {name}({', '.join(params)}) := {body}"
-    yield from kernels(flat_c, flat_t, names)
+    yield from kernels(flat_c, flat_t, names, target)
 
 
 def projections(cur: Diagram, target: Diagram) -> Iterator[str]:
@@ -92,15 +92,17 @@ def projections(cur: Diagram, target: Diagram) -> Iterator[str]:
                 yield f"specialise {name}(c) := {{ u, v = {split}(c)\n  return {pick} }}{at}"
 
 
-def kernels(cur: Diagram, target: Diagram, names: list[str]) -> Iterator[str]:
+def kernels(cur: Diagram, target: Diagram, names: list[str], closed: Diagram | None = None) -> Iterator[str]:
     """A similarity of two vectors of one type, written as the dot product of a feature map
     of each, for every map of one input and one output the target uses and ``cur`` does not
-    (``elu1``, ``favor``: linear attention's kernels, Katharopoulos et al. (2020)): the body
+    (``elu1``, ``favor``: linear attention's kernels, Katharopoulos et al. (2020); a map of the
+    user's is seen in ``closed``, the target as written): the body
     the target suggests when it has moved the map away from where the hole was."""
     ours = {cur.record(b).op for b in cur.boxes()}
-    maps = sorted({r.op for b in target.boxes() if (r := target.record(b)).kind in (Kind.FIXED, Kind.DIAGRAM)
-                   and r.op not in ours and r.op.isidentifier() and len(target.box_inputs(b)) == 1
-                   and len(target.box_outputs(b)) == 1 and not r.generics})
+    maps = sorted({r.op for t in (target, closed) if t is not None for b in t.boxes()
+                   if (r := t.record(b)).kind in (Kind.FIXED, Kind.DIAGRAM) and r.op not in ours
+                   and r.op.isidentifier() and len(t.box_inputs(b)) == 1 and len(t.box_outputs(b)) == 1
+                   and not r.generics})
     for name in names:
         use = next(b for b in cur.topological_boxes() if cur.record(b).op == name)
         decl = cur.record(use).ref
