@@ -97,8 +97,9 @@ def _the_wheel_ships_the_data_and_not_the_pictures(installed: Installed) -> None
         assert want and want <= names, sorted(want - names)
     assert {"stringdiag/prelude/prelude.diag", "stringdiag/py.typed", "stringdiag/__main__.py"} <= names
     assert any(n.endswith("/licenses/LICENSE") for n in names)
-    data = [n for n in names if n.endswith((".svg", ".png", ".csv", ".json"))]
-    assert data == ["stringdiag/study/published.csv"], data  # Fig. 2(b)'s reference lines; no study results
+    data = sorted(n for n in names if n.endswith((".svg", ".png", ".csv", ".json")))
+    # GPT-2's weight map for gallery/lm.diag, Fig. 2(b)'s reference lines; no study results, no pictures
+    assert data == ["stringdiag/gallery/lm.gpt2.json", "stringdiag/study/published.csv"], data
 
 
 def _the_environment_imports_the_wheel_not_the_checkout(installed: Installed) -> None:
@@ -223,6 +224,26 @@ def _the_readmes_python_runs_from_an_empty_folder(installed: Installed) -> None:
         _run([installed.python, "-c", block], installed.work, installed.env)
 
 
+def _every_docs_command_on_shipped_files_runs_from_an_empty_folder(installed: Installed) -> None:
+    """The README's and docs' console lines whose source files are all shipped ones
+    (``stringdiag:`` names), run as shown from an empty folder: each must exit 0."""
+    import re
+    import shlex
+
+    work = installed.work / "docs"
+    work.mkdir()
+    ran = 0
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for block in re.findall(r"^```console[^\n]*\n(.*?)^```", page.read_text(), re.M | re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                words = shlex.split(line[2:], comments=True) if line.startswith("$ stringdiag ") else []
+                sources = [w for w in words if w.endswith((".diag", ".rules", ".deriv", ".tax"))]
+                if sources and all(w.startswith("stringdiag:") for w in sources):
+                    _run([installed.bin / "stringdiag", *words[1:]], work, installed.env)
+                    ran += 1
+    assert ran >= 2, ran
+
+
 def _every_help_example_runs_from_an_empty_folder(installed: Installed) -> None:
     """Each command's --help examples as a user pastes them (train's and the slow enumerate and
     taxonomy --verify ones aside: train is the step above, enumerate and taxonomy are run once)."""
@@ -256,6 +277,7 @@ STEPS = [
     _a_whole_model_trains_and_samples_from_its_shipped_name,
     _shipped_names_are_shown_never_site_packages,
     _the_readmes_python_runs_from_an_empty_folder,
+    _every_docs_command_on_shipped_files_runs_from_an_empty_folder,
     _every_help_example_runs_from_an_empty_folder,
 ]
 
