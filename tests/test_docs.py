@@ -58,6 +58,7 @@ NOT_RUN = {
     ("reproductions.md", "a minute of enumeration, every reading varied"),
     ("reproductions.md", "a study of many hours on this CPU"),
     ("benchmarks.md", "a minute of timing, run here with its figures below"),
+    ("benchmarks.md", "about ten minutes of timing, run here with its figures below"),
     ("pictures.md", "LaTeX, for a paper that inputs the picture"),
     ("gpu.md", "needs the GPU machine and the wheels in .whl/"),
 }
