@@ -68,7 +68,7 @@ mutate: install
 	$(BIN)/python tools/mutate.py
 
 # The speed table first (each row against a reference in the same run, CPU time, printed as it
-# goes; about 10 minutes on 2 busy cores), then the other benchmarks; the old VF2 path of
+# goes; 10 to 30 minutes of wall time on 2 shared cores), then the other benchmarks; the old VF2 path of
 # bench_iso.py only with --vf2, the minutes-long rows of the table only with bench_table.py --all.
 bench: install dot
 	$(BIN)/python benchmarks/bench_table.py
