@@ -95,7 +95,7 @@ GALLERY = ["anatomy.diag", "attention.diag", "transformer.diag", "bahdanau.diag"
 def _compilable(prog):
     for name in prog.diagrams:
         d = prog[name]
-        if d.generics or any(d.expand().box(b)["box"] == "abstract" for b in d.expand().boxes()):
+        if d.generics or any(d.expand().record(b).kind == "abstract" for b in d.expand().boxes()):
             continue
         yield name, d
 

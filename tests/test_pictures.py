@@ -15,6 +15,7 @@ import pytest
 import stringdiag
 from stringdiag.cli.main import main
 from stringdiag.derive.derivation import load_derivation
+from stringdiag.graph.box import Box
 from stringdiag.render.crossings import crossings
 from stringdiag.render.draw import stacked_rows, to_graphviz, to_svg
 from stringdiag.render.frames import frames
@@ -41,9 +42,9 @@ def drawn():
     return [(where, d, frames(d)) for where, d in gallery_diagrams()]
 
 
-def shown_simd(node: dict) -> Counter:
-    display = node.get("display", {})
-    return Counter((display.get(label, label), str(dim)) for label, dim in node["simd"])
+def shown_simd(node: Box) -> Counter:
+    display = node.display or {}
+    return Counter((display.get(label, label), str(dim)) for label, dim in node.simd)
 
 
 def test_every_box_is_drawn_in_exactly_the_simd_boxes_it_iterates(drawn):
@@ -51,8 +52,8 @@ def test_every_box_is_drawn_in_exactly_the_simd_boxes_it_iterates(drawn):
     for where, d, placed in drawn:
         for b in d.boxes():
             simd_frames = Counter((f[2], str(f[3])) for f, _part in placed[b] if f[0] == "simd")
-            if simd_frames != shown_simd(d.box(b)):
-                wrong.append(f"{where}: {d.box(b)['op']} iterates {dict(shown_simd(d.box(b)))} "
+            if simd_frames != shown_simd(d.record(b)):
+                wrong.append(f"{where}: {d.record(b).op} iterates {dict(shown_simd(d.record(b)))} "
                              f"but is drawn in {dict(simd_frames)}")
     assert not wrong, "\n".join(wrong[:20])
 
