@@ -104,7 +104,9 @@ def _why(text: str) -> str:
     text = re.sub(r"^not (within|found:) (the bound of|--max-states) ([\d,]+)( states)?( reached)?",
                   r"not found within \3 states", text)
     text = re.sub(r"^not (within|found:) every chain", "not found: every chain", text)
-    return re.sub(r"^not (within|found:) the time budget", "not found within the time budget", text)
+    text = re.sub(r"^not (within|found:) the time budget (of ([\d.]+) CPU s spent|\(([\d.]+) CPU s\))",
+                  lambda m: f"not found within the time budget ({m.group(3) or m.group(4)} CPU s)", text)
+    return text.replace("closest form 0 boxes apart", "closest form has the target's boxes, wired otherwise")
 
 
 def into_docs(head: str, text: str) -> None:
@@ -116,7 +118,7 @@ def into_docs(head: str, text: str) -> None:
         raise SystemExit(f"docs/derivations.md has no {BEGIN} marker")
     before, _, rest = old.partition(BEGIN)
     _, _, after = rest.partition(END)
-    doc.write_text(f"{before}{BEGIN}\n{head}\n\n<!-- quoted from: benchmarks/search_gallery.md -->\n{text}{END}{after}")
+    doc.write_text(f"{before}{BEGIN}\n{head}\n\n<!-- quoted from: benchmarks/search_gallery.md -->\n{text}\n{END}{after}")
 
 
 def main() -> None:
