@@ -63,7 +63,8 @@ test: install dot browser-latex
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q -n $${TEST_WORKERS:-2}  # small tensors: one thread is faster, and steady
 
 # Plant one small bug at a time in chosen functions (in a scratch copy of the committed tree) and
-# run the tests that cover them; docs/contributing.md has the score. CPU heavy: about an hour.
+# run the tests that cover them; docs/contributing.md has the score and the times (CPU heavy: each
+# target takes tens of minutes on busy cores; `tools/mutate.py TARGET` runs one).
 mutate: install
 	$(BIN)/python tools/mutate.py
 

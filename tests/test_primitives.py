@@ -547,3 +547,15 @@ def test_a_range_past_its_axis_at_run_time_names_the_range_and_the_axis():
         P.narrow(torch.zeros(2, 4), 2, 3, -1)
     with pytest.raises(DiagError, match=r"the range 3:4 does not lie within an axis of 3 entries$"):
         P.pick(torch.zeros(3), 3, -1)
+
+
+def test_a_window_of_no_positions_leaves_every_row_undefined():
+    """w = 0: no key lies within |i - j| < 0, so every softmax normalises nothing (NaN), as plain
+    torch's softmax over a row of -inf does; no key may be invented (a global one, say)."""
+    from stringdiag.lower.banded import window_attention
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 7, 3, generator=gen, dtype=torch.float64) for _ in range(3))
+    want = torch.softmax(torch.full((2, 7, 7), -math.inf, dtype=torch.float64), dim=-1) @ v
+    out = window_attention(q, k, v, 0, 0.5)
+    assert torch.isnan(want).all() and out.shape == want.shape and torch.isnan(out).all()

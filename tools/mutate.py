@@ -49,7 +49,8 @@ TARGETS = (
             "tests/test_primitives.py", "tests/test_prims.py", "tests/test_sparse_attention.py")),
     Target("banded", "stringdiag/lower/banded.py",  # the window kernels: sliding, global, causal
            ("_positions", "_window_drop", "_causal_drop", "_dense_mask", "window_attention"),
-           ("tests/test_banded.py", "tests/test_sparse_attention.py")),
+           ("tests/test_primitives.py::test_a_window_of_no_positions_leaves_every_row_undefined",
+            "tests/test_banded.py", "tests/test_sparse_attention.py")),
     Target("iso", "stringdiag/graph/iso.py", ("_confirm", "_isomorphic"),
            ("tests/test_iso_confirm.py", "tests/test_iso_fast.py")),
     Target("rewrite", "stringdiag/rewrite/dpo.py", ("_Splice.boundary", "_Splice.delete", "_wanted"),
@@ -72,6 +73,18 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
     ("checkpoint", "load", "True", "False"): "load_state_dict(strict=False) loads the same: _validate has refused "
                                              "any missing or unexpected key before",
     ("primitives", "shift", "0", "1"): "F.pad(x, (k, 1)) pads one entry after the last, which [..., :n] then cuts",
+    ("banded", "_window_drop", "i < s", "i <= s"): "the first padded query's row reads real keys instead of its own "
+                                                  "zero key: padded rows are cut from the output (no gradient "
+                                                  "reaches them), and that row is never empty (padding needs "
+                                                  "w >= 2, so key s - 1 is in its window; global keys join it)",
+    **{("banded", "window_attention", "w < 1", after): "which kernel: window_global_attention with no global "
+       "tokens computes the same window (w = 0 or 1 sent there, or every w)" for after in ("not w < 1", "w <= 1")},
+    ("banded", "window_attention", "1", "2"): "w = 1 sent to window_global_attention with no global tokens: "
+                                              "the same window",
+    ("banded", "_window_drop", "i == j", "i != j"): "a padded query's row keeps every key of its blocks but its own "
+                                                   "instead of its own alone: finite either way (padding needs "
+                                                   "b >= 2, so the row has another key), cut from the output, and "
+                                                   "no gradient reaches it",
     ("iso", "_isomorphic", "len(ga.node_labels) != len(gb.node_labels) or len(ga.edge_labels) != len(gb.edge_labels)",
      "len(ga.node_labels) != len(gb.node_labels) and len(ga.edge_labels) != len(gb.edge_labels)"): _EARLY,
 }
