@@ -11,6 +11,8 @@ still O(s·w): the crossovers measured at one thread, w = 16 ... 128, d = 64.
 """
 from __future__ import annotations
 
+import math
+
 from typing import Callable
 
 import torch
@@ -110,7 +112,7 @@ def _dense(q: Tensor, k: Tensor, v: Tensor, w: int, g: int, causal: bool, scale:
     """Fused SDPA under the dense mask (none when the window spans the sequence); the leading axes
     folded into one batch axis beside one head, as the fused kernels want ``[batch, heads, s, f]``."""
     s, lead = q.shape[-2], q.shape[:-2]
-    q, k, v = (x.reshape(-1, 1, s, x.shape[-1]) for x in (q, k, v))
+    q, k, v = (x.reshape(math.prod(x.shape[:-2]), 1, s, x.shape[-1]) for x in (q, k, v))  # not -1: s or a batch may be 0
     if w >= s:
         y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
     else:
