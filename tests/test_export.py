@@ -61,6 +61,8 @@ CASES = {  # folder: (file, diagram, dims, input shapes: a batch axis of 2, then
     "bahdanau": ("bahdanau.diag", "Bahdanau", {"d": 4, "h": 3, "e": 5, "g": 6, "o": 7},
                  [(2, 5, 4), (2, 3, 5)]),  # scans: learnable cells and a scanned definition
     "tied": (None, "Tied", {"d": 4}, [(2, 5, 4)]),
+    # the banded window kernel, copied with its mask cache (written empty); s = 9 > 4 (w + g) takes the band
+    "window": ("taxonomy.diag", "SlidingWindowAttention", {"d": 4, "k": 2, "w": 2}, [(2, 9, 4)]),
     # token ids in (an integer input; a dtype reference kept out of the state dict, written by value)
     "gpt_lm": ("lm.diag", "GPT", {"v": 13, "L": 2, "d": 8, "h": 2, "k": 4, "f": 16}, [("ids", 13, (2, 5))]),
 }

@@ -40,6 +40,7 @@ from .tensorfile import write_atomic
 
 MODULE, WEIGHTS, SOURCES = "module.py", "weights.safetensors", "diag"
 MARK = "# Written by stringdiag's export"  # the first line of module.py: what may be replaced
+CACHES = frozenset({"_MASKS"})  # module-level caches of copied helpers (banded.py's masks): written empty
 LITERAL_LIMIT = 256  # a buffer outside the state dict up to this many values is written into module.py
 
 
@@ -133,6 +134,8 @@ class Helpers:
             self.values[name] = f"{name} = float({str(obj)!r})"
         elif obj is None or isinstance(obj, (bool, int, str)):
             self.values[name] = f"{name} = {obj!r}"
+        elif name in CACHES and isinstance(obj, dict):  # filled again by the copied helpers
+            self.values[name] = f"{name} = {{}}"
         elif getattr(obj, "__module__", "").startswith("stringdiag"):
             self._define(name, obj)
         else:
