@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from stringdiag.construct.instance import grid_instance
 from stringdiag.construct import hardmax_classifier, make_instance
 from stringdiag.construct.artefacts import GALLERY, NAME, source, weights
 from stringdiag.elaborate.loader import loads
@@ -31,16 +32,7 @@ TAUS = [10.0, 1.0, 0.3, 0.1, 0.03, 0.01, 1e-3, 1e-4, 1e-6, 1e-8]
 EXAMPLE = ([[[0.0, 1.0], [2.0, 0.5]], [[1.0, 1.0]], [[1.0, 1.0], [0.0, 2.0], [3.0, 1.0]]], ["pos", "neg", "pos"])
 
 
-def instance(rng, n: int, d: int = 2):
-    """n distinct token sets drawn from a small grid pool (as tests/test_construct_hardmax.py draws them)."""
-    pool = np.unique(rng.integers(-2, 3, size=(4 + n // 3, d)).astype(float), axis=0)
-    seqs, seen = [], set()
-    while len(seqs) < n:
-        idx = rng.choice(len(pool), size=int(rng.integers(1, min(4, len(pool)) + 1)), replace=False)
-        if frozenset(idx.tolist()) not in seen:
-            seen.add(frozenset(idx.tolist()))
-            seqs.append(pool[idx])
-    return seqs, rng.integers(0, 3, size=n).tolist()
+instance = grid_instance  # the random instances: token sets from a small grid pool
 
 
 def softmax_module(con):

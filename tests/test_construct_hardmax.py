@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from stringdiag.construct.instance import grid_instance
 from stringdiag.cli.main import main
 from stringdiag.construct import hardmax_classifier, make_instance
 from stringdiag.construct.artefacts import weights
@@ -30,16 +31,7 @@ def reference(state: dict, z: np.ndarray) -> np.ndarray:
     return z.mean(axis=0)
 
 
-def instance(rng, n: int, d: int):
-    """n distinct token sets drawn from a small grid pool, so sequences share tokens."""
-    pool = np.unique(rng.integers(-2, 3, size=(4 + n // 3, d)).astype(float), axis=0)
-    seqs, seen = [], set()
-    while len(seqs) < n:
-        idx = rng.choice(len(pool), size=int(rng.integers(1, min(4, len(pool)) + 1)), replace=False)
-        if frozenset(idx.tolist()) not in seen:
-            seen.add(frozenset(idx.tolist()))
-            seqs.append(pool[idx])
-    return seqs, rng.integers(0, 3, size=n).tolist()
+instance = grid_instance  # the random instances: token sets from a small grid pool
 
 
 @pytest.mark.parametrize("d", [2, 3])

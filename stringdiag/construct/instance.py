@@ -202,3 +202,17 @@ def read_instance(path: str | Path) -> Instance:
             return make_instance(seqs, labels, targets)
     except DiagError as e:
         raise DiagError(f"{path}: {e.message}") from None
+
+
+def grid_instance(rng: np.random.Generator, n: int, d: int = 2) -> tuple[list[np.ndarray], list[int]]:
+    """n distinct token sets of d-dimensional points drawn from a small integer grid pool (so the
+    sequences share tokens, the hard case for the construction), with labels in {0, 1, 2}: the
+    random instances the tests and the temperature sweep use."""
+    pool = np.unique(rng.integers(-2, 3, size=(4 + n // 3, d)).astype(float), axis=0)
+    seqs, seen = [], set()
+    while len(seqs) < n:
+        idx = rng.choice(len(pool), size=int(rng.integers(1, min(4, len(pool)) + 1)), replace=False)
+        if frozenset(idx.tolist()) not in seen:
+            seen.add(frozenset(idx.tolist()))
+            seqs.append(pool[idx])
+    return seqs, rng.integers(0, 3, size=n).tolist()
