@@ -192,8 +192,8 @@ def _unpack(into: Path) -> None:
         tar.extractall(into, filter="data")
 
 
-def _run(copy_root: Path, tests: tuple[str, ...], timeout: int) -> str:
-    """'passed', 'failed' (any non-zero exit) or 'timeout'."""
+def _run(copy_root: Path, tests: tuple[str, ...], timeout: int, said: list[str] | None = None) -> str:
+    """'passed', 'failed' (any non-zero exit) or 'timeout'; ``said`` gets the tests' last lines."""
     env = {**os.environ, "PYTHONPATH": str(copy_root), "PYTHONDONTWRITEBYTECODE": "1",
            "OMP_NUM_THREADS": "1", "HYPOTHESIS_PROFILE": os.environ.get("HYPOTHESIS_PROFILE", "default")}
     env.pop("CI", None)
@@ -201,7 +201,11 @@ def _run(copy_root: Path, tests: tuple[str, ...], timeout: int) -> str:
     try:
         res = subprocess.run(cmd, cwd=copy_root, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
+        if said is not None:
+            said.append(f"(no result within --timeout {timeout} s)")
         return "timeout"
+    if said is not None:
+        said.extend((res.stdout + res.stderr).splitlines()[-25:])
     return "passed" if res.returncode == 0 else "failed"
 
 
@@ -230,8 +234,11 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{target.name} {target.module}:{m.line} {m.function}: {m.before}  ->  {m.after}")
                 continue
             start = time.monotonic()
-            if _run(copy_root, target.tests, args.timeout) != "passed":
-                print(f"error: the tests of {target.name} fail before any mutation", file=sys.stderr)
+            said: list[str] = []
+            if _run(copy_root, target.tests, args.timeout, said) != "passed":
+                print(f"error: the tests of {target.name} fail before any mutation "
+                      f"(in {copy_root}, a copy of the committed tree; the tests said):", file=sys.stderr)
+                print("\n".join(f"  {line}" for line in said), file=sys.stderr)
                 return 1
             killed, equivalent, alive = 0, 0, []
             for m in found:
