@@ -19,7 +19,7 @@ weights (Khatri et al. (2024), App. A.2; ``graph/weights.py``).
 
 Turning one weight set into several is never a step: it is refused with the reason, counting
 every use of the set, inside definition boxes, scanned cells and stacks too
-(``graph/weightuse.py``; the rule steps' refusals are in ``splits.py``).
+(``graph/weightuse.py``; the rule steps' refusals are in ``rewrite/ties.py``).
 Each step returns an :class:`Outcome`; ``correspond`` says which weight set of the result
 is which of the diagram before, where the step renamed one, so that the oracle can give
 both sides the same weights.
@@ -29,20 +29,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import DiagError
-from ..graph.box import Box, Global, Instance, Kind
+from ..graph.box import Global, Instance, Kind
 from ..graph.diagram import Diagram
-from ..graph.expand import expand
+from ..graph.expand import expand, untouched
 from ..graph.hypergraph import repeated
 from ..graph.resize import resized
 from ..graph.types import Dim
 from ..graph.weights import WeightKey, fresh_instance, instances, rename_key, weight_key
 from ..graph.weightuse import uses
 from ..rewrite.dpo import rewrite
+from ..rewrite.enclosed import enclosed
 from ..rewrite.match import Match, find_matches, wire_name
 from ..rewrite.names import WireNames
 from ..rewrite.rule import EQUATION, Rule
 from ..rewrite.strategy import rewrite_all
-from .splits import refuse_partial_fill, refuse_partial_ties, tie_inside
+from ..rewrite.ties import refuse_partial_fill, splice
 
 EQ, RED, REWIRE = "≡", "⇒", "≠"
 ABSORB = "⇔"  # as expressive, given a stated assumption (absorb.py): neither ≡ nor ⇒
@@ -68,43 +69,28 @@ class Changes:
     kept: dict[int, int] = field(default_factory=dict)
 
 
-def _same(a: Box, b: Box) -> bool:
-    return a.kind is b.kind and a.op == b.op
-
-
 def changes(before: Diagram, after: Diagram, kept: dict[int, int] | None = None) -> Changes:
     """The step from ``before`` to ``after``: with ``kept`` None the step edited a copy (ids
     of untouched boxes are kept: a rewrite, a copy, a prune), and a box is untouched when its
     id is still there with its kind and name."""
     if kept is None:
         ids = set(after.boxes())
-        kept = {b: b for b in before.boxes() if b in ids and _same(before.record(b), after.record(b))}
+        kept = {b: b for b in before.boxes() if b in ids and before.record(b).same_process(after.record(b))}
     return Changes(frozenset(set(before.boxes()) - kept.keys()), frozenset(set(after.boxes()) - set(kept.values())),
                    dict(kept))
 
 
 def traced(before: Diagram, after: Diagram, trace: dict[int, list[int]]) -> dict[int, int]:
     """Untouched boxes of an expansion: those copied as one box of the same kind and name."""
-    return {b: made[0] for b, made in trace.items()
-            if len(made) == 1 and _same(before.record(b), after.record(made[0]))}
+    return untouched(before, after, trace)
 
 
 def apply_rule(cur: Diagram, rule: Rule, match: Match) -> Outcome:
-    """One rewrite at one match."""
-    if rule.kind != EQUATION:
-        refuse_partial_fill(cur, rule, match)
-    out = rewrite(cur, match)
-    if match.ties:
-        res, trace, opened = tie_inside(out, match.ties)
-        refuse_partial_ties(res, match.ties)
-        shown = "; ".join(" = ".join(sorted(str(k[-1]) for k in group)) for group in match.ties)
-        note = f"ties the weights of {shown}" + (f"; opens {', '.join(sorted(opened))} (where they are used too)"
-                                                 if opened else "")
-        kept = None if trace is None else {b: k for b, k in traced(out, res, trace).items()
-                                           if cur.is_box(b) and _same(cur.record(b), out.record(b))}
-        return Outcome(res, RED, "; ".join(filter(None, [note, match.order])), kept=kept)
-    # a scan's cell matched with its inputs in another order: the table says which
-    return Outcome(out, EQ if rule.kind == EQUATION else RED, match.order)
+    """One rewrite at one match (``rewrite/ties.py``: the splice and its weight checks); ⇒
+    where the match tied weight sets, else the rule's own relation."""
+    done = splice(cur, rule, match)
+    return Outcome(done.diagram, RED if done.tied or rule.kind != EQUATION else EQ, done.note,
+                   enclosed(cur, done.diagram), kept=done.kept)
 
 
 def apply_everywhere(cur: Diagram, rule: Rule, reverse: bool = False,
@@ -116,7 +102,7 @@ def apply_everywhere(cur: Diagram, rule: Rule, reverse: bool = False,
         for match in find_matches(cur, rule, reverse):
             refuse_partial_fill(cur, rule, match)
     out, n = rewrite_all(cur, rule, reverse, max_boxes=max_boxes, option="derive --max-boxes")
-    return Outcome(out, EQ if rule.kind == EQUATION else RED), n
+    return Outcome(out, EQ if rule.kind == EQUATION else RED, correspond=enclosed(cur, out)), n
 
 
 def unfold(cur: Diagram, name: str, definitions: frozenset[str]) -> Outcome:

@@ -185,6 +185,11 @@ class Box(NamedTuple):
             return f"{self.op}@{self.seed}"  # the seed is part of which tensor it is
         return self.op
 
+    def same_process(self, other: "Box") -> bool:
+        """The same kind and op: how a step's picture tells an untouched box (its weights
+        and axes may have been renamed) from one the step put in."""
+        return self.kind is other.kind and self.op == other.op
+
     def identity(self) -> Identity:
         """Which function this box computes (see :class:`Identity`): the one definition of
         what a box is, for isomorphism, rules, reductions and the matcher."""

@@ -59,6 +59,13 @@ def expand(d: HG, keep: Keep = frozenset(), path: str = "",
         return _expand(d, keep, path, unroll, trace=trace)
 
 
+def untouched(before: Hypergraph, after: Hypergraph, trace: Mapping[int, list[int]]) -> dict[int, int]:
+    """The boxes an expansion left as they were: each box of ``before`` that ``trace`` says was
+    copied as one box of the same kind and op, with that box's id in ``after``."""
+    return {b: made[0] for b, made in trace.items()
+            if len(made) == 1 and before.record(b).same_process(after.record(made[0]))}
+
+
 def substituted(d: HG, sub: Mapping[str, Dim]) -> HG:
     """A generic diagram at given sizes (its parameters ``sub``), every definition kept a box:
     the body of a generic cell placed at the dimensions of the loop that scans it."""

@@ -1,4 +1,7 @@
-"""The refusals of rule steps that would split one weight set in two (``graph/weightuse.py``).
+"""One rule step at one match on one floor: the splice (``dpo.py``), the ties it makes carried
+into definition boxes, and the refusals of steps that would split one weight set in two
+(``graph/weightuse.py``). The derive floor classifies the result (≡ or ⇒); nothing here climbs
+back to it.
 
 Weight sharing is semantics: every box computing with one set is one function. A rule step
 touches the boxes of its match; where a set it changes is also used outside the match (at
@@ -19,13 +22,47 @@ some uses of the set and not others, and is refused:
 from __future__ import annotations
 
 from ..errors import DiagError
+from dataclasses import dataclass
+from typing import Callable
+
 from ..graph.box import Box, Kind
 from ..graph.diagram import Diagram
-from ..graph.expand import expand
+from ..graph.expand import expand, untouched
 from ..graph.weights import tie, weight_key
 from ..graph.weightuse import Use, Via, learner_key, uses
-from ..rewrite.match import Match
-from ..rewrite.rule import Rule
+from .dpo import rewrite
+from .occurrence import Match
+from .rule import EQUATION, Rule
+
+
+@dataclass(frozen=True)
+class Spliced:
+    """A rule applied at one match: the result, whether the match tied weight sets (then the
+    step is a reduction whatever the rule), what it did to weights (for the step's note), and
+    each untouched box of the diagram before with its id in the result (None: the same ids)."""
+
+    diagram: Diagram
+    tied: bool
+    note: str
+    kept: dict[int, int] | None = None
+
+
+def splice(cur: Diagram, rule: Rule, match: Match) -> Spliced:
+    """The rule at ``match``: a reduction's filled holes checked first, then the splice, then
+    each tied group checked to be one set wherever it is used."""
+    if rule.kind != EQUATION:
+        refuse_partial_fill(cur, rule, match)
+    out = rewrite(cur, match)
+    if not match.ties:  # a scan's cell matched with its inputs in another order: match.order says which
+        return Spliced(out, False, match.order)
+    res, trace, opened = tie_inside(out, match.ties)
+    refuse_partial_ties(res, match.ties)
+    shown = "; ".join(" = ".join(sorted(str(k[-1]) for k in group)) for group in match.ties)
+    note = f"ties the weights of {shown}" + (f"; opens {', '.join(sorted(opened))} (where they are used too)"
+                                             if opened else "")
+    kept = None if trace is None else {b: k for b, k in untouched(out, res, trace).items()
+                                       if cur.is_box(b) and cur.record(b).same_process(out.record(b))}
+    return Spliced(res, True, "; ".join(filter(None, [note, match.order])), kept)
 
 
 def tie_inside(out: Diagram, ties) -> tuple[Diagram, dict[int, list[int]] | None, set[str]]:
@@ -40,11 +77,16 @@ def tie_inside(out: Diagram, ties) -> tuple[Diagram, dict[int, list[int]] | None
     while ops := {out.record(u.box).op for k in renamed for u in uses(out, k)
                   if u.nested and u.within[0][1] is Via.DEFINITION}:
         step: dict[int, list[int]] = {}
-        out = expand(out, keep=lambda node, ops=frozenset(ops): node.op not in ops, trace=step)
+        out = expand(out, keep=_all_but(frozenset(ops)), trace=step)
         trace = step if trace is None else {b: [m for k in made for m in step.get(k, ())] for b, made in trace.items()}
         tie(out, ties)
         opened |= ops
     return out, trace, opened
+
+
+def _all_but(ops: frozenset[str]) -> Callable[[Box], bool]:
+    """Which definition boxes an expansion keeps closed: all but those of ``ops``."""
+    return lambda node: node.op not in ops
 
 
 def refuse_partial_ties(out: Diagram, ties) -> None:
@@ -105,4 +147,4 @@ def _where(found: list[Use]) -> str:
     return next((u.where() for u in found if u.nested), "")
 
 
-__all__ = ["tie_inside", "refuse_partial_ties", "refuse_partial_fill"]
+__all__ = ["Spliced", "splice", "tie_inside", "refuse_partial_ties", "refuse_partial_fill"]
