@@ -72,7 +72,9 @@ def fails(capsys, tmp_path, data) -> str:
 
 def test_bad_inputs_are_refused(capsys, tmp_path):
     seq = lambda toks, c="a": {"label": c, "tokens": toks}  # noqa: E731
-    assert "assumes ii)" in fails(capsys, tmp_path, {"sequences": [seq([[0, 0], [0, 0]])]})
+    assert "closer than rounding" in fails(capsys, tmp_path, {"sequences": [seq([[0, 0], [1, 1], [1e-12, 0]])]})
+    err = fails(capsys, tmp_path, {"sequences": [seq([[0, 0], [1, 0]]), seq([[1, 0], [0, 0], [0, 0], [1, 0]], "b")]})
+    assert "sequences 1 and 2" in err and "same share" in err and "assumes i)" in err
     err = fails(capsys, tmp_path, {"sequences": [seq([[0, 0], [1, 0]]), seq([[1, 0], [0, 0]], "b")]})
     assert "sequences 1 and 2" in err and "assumes i)" in err and "another order" in err
     assert "d >= 2" in fails(capsys, tmp_path, {"sequences": [seq([[0], [1]])]})

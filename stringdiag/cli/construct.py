@@ -76,6 +76,7 @@ def report(con, files) -> dict:
             "bound": con.bound, "stages": {s: {"blocks": u, "paper": p} for s, (u, p) in con.stages().items()},
             "parameters": con.parameters, "nonzero": con.nonzero(),
             "per_block": con.parameters // max(len(con.blocks), 1), "landed": con.n,
+            "repeated_tokens": sum(len(z) - len(np.unique(z, axis=0)) for z in inst.sequences),
             "largest_distance_to_centre": max(dist), "smallest_radius": min(t.radius for t in inst.targets.values()),
             "files": [str(f) for f in files]}
 
@@ -84,6 +85,8 @@ def text(r: dict) -> str:
     rows = [f"hardmax-classifier: N = {r['n']} sequences in R^{r['d']}, {r['labels']} labels",
             f"  {'stage':<16}{'blocks':>7}  paper's count"]
     rows += [f"  {s:<16}{v['blocks']:>7}  {v['paper']}" for s, v in r["stages"].items()]
+    if r["repeated_tokens"]:
+        rows.insert(1, f"repeated tokens: {r['repeated_tokens']}, each copy read as mass on its token (Remark 2.6, (2.7))")
     rows += [f"  {'total':<16}{r['blocks']:>7}  8N + 4 = {r['bound']}",
              f"parameters: {r['parameters']:,} ({r['per_block']} per block = 4d + 3: U d + 1, W d + d, v d, "
              f"lam, rho), {r['nonzero']:,} nonzero",

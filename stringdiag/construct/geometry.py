@@ -35,9 +35,18 @@ def gap(values: np.ndarray) -> tuple[int, float]:
     return i, float(values[i] - rest.max()) if rest.size else float("inf")
 
 
+def lead(z: np.ndarray, g: np.ndarray) -> tuple[int, float]:
+    """The first row maximising <g, z> and its lead over every row that is a different token: copies
+    of one token are one token of more mass (Remark 2.6), never a tie."""
+    values = z @ g
+    i = int(np.argmax(values))
+    other = (z != z[i]).any(axis=1)
+    return i, float(values[i] - values[other].max()) if other.any() else float("inf")
+
+
 def leaders(zs: Seqs, g: np.ndarray, tol: float) -> tuple[list[int], float] | None:
-    """Each sequence's unique maximiser of <g, z> (Lemma 3.2 ii) and the smallest margin; None on a tie."""
-    found = [gap(z @ g) for z in zs]
+    """Each sequence's unique maximising token (Lemma 3.2 ii) and the smallest margin; None on a tie."""
+    found = [lead(z, g) for z in zs]
     margin = min(m for _, m in found)
     return ([i for i, _ in found], margin) if margin > tol else None
 
@@ -47,28 +56,30 @@ def distance(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a[:, None, :] - b[None, :, :]).max(axis=2).min())
 
 
-def closest(z: np.ndarray) -> float:
-    """The smallest distance between two tokens of one sequence (inf for one token)."""
-    if len(z) < 2:
-        return float("inf")
+def near_copy(z: np.ndarray, tol: float) -> tuple[int, int] | None:
+    """Two tokens of one sequence closer than ``tol`` but not equal (j < i), or None: an exact copy is
+    a token of more mass (Remark 2.6), a near one is neither that nor a distinct token."""
     diff = np.abs(z[:, None, :] - z[None, :, :]).max(axis=2)
-    return float(diff[~np.eye(len(z), dtype=bool)].min())
+    bad = np.argwhere((diff <= tol) & (diff > 0))
+    return None if not len(bad) else (int(bad[0][1]), int(bad[0][0]))
 
 
-def distinct(z: np.ndarray, tol: float) -> bool:
-    """Assumption ii: the tokens of one sequence are pairwise distinct."""
-    return closest(z) > tol
+def masses(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct tokens of a sequence (sorted) and each one's share of the sequence, w_l / len (2.7)."""
+    tokens, counts = np.unique(z, axis=0, return_counts=True)
+    return tokens, counts / len(z)
 
 
 def quality(zs: Seqs, upto: int) -> float:
     """How far the induction's invariant holds, relative to the data's scale: the smallest distance
-    between tokens of two of the sequences 0..upto-1, or between two tokens of one sequence."""
+    between tokens of two of the sequences 0..upto-1, or between two distinct tokens of one sequence
+    (copies of one token stay copies through every block: one token of more mass, Remark 2.6)."""
     tokens = np.concatenate(zs)
     owner = np.repeat(np.arange(len(zs)), [len(z) for z in zs])
     diff = np.abs(tokens[:, None, :] - tokens[None, :, :]).max(axis=2)
-    same = owner[:, None] == owner[None, :]
-    early = (owner[:, None] < upto) & (owner[None, :] < upto)
-    mask = (same | early) & ~np.eye(len(tokens), dtype=bool)
+    same = (owner[:, None] == owner[None, :]) & (diff > 0)
+    early = (owner[:, None] < upto) & (owner[None, :] < upto) & ~(owner[:, None] == owner[None, :])
+    mask = same | early
     return float(diff[mask].min()) / scale(zs) if mask.any() else float("inf")
 
 

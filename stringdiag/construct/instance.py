@@ -4,7 +4,9 @@ The target sets S^1..S^M are open balls (centre, radius > 0): open, so that land
 strict inequality that float64 rounding of the readout cannot undo. Assumption i) is read on
 token *sets*: the transformer is permutation-equivariant and the readout (2.2) a mean, so two
 sequences that are one another's permutations cannot be told apart (our reading; the paper says
-"pairwise distinct" sequences).
+"pairwise distinct" sequences). Assumption ii) is lifted as Remark 2.6 says: a token repeated w times
+is one token of mass w, weighted as in (2.7), which is what hardmax with ties averaged does to the
+copies; so i) is read on tokens with their shares, and {a, b} and {a, a, b, b} are one sequence.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DiagError, Pos
-from .geometry import RELATIVE, distance, distinct
+from .geometry import RELATIVE, masses, near_copy
 
 FORMAT = """\
 FILE.json holds one object:
@@ -28,9 +30,12 @@ FILE.json holds one object:
 Each sequence is a non-empty list of tokens, points of R^d (d >= 2, the same d for all); a label is
 a string or an integer. "targets" gives each label its target set S^c, an open ball; the balls must
 be disjoint. Without "targets", the k-th label (in order of first use) gets the ball of radius 1/2
-around 2k e_1. Theorem 2.4 assumes i) the sequences pairwise distinct (here: as sets of tokens, since
-a transformer with a mean readout cannot tell a sequence from its permutations) and ii) the tokens
-of each sequence pairwise distinct; points closer than 1e-9 of the data's scale count as equal."""
+around 2k e_1. Theorem 2.4 assumes i) the sequences pairwise distinct (here: as tokens with their
+shares of the sequence, since a transformer with a mean readout cannot tell a sequence from its
+permutations, nor from the sequence with every token repeated equally often). Assumption ii) (the
+tokens of a sequence pairwise distinct) is lifted as Remark 2.6 says: a token may repeat exactly,
+and is then one token of more mass (2.7); tokens closer than 1e-9 of the data's scale but not equal
+are refused."""
 
 
 @dataclass(frozen=True)
@@ -113,17 +118,23 @@ def check(inst: Instance) -> None:
     """Theorem 2.4's assumptions, and that the target sets are disjoint and cover every label."""
     tol = RELATIVE * max(float(np.abs(np.concatenate(inst.sequences)).max()), 1e-300)
     for n, s in enumerate(inst.sequences):
-        if not distinct(s, tol):
-            i, j = next((i, j) for i in range(len(s)) for j in range(i) if np.abs(s[i] - s[j]).max() <= tol)
-            raise DiagError(f"sequence {n + 1} repeats the token {s[i].tolist()} (tokens {j + 1} and {i + 1}): "
-                            "Theorem 2.4 assumes ii) the tokens within each sequence pairwise distinct")
+        near = near_copy(s, tol)
+        if near is not None:
+            j, i = near
+            raise DiagError(f"sequence {n + 1} has tokens {j + 1} and {i + 1} closer than rounding but not equal "
+                            f"({s[j].tolist()}, {s[i].tolist()}): write them equal (one token of more mass, "
+                            "Remark 2.6) or further apart")
+        mine = masses(s)
         for m in range(n):
             t = inst.sequences[m]
-            if len(s) == len(t) and all(distance(s[i:i + 1], t) <= tol for i in range(len(s))):
+            theirs = masses(t)
+            if same_masses(mine, theirs, tol):
+                how = "" if len(s) == len(t) else ", each token in the same share of the sequence"
                 raise DiagError(f"sequences {m + 1} and {n + 1} have the same tokens"
-                                + (" (in another order)" if not np.array_equal(s, t) else "")
-                                + ": Theorem 2.4 assumes i) the sequences pairwise distinct (as sets of tokens: "
-                                "the mean readout of a transformer cannot tell a sequence from its permutations)")
+                                + (" (in another order)" if len(s) == len(t) and not np.array_equal(s, t) else how)
+                                + ": Theorem 2.4 assumes i) the sequences pairwise distinct (as tokens with their "
+                                "shares: the mean readout of a transformer cannot tell a sequence from its "
+                                "permutations)")
     missing = [c for c in dict.fromkeys(inst.labels) if c not in inst.targets]
     if missing:
         raise DiagError(f"label {json.dumps(missing[0])} has no target set")
@@ -134,6 +145,12 @@ def check(inst: Instance) -> None:
             if np.linalg.norm(ta.centre - tb.centre) < ta.radius + tb.radius:
                 raise DiagError(f"the target sets of labels {json.dumps(names[b])} and {json.dumps(names[a])} "
                                 "overlap: Theorem 2.4 needs disjoint sets S^1..S^M")
+
+
+def same_masses(a, b, tol: float) -> bool:
+    """Whether two sequences, as (distinct tokens, shares), are one another's up to ``tol``."""
+    return (a[0].shape == b[0].shape and bool(np.abs(a[0] - b[0]).max() <= tol)
+            and bool(np.abs(a[1] - b[1]).max() <= 1e-12))
 
 
 @contextmanager
