@@ -95,3 +95,15 @@ def test_the_library_reads_only_the_files_asked_for(tmp_path):
     assert lib["one"].name == "one"
     with pytest.raises(Exception):
         lib["two"]
+
+
+def test_the_prelude_elaborates_only_what_is_used_and_every_definition_elaborates(tmp_path):
+    probe = ("from stringdiag import loads\nfrom stringdiag.elaborate.loader import prelude\n"
+             "loads('dim s : seq\\ndim d : fixed\\ndiagram D(x: [s, d]) -> [s, d] {\\n  return softmax(x)\\n}')\n"
+             "print(sorted(n for n, d in prelude().defs.items() if d._diagram is not None))")
+    r = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,
+                       env={"XDG_CACHE_HOME": str(tmp_path), "PATH": ""})
+    assert r.stdout.strip() == "['softmax', 'sum']", r.stderr  # softmax's body uses sum[-2000:]
+    from stringdiag.elaborate.loader import prelude
+    for name in prelude().own:                                     # and every definition builds
+        assert prelude()[name].name == name

@@ -31,10 +31,10 @@ _prelude_cache: list[Program] = []
 
 
 def prelude() -> Program:
+    """The shipped prelude, its diagrams elaborated when first used (a command that uses two of
+    its forty definitions does not pay for the rest; tests/test_primitives.py elaborates all)."""
     if not _prelude_cache:
         prog = _load_text(PRELUDE.read_text(), str(PRELUDE), prelude_prog=None, stack=(), read=read_cached)
-        for name in prog.own:
-            prog[name]
         _prelude_cache.append(prog)
     return _prelude_cache[0]
 
