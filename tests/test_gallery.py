@@ -47,7 +47,8 @@ SIGNATURES = {
     },
     "hardmax.diag": {"HardmaxAttention": "[s, d] -> [s, d]", "HardmaxBlock": "[s, d] -> [s, d]",
                      "ScalarHardmaxBlock": "[s, d] -> [s, d]", "HardmaxReadout": "[s, d] -> [d]",
-                     "ScalarSoftmaxBlock": "[s, d] -> [s, d]"},
+                     "ScalarSoftmaxBlock": "[s, d] -> [s, d]", "WeightedHardmaxAttention": "[s, d], [s] -> [s, d]",
+                     "MultiHeadHardmaxAttention": "[s, d] -> [s, d]", "MaskedScalarHardmaxBlock": "[s, d] -> [s, d]"},
     "sumformer_theorems.diag": {**{n: "[s, d] -> [s, d + 2*e + 1]" for n in (
         "Eq22Rows", "SoftmaxHeadOnRows", "SumformerSumRows", "LinformerHeadOnRows", "LinformerSumRows",
         "PerformerHeadOnRows")}, "RowFeatures": "[d + 2*e + 1] -> [p]"},
