@@ -22,18 +22,19 @@ from ..analysis.complexity import analyse
 from ..errors import DiagError, Pos, shown
 from ..graph.box import Box, Instance, Kind
 from ..graph.diagram import Diagram
-from ..graph.decls import Definition, Program, suggest, unknown_qualified
-from ..elaborate.loader import load, loads, prelude
+from ..graph.decls import Definition, suggest
+from ..elaborate.loader import loads, prelude
 from ..graph.types import Dim, show_type
 from ..rewrite.match import find_matches, select
 from ..rewrite.rule import EQUATION, RULES_DIR, Library, Rule, library, load_rules
-from ..resources import argument, locate
+from ..resources import argument
 from ..syntax import ast as A
 from ..syntax import deriv_ast as D
 from ..syntax.source import read_source
 from . import steps
 from .absorb import absorb
 from .plug import plug
+from .resolve import Resolver
 from .specialise import specialise as specialise_step, uses_of
 from .steps import ABSORB, EQ, RED, REWIRE  # noqa: F401  (the relations, re-exported for callers)
 
@@ -170,40 +171,16 @@ class Runner:
         self.max_boxes = max_boxes
         self.explain = explain  # a refusal lists every candidate of the closest match, not three
         self.log = log or (lambda s: None)
-        self.base = Path(file).parent
-        self.programs: dict[str, Program] = {}
-        self.extra: list[Program] = []
-        self.aliases: dict[str, Program] = {}  # use "f.diag" as o
+        self.names = Resolver(text, file)  # what the script's names mean (resolve.py)
         self.rules: MutableMapping[str, Rule] = ChainMap({}, _library())  # own rules first
         self.unchecked: set[str] = set()  # the user's equations not evaluated (without --verify)
-        self.start_prog: Program | None = None
 
     def err(self, msg: str, pos: Pos | None) -> DiagError:
         return DiagError(msg, pos, self.text)
 
-    # -- references -----------------------------------------------------------------
-    def program(self, rel: str, pos: Pos) -> Program:
-        target = locate(rel, self.base, pos, self.text, (".diag",)).resolve()
-        if str(target) not in self.programs:
-            if not target.is_file():
-                raise self.err(f"no such file {rel} (looked for {target})", pos)
-            self.programs[str(target)] = load(target)
-        return self.programs[str(target)]
-
     def diagram(self, ref: D.Ref) -> Diagram:
-        if ref.file is not None:
-            prog = self.program(ref.file, ref.pos)
-        elif "." in ref.name:
-            return self.qualified(ref)
-        else:
-            prog = next((p for p in [self.start_prog, *self.extra] if p is not None and ref.name in p.defs), None)
-            if prog is None:
-                raise self.err(f"no diagram named '{ref.name}' in the start file or the files this derivation "
-                               "uses; write FILE.diag:NAME", ref.pos)
-        try:
-            return prog[ref.name]
-        except KeyError as e:
-            raise self.err(e.args[0], ref.pos) from None
+        """The diagram ``ref`` names (``resolve.py``)."""
+        return self.names.diagram(ref)
 
     # -- the script -----------------------------------------------------------------
     def run(self) -> Derivation:
@@ -215,13 +192,8 @@ class Runner:
         for item in items:
             if isinstance(item, D.UseDecl):
                 self.use(item)
-        ref = starts[0].ref
-        if ref.file is not None:
-            self.start_prog = self.program(ref.file, ref.pos)
-        elif "." in ref.name and ref.name.partition(".")[0] in self.aliases:
-            self.start_prog = self.aliases[ref.name.partition(".")[0]]  # start o.NAME: o's file is the start file
         deriv = Derivation(self.file)
-        cur = self.diagram(ref)
+        cur = self.names.start(starts[0].ref)
         deriv.steps.append(Step(0, f"start {cur.name}", "", cur, starts[0].pos))
         steps_ = [i for i in items if not isinstance(i, (D.StartDecl, D.UseDecl, D.TargetDecl))]
         for number, item in enumerate(steps_, 1):
@@ -248,31 +220,15 @@ class Runner:
                                         decl.pos), deriv, target, why)
         return target
 
-    def qualified(self, ref: D.Ref) -> Diagram:
-        """``o.NAME``: the diagram NAME of the file used as ``o``."""
-        q, _, name = ref.name.partition(".")
-        prog = self.aliases.get(q)
-        if prog is None or name not in prog.defs:
-            names = [f"{a}.{n}" for a, p in self.aliases.items() for n in p.defs]
-            raise self.err(unknown_qualified(ref.name, names or [f"{a}." for a in self.aliases], "use"), ref.pos)
-        return prog[name]
-
     def use(self, item: D.UseDecl) -> None:
-        rel, pos = item.path.value, item.path.pos
-        if rel.endswith(".rules"):
-            target = locate(rel, self.base, pos, self.text, (".rules",)).resolve()
-            if not target.is_file():
-                raise self.err(f"no such file {rel}", pos)
-            for r in load_rules(target):
-                self.rules[r.name] = r
-                if r.kind == EQUATION:
-                    self.checked(r)
-        elif item.alias is not None:
-            if item.alias.text in self.aliases:
-                raise self.err(f"'{item.alias.text}' already names a file in use", item.alias.pos)
-            self.aliases[item.alias.text] = self.program(rel, pos)
-        else:
-            self.extra.append(self.program(rel, pos))
+        """``use "f.rules"`` (its rules before the library's), else a ``.diag`` file (``resolve.py``)."""
+        if not item.path.value.endswith(".rules"):
+            self.names.use(item)
+            return
+        for r in load_rules(self.names.rules_file(item.path.value, item.path.pos)):
+            self.rules[r.name] = r
+            if r.kind == EQUATION:
+                self.checked(r)
 
     def checked(self, r: Rule) -> None:
         """A user's equation, evaluated as it is loaded with ``verify`` (a false one is refused
@@ -308,13 +264,13 @@ class Runner:
             case D.Prune():
                 res = self.located(item, steps.prune, cur)
             case D.Resize(name, to):
-                kinds = {n.text: self.dim_kind(cur, n.text) for n in (name, to)}
+                kinds = {n.text: self.names.dim_kind(cur, n.text) for n in (name, to)}
                 res = self.located(name, steps.identify, cur, name.text, to.text, kinds)
             case D.Absorb(wire, into, learner):
-                res = self.located(wire, absorb, cur, wire.text, into.text, self.learner(learner))
+                res = self.located(wire, absorb, cur, wire.text, into.text, self.names.learner(learner))
             case D.Plug(input_, into):
                 res = self.located(input_, plug, cur, input_.text, into.text,
-                                   lambda n: self.dim_kind(cur, n) == "seq")
+                                   lambda n: self.names.dim_kind(cur, n) == "seq")
             case _:  # pragma: no cover - the grammar has no other steps
                 raise AssertionError(item)
         out = res.diagram
@@ -334,7 +290,6 @@ class Runner:
         elif res.relation == EQ and isinstance(item, D.Apply) and item.rule.text in self.unchecked:
             step.unverified = True  # a user's equation, not evaluated: --verify would
         return step
-        return step
 
     def apply(self, item: D.Apply, cur: Diagram) -> steps.Outcome:
         name = item.rule
@@ -348,24 +303,6 @@ class Runner:
         if n == 0:
             raise self.err(f"rule '{rule.name}' does not match anywhere (without tying weights)", name.pos)
         return res
-
-    def dim_kind(self, cur: Diagram, name: str) -> str | None:
-        """How the dimension ``name`` is declared in the files of the derivation, if it is."""
-        progs = [cur.program, self.start_prog, *self.extra, *self.programs.values(), prelude()]
-        decl = next((d for p in progs if p is not None and (d := p.lookup_dim(name)) is not None), None)
-        return decl.kind if decl is not None else None
-
-    def learner(self, ref: D.Ref):
-        """``as L``: a learnable declared in a file in use (``o.L`` for one used as ``o``), else
-        the name of a fresh learner of the derivation's own."""
-        if "." in ref.name and ref.file is None:
-            q, _, name = ref.name.partition(".")
-            decl = self.aliases[q].lookup_box(name) if q in self.aliases else None
-            if decl is None:
-                raise self.err(f"no learnable '{name}' in the file used as '{q}'", ref.pos)
-            return decl
-        progs = [self.start_prog, *self.extra]
-        return next((d for p in progs if p is not None and (d := p.lookup_box(ref.name)) is not None), ref.name)
 
     def located(self, name: A.Name, fn, *args) -> steps.Outcome:
         """A step function's refusal, positioned at the name it was given."""
@@ -429,10 +366,7 @@ class Runner:
         header = ", ".join(f"{n}: {show_type(t)}" for n, t in zip(names, decl.ins))
         outs = ", ".join(show_type(t) for t in decl.outs)
         generics = f"<{', '.join(decl.generics)}>" if decl.generics else ""  # N<n>: the body may use n
-        # the files the body sees: all but those used only by a qualifier (which may clash)
-        qualified = {id(p) for p in self.aliases.values()} - {id(self.start_prog)} - {id(p) for p in self.extra}
-        imports = "\n".join([f'import "{p}"' for p, prog in self.programs.items() if id(prog) not in qualified]
-                            + [f'import "{self._path_of(prog)}" as {a}' for a, prog in self.aliases.items()])
+        imports = self.names.imports()  # the files the body sees
         line, col = body.pos.line, body.pos.col
         # the header on the line before the body, the imports after it (order does not matter
         # in a .diag file), so that the body keeps its line and column in the .deriv
@@ -446,18 +380,8 @@ class Runner:
             raise DiagError(e.message, pos, self.text if ours else e.source) from None
         return prog[f"__{name}"]
 
-    def _path_of(self, prog: Program) -> str:
-        return next(p for p, q in self.programs.items() if q is prog)
-
     def fold(self, cur: Diagram, name: A.Name, at: D.Where | None) -> steps.Outcome:
-        defn = None
-        for p in [cur.program, self.start_prog, *self.extra, prelude()]:
-            if p is not None and p.lookup_def(name.text) is not None:
-                defn = p.lookup_def(name.text)
-                break
-        if defn is None:
-            raise self.err(f"no definition named '{name.text}' to fold", name.pos)
-        body = defn.diagram()
+        body = (defn := self.names.definition(cur, name)).diagram()
         call = _call_of(defn, body)
         # a generic definition (softmax<n>) folds as a rule over its dimension parameters
         rule = Rule(f"fold {name.text}", EQUATION, body, call, tuple(body.generics))
