@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from ..derive.derivation import Derivation, load_derivation
 from ..errors import DiagError
@@ -15,7 +15,7 @@ from ..graph.diagram import Diagram
 from ..graph.difference import first_difference
 from ..graph.expand import expand
 from .engine import Bounds, Outcome, search
-from .holes import projections, suggestions
+from .holes import ops, projections, suggestions, trivial
 from .moves import Move, rule_moves, structural_moves
 from .session import Ref, Session
 
@@ -36,9 +36,14 @@ class Found:
 
 def moves_of(session: Session, bounds: Bounds) -> Callable[[Diagram, Diagram], Iterator[Move]]:
     """The steps tried from a diagram: suggested specialisations first, then rules, then copies and unfoldings."""
+    forms: dict[int, list[Diagram]] = {}
+
     def moves(cur: Diagram, target: Diagram) -> Iterator[Move]:
         if bounds.reductions:
-            for line in itertools.chain(suggestions(cur, target), projections(cur, target)):
+            if id(target) not in forms:
+                forms[id(target)] = target_forms(session, target, bounds)
+            read = (suggestions(cur, t) for t in forms[id(target)])
+            for line in _once(itertools.chain(*read, projections(cur, target), trivial(cur, target))):
                 try:
                     made = session.run(cur, line)
                 except DiagError:
@@ -47,6 +52,29 @@ def moves_of(session: Session, bounds: Bounds) -> Callable[[Diagram, Diagram], I
         yield from rule_moves(session.runner, cur, bounds.reductions, bounds.max_boxes, bounds.without)
         yield from structural_moves(cur, bounds.max_boxes)
     return moves
+
+
+def target_forms(session: Session, target: Diagram, bounds: Bounds, most: int = 12) -> list[Diagram]:
+    """The target, and its forms one equation away that have boxes it lacks (``exp`` where it
+    has ``softmax``, a product of two projections where it has their rank-one form): what a
+    hole stood for may show in one of them only. The chain found still ends at the target:
+    the forward search takes the equation the other way."""
+    keys = ops(target)
+    out = [target]
+    for mv in rule_moves(session.runner, target, False, bounds.max_boxes, bounds.without):
+        if len(out) > most:
+            break
+        if ops(mv.diagram) - keys:  # more of some box
+            out.append(mv.diagram)
+    return out
+
+
+def _once(lines: Iterable[str]) -> Iterator[str]:
+    seen: set[str] = set()
+    for line in lines:
+        if line not in seen:
+            seen.add(line)
+            yield line
 
 
 def find(start: str, target: str, out: Path, bounds: Bounds, verify: bool = True,

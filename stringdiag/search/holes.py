@@ -8,6 +8,7 @@ body cannot be read off so gets no candidate.
 """
 from __future__ import annotations
 
+from collections import Counter
 from typing import Iterator
 
 from ..graph.box import Kind
@@ -23,6 +24,13 @@ from .printer import Region, Unwritable, write_body
 def _open(d: Diagram) -> Diagram:
     """Every definition of the user's opened; the prelude's kept (a body calls them by name)."""
     return expand(d, keep=frozenset(prelude().defs))
+
+
+def ops(d: Diagram) -> Counter:
+    """The boxes of ``d`` counted as a body may call them (the prelude's kept closed)."""
+    flat = _open(d)
+    return Counter((flat.record(b).kind, flat.record(b).op, len(flat.box_inputs(b)), len(flat.record(b).summed))
+                   for b in flat.boxes())
 
 
 def holes(cur: Diagram, target: Diagram) -> list[str]:
@@ -113,6 +121,37 @@ def kernels(cur: Diagram, target: Diagram, names: list[str], closed: Diagram | N
             yield f"specialise {name}(p, r) := {{ return sum_f {phi}(p)[f] * {phi}(r)[f] }}"
 
 
+def trivial(cur: Diagram, target: Diagram) -> Iterator[str]:
+    """The identity, the zero map and the units for a hole the target lacks: a body that
+    equations then remove (``0 * u`` deleted by ``add_zero_mul`` and the discards, ``1 * z`` by
+    ``mul_one``), which the target, lacking the hole, cannot show. The zero is written through
+    the hole's inputs, as the library's rules read it; ``0`` or ``1`` alone for a constant."""
+    flat_c = _open(cur)
+    for name in holes(cur, target):
+        use = next(b for b in flat_c.topological_boxes() if flat_c.record(b).op == name)
+        decl = flat_c.record(use).ref
+        if decl is None or len(decl.outs) != 1:
+            continue
+        ins, out = list(decl.ins), decl.outs[0]
+        params = ", ".join(f"x{k}" for k in range(len(ins)))
+        for body in _trivial_bodies(ins, out):
+            yield f"specialise {name}({params}) := {{ return {body} }}"
+
+
+def _trivial_bodies(ins: list, out: tuple) -> list[str]:
+    if not ins:
+        return ["1", "0"] if out == () else []
+    same = [k for k, t in enumerate(ins) if t == out]
+    bodies = [f"x{same[0]}"] if len(ins) == 1 and same else []
+    if same:
+        bodies.append(f"0 * x{same[0]}")
+    elif out == () and len(ins) == 2 and ins[0] == ins[1] and len(ins[0]) == 1:
+        bodies.append("0 * sum_f x0[f] * x1[f]")
+    elif out == () and len(ins) == 1 and len(ins[0]) == 1:
+        bodies.append("0 * sum_f x0[f]")
+    return bodies
+
+
 def _outputs(cur: Diagram, target: Diagram, use: int, to_target: dict[int, int], matched: set[int],
              most: int = 4) -> list[int]:
     """Where the hole's output may be in the target: its counterpart, or, where it has none,
@@ -123,6 +162,9 @@ def _outputs(cur: Diagram, target: Diagram, use: int, to_target: dict[int, int],
     if outs[0] in to_target:
         return [to_target[outs[0]]]
     ins = [w for w, _ in cur.box_inputs(use)]
+    if not ins:  # a constant: the target's unmatched boxes that read nothing, of its type
+        return [o for b in target.boxes() if b not in matched and not target.box_inputs(b)
+                for o in target.box_outputs(b) if target.wire_type(o) == cur.wire_type(outs[0])][:most]
     if not ins or any(w not in to_target for w in ins):
         return []
     want, found, todo, seen = cur.wire_type(outs[0]), [], [to_target[w] for w in ins], set()
@@ -177,4 +219,4 @@ def _between(d: Diagram, out: int, stops: set[int]) -> list[int] | None:
     return [b for b in d.topological_boxes() if b in found]
 
 
-__all__ = ["holes", "suggestions", "kernels", "projections"]
+__all__ = ["holes", "suggestions", "kernels", "projections", "trivial", "ops"]

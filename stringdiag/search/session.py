@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..derive.derivation import MAX_DERIVED, Runner
 from ..derive.steps import EQ
+from ..elaborate.loader import loads
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.expand import expand
@@ -60,17 +61,22 @@ class Session:
         self.start_ref, self.target_ref = start, target
         lines = [f"start {start.written(self.base)}"]
         lines += [f'use "{Path(os.path.relpath(r, self.base.resolve())).as_posix()}"' for r in rules]
-        if target is not None and target.file != start.file:
+        together = target is None or target.file == start.file or _together(start.file, target.file)
+        if target is not None and target.file != start.file and together:
             lines.append(f'use "{Path(os.path.relpath(target.file, self.base.resolve())).as_posix()}"')
         self.header = "\n".join(lines) + "\n"
         self.runner = Runner(self.header, str(out), False, None, max_boxes)
         deriv = self.runner.run()
         self.start = deriv.steps[0].diagram
-        self.target = self.diagram(target) if target is not None else None
+        self.target = None if target is None else self.diagram(target, self.runner if together else None)
 
-    def diagram(self, ref: Ref) -> Diagram:
+    def diagram(self, ref: Ref, runner: Runner | None = None) -> Diagram:
+        """The diagram ``ref`` read by ``runner`` (its files then in scope of the bodies it
+        reads), or apart from the steps (by a runner of its own)."""
         (decl,) = [i for i in D.read_deriv(f"start {ref.written(self.base)}\n", str(self.out))]
-        return self.runner.diagram(decl.ref)
+        if runner is None:
+            runner = Runner(f"start {ref.written(self.base)}\n", str(self.out), False, None)
+        return runner.diagram(decl.ref)
 
     def run(self, cur: Diagram, text: str, number: int = 1) -> Applied:
         """The step ``text`` on ``cur``; a :class:`DiagError` where the checker refuses it."""
@@ -83,6 +89,17 @@ class Session:
         head = "".join(f"# {line}\n" for line in comment.splitlines())
         tail = f"target {self.target_ref.written(self.base)}\n" if self.target_ref is not None else ""
         return head + self.header + "".join(s + "\n" for s in steps) + tail
+
+
+def _together(a: Path, b: Path) -> bool:
+    """Whether two files can be read into one scope: the target's file is used (its maps are
+    named by the bodies the search writes) unless its names clash with the start's, when it is
+    read by its qualified reference alone, as a hand-written ``.deriv`` would."""
+    try:
+        loads(f'import "{a.as_posix()}"\nimport "{b.as_posix()}"\n', str(a.parent / "__probe.diag"))
+    except DiagError:
+        return False
+    return True
 
 
 def flat(d: Diagram) -> Diagram:
