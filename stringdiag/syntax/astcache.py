@@ -17,12 +17,13 @@ from pathlib import Path
 
 from ..errors import DiagError, Pos
 from . import ast as A
+from .records import Record
 from .source import write_atomic
 from .tables import cache_dir
 
 FORMAT = 1
 RECORDS = {c.__name__: c for c in vars(A).values()
-           if isinstance(c, type) and dataclasses.is_dataclass(c) and c.__module__ == A.__name__} | {"Pos": Pos}
+           if isinstance(c, type) and issubclass(c, Record) and c.__module__ == A.__name__} | {"Pos": Pos}
 
 
 class Unkept(Exception):
@@ -37,7 +38,8 @@ def encode(x):
         return {"t": [encode(v) for v in x]}
     name = type(x).__name__
     if RECORDS.get(name) is type(x):
-        return {"r": name, "f": [encode(getattr(x, f.name)) for f in dataclasses.fields(x)]}
+        fields = x._fields if isinstance(x, Record) else [f.name for f in dataclasses.fields(x)]  # (Pos)
+        return {"r": name, "f": [encode(getattr(x, f)) for f in fields]}
     raise Unkept(name)
 
 

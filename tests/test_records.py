@@ -1,0 +1,56 @@
+"""The syntax nodes' records behave as the frozen slotted dataclasses they replace (the
+reference here is ``dataclasses`` itself, one class made each way)."""
+import copy
+import dataclasses
+import pickle
+
+import pytest
+
+from stringdiag.syntax.records import Record, fields, replace
+
+
+class Rec(Record):
+    text: str
+    pos: int
+    of: "str | None" = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Ref:
+    text: str
+    pos: int
+    of: "str | None" = None
+
+
+CASES = [(("a", 1), {}), (("a",), {"pos": 2}), ((), {"text": "b", "pos": 3, "of": "v"}), (("a", 1, "w"), {})]
+
+
+@pytest.mark.parametrize("args, kwargs", CASES)
+def test_a_record_is_made_read_compared_and_shown_as_the_dataclass_is(args, kwargs):
+    r, d = Rec(*args, **kwargs), Ref(*args, **kwargs)
+    assert fields(r) == tuple(f.name for f in dataclasses.fields(d)) == Rec.__match_args__ == Ref.__match_args__
+    assert [getattr(r, f) for f in fields(r)] == [getattr(d, f) for f in fields(r)]
+    assert repr(r).replace("Rec(", "Ref(") == repr(d)
+    assert r == Rec(*args, **kwargs) and hash(r) == hash(Rec(*args, **kwargs))
+    assert r != Rec("zz", -1) and r != d and not hasattr(r, "__dict__")
+    assert copy.deepcopy(r) == r == pickle.loads(pickle.dumps(r))
+    assert replace(r, pos=9) == Rec(r.text, 9, r.of) and dataclasses.replace(d, pos=9) == Ref(d.text, 9, d.of)
+    match r:
+        case Rec(text, pos, of):
+            assert (text, pos, of) == (d.text, d.pos, d.of)
+
+
+@pytest.mark.parametrize("args, kwargs", [((), {}), (("a",), {}), (("a", 1, "x", 2), {}), (("a", 1), {"size": 3})])
+def test_a_record_refuses_the_calls_the_dataclass_refuses(args, kwargs):
+    with pytest.raises(TypeError):
+        Ref(*args, **kwargs)
+    with pytest.raises(TypeError):
+        Rec(*args, **kwargs)
+
+
+def test_a_record_is_frozen_as_the_dataclass_is():
+    r = Rec("a", 1)
+    for attempt in (lambda: setattr(r, "text", "b"), lambda: delattr(r, "pos"), lambda: setattr(r, "new", 1)):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            attempt()
+    assert r == Rec("a", 1)
