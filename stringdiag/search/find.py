@@ -14,6 +14,7 @@ from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.difference import first_difference
 from ..graph.expand import expand
+from .distance import distance
 from .engine import Bounds, Outcome, search
 from .holes import ops, projections, suggestions, trivial
 from .moves import Move, rule_moves, structural_moves
@@ -56,17 +57,16 @@ def moves_of(session: Session, bounds: Bounds) -> Callable[[Diagram, Diagram], I
 
 def target_forms(session: Session, target: Diagram, bounds: Bounds, most: int = 12) -> list[Diagram]:
     """The target, and its forms one equation away that have boxes it lacks (``exp`` where it
-    has ``softmax``, a product of two projections where it has their rank-one form): what a
-    hole stood for may show in one of them only. The chain found still ends at the target:
+    has ``softmax``, a product of two projections where it has their rank-one form), the
+    ``most`` nearest to the start by box counts: what a hole stood for may show in one of them only. The chain found still ends at the target:
     the forward search takes the equation the other way."""
-    keys = ops(target)
-    out = [target]
-    for mv in rule_moves(session.runner, target, False, bounds.max_boxes, bounds.without):
-        if len(out) > most:
-            break
-        if ops(mv.diagram) - keys:  # more of some box
-            out.append(mv.diagram)
-    return out
+    keys, theirs = ops(target), ops(session.start)
+    near = []
+    for k, mv in enumerate(rule_moves(session.runner, target, False, bounds.max_boxes, bounds.without)):
+        mine = ops(mv.diagram)
+        if mine - keys:  # more of some box: the nearest to the start first
+            near.append((distance(mine, theirs), k, mv.diagram))
+    return [target] + [d for _, _, d in sorted(near, key=lambda t: t[:2])[:most]]
 
 
 def _once(lines: Iterable[str]) -> Iterator[str]:
