@@ -122,3 +122,31 @@ def masses_reference(state: dict, z: np.ndarray, w: np.ndarray) -> np.ndarray:
         z = g("rho.weight") * x + g("lam.weight") * ((c / c.sum(axis=1, keepdims=True)) @ x)
         k += 1
     return (w[:, None] * z).sum(axis=0) / w.sum()
+
+
+CASES = Path(__file__).resolve().parents[1] / "gallery" / "hardmax_cases"
+
+
+@pytest.mark.parametrize("case,panels", [(1, 3), (2, 2), (3, 3)])
+def test_separation_cases_of_lemma_3_5(case, panels):
+    """Figs. 3-5: each instance makes the construction take its case; the panels step through the
+    separation block's layers, and after it no token is shared (Case 3: the FF layer parts the centres)."""
+    import json
+
+    from stringdiag.construct.hardmax_cases import separation_panels
+    from stringdiag.construct.hardmax_stages import stage_tokens
+
+    data = json.loads((CASES / f"case{case}.json").read_text())
+    seqs = [np.array(s["tokens"], dtype=float) for s in data["sequences"]]
+    con = hardmax_classifier(seqs, [s["label"] for s in data["sequences"]])
+    assert [b.note.split(": ")[1].split(" ")[:2] for b in con.blocks if b.stage == "separation"] == [["Case", str(case)]]
+    got = separation_panels(con)
+    assert len(got) == panels
+    first, last = got[0][1], got[-1][1]
+    assert np.linalg.norm(first[0][:, None] - first[1][None], axis=2).min() == 0  # a shared token
+    assert np.linalg.norm(last[0][:, None] - last[1][None], axis=2).min() > 1e-3
+    if case == 3:
+        assert np.abs(first[0].mean(0) - first[1].mean(0)).max() < 1e-12
+        assert np.abs(got[1][1][0].mean(0) - got[1][1][1].mean(0)).max() > 1e-3
+    after = dict((t.split(" after ")[-1].split(" (")[0], z) for t, z in stage_tokens(con))["separation"]
+    assert all(np.array_equal(a, b) for a, b in zip(after, last))

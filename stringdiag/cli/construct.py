@@ -13,6 +13,7 @@ EXAMPLES = """\
 stringdiag construct hardmax-classifier --sequences sequences.json -o classifier/
 stringdiag construct hardmax-classifier --sequences sequences.json -o classifier/ --json
 stringdiag construct hardmax-classifier --sequences sequences.json -o classifier/ --stages stages.svg
+stringdiag construct hardmax-classifier --sequences case3.json -o classifier/ --separation case3.svg
 stringdiag construct veronese --n 2 --p 3 -o veronese/
 stringdiag construct nn-block --network network.json --p 4 -o block/
 stringdiag construct spline-encoder --function spline.json -o spline/
@@ -64,6 +65,9 @@ the other tokens' power sums, and compares it with f on 16 random X; it takes:
     p.add_argument("--stages", metavar="FIGURE",
                    help="hardmax-classifier: also draw the tokens after each stage (Fig. 2 (a)-(f)) to FIGURE "
                         "(.svg, .png or .pdf)")
+    p.add_argument("--separation", metavar="FIGURE",
+                   help="hardmax-classifier: also draw the separation stage layer by layer, the cases of "
+                        "Lemma 3.5 (Figs. 3-5), to FIGURE")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -170,6 +174,10 @@ def run(args: argparse.Namespace) -> int:
         from ..construct.hardmax_stages import draw
 
         files = (*files, draw(con, args.stages))
+    if args.separation:
+        from ..construct.hardmax_cases import draw_separation
+
+        files = (*files, draw_separation(con, args.separation))
     r = report(con, files)
     print(json.dumps(r, indent=2) if args.json else text(r))
     return 0
