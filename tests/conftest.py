@@ -78,3 +78,52 @@ def system_programs():
         pytest.skip(why)
 
     return need
+
+
+# -- where an idle machine's time goes: CPU time per test ----------------------------------------
+# Wall-clock durations (--durations) mostly measure the wait for a busy CPU; ``--cpu-durations=N``
+# lists the N tests that used the most CPU time (this process and the programs it ran and waited
+# for), with the sum over all tests: about what the suite needs of idle cores (with -n too).
+def pytest_addoption(parser):
+    parser.addoption("--cpu-durations", type=int, default=None, metavar="N",
+                     help="list the N tests that used the most CPU time (with the programs they ran)")
+
+
+def _cpu() -> float:
+    import resource
+    import time
+
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + kids.ru_utime + kids.ru_stime
+
+
+def _timed_phase(item):
+    if item.config.getoption("cpu_durations") is None:
+        yield
+        return
+    start = _cpu()
+    yield
+    item.user_properties.append(("cpu_s", _cpu() - start))  # carried by the report (to xdist's controller too)
+
+
+pytest_runtest_setup = pytest.hookimpl(hookwrapper=True)(_timed_phase)
+pytest_runtest_call = pytest.hookimpl(hookwrapper=True)(_timed_phase)
+pytest_runtest_teardown = pytest.hookimpl(hookwrapper=True)(_timed_phase)
+_CPU_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "teardown":
+        spent = sum(v for k, v in report.user_properties if k == "cpu_s")
+        if spent:
+            _CPU_SECONDS[report.nodeid] = spent
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    n = config.getoption("cpu_durations")
+    if n is None or not _CPU_SECONDS:
+        return
+    terminalreporter.section(f"most CPU time, {n} tests (the test's process and the programs it ran)")
+    for nodeid, spent in sorted(_CPU_SECONDS.items(), key=lambda kv: -kv[1])[:n]:
+        terminalreporter.write_line(f"{spent:8.2f}s cpu  {nodeid}")
+    terminalreporter.write_line(f"{sum(_CPU_SECONDS.values()):8.2f}s cpu  in all, {len(_CPU_SECONDS)} tests")
