@@ -36,10 +36,9 @@ from . import loops
 from . import param_names as N
 from . import primitives as P
 from .approximators import LearnableTensor, Policy, factory, per_box
-from .fastpath import fuse
+from .passes import Settings, run_passes
 from .scans import Chunked, prepared
 from .table import PRIMITIVES
-from .table import native as native_use
 
 LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -156,13 +155,11 @@ class Lowering:
         self.attrs: dict[tuple, str] = {}  # weight set -> its attribute (a dotted path, names.py) on root
         fast = fast and native  # the fused processes are native: opened, they would be their bodies again
         self.fast = fast  # a loop's body (loops.py) is lowered as its caller is
-        self.chunked: list[Chunked] = []  # the scans lowered through their chunked form (scans.py)
-        top = getattr(self, "prepare", prepared)(diagram, self.chunked) if fast else diagram  # scans chunked
+        settings = Settings(fast, native, path, chunk=getattr(self, "prepare", prepared))
+        top, self.d = run_passes(diagram, settings)  # passes.py: fast paths, definitions opened, fused
+        self.chunked: list[Chunked] = settings.chunked  # the scans lowered through their chunked form (scans.py)
         self.sites = N.sites(top) if sites is None else sites
         self.prefix = N.dotted(path[:-1], self.sites) + "." if path else ""  # a scanned body's names are its own
-        self.d = top.expand(keep=native_use if native else frozenset(), path=path)
-        if fast:
-            fuse(self.d)
         self.g = fx.Graph()
         self.env: dict[int, fx.Node] = {}
         self.seq: dict[str, fx.Node] = {}
