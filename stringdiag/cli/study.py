@@ -125,6 +125,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="with --list-runs or --plan: as JSON")
     p.add_argument("--report", nargs="+", default=None, metavar="DIR",
                    help="redraw the figures from these studies' results.csv without training (several: merged)")
+    p.add_argument("--earlier", default=None, metavar="DIR",
+                   help="with --report: a shorter study of the same mechanisms; ranking.md says whether its "
+                        "order of the mechanisms holds in the reported one")
     add_recipe_and_session(p)
 
 
@@ -166,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
         if args.file is not None:
             raise options.UsageError(f"--report reads study directories, not a FILE (got {options.short(args.file)})")
         return report(args)
+    if args.earlier is not None:
+        raise options.UsageError("--earlier goes with --report (it compares two studies' finished runs)")
     if args.file is None:
         raise options.UsageError("the following arguments are required: FILE (or --report DIR ...) "
                         "(see 'stringdiag study --help')")
@@ -499,6 +504,22 @@ def select(prog, names: str | None) -> dict:
     return chosen
 
 
+def _ranking(earlier: Path, rows: list[dict], later: Path, out: Path, groups: dict) -> Path:
+    """``ranking.md``: the earlier (shorter) study's order of the mechanisms against this one's."""
+    from ..study import results as R
+    from ..study.ranking import markdown
+    from ..syntax.source import write_atomic
+    from ..study.runner import STUDY, run_rows
+
+    if not (earlier / STUDY).is_file():
+        raise DiagError(f"--earlier {options.short(earlier)}: not a study's directory (it holds no {STUDY})")
+    recipe = R.read_json(earlier / STUDY)
+    families = {k: tuple(v) for k, v in (recipe.get("families") or R.DEFAULT_FAMILIES).items()}
+    path = out / "ranking.md"
+    write_atomic(path, markdown(run_rows(earlier, families), rows, later, groups))
+    return path
+
+
 def report(args: argparse.Namespace) -> int:
     """Merge the studies' results.csv and redraw the figures; no training."""
     from ..study import results as R
@@ -543,6 +564,10 @@ def report(args: argparse.Namespace) -> int:
     groups = read_groups(out) or next((read_groups(d) for d in dirs if d.is_dir() and read_groups(d)), {})
     R.write_summary(out, rows, groups)
     wrote += [out / "summary.csv", out / "verdict.txt", out / "tables.md", *draw(rows, out)]
+    if args.earlier:
+        if len(studies) != 1:
+            raise DiagError("--earlier compares one study's directory with another (give --report one study)")
+        wrote.append(_ranking(Path(args.earlier), rows, studies[0][0], out, groups))
     print(f"{len(rows)} run(s) from {len(dirs)} stud{'y' if len(dirs) == 1 else 'ies'}; wrote "
           f"{', '.join(str(w) for w in wrote)}")
     return 0
