@@ -58,9 +58,9 @@ def _add(a: Poly, b: Poly, sign: float = 1.0) -> Poly:
 
 @v_args(inline=True)
 class _Build(Transformer):
-    def __init__(self, n: int, p: int):
+    def __init__(self, n: int, p: int, m: int = 0):
         super().__init__()
-        self.n, self.p, self.zero, self.work = n, p, (0,) * (n * p), 0
+        self.n, self.m, self.p, self.zero, self.work = n, m, p, (0,) * ((n + m) * p), 0
 
     def _times(self, a: Poly, b: Poly) -> Poly:
         """a b, counting the term products: expanding is refused once they pass MAX_WORK in all."""
@@ -77,8 +77,20 @@ class _Build(Transformer):
         i, j = int(i), int(j)
         if not (1 <= i <= self.n and 1 <= j <= self.p):
             raise DiagError(f"x[{i},{j}] is outside X (features 1..{self.n}, positions 1..{self.p})")
-        e = [0] * (self.n * self.p)
-        e[(j - 1) * self.n + (i - 1)] = 1
+        return self._unit(i - 1, j)
+
+    def yvar(self, i, j):
+        i, j = int(i), int(j)
+        if not self.m:
+            raise DiagError(f"y[{i},{j}]: there is no decoder input Y here (spline-encoder-decoder takes one)")
+        if not (1 <= i <= self.m and 1 <= j <= self.p):
+            raise DiagError(f"y[{i},{j}] is outside Y (features 1..{self.m}, positions 1..{self.p})")
+        return self._unit(self.n + i - 1, j)
+
+    def _unit(self, feature: int, j: int) -> Poly:
+        """The variable of ``feature`` at position j of the token [x_j, y_j] (n + m wide)."""
+        e = [0] * len(self.zero)
+        e[(j - 1) * (self.n + self.m) + feature] = 1
         return {tuple(e): 1.0}
 
     def power(self, base, k):
@@ -112,11 +124,12 @@ def _freeze(p: Poly) -> tuple:
     return tuple(sorted((e, c) for e, c in p.items() if c != 0.0))
 
 
-def parse(text: str, n: int, p: int, what: str = "the function") -> MaxMin:
-    """``max(min(...), ...)``, ``min(...)`` or a polynomial, in the entries x[i,j] of an n x p X."""
+def parse(text: str, n: int, p: int, what: str = "the function", m: int = 0) -> MaxMin:
+    """``max(min(...), ...)``, ``min(...)`` or a polynomial, in the entries x[i,j] of an n x p X (and
+    y[i,j] of an m x p Y: variables of the tokens [x_j, y_j])."""
     try:
         tree = _parser().parse(text)
-        built = _Build(n, p).transform(tree)
+        built = _Build(n, p, m).transform(tree)
     except VisitError as e:
         inner = e.orig_exc.message if isinstance(e.orig_exc, DiagError) else str(e.orig_exc)
         raise DiagError(f"{what}: {inner}") from None

@@ -20,7 +20,9 @@ entry of f(X) (r rows, each with p entries: entry [r][j] is output feature r at 
   {"n": 1, "p": 2, "f": [["max(min(x[1,1]^2, x[1,2] + 1), x[1,1]*x[1,2] - 1)", "x[1,2]^3 - x[1,1]"]]}
 Each entry is max(min(P, ...), ...), min(P, ...) or a polynomial P, the form (16) that every spline has
 if the Pierce-Birkhoff conjecture holds; P is written with numbers, x[i,j] (feature i at position j,
-1-based), + - * and ^ with a whole power."""
+1-based), + - * and ^ with a whole power. spline-encoder-decoder's adds "m", the decoder input Y's
+features, and its entries may read y[i,j] too: entry j may read all of X but Y's positions 1..j only
+(partially autoregressive): {"n": 1, "m": 1, "p": 2, "f": [["x[1,2]*y[1,1]", "max(y[1,2], x[1,1])"]]}"""
 
 
 def _json(path: str | Path, what: str):
@@ -49,18 +51,21 @@ def read_network(path: str | Path) -> tuple[np.ndarray, ...]:
     return tuple(_matrix(raw[k], f"{path}: {k}", 2 if k[0] == "A" else 1) for k in ("A1", "b1", "A2", "b2"))
 
 
-def read_function(path: str | Path) -> tuple[list[list[MaxMin]], int, int]:
+def read_function(path: str | Path, pair: bool = False) -> tuple[list[list[MaxMin]], int, int, int]:
+    """The entries, n, p, and m (Y's features; 0 unless ``pair``, the encoder-decoder's input)."""
     raw = _json(path, "the function")
-    if not isinstance(raw, dict) or set(raw) != {"n", "p", "f"}:
-        raise DiagError(f"{path}: expected an object with exactly n, p and f (see --help)")
-    n, p, rows = raw["n"], raw["p"], raw["f"]
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (n, p)):
-        raise DiagError(f"{path}: n and p must be positive integers")
+    keys = {"n", "m", "p", "f"} if pair else {"n", "p", "f"}
+    if not isinstance(raw, dict) or set(raw) != keys:
+        raise DiagError(f"{path}: expected an object with exactly {', '.join(sorted(keys))} (see --help)")
+    n, m, p, rows = raw["n"], raw.get("m", 1), raw["p"], raw["f"]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (n, m, p)):
+        raise DiagError(f"{path}: {'n, m' if pair else 'n'} and p must be positive integers")
     if not (isinstance(rows, list) and rows and all(isinstance(r, list) and len(r) == p for r in rows)):
         raise DiagError(f"{path}: f must be a non-empty list of rows, each with p = {p} entries")
     if not all(isinstance(s, str) for r in rows for s in r):
         raise DiagError(f"{path}: every entry of f must be a string such as \"max(min(x[1,1], 1), 0)\"")
-    return [[parse(s, n, p, f"{path}: f[{r}][{j}]") for j, s in enumerate(row)] for r, row in enumerate(rows)], n, p
+    m = m if pair else 0
+    return [[parse(s, n, p, f"{path}: f[{r}][{j}]", m) for j, s in enumerate(row)] for r, row in enumerate(rows)], n, p, m
 
 SUMFORMER_FORMAT = """\
 sumformer's FILE.json: an equivariant polynomial f(X)_i = g(x_i; the other tokens) of n tokens in R^d,

@@ -133,14 +133,7 @@ def spline_encoder(entries: list[list[MaxMin]], n: int, p: int, seed: int = 0, c
         raise DiagError(f"the function needs r >= 1 rows of p = {p} entries, one per position")
     if causal:
         _autoregressive(entries, n)
-    wide = 2 ** math.ceil(math.log2(max(len(f.terms) for row in entries for f in row)))
-    deep = 2 ** math.ceil(math.log2(max(len(t) for row in entries for f in row for t in f.terms)))
-    wanted = {e for row in entries for f in row for t in f.terms for q in t for e, _ in q}
-    plan = levels(wanted, n * p)
-    monos = plan[-1][0] if plan else first_level(n * p)
-    ell = _combine(entries, monos, p, wide, deep)
-    layers = _products(n, p, plan, ell)
-    layers += _reductions(r, wide, deep, p)
+    layers, monos = _layers(entries, n, p)
     target = lambda x: np.array([[evaluate(row[j], x) for row in entries] for j in range(p)])  # noqa: E731
     what = ("an autoregressive", "decoder", "Corollary 3.10") if causal else ("a", "encoder", "Theorem 3.8")
     title = [f"{what[0].capitalize()} max-definable function of an n x p = {n} x {p} X with {r} output row(s), "
@@ -149,11 +142,41 @@ def spline_encoder(entries: list[list[MaxMin]], n: int, p: int, seed: int = 0, c
     return _finish(f"spline-{what[1]}", n, p, layers, title, target, seed, tuple(monos))
 
 
-def _autoregressive(entries: list[list[MaxMin]], n: int) -> None:
-    """(8): entry j of every row may read positions 1..j only."""
+def _layers(entries: list[list[MaxMin]], n: int, p: int) -> tuple[list[SplineLayer], list]:
+    """Theorem 3.8's blocks for entries in the n p variables of n-wide tokens, and the monomials formed."""
+    wide = 2 ** math.ceil(math.log2(max(len(f.terms) for row in entries for f in row)))
+    deep = 2 ** math.ceil(math.log2(max(len(t) for row in entries for f in row for t in f.terms)))
+    wanted = {e for row in entries for f in row for t in f.terms for q in t for e, _ in q}
+    plan = levels(wanted, n * p)
+    monos = plan[-1][0] if plan else first_level(n * p)
+    ell = _combine(entries, monos, p, wide, deep)
+    return _products(n, p, plan, ell) + _reductions(len(entries), wide, deep, p), monos
+
+
+def spline_encoder_decoder(entries: list[list[MaxMin]], n: int, m: int, p: int, seed: int = 0):
+    """The remark after Corollary 3.10: f(X, Y) with entry j reading all of X and y_1..y_j, as an
+    encoder-decoder (construct/encdec_splines.py; our reconstruction)."""
+    from .encdec_splines import encoder_decoder
+
+    _positions(n + m, p)
+    if not entries or any(len(row) != p for row in entries):
+        raise DiagError(f"the function needs r >= 1 rows of p = {p} entries, one per position")
+    _autoregressive(entries, n + m, first=n)
+    layers, _ = _layers(entries, n + m, p)
+    _guard(sum(_size(*layer.dims) for layer in layers) * 3, "the spline's encoder-decoder")
+    return encoder_decoder(entries, layers, n, m, p, seed)
+
+
+def _autoregressive(entries: list[list[MaxMin]], n: int, first: int = 0) -> None:
+    """(8): entry j of every row may read positions 1..j only of the features from ``first`` on (of n);
+    with ``first`` > 0, the features before it (X's, beside Y's) may be read at every position."""
     for r, row in enumerate(entries):
         for j, f in enumerate(row):
-            late = [v for t in f.terms for q in t for e, _ in q for v, k in enumerate(e) if k and v // n > j]
+            late = [v for t in f.terms for q in t for e, _ in q for v, k in enumerate(e)
+                    if k and v // n > j and v % n >= first]
+            if late and first:
+                raise DiagError(f"f[{r}][{j}] reads y[{late[0] % n - first + 1},{late[0] // n + 1}], a later position "
+                                "of Y: f is not partially autoregressive")
             if late:
                 raise DiagError(f"f[{r}][{j}] reads x[{late[0] % n + 1},{late[0] // n + 1}], a later position: f is not "
                                 "autoregressive, so Corollary 3.10 does not apply (use spline-encoder)")
