@@ -4,7 +4,9 @@ cannot drift from what stringdiag does; and the site builds with no warning.
 A block's kind is its info string (docs/contributing.md says the same, for writers):
 
 - ``console``: each ``$ COMMAND`` line is run by bash in a scratch copy of ``gallery/`` and
-  ``rules/`` (``stringdiag`` is this checkout's, ``python`` the interpreter running the suite), and the lines after it, up to the next ``$``, are
+  ``rules/`` (``stringdiag`` is this checkout's, ``python`` the interpreter running the suite;
+  tests/test_wheel.py runs this module again against the installed wheel, the folder filled by
+  ``stringdiag examples``), and the lines after it, up to the next ``$``, are
   its expected output, stdout and stderr together. Normalisations, the only ones: a line ``...``
   stands for any number of lines; ``...`` inside a line for any text (timings, digits beyond those
   shown); trailing spaces are ignored. The exit status must be 0 unless the expected output shows an
@@ -96,12 +98,23 @@ def blocks(page: Path) -> list[Block]:
 
 
 # -- the scratch folder and the commands ------------------------------------------------------
+# Set by tests/test_wheel.py, which runs this module in a fresh environment holding the wheel:
+# the example files then come from the installed package (`stringdiag examples`, as a user of the
+# wheel gets them), and nothing puts the checkout on the import path.
+INSTALLED = os.environ.get("STRINGDIAG_DOCS_AGAINST") == "installed"
+
+
 @pytest.fixture
 def scratch(tmp_path: Path) -> Path:
     """A copy of what the documented commands read (pictures left out: they only write them),
-    with a ``stringdiag`` on PATH that runs this checkout, and a ``python`` that is this
-    interpreter (the one with stringdiag's dependencies)."""
-    for folder in ("gallery", "rules"):
+    with a ``stringdiag`` on PATH that runs this checkout (or, ``INSTALLED``, the installed
+    wheel), and a ``python`` that is this interpreter (the one with stringdiag's dependencies)."""
+    if INSTALLED:
+        import stringdiag
+        assert not Path(stringdiag.__file__).is_relative_to(ROOT), stringdiag.__file__
+        subprocess.run([sys.executable, "-m", "stringdiag", "examples", str(tmp_path)], check=True,
+                       capture_output=True)
+    for folder in () if INSTALLED else ("gallery", "rules"):
         shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("*.svg"))
     bin_dir = tmp_path / ".bin"
     bin_dir.mkdir()
@@ -113,7 +126,9 @@ def scratch(tmp_path: Path) -> Path:
 
 
 def environment(scratch: Path) -> dict[str, str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", COLUMNS="200")
+    env = dict(os.environ, OMP_NUM_THREADS="1", COLUMNS="200")
+    if not INSTALLED:
+        env["PYTHONPATH"] = str(ROOT)
     env["PATH"] = f"{scratch / '.bin'}{os.pathsep}{env['PATH']}"
     return env
 
@@ -226,7 +241,8 @@ def run_block(block: Block, namespace: dict, scratch: Path) -> None:
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_every_block_runs(page: Path, scratch: Path, monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    if not INSTALLED:
+        monkeypatch.setenv("PYTHONPATH", str(ROOT))
     namespace: dict = {"__name__": "__docs__"}
     for block in blocks(page):
         if block.marker and block.marker[0] == "not run":

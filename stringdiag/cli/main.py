@@ -27,7 +27,7 @@ from .options import UsageError, short
 # each command is the module stringdiag.cli.NAME (HELP, add_arguments, run), imported only when
 # it runs or when the whole list is shown: drawing or compiling costs nothing to `derive`
 COMMANDS = ("check", "render", "info", "derive", "normalize", "compile", "train", "sample", "enumerate", "study",
-            "construct", "taxonomy", "trace", "lsp", "serve", "optimize", "discover")
+            "construct", "taxonomy", "trace", "lsp", "serve", "optimize", "discover", "examples")
 
 # the files each command reads, by argument: a file of another kind is refused before any work
 TAKES: dict[str, dict[str, tuple[FileKind, ...]]] = {
