@@ -554,32 +554,58 @@ STUB = re.compile(r"→ \(\d+\)")
 
 
 def _marked_svg(d: Diagram, marks: Marks | None) -> str:
-    """``to_svg`` with the marks, the untouched boxes in their order before. Dot's layouts are
-    tried in turn: the order hints, the hints with a strict first ordering (``STRICT``), the
-    hints but none down the columns, none but the boxes given to dot in their order before;
-    kept is the one with the fewest stubs, then the fewest pairs out of order (``disorder``),
-    and a layout needing more stubs than the free one (a frame stretched by the hints lets an
-    edge run through another) is not taken. Dot orders the boxes of one rank in different
-    frames itself, so where every one of these still turns a pair round, the step is stacked
-    by us (``_routed``). A picture drawn with hints says so (its graph has the class
-    ``ordered``; a stacked one also ``stacked``); dot's edge router gives up on a few hinted
-    layouts ("triangulation failed")."""
+    """``to_svg`` with the marks, the untouched boxes in their order before. Dot lays out the
+    hinted graph first; where that turns untouched boxes round, the step is stacked by us in
+    the order before (``_routed``) and kept when that leaves no stub and no pair out of order:
+    two Graphviz runs a step where the full search below takes a dozen. Else dot's other
+    layouts are tried in turn (``_ordered_svg``): the hints with a strict first ordering
+    (``STRICT``), the hints but none down the columns, none but the boxes given to dot in their
+    order before; kept is the one with the fewest stubs, then the fewest pairs out of order
+    (``disorder``), and a layout needing more stubs than the free one (a frame stretched by the
+    hints lets an edge run through another) is not taken; where every one still turns a pair
+    round, the stacked layout is taken if it does better. A picture drawn with hints says so
+    (its graph has the class ``ordered``; a stacked one also ``stacked``); dot's edge router
+    gives up on a few hinted layouts ("triangulation failed")."""
     if marks is None or not marks.before:
         return to_svg(d, marks=marks)
-    svg = _ordered_svg(d, marks)
-    return _routed(d, marks, svg) if disorder(svg, marks.before) else svg
+    tried: dict[tuple, str | None] = {}
+    first = _hinted(d, marks)
+    if first is not None and disorder(first, marks.before):
+        again = _routed(d, marks, first, tried)
+        if again is not first and not stubs(again) and not disorder(again, marks.before):
+            return again
+    svg = _ordered_svg(d, marks, first)
+    return _routed(d, marks, svg, tried) if disorder(svg, marks.before) else svg
 
 
-def _routed(d: Diagram, marks: Marks, svg: str) -> str:
+def _hinted(d: Diagram, marks: Marks) -> str | None:
+    """Dot's layout with these hints; None where its edge router gives up."""
+    try:
+        return to_svg(d, marks=marks)
+    except subprocess.CalledProcessError:
+        return None
+
+
+def _stacked(d: Diagram, m: Marks, tried: dict) -> str | None:
+    """``stacked.stacked`` of the graph with the marks ``m``, each made once a step."""
+    key = (m.columns, m.ranks, m.strict)
+    if key not in tried:
+        try:
+            tried[key] = stacked(to_graphviz(d, marks=m).source, m.before)
+        except (subprocess.CalledProcessError, ValueError, IndexError, KeyError):
+            tried[key] = None
+    return tried[key]
+
+
+def _routed(d: Diagram, marks: Marks, svg: str, tried: dict) -> str:
     """``svg``, or where it still turns untouched boxes round, the layout with every order hint
     (no stub cut), its columns stacked in the order before and every wire dot ran through a
     frame routed around it by ``route.py`` (``stacked.stacked``): kept with no wire through a
     frame, no more stubs and fewer pairs out of order."""
     wrong = disorder(svg, marks.before)
     for m in (marks, replace(marks, columns=False)):
-        try:
-            again = stacked(to_graphviz(d, marks=m).source, marks.before)
-        except (subprocess.CalledProcessError, ValueError, IndexError, KeyError):
+        again = _stacked(d, m, tried)
+        if again is None:
             continue
         if not crossings(again) and stubs(again) <= stubs(svg) and disorder(again, marks.before) < wrong:
             svg, wrong = again, disorder(again, marks.before)
@@ -588,8 +614,9 @@ def _routed(d: Diagram, marks: Marks, svg: str) -> str:
     return svg
 
 
-def _ordered_svg(d: Diagram, marks: Marks) -> str:
-    """The best of dot's layouts with the order hints (``_marked_svg``)."""
+def _ordered_svg(d: Diagram, marks: Marks, first: str | None) -> str:
+    """The best of dot's layouts with the order hints (``_marked_svg``); ``first``: the layout
+    with ``marks`` as given, made already (None: dot failed on it)."""
     free: list[str] = []  # drawn only when needed
 
     def unhinted() -> str:
@@ -598,11 +625,10 @@ def _ordered_svg(d: Diagram, marks: Marks) -> str:
         return free[0]
 
     best: tuple[int, int, str] | None = None  # (stubs, pairs out of order, svg)
-    for m in (marks, *(replace(marks, strict=c) for c in STRICT), replace(marks, columns=False),
-              replace(marks, columns=False, ranks=False)):
-        try:
-            svg = to_svg(d, marks=m)
-        except subprocess.CalledProcessError:
+    for k, m in enumerate((marks, *(replace(marks, strict=c) for c in STRICT), replace(marks, columns=False),
+                           replace(marks, columns=False, ranks=False))):
+        svg = first if k == 0 else _hinted(d, m)
+        if svg is None:
             continue
         if stubs(svg) and stubs(svg) > stubs(unhinted()):
             continue

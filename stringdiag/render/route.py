@@ -39,9 +39,10 @@ def route(tail: Point, head: Point, walls: list[Rect], span: tuple[float, float]
     cost = np.full(len(ys), math.inf)
     cost[j0] = 0.0
     came: list[np.ndarray] = []
+    walls = (np.cumsum(~free, axis=1) * WALL, np.cumsum(~free[:, ::-1], axis=1) * WALL)  # per column, both ways
     for i in range(1, len(xs)):
         level = np.where(free[i] & free[i - 1], cost, math.inf)
-        cost, src = _climb(level, free[i])
+        cost, src = _climb(level, free[i], (walls[0][i], walls[1][i]))
         came.append(src)
     if not math.isfinite(cost[j1]):
         return None
@@ -58,21 +59,21 @@ def route(tail: Point, head: Point, walls: list[Rect], span: tuple[float, float]
 
 
 def _free(xs: np.ndarray, ys: np.ndarray, walls: list[Rect]) -> np.ndarray:
-    """free[i, j]: whether the point (xs[i], ys[j]) lies in no wall (widened by ``CLEAR``)."""
-    free = np.ones((len(xs), len(ys)), dtype=bool)
-    for x0, x1, y0, y1 in walls:
-        inx = (xs > x0 - CLEAR) & (xs < x1 + CLEAR)
-        iny = (ys > y0 - CLEAR) & (ys < y1 + CLEAR)
-        free[np.ix_(inx, iny)] = False
-    return free
+    """free[i, j]: whether the point (xs[i], ys[j]) lies in no wall (widened by ``CLEAR``):
+    the walls over each column times the walls over each row, one matrix product."""
+    w = np.asarray(walls, dtype=float).reshape(-1, 4)
+    inx = (xs[None, :] > w[:, 0:1] - CLEAR) & (xs[None, :] < w[:, 1:2] + CLEAR)
+    iny = (ys[None, :] > w[:, 2:3] - CLEAR) & (ys[None, :] < w[:, 3:4] + CLEAR)
+    return (inx.T.astype(np.float32) @ iny.astype(np.float32)) == 0
 
 
-def _climb(level: np.ndarray, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _climb(level: np.ndarray, free: np.ndarray, walls: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Within one column: the cost of each point reached straight (``level``) or by a bend up
-    or down from another point of the column with no wall between; where each came from."""
+    or down from another point of the column with no wall between; where each came from
+    (``walls``: the walls passed down the column and up it, times ``WALL``)."""
     best, src = level.copy(), np.arange(len(level))
     for flip in (False, True):
-        run, start = _sweep(level[::-1] if flip else level, free[::-1] if flip else free)
+        run, start = _sweep(level[::-1] if flip else level, free[::-1] if flip else free, walls[flip])
         if flip:
             run, start = run[::-1], len(level) - 1 - start[::-1]
         better = run < best
@@ -80,16 +81,15 @@ def _climb(level: np.ndarray, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return best, src
 
 
-def _sweep(level: np.ndarray, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _sweep(level: np.ndarray, free: np.ndarray, walls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For each point, the cheapest bend from a point at or before it in its run of free
     points: ``BEND`` plus one per point climbed, and that point (a running minimum, reset
-    at each wall by an offset of ``WALL`` per wall passed)."""
+    at each wall by an offset of ``WALL`` per wall passed: ``walls``)."""
     idx = np.arange(len(level))
-    walls = np.cumsum(~free)
-    v = np.where(free, level - idx, math.inf) - walls * WALL
+    v = np.where(free, level - idx, math.inf) - walls
     acc = np.minimum.accumulate(v)
     start = np.maximum.accumulate(np.where(v == acc, idx, 0))
-    run = acc + walls * WALL + idx + BEND
+    run = acc + walls + idx + BEND
     run[(run >= WALL / 2) | ~free] = math.inf
     return run, start
 
@@ -120,12 +120,13 @@ def bezier(path: list[Point], walls: list[Rect]) -> list[Point]:
     """DOT's control points (3n + 1) of ``path`` (pulled taut: ``taut``) with its corners
     rounded as far as the walls leave room."""
     pts: list[Point] = [path[0]]
+    walls = _array(walls)
     for k in range(1, len(path) - 1):
         a, c, b = path[k - 1], path[k], path[k + 1]
         r = min(0.45 * math.dist(a, c), 0.45 * math.dist(c, b), 30.0)
         while r > 1.0:
             p, q = _towards(c, a, r), _towards(c, b, r)
-            if not any(_hits(x, walls) for x in _sample([p, c, c, q])):
+            if not _hit(np.array(_sample([p, c, c, q])), walls):
                 break
             r /= 2
         if r <= 1.0:
@@ -141,16 +142,30 @@ def taut(path: list[Point], walls: list[Rect]) -> list[Point]:
     """The corners of ``path`` with every corner left out that a straight run clear of the
     walls can skip: from each kept corner, the farthest one it sees."""
     out, i = [path[0]], 0
+    walls = _array(walls)
     while i < len(path) - 1:
         i = next(k for k in range(len(path) - 1, i, -1) if k == i + 1 or _clear(path[i], path[k], walls))
         out.append(path[i])
     return out
 
 
-def _clear(a: Point, b: Point, walls: list[Rect]) -> bool:
+def _clear(a: Point, b: Point, walls: np.ndarray) -> bool:
+    """Whether the points every 2 or so along the segment from ``a`` to ``b`` hit no wall."""
     n = max(2, int(math.dist(a, b) / 2))
-    return not any(_hits((a[0] + (b[0] - a[0]) * t / n, a[1] + (b[1] - a[1]) * t / n), walls)
-                   for t in range(1, n))
+    t = np.arange(1, n)
+    return not _hit(np.stack([a[0] + (b[0] - a[0]) * t / n, a[1] + (b[1] - a[1]) * t / n], axis=1), walls)
+
+
+def _array(walls: list[Rect]) -> np.ndarray:
+    """The walls as rows (x0, x1, y0, y1), each widened by a point."""
+    w = np.asarray(walls, dtype=float).reshape(-1, 4)
+    return np.stack([w[:, 0] - 1, w[:, 1] + 1, w[:, 2] - 1, w[:, 3] + 1], axis=1)
+
+
+def _hit(pts: np.ndarray, walls: np.ndarray) -> bool:
+    """Whether any of the points (rows x, y) lies strictly inside a widened wall (``_array``)."""
+    x, y = pts[:, 0:1].T, pts[:, 1:2].T
+    return bool(((walls[:, 0:1] < x) & (x < walls[:, 1:2]) & (walls[:, 2:3] < y) & (y < walls[:, 3:4])).any())
 
 
 def _towards(c: Point, a: Point, r: float) -> Point:
@@ -176,15 +191,11 @@ def _sample(ctrl: list[Point], n: int = 12) -> list[Point]:
     return out
 
 
-def _hits(p: Point, walls: list[Rect]) -> bool:
-    return any(x0 - 1 < p[0] < x1 + 1 and y0 - 1 < p[1] < y1 + 1 for x0, x1, y0, y1 in walls)
-
-
 def detour(tail: Point, head: Point, walls: list[Rect], box: Rect) -> list[Point] | None:
     """The corners of a path from ``tail`` to ``head`` that may also run left (around a
     frame between them), inside ``box``, entering none of ``walls``, on a coarser grid
     (``2 * STEP``): fewest bends, then shortest (each bend costs ``BEND`` grid points).
-    Relaxed a bend at a time, every straight run of the grid at once (``_runs``); None when
+    Relaxed a bend at a time, every straight run of the grid at once (``_Lane``); None when
     there is no way."""
     step = 2 * STEP
     xs = np.arange(box[0], box[1] + step, step)
@@ -195,9 +206,12 @@ def detour(tail: Point, head: Point, walls: list[Rect], box: Rect) -> list[Point
     free[start] = free[goal] = True
     cost = np.full((4, len(xs), len(ys)), math.inf)  # by the way it moves: right, left, down, up
     cost[0][start] = 0.0
+    lanes = [_Lane(free, d) for d in range(4)]
+    ways = np.arange(4)[:, None, None]
     for _ in range(MAX_BENDS):
-        turned = np.stack([np.min(np.delete(cost, d, axis=0), axis=0) + BEND for d in range(4)])
-        new = np.stack([_runs(np.minimum(cost[d], turned[d]), free, d) for d in range(4)])
+        low = np.sort(cost, axis=0)  # a turn into each way: the cheapest of the other three, + BEND
+        turned = np.where(ways == np.argmin(cost, axis=0), low[1], low[0]) + BEND
+        new = np.stack([lanes[d].runs(np.minimum(cost[d], turned[d])) for d in range(4)])
         new = np.minimum(cost, new)
         if np.array_equal(new, cost):
             break
@@ -213,18 +227,25 @@ MAX_BENDS = 16
 AHEAD = ((1, 0), (-1, 0), (0, 1), (0, -1))
 
 
-def _runs(src: np.ndarray, free: np.ndarray, d: int) -> np.ndarray:
-    """Moving one way (``d``) along the grid from each point's ``src`` cost, one per step,
-    stopped by walls: the cost of reaching each point so (a running minimum along the axis)."""
-    axis, back = (0, d == 1) if d < 2 else (1, d == 3)
-    flip = (lambda a: np.flip(a, axis)) if back else (lambda a: a)
-    s, f = flip(src), flip(free)
-    idx = np.arange(s.shape[axis]).reshape((-1, 1) if axis == 0 else (1, -1))
-    walls = np.cumsum(~f, axis=axis)
-    v = np.where(f, s - idx, math.inf) - walls * WALL
-    run = np.minimum.accumulate(v, axis=axis) + walls * WALL + idx
-    run[(run >= WALL / 2) | ~f] = math.inf
-    return flip(run)
+class _Lane:
+    """Moving one way (``d``: right, left, down, up) along the grid, stopped by walls: what
+    depends on the walls alone (their running count, the step numbers), made once a detour."""
+
+    def __init__(self, free: np.ndarray, d: int):
+        self.axis, back = (0, d == 1) if d < 2 else (1, d == 3)
+        self.flip = (lambda a: np.flip(a, self.axis)) if back else (lambda a: a)
+        self.free = self.flip(free)
+        self.idx = np.arange(self.free.shape[self.axis]).reshape((-1, 1) if self.axis == 0 else (1, -1))
+        self.walls = np.cumsum(~self.free, axis=self.axis) * WALL
+
+    def runs(self, src: np.ndarray) -> np.ndarray:
+        """From each point's ``src`` cost, one per step: the cost of reaching each point this
+        way (a running minimum along the axis, reset at each wall)."""
+        s, f = self.flip(src), self.free
+        v = np.where(f, s - self.idx, math.inf) - self.walls
+        run = np.minimum.accumulate(v, axis=self.axis) + self.walls + self.idx
+        run[(run >= WALL / 2) | ~f] = math.inf
+        return self.flip(run)
 
 
 def _walk(cost: np.ndarray, at: tuple[int, int], d: int, start: tuple[int, int]) -> list[tuple[int, int]]:
