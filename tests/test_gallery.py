@@ -64,6 +64,7 @@ SIGNATURES = {
         "M1": "[s, d] -> [s, d]",
     },
     "derivations.diag": {},  # the start, intermediate and target diagrams of gallery/*.deriv
+    "simd_moves.diag": {"B2PerQuery": "[s, d] -> [s, d]"},  # App. B.2's moves (gallery/simd_moves.deriv)
     "overparam.diag": {},  # the diagrams the proofs of rewrites (5) and (6) start and end at
     "control.diag": {"TokenFF": "[s, d] -> [s, d]"},
     "residual.diag": {"Layer": "[s, d] -> [s, d]", "ResidualLayer": "[s, d] -> [s, d]"},  # Khatri et al. Def. 3.1

@@ -19,6 +19,7 @@ DERIVS = sorted(GALLERY.glob("*.deriv"))
 EXPECTED = {
     "linearize.deriv": (RED + EQ * 4, ("s^2", "s")),
     "generic_similarity.deriv": (EQ * 2, ("s^2", "s^2")),
+    "simd_moves.deriv": (EQ * 5, ("s^2", "s^2")),  # App. B.2's moves, one unfold each
     "sumformer.deriv": (RED * 2 + EQ, ("s", "s")),
     "sumformer_linformer.deriv": (RED * 2 + EQ * 4, ("s", "s")),
     "linformer_column_constant.deriv": (RED * 2, ("s", "s")),
