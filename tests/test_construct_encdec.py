@@ -67,3 +67,29 @@ def test_refusals(tmp_path, capsys):
     assert "exactly f, m, n, p" in capsys.readouterr().err
     assert main(["construct", "spline-encoder", "--function", str(f), "-o", str(tmp_path / "o")]) == 1
     assert "no decoder input Y" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["EncoderDecoderBlock", "CrossReluHeads"])
+def test_gallery_encoder_decoder_blocks_are_partially_autoregressive(name):
+    """Theorem 3.3's remark: the encoder-decoder attention and block are autoregressive in Y (the decoder's
+    t positions), not in X: perturbing y at a later position leaves earlier outputs equal to the bit,
+    perturbing x anywhere moves them."""
+    from pathlib import Path
+
+    import stringdiag
+
+    prog = stringdiag.load(Path(__file__).resolve().parents[1] / "gallery" / "splines.diag")
+    d = prog[name]
+    m = stringdiag.compile(d, dims={"d": 4, "k": 3, "m": 2, "h": 2, "df": 5}, approximator="linear",
+                           dtype=torch.float64)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 4, generator=gen, dtype=torch.float64)
+    y = torch.randn(5, d.input_types[1][1].evaluate({"d": 4, "m": 2, "h": 2}), generator=gen, dtype=torch.float64)
+    with torch.no_grad():
+        base = m(x, y)
+        later = y.clone()
+        later[3:] += 1.0
+        assert torch.equal(m(x, later)[:3], base[:3]) and not torch.equal(m(x, later)[3:], base[3:])
+        moved = x.clone()
+        moved[5] += 1.0
+        assert not torch.allclose(m(moved, y)[0], base[0])
