@@ -22,6 +22,9 @@ class FrozenRecordError(FrozenInstanceError):
 class RecordType(type):
     """Makes ``__slots__``, ``__match_args__`` and the field list from a class's annotations."""
 
+    _fields: tuple[str, ...]
+    _defaults: dict[str, Any]
+
     def __new__(mcls, name: str, bases: tuple, ns: dict[str, Any]):
         inherited = tuple(f for b in bases for f in getattr(b, "_fields", ()))
         own = tuple(ns.get("__annotations__", {}))
@@ -30,7 +33,7 @@ class RecordType(type):
         cls = super().__new__(mcls, name, bases, ns)
         cls._fields = inherited + own
         cls._defaults = {**getattr(cls, "_defaults", {}), **defaults}
-        cls.__match_args__ = cls._fields
+        setattr(cls, "__match_args__", cls._fields)  # (match's positional patterns)
         return cls
 
 
