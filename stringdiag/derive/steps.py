@@ -89,8 +89,8 @@ def apply_rule(cur: Diagram, rule: Rule, match: Match) -> Outcome:
     """One rewrite at one match (``rewrite/ties.py``: the splice and its weight checks); ⇒
     where the match tied weight sets, else the rule's own relation."""
     done = splice(cur, rule, match)
-    return Outcome(done.diagram, RED if done.tied or rule.kind != EQUATION else EQ, done.note,
-                   enclosed(cur, done.diagram), kept=done.kept)
+    return Outcome(done.diagram, RED if done.tied or rule.kind != EQUATION else EQ, done.note, done.correspond,
+                   kept=done.kept)
 
 
 def apply_everywhere(cur: Diagram, rule: Rule, reverse: bool = False,

@@ -22,15 +22,16 @@ some uses of the set and not others, and is refused:
 from __future__ import annotations
 
 from ..errors import DiagError
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from ..graph.box import Box, Kind
 from ..graph.diagram import Diagram
 from ..graph.expand import expand, untouched
-from ..graph.weights import tie, weight_key
+from ..graph.weights import WeightKey, tie, weight_key
 from ..graph.weightuse import Use, Via, learner_key, uses
 from .dpo import rewrite
+from .enclosed import enclosed
 from .occurrence import Match
 from .rule import EQUATION, Rule
 
@@ -38,13 +39,15 @@ from .rule import EQUATION, Rule
 @dataclass(frozen=True)
 class Spliced:
     """A rule applied at one match: the result, whether the match tied weight sets (then the
-    step is a reduction whatever the rule), what it did to weights (for the step's note), and
-    each untouched box of the diagram before with its id in the result (None: the same ids)."""
+    step is a reduction whatever the rule), what it did to weights (for the step's note),
+    each untouched box of the diagram before with its id in the result (None: the same ids),
+    and the weight sets the step renamed (the result's name -> the name before: ``enclosed.py``)."""
 
     diagram: Diagram
     tied: bool
     note: str
     kept: dict[int, int] | None = None
+    correspond: dict[WeightKey, WeightKey] = field(default_factory=dict)
 
 
 def splice(cur: Diagram, rule: Rule, match: Match) -> Spliced:
@@ -52,9 +55,15 @@ def splice(cur: Diagram, rule: Rule, match: Match) -> Spliced:
     each tied group checked to be one set wherever it is used."""
     if rule.kind != EQUATION:
         refuse_partial_fill(cur, rule, match)
-    out = rewrite(cur, match)
-    if not match.ties:  # a scan's cell matched with its inputs in another order: match.order says which
-        return Spliced(out, False, match.order)
+    out, note, kept = rewrite(cur, match), match.order, None  # match.order: a scan's cell's inputs reordered
+    if match.ties:
+        out, note, kept = _tied(cur, out, match)
+    return Spliced(out, bool(match.ties), note, kept, enclosed(cur, out))
+
+
+def _tied(cur: Diagram, out: Diagram, match: Match) -> tuple[Diagram, str, dict[int, int] | None]:
+    """The splice ``out`` of a match that ties weight sets, the tie carried into definition
+    boxes and checked; its note; the boxes of ``cur`` kept (None: the same ids)."""
     res, trace, opened = tie_inside(out, match.ties)
     refuse_partial_ties(res, match.ties)
     shown = "; ".join(" = ".join(sorted(str(k[-1]) for k in group)) for group in match.ties)
@@ -62,7 +71,7 @@ def splice(cur: Diagram, rule: Rule, match: Match) -> Spliced:
                                              if opened else "")
     kept = None if trace is None else {b: k for b, k in untouched(out, res, trace).items()
                                        if cur.is_box(b) and cur.record(b).same_process(out.record(b))}
-    return Spliced(res, True, "; ".join(filter(None, [note, match.order])), kept)
+    return res, "; ".join(filter(None, [note, match.order])), kept
 
 
 def tie_inside(out: Diagram, ties) -> tuple[Diagram, dict[int, list[int]] | None, set[str]]:
