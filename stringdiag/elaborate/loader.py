@@ -18,6 +18,7 @@ from ..syntax import ast as A
 from ..syntax.astcache import read_cached
 from ..syntax.source import read_source  # the public place to read a file
 from ..graph.decls import Definition, DimDecl, Program
+from ..graph.types import DimKind
 from ..graph.gcpause import gc_paused
 from .declarations import box_decls, generic_names
 from .statements import elaborate
@@ -206,7 +207,7 @@ def _dim_decl(prog: Program, item: A.DimDecl) -> None:
     if default is not None and len(default.text) > 18:
         raise DiagError("the default size is too large", default.pos, prog.source)
     for n in item.names:
-        d = DimDecl(n.text, item.kind, int(default.text) if default is not None else None, n.pos)
+        d = DimDecl(n.text, DimKind(item.kind), int(default.text) if default is not None else None, n.pos)
         _define(prog, d.name, d.pos, prog.dims, d)
 
 

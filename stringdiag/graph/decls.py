@@ -17,13 +17,13 @@ from .box import Kind
 from ..errors import DiagError, DiagWarning, Pos, shown
 from ..syntax import ast as A
 from .diagram import Diagram
-from .types import Dim, TensorType, show_type
+from .types import Dim, DimKind, TensorType, show_type
 
 
 @dataclass(frozen=True)
 class DimDecl:
     name: str
-    kind: str  # "fixed" | "seq" | "generic"
+    kind: DimKind  # FIXED, SEQ or GENERIC
     default: int | None
     pos: Pos | None
 

@@ -15,9 +15,23 @@ symbolically.
 """
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Iterable, Mapping
 
 Monomial = tuple[str, ...]  # sorted names, repeated for powers; () is the constant term
+
+
+class DimKind(StrEnum):
+    """Who gives a dimension its size: the modeller (``fixed``), the inputs at run time
+    (``seq``), or a definition's caller (``generic``, ``softmax<n>``). Tracing a module reads
+    each axis of a value as one of these too, or as the batch or a broadcast axis of size one.
+    A ``StrEnum``: it compares equal to, and prints as, the word the file writes."""
+
+    FIXED = "fixed"
+    SEQ = "seq"
+    GENERIC = "generic"
+    BATCH = "batch"  # tracing only: the leading axis a module is called over
+    ONE = "one"      # tracing only: an axis of size one that broadcasts
 
 
 class Dim:

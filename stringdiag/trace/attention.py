@@ -13,7 +13,8 @@ from torch import fx, nn
 from ..errors import DiagError
 from .body import Body
 from .capture import ModuleCall
-from .dims import Axis, Kind, classify
+from ..graph.types import DimKind
+from .dims import Axis, classify
 from .values import Val, aligned, letters_for, number, out_axes
 
 
@@ -98,7 +99,7 @@ def attend(em, body: Body, cap, node, a: dict) -> Val:
         a = {**a, "key": _heads_repeated(body, node, k, q.axes[-3]), "value": _heads_repeated(body, node, v, q.axes[-3])}
         k, v = a["key"], a["value"]
     lead = {t: c for t, c in letters_for(axes).items() if t < n - 2}
-    if any(axes[t].kind is Kind.SEQ for t in lead) or a["dropout_p"]:
+    if any(axes[t].kind is DimKind.SEQ for t in lead) or a["dropout_p"]:
         raise DiagError("scaled_dot_product_attention over a sequence of heads, or with dropout")
     S = em.sizes.axis
     E = S(q.axes[-1])
@@ -128,7 +129,7 @@ def _heads_repeated(body: Body, node, x: Val, heads: Axis) -> Val:
     sizes = body.em.sizes
     R = heads.size // G.size
     sizes.product(heads.size, [G.size, R])
-    ones = body.assign_lead(f"ones_{R}", (Axis(Kind.FIXED, R),), {}, f"ones<{sizes.expr(R)}>()")
+    ones = body.assign_lead(f"ones_{R}", (Axis(DimKind.FIXED, R),), {}, f"ones<{sizes.expr(R)}>()")
     x = body.ordered(x)
     L = letters_for(x.axes)
     rest = {t: c for t, c in L.items() if t != g_axis}

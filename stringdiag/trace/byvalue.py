@@ -19,7 +19,8 @@ import torch
 from torch import fx
 
 from ..errors import DiagError
-from .dims import Kind, classify
+from ..graph.types import DimKind
+from .dims import classify
 from .values import Val, number, where_
 
 CONSTANT = "@constant"  # the weight map's name for a constant: its buffer's (or node's) name and this
@@ -60,7 +61,7 @@ def _holds_tensor(v) -> bool:
 def _core(t: torch.Tensor, axes) -> torch.Tensor | None:
     """``t`` with its batch axes cut to one row (None when the rows differ) and its size-one axes gone."""
     for d, a in enumerate(axes):
-        if a.kind is Kind.BATCH:
+        if a.kind is DimKind.BATCH:
             first = t.narrow(d, 0, 1)
             if not torch.equal(t, first.expand_as(t)):
                 return None
@@ -79,10 +80,10 @@ def materialise(em, body, cap, node: fx.Node):
         raise DiagError(f"{where}: '{node.name}' differs between the rows of the batch, though no input's "
                         "values make it; cannot trace it")
     cores = [c.double() if c.dtype == torch.bool or not c.dtype.is_floating_point else c for c in cores]
-    seq = [t for t, a in enumerate(axes) if a.kind is Kind.SEQ]
+    seq = [t for t, a in enumerate(axes) if a.kind is DimKind.SEQ]
     first = cores[0]
     if first.numel() == 1 and all(c.numel() == 1 and c.item() == first.item() for c in cores):
-        if not seq and not any(a.kind is Kind.FIXED for a in axes):
+        if not seq and not any(a.kind is DimKind.FIXED for a in axes):
             return first.item() if values[0].dtype.is_floating_point else int(first.item())  # a scale, say
     if not seq:
         if not all(torch.equal(c, first) for c in cores):
@@ -90,7 +91,7 @@ def materialise(em, body, cap, node: fx.Node):
         return _stored(em, body, node, axes, first)
     constant = first.flatten()[0].item()
     constant = constant if values[0].dtype.is_floating_point else int(constant)
-    if all(bool((c == constant).all()) for c in cores) and not any(a.kind is Kind.FIXED for a in axes):
+    if all(bool((c == constant).all()) for c in cores) and not any(a.kind is DimKind.FIXED for a in axes):
         return constant  # the same number at every position (token types 0, a mask of ones)
     if len(seq) == 1 and len(cores[0].shape) == 1:
         found = _affine(cores)
@@ -144,7 +145,7 @@ def _affine(cores) -> tuple[float, float] | None:
 
 
 def _positions(em, body, node: fx.Node, axes, a: float, b: float) -> Val:
-    n = next(x for x in axes if x.kind is Kind.SEQ)
+    n = next(x for x in axes if x.kind is DimKind.SEQ)
     p = body.assign_lead(node.name if (a, b) == (1, 0) else f"{node.name}_0", axes, {},
                          f"positions<{em.sizes.axis(n)}>()")
     if (a, b) == (1, 0):

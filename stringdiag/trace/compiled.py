@@ -11,12 +11,12 @@ from torch.utils import _pytree as pytree
 
 from ..errors import DiagError
 from ..lower.lower import PRIMITIVES
-from .dims import Kind
+from ..graph.types import DimKind
 from .values import Slot
 
 
 def _batch(axes) -> int | None:
-    return next((t for t, a in enumerate(axes) if a.kind is Kind.BATCH), None)
+    return next((t for t, a in enumerate(axes) if a.kind is DimKind.BATCH), None)
 
 
 def to_torch(x: torch.Tensor, axes) -> torch.Tensor:
@@ -32,16 +32,16 @@ def to_torch(x: torch.Tensor, axes) -> torch.Tensor:
     else:
         x = x.reshape(batch, *local).movedim(0, sum(1 for a in axes[:b] if a.kept))
     sizes = iter(x.shape)
-    return x.reshape([1 if a.kind is Kind.ONE else next(sizes) for a in axes])
+    return x.reshape([1 if a.kind is DimKind.ONE else next(sizes) for a in axes])
 
 
 def from_torch(y: torch.Tensor, axes, lead: torch.Size) -> torch.Tensor:
     """Back from torch's layout to the compiled one, ``lead`` the leading axes the inputs had."""
-    y = y.reshape([s for t, s in enumerate(y.shape) if axes[t].kind is not Kind.ONE])
+    y = y.reshape([s for t, s in enumerate(y.shape) if axes[t].kind is not DimKind.ONE])
     b = _batch(axes)
     if b is None:  # the same for every row of the batch: one row, which broadcasts
         return y.reshape(*[1] * max(len(lead), 1), *y.shape)
-    b -= sum(1 for a in axes[:b] if a.kind is Kind.ONE)
+    b -= sum(1 for a in axes[:b] if a.kind is DimKind.ONE)
     y = y.movedim(b, 0)
     return y.reshape(*lead, *y.shape[1:])
 

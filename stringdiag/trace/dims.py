@@ -9,29 +9,22 @@ except where the module itself cuts a size into parts: a reshape of 12 into 3 ×
 parts it needs (the first cut recorded for a size wins)."""
 from __future__ import annotations
 
-import enum
 import math
 from dataclasses import dataclass, field
 
 from ..errors import DiagError
-
-
-class Kind(enum.Enum):
-    BATCH = "batch"
-    SEQ = "seq"
-    ONE = "one"
-    FIXED = "fixed"
+from ..graph.types import DimKind
 
 
 @dataclass(frozen=True)
 class Axis:
-    kind: Kind
+    kind: DimKind
     size: int  # in the first run
 
     @property
     def kept(self) -> bool:
         """Whether the diagram's type has this axis (batch and broadcast axes it has not)."""
-        return self.kind in (Kind.SEQ, Kind.FIXED)
+        return self.kind in (DimKind.SEQ, DimKind.FIXED)
 
 
 def classify(shapes: list[tuple[int, ...]], what: str) -> list[Axis]:
@@ -44,11 +37,11 @@ def classify(shapes: list[tuple[int, ...]], what: str) -> list[Axis]:
     for b, bb, ss in zip(base, batch, seq):
         if bb != b and ss != b:
             if _tokens(b, bb, ss) and sum(x != y for x, y in zip(base, batch)) == 1:
-                axes.append(Axis(Kind.SEQ, bb - b))  # every token of the batch in one axis: per row, the sequence
+                axes.append(Axis(DimKind.SEQ, bb - b))  # every token of the batch in one axis: per row, the sequence
                 continue
             raise DiagError(f"{what}: an axis mixes the batch and the sequence other than as batch × length; "
                             "cannot trace it")
-        kind = Kind.BATCH if bb != b else Kind.SEQ if ss != b else Kind.ONE if b == 1 else Kind.FIXED
+        kind = DimKind.BATCH if bb != b else DimKind.SEQ if ss != b else DimKind.ONE if b == 1 else DimKind.FIXED
         axes.append(Axis(kind, b))
     return axes
 
@@ -114,7 +107,7 @@ class Sizes:
         return sorted(seen)
 
     def axis(self, a: Axis) -> str:
-        if a.kind is Kind.SEQ:
+        if a.kind is DimKind.SEQ:
             self.used_kinds.add("s")
             return "s"
         self.used.add(a.size)

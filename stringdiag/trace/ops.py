@@ -15,7 +15,8 @@ from torch.utils import _pytree as pytree
 from ..errors import DiagError
 from .body import Body, ident
 from .capture import Capture
-from .dims import Axis, Kind, classify
+from ..graph.types import DimKind
+from .dims import Axis, classify
 from .values import Empty, Opaque, Slot, Val, aligned, letters_for, number, op_name, out_axes, where_
 
 SCALAR = {  # name -> template over the operands
@@ -191,8 +192,8 @@ def expand(body: Body, node: fx.Node, x: Val, axes) -> Val:
     """``expand``: an axis of size one made n copies (``repeat_kv`` of grouped-query attention)
     is a product with ``ones<n>()``; one expanded over the batch or the sequence stays a broadcast."""
     shift = len(axes) - len(x.axes)
-    new = [t for t, a in enumerate(axes) if a.kind is Kind.FIXED and (t < shift or not x.axes[t - shift].kept)]
-    kept = [a if a.kept and (t in new or t >= shift and x.axes[t - shift].kept) else Axis(Kind.ONE, a.size)
+    new = [t for t, a in enumerate(axes) if a.kind is DimKind.FIXED and (t < shift or not x.axes[t - shift].kept)]
+    kept = [a if a.kept and (t in new or t >= shift and x.axes[t - shift].kept) else Axis(DimKind.ONE, a.size)
             for t, a in enumerate(axes)]
     if not new:
         return x.relabel(tuple(kept))
@@ -223,11 +224,11 @@ def reshape(body: Body, node: fx.Node, x: Val, axes) -> Val:
         last = k == steps - 1
         if len(gin) == 1:  # [.., prod(gout[k:])] -> [.., gout[k], prod(gout[k + 1:])]
             rest = " * ".join(_factor(sizes.expr(p)) for p in gout[k + 1:])
-            shape = keep + [Axis(Kind.FIXED, p) for p in gout[:k + 1]] + [Axis(Kind.FIXED, math.prod(gout[k + 1:]))]
+            shape = keep + [Axis(DimKind.FIXED, p) for p in gout[:k + 1]] + [Axis(DimKind.FIXED, math.prod(gout[k + 1:]))]
             call = f"unflatten<{sizes.expr(gout[k])}, {rest}>"
             held = len(keep) + k
         else:  # [.., gin[0], .., gin[-k - 2], gin[-k - 1] * ...] -> [.., gin[-k - 2] * ...]
-            shape = keep + [Axis(Kind.FIXED, p) for p in gin[:-k - 2]] + [Axis(Kind.FIXED, math.prod(gin[-k - 2:]))]
+            shape = keep + [Axis(DimKind.FIXED, p) for p in gin[:-k - 2]] + [Axis(DimKind.FIXED, math.prod(gin[-k - 2:]))]
             call = "flatten"
             held = len(shape) - 1
         held_letters = {t: c for t, c in letters_for(v.axes).items() if v.kept.index(t) < held}
@@ -343,7 +344,7 @@ def _strided(body: Body, node: fx.Node, x: Val, start: int, stop: int, step: int
     sizes.product(n, [n // step, step])
     x = body.ordered(x)
     keep = {t: c for t, c in letters_for(x.axes).items() if t != len(x.axes) - 1}
-    rows = body.assign_lead(f"{node.name}_rows", x.axes[:-1] + (Axis(Kind.FIXED, n // step), Axis(Kind.FIXED, step)),
+    rows = body.assign_lead(f"{node.name}_rows", x.axes[:-1] + (Axis(DimKind.FIXED, n // step), Axis(DimKind.FIXED, step)),
                             keep, f"unflatten<{sizes.expr(n // step)}, {sizes.expr(step)}>({x.index(keep)})")
     return body.assign(node.name, axes, lambda L: rows.index({**aligned(len(rows.axes) - 1, L, len(axes)),
                                                                len(rows.axes) - 1: str(start)}))
@@ -358,7 +359,7 @@ def repeat_interleave(em, body, cap, node, args, kwargs) -> Val:
         raise DiagError("repeat_interleave other than a number of times along the last axis")
     sizes = body.em.sizes
     sizes.product(x.axes[-1].size * r, [x.axes[-1].size, r])
-    ones = body.assign_lead(f"ones_{r}", (Axis(Kind.FIXED, r),), {}, f"ones<{sizes.expr(r)}>()")
+    ones = body.assign_lead(f"ones_{r}", (Axis(DimKind.FIXED, r),), {}, f"ones<{sizes.expr(r)}>()")
     x = body.ordered(x)
     L = letters_for(x.axes)
     wide = body.fresh(f"{node.name}_rows")
@@ -476,8 +477,8 @@ def _unit_axis(body: Body, v: Val, d: int) -> Val:
     """``v`` with its broadcast axis ``d`` (of size one) on the wire: a product with ``ones<1>()``."""
     if v.axes[d].size != 1:
         raise DiagError("a cat of a part broadcast along the axis cut")
-    one = body.assign_lead("one", (Axis(Kind.FIXED, 1),), {}, "ones<1>()")
-    axes = tuple(Axis(Kind.FIXED, 1) if t == d else a for t, a in enumerate(v.axes))
+    one = body.assign_lead("one", (Axis(DimKind.FIXED, 1),), {}, "ones<1>()")
+    axes = tuple(Axis(DimKind.FIXED, 1) if t == d else a for t, a in enumerate(v.axes))
     L = letters_for(v.axes)
     wire = body.fresh(f"{v.wire.rstrip('()')}_row")
     body.say(f"{wire}[{', '.join([L[t] for t in sorted(L)] + ['r'])}] = {v.index(L)} * {one.wire}[r]")
@@ -607,7 +608,7 @@ def rows(body: Body, base: str, table: str, n_rows: int, ids, axes) -> Val:
     computed number (positions, say) through ``bucket``; one number for every position is one row."""
     V = body.em.sizes.expr(n_rows)
     if not isinstance(ids, Val):  # the same id everywhere (token type 0): one row, broadcast
-        flat = tuple(a if t == len(axes) - 1 or not a.kept else Axis(Kind.ONE, a.size) for t, a in enumerate(axes))
+        flat = tuple(a if t == len(axes) - 1 or not a.kept else Axis(DimKind.ONE, a.size) for t, a in enumerate(axes))
         return body.assign_lead(base, flat, {}, f"embed(bucket<{V}>({number(ids)}), {table})")
     keep = {t: c for t, c in letters_for(axes).items() if t < len(axes) - 1}  # the ids' axes; a row each
     read = ids.index(aligned(len(ids.axes), keep, len(axes) - 1))

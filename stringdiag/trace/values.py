@@ -12,7 +12,8 @@ from torch import fx
 
 import numpy as np
 
-from .dims import Axis, Kind, classify
+from ..graph.types import DimKind
+from .dims import Axis, classify
 
 SEQ_LETTERS, FIXED_LETTERS = "ijl", "abcefgmnpqrtuvw"
 
@@ -77,7 +78,7 @@ def letters_for(axes) -> dict[int, str]:
     seq, fixed, out = iter(SEQ_LETTERS), iter(FIXED_LETTERS), {}
     for t, a in enumerate(axes):
         if a.kept:
-            out[t] = next(seq) if a.kind is Kind.SEQ else next(fixed)
+            out[t] = next(seq) if a.kind is DimKind.SEQ else next(fixed)
     return out
 
 
