@@ -27,8 +27,7 @@ ROWS = [  # (what, the script and its arguments)
     ("derive --verify and drawing", ["bench_verify.py", "--no-header", "gallery/sumformer_thm45_performer.deriv"]),
 ]
 LONG = [  # with --all
-    ("torch.compile time of the batched M1 model", ["bench_heads.py", "--rounds", "1", "--compile-rounds", "1",
-                                                     "--steps", "2"]),
+    ("torch.compile time of the batched M1 model", ["bench_compile.py", "--no-header"]),
     ("enumeration at bound 7", ["bench_enumerate.py", "--max", "7", "--repeats", "1"]),
 ]
 
