@@ -31,7 +31,7 @@ from ..graph.box import Box, Kind
 from ..graph.constants import dims_in
 from ..graph.dimuse import bound_names
 from ..graph.hypergraph import Hypergraph
-from ..graph.types import Dim
+from ..graph.types import Dim, DimKind
 from .fold import post_order
 
 
@@ -160,7 +160,7 @@ def _own_type_names(d: Hypergraph, b: int) -> frozenset:
 def _seq(d: Hypergraph, names: Iterable[str]) -> set[str]:
     prog = d.program
     return {n for n in names if prog is not None and (decl := prog.lookup_dim(n)) is not None
-            and decl.kind == "seq"}
+            and decl.kind is DimKind.SEQ}
 
 
 def _unsized(d: Hypergraph, used: frozenset):

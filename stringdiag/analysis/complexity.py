@@ -28,6 +28,7 @@ from ..graph.diagram import Diagram
 from .combine import cost_monomials
 from .monomials import dominant, only, show
 from .support import sparse_cost
+from ..graph.types import DimKind
 
 @dataclass(frozen=True)
 class Complexity:
@@ -60,6 +61,6 @@ def seq_names(d: Diagram) -> set[str]:
         for dim in d.wire_type(w):
             for n in dim.names():
                 decl = prog.lookup_dim(n) if prog is not None else None
-                if decl is not None and decl.kind == "seq":
+                if decl is not None and decl.kind is DimKind.SEQ:
                     names.add(n)
     return names

@@ -37,7 +37,7 @@ from typing import Iterable
 
 from ..graph.box import Box, Kind
 from ..graph.diagram import Diagram
-from ..graph.types import Dim
+from ..graph.types import Dim, DimKind
 from .degree import Chain, show_chain
 
 
@@ -284,7 +284,7 @@ def sequence_dims(d: Diagram) -> list[str]:
         for dim in t:
             n = dim.name
             decl = prog.lookup_dim(n) if (prog is not None and n is not None) else None
-            if n is not None and decl is not None and decl.kind == "seq" and n not in seen:
+            if n is not None and decl is not None and decl.kind is DimKind.SEQ and n not in seen:
                 seen.append(n)
     return seen
 

@@ -24,7 +24,7 @@ from ..graph.box import Box, Instance, Kind
 from ..graph.diagram import Diagram
 from ..graph.decls import Definition, suggest
 from ..elaborate.loader import loads, prelude
-from ..graph.types import Dim, show_type
+from ..graph.types import Dim, DimKind, show_type
 from ..rewrite.match import find_matches, select
 from ..rewrite.rule import EQUATION, RULES_DIR, Library, Rule, library, load_rules
 from ..resources import argument
@@ -270,7 +270,7 @@ class Runner:
                 res = self.located(wire, absorb, cur, wire.text, into.text, self.names.learner(learner))
             case D.Plug(input_, into):
                 res = self.located(input_, plug, cur, input_.text, into.text,
-                                   lambda n: self.names.dim_kind(cur, n) == "seq")
+                                   lambda n: self.names.dim_kind(cur, n) is DimKind.SEQ)
             case _:  # pragma: no cover - the grammar has no other steps
                 raise AssertionError(item)
         out = res.diagram

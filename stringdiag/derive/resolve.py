@@ -10,6 +10,7 @@ from ..elaborate.loader import load, prelude
 from ..errors import DiagError, Pos
 from ..graph.decls import Definition, Program, unknown_qualified
 from ..graph.diagram import Diagram
+from ..graph.types import DimKind
 from ..resources import locate
 from ..syntax import ast as A
 from ..syntax import deriv_ast as D
@@ -90,7 +91,7 @@ class Resolver:
             raise self.err(unknown_qualified(ref.name, names or [f"{a}." for a in self.aliases], "use"), ref.pos)
         return prog[name]
 
-    def dim_kind(self, cur: Diagram, name: str) -> str | None:
+    def dim_kind(self, cur: Diagram, name: str) -> DimKind | None:
         """How the dimension ``name`` is declared in the files of the derivation, if it is."""
         progs = [cur.program, self.start_prog, *self.extra, *self.programs.values(), prelude()]
         decl = next((d for p in progs if p is not None and (d := p.lookup_dim(name)) is not None), None)

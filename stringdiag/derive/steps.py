@@ -34,7 +34,7 @@ from ..graph.diagram import Diagram
 from ..graph.expand import expand, untouched
 from ..graph.hypergraph import repeated
 from ..graph.resize import resized
-from ..graph.types import Dim
+from ..graph.types import Dim, DimKind
 from ..graph.weights import WeightKey, fresh_instance, instances, rename_key, weight_key
 from ..graph.weightuse import uses
 from ..rewrite.dpo import rewrite
@@ -140,14 +140,14 @@ def copy_box(d: Diagram, box: int, readers: list[tuple[int, int]]) -> Diagram:
     return out
 
 
-def identify(cur: Diagram, name: str, to: str, kinds: dict[str, str | None]) -> Outcome:
+def identify(cur: Diagram, name: str, to: str, kinds: dict[str, DimKind | None]) -> Outcome:
     """``dim g := d``: the fixed dimension ``g`` made ``d`` everywhere (``kinds``: how each
     of the two is declared). A diagram over fixed sizes is a family, one architecture per
     choice of sizes; this keeps the members where the two are equal: a reduction (⇒)."""
     for n in (name, to):
         if kinds[n] is None:
             raise DiagError(f"no dimension '{n}' is declared in the files of this derivation")
-        if kinds[n] != "fixed":
+        if kinds[n] is not DimKind.FIXED:
             raise DiagError(f"'{n}' is a {kinds[n]} dimension; only fixed sizes are made one by a step (a sequence "
                             "length changes the boundary: that is what 'plug' does)")
     if name == to:

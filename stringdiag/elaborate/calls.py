@@ -11,7 +11,7 @@ from ..errors import DiagError, Pos
 from ..graph.box import Box, Global, Instance, Kind, Local, Repeat, Scan
 from ..graph.constants import OPERATORS
 from ..graph.decls import BoxDecl, Definition, suggest, unknown_qualified
-from ..graph.types import Dim, TensorType, show_type, substitute_type
+from ..graph.types import Dim, DimKind, TensorType, show_type, substitute_type
 from ..syntax import ast as A
 from .declarations import dim_expr
 from .state import ElabState, Scope, Val
@@ -60,7 +60,7 @@ class Use:
         generics = callee.generics + tuple(sorted(
             n for t in d.input_types for dim in t for n in dim.names()
             if n not in callee.generics and (decl := callee.program.lookup_dim(n)) is not None
-            and decl.kind == "seq"))
+            and decl.kind is DimKind.SEQ))
         rec = Box(Kind.DIAGRAM, callee.name, ref=d, weights=Instance(f"{callee.name}#{uses[callee.name]}"))
         return cls(callee.name, generics, d.input_types, d.output_types, rec, [d.id_range(w) for w in d.inputs])
 
@@ -291,7 +291,7 @@ class Calls(ElabState):
         """How many copies: a number, or a fixed dimension (or a generic) sized when compiled."""
         if isinstance(count, A.Name) and count.text not in self.generics:
             decl = self.prog.lookup_dim(count.text)
-            if decl is not None and decl.kind != "fixed":
+            if decl is not None and decl.kind is not DimKind.FIXED:
                 raise self.err(f"the count of repeat must be known when compiling: '{count.text}' is a "
                                f"{decl.kind} dimension; declare a fixed one (dim {count.text} : fixed)", count.pos)
             if decl is not None and decl.default is not None and decl.default < 1:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..errors import DiagError
 from ..graph.box import Kind
 from ..graph.decls import OPTIONS, Approximator, BoxDecl, Program, suggest
-from ..graph.types import Dim, TensorType
+from ..graph.types import Dim, DimKind, TensorType
 from ..syntax import ast as A
 
 
@@ -126,7 +126,7 @@ def bounds(item: A.BoxDecl, ins: tuple, outs: tuple, prog: Program) -> tuple[tup
     out: dict[str, int] = {}
     for b in item.bounds:
         name, decl = b.dim.text, prog.lookup_dim(b.dim.text)
-        if ins or decl is None or decl.kind != "seq" or not any(dim.name == name for t in outs for dim in t):
+        if ins or decl is None or decl.kind is not DimKind.SEQ or not any(dim.name == name for t in outs for dim in t):
             raise DiagError(f"'{name}' must be a seq dimension that is an axis of a learnable tensor (a box without "
                             "inputs) to have a largest length", b.dim.pos, prog.source)
         if name in out or not b.limit.text.isdigit() or not 0 < int(b.limit.text) < 2**31:

@@ -57,7 +57,7 @@ from .box import Box, Global, Instance, Kind, Local, Weights
 from ..errors import DiagError
 from .diagram import Diagram
 from .decls import BoxDecl, Definition
-from .types import Dim, TensorType
+from .types import Dim, DimKind, TensorType
 from .algebra import fresh, fresh_id, tensor, then
 
 
@@ -216,7 +216,7 @@ def _seq_generics(defn: Diagram) -> tuple[str, ...]:
     return defn.generics + tuple(sorted(
         n for t in defn.input_types for dim in t for n in dim.names()
         if n not in defn.generics and prog is not None and (decl := prog.lookup_dim(n)) is not None
-        and decl.kind == "seq"))
+        and decl.kind is DimKind.SEQ))
 
 
 __all__ = ["identity", "use", "then", "tensor", "copy", "delete", "swap", "fresh"]

@@ -18,7 +18,7 @@ from .box import Kind
 from . import constants
 from .diagram import Diagram
 from .hypergraph import per_graph_cache
-from .types import Dim
+from .types import Dim, DimKind
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def fixed_dims_used(diagram: Diagram) -> DimUse:
     order = list(prog.dims) + (list(prog.prelude.dims) if prog.prelude else [])
 
     def fixed(names: set[str]) -> tuple[str, ...]:
-        kept = [n for n in names if (decl := prog.lookup_dim(n)) is not None and decl.kind == "fixed"]
+        kept = [n for n in names if (decl := prog.lookup_dim(n)) is not None and decl.kind is DimKind.FIXED]
         return tuple(sorted(kept, key=lambda n: (order.index(n) if n in order else len(order), n)))
 
     return DimUse(fixed(found.wires), fixed(found.others - found.wires))

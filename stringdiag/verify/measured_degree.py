@@ -35,6 +35,7 @@ from ..analysis.degree import degree
 from ..graph.diagram import Diagram
 from ..lower import compile
 from .oracle import dim_names, draw
+from ..graph.types import DimKind
 
 # torch functions whose result depends on which side of a boundary the input is
 _SIGN = {"relu", "relu_", "abs", "sign"}
@@ -211,7 +212,7 @@ def sizes_for(d: Diagram, fixed: int = 2, seq: int = 3, given: Mapping[str, int]
     out = {}
     for n in dim_names(d.expand()):
         decl = prog.lookup_dim(n) if prog is not None else None
-        out[n] = seq if decl is not None and decl.kind == "seq" else fixed
+        out[n] = seq if decl is not None and decl.kind is DimKind.SEQ else fixed
     return {**out, **(given or {})}
 
 

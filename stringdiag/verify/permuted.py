@@ -22,6 +22,7 @@ from ..graph.diagram import Diagram
 from ..lower import compile
 from .measured_degree import sizes_for
 from .oracle import draw
+from ..graph.types import DimKind
 
 TOL = 1e-9  # relative to the output's largest entry: float64 sums reordered by the permutation
 
@@ -92,7 +93,7 @@ def measure(d: Diagram, dims: Mapping[str, int] | None = None, seq: int | None =
     declared = {n for n, decl in decls if decl.default is not None}
     if seq is None:
         seq = max([7] + [2 * int(decl.default) + 1 for _, decl in decls
-                         if decl.kind == "fixed" and isinstance(decl.default, int)])
+                         if decl.kind is DimKind.FIXED and isinstance(decl.default, int)])
     sizes = {n: v for n, v in sizes_for(d, seq=seq, given=dims).items() if n not in declared or n in (dims or {})}
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
