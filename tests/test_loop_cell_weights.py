@@ -9,15 +9,13 @@ shares no code with the oracle; the expected correspondences are written by hand
 """
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 from numpy_eval import SeededWeights, evaluate
 
 import stringdiag
 from stringdiag import DiagError
+from stringdiag.cli.main import main
 from stringdiag.derive import steps
 from stringdiag.rewrite.match import find_matches
 from stringdiag.rewrite.rule import library
@@ -97,16 +95,17 @@ def test_everywhere_says_which_set_each_new_cell_holds():
     assert np.allclose(value(out.diagram, rename), value(d), rtol=1e-12, atol=1e-12)
 
 
-def _derive(tmp_path, steps_text: str):
+def _derive(tmp_path, monkeypatch, capsys, steps_text: str) -> tuple[int, str]:
     (tmp_path / "loop.diag").write_text(SOURCE)
     (tmp_path / "loop.deriv").write_text("start loop.diag:Main\n" + steps_text)
-    return subprocess.run([sys.executable, "-m", "stringdiag.cli.main", "derive", "loop.deriv", "--verify"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    monkeypatch.chdir(tmp_path)
+    code = main(["derive", "loop.deriv", "--verify"])
+    return code, capsys.readouterr().err
 
 
-def test_derive_verify_accepts_the_loop_and_refuses_the_split(tmp_path):
-    ok = _derive(tmp_path, "apply simd_unit reversed at w0\n")
-    assert ok.returncode == 0, ok.stderr
-    split = _derive(tmp_path, "copy w0\napply simd_unit reversed at w0\n")
-    assert split.returncode == 1 and "Traceback" not in split.stderr
-    assert split.stderr.startswith("loop.deriv:3:") and "splits one set of weights into two" in split.stderr
+def test_derive_verify_accepts_the_loop_and_refuses_the_split(tmp_path, monkeypatch, capsys):
+    code, err = _derive(tmp_path, monkeypatch, capsys, "apply simd_unit reversed at w0\n")
+    assert code == 0, err
+    code, err = _derive(tmp_path, monkeypatch, capsys, "copy w0\napply simd_unit reversed at w0\n")
+    assert code == 1 and "Traceback" not in err
+    assert err.startswith("loop.deriv:3:") and "splits one set of weights into two" in err
