@@ -58,7 +58,7 @@ UNKNOWN = "cannot tell whether it is a spline"
 
 
 @dataclass(frozen=True)
-class Value:
+class WireDegree:
     """What the pass knows of a wire: its exponent vectors; or why it is no polynomial piece
     (``broken``); and whether it may jump (``jump``: the box that makes it discontinuous)."""
 
@@ -100,17 +100,17 @@ def _plus(a: Support, b: Support) -> Support:
     return _prune(tuple(x + y for x, y in zip(u, w)) for u in a for w in b)
 
 
-def _join(values: list[Value]) -> Value:
+def _join(values: list[WireDegree]) -> WireDegree:
     """The union: each piece is a linear combination of the arguments."""
     support = _prune(v for x in values for v in x.support)
     broken = next((x.broken for x in values if x.broken), None)
     jump = next((x.jump for x in values if x.jump), None)
     if broken:  # no polynomial piece: the vectors say nothing (and stay put, so a scan's state settles)
         support = frozenset({(0,) * len(next(iter(support)))})
-    return Value(support, broken, jump)
+    return WireDegree(support, broken, jump)
 
 
-def _sum(values: list[Value], n: int) -> Value:
+def _sum(values: list[WireDegree], n: int) -> WireDegree:
     """The product (Minkowski sum of the exponent vectors)."""
     j = _join(values)
     if j.broken:
@@ -118,14 +118,14 @@ def _sum(values: list[Value], n: int) -> Value:
     support: Support = frozenset({(0,) * n})
     for x in values:
         support = _plus(support, x.support)
-    return Value(support, None, j.jump)
+    return WireDegree(support, None, j.jump)
 
 
-def _const(n: int) -> Value:
-    return Value(frozenset({(0,) * n}))
+def _const(n: int) -> WireDegree:
+    return WireDegree(frozenset({(0,) * n}))
 
 
-def _within(value: Value, op: str, pos: Pos | None, args: list[Value]) -> Value:
+def _within(value: WireDegree, op: str, pos: Pos | None, args: list[WireDegree]) -> WireDegree:
     """A value computed inside a box ``op`` at ``pos`` from ``args``: a chain that began
     inside it starts there; one its arguments brought in is left as it was."""
     broken, jump = value.broken, value.jump
@@ -133,17 +133,17 @@ def _within(value: Value, op: str, pos: Pos | None, args: list[Value]) -> Value:
         broken = (broken[0], broken[1], ((op, pos), *broken[2]))
     if jump and jump not in {x.jump for x in args}:
         jump = ((op, pos), *jump)
-    return Value(value.support, broken, jump)
+    return WireDegree(value.support, broken, jump)
 
 
-class Pass:
+class DegreePass:
     """The static pass over one diagram whose inputs are the variables."""
 
     def __init__(self, n: int):
         self.n = n
-        self.memo: dict[tuple, list[Value]] = {}
+        self.memo: dict[tuple, list[WireDegree]] = {}
 
-    def run(self, d: Diagram, ins: list[Value]) -> list[Value]:
+    def run(self, d: Diagram, ins: list[WireDegree]) -> list[WireDegree]:
         key = (id(d.graph), d.version(), tuple(ins))
         if key not in self.memo:
             env = dict(zip(d.inputs, ins))
@@ -153,7 +153,7 @@ class Pass:
             self.memo[key] = [env[w] for w in d.outputs]
         return self.memo[key]
 
-    def box(self, d: Diagram, b: int, xs: list[Value]) -> list[Value]:
+    def box(self, d: Diagram, b: int, xs: list[WireDegree]) -> list[WireDegree]:
         node = d.record(b)
         kind, op, n_out = node.kind, node.op, len(d.box_outputs(b))
         if repeated(node):
@@ -170,10 +170,10 @@ class Pass:
             return [self.broken(why, op, node, UNKNOWN)] * n_out
         return [self.fixed(op, node, xs)] * n_out
 
-    def broken(self, why: str, op: str, node: Box, verdict: str = "not a spline") -> Value:
-        return Value(_const(self.n).support, (verdict, why, ((op, node.pos),)))
+    def broken(self, why: str, op: str, node: Box, verdict: str = "not a spline") -> WireDegree:
+        return WireDegree(_const(self.n).support, (verdict, why, ((op, node.pos),)))
 
-    def fixed(self, op: str, node: Box, xs: list[Value]) -> Value:
+    def fixed(self, op: str, node: Box, xs: list[WireDegree]) -> WireDegree:
         rule = RULES.get(op)
         if xs and all(x.constant for x in xs):
             return _const(self.n)  # a function of constants is a constant, whatever it is
@@ -194,24 +194,24 @@ class Pass:
                 return xs[0]  # the masked entries are the constant -infinity
             return self.broken("a mask that depends on the input makes entries jump to -infinity", op, node)
         if rule == "step":
-            return Value(_const(self.n).support, _join(xs).broken, ((op, node.pos),))
+            return WireDegree(_const(self.n).support, _join(xs).broken, ((op, node.pos),))
         if rule == "analytic":
             return self.broken(f"{op} is not piecewise polynomial", op, node)
         return self.broken(f"no degree rule is known for the fixed process '{op}'", op, node, UNKNOWN)
 
-    def stack(self, d: Diagram, node: Box, xs: list[Value], n_out: int) -> list[Value]:
+    def stack(self, d: Diagram, node: Box, xs: list[WireDegree], n_out: int) -> list[WireDegree]:
         """``repeat t Block(x, ...)``: the block composed t times, each copy's output its
         successor's first input (so degrees compose: 3^t for t encoder blocks)."""
         t = count_value(node.count, d.program, {})
         if t is None:
             why = f"the degree depends on the number of copies '{node.count}' of '{node.op}' (give it a size)"
-            return [Value(_const(self.n).support, (UNKNOWN, why, ((node.op, node.pos),)))] * n_out
+            return [WireDegree(_const(self.n).support, (UNKNOWN, why, ((node.op, node.pos),)))] * n_out
         outs = xs
         for _ in range(t):
             outs = self.run(node.ref, [outs[0], *xs[1:]])
         return outs
 
-    def scan(self, node: Box, xs: list[Value], n_out: int) -> list[Value]:
+    def scan(self, node: Box, xs: list[WireDegree], n_out: int) -> list[WireDegree]:
         """Finite iteration: the carried state's vectors grow to a fixed point, or without
         bound (then the degree grows with the number of steps)."""
         state = xs[0]
@@ -222,9 +222,9 @@ class Pass:
                 return outs
             state = nxt
         why = f"the degree grows with the number of steps of the scan '{node.op}'"
-        return [Value(_const(self.n).support, ("no degree independent of the sequence length", why, ()))] * n_out
+        return [WireDegree(_const(self.n).support, ("no degree independent of the sequence length", why, ()))] * n_out
 
-    def step(self, node: Box, xs: list[Value], n_out: int) -> list[Value]:
+    def step(self, node: Box, xs: list[WireDegree], n_out: int) -> list[WireDegree]:
         if node.kind is Kind.LEARN:  # a learnable cell: degree 1 in the state and the step's inputs
             return [_join(xs)] * n_out
         return self.run(node.ref, xs)
@@ -244,14 +244,14 @@ def degree(d: Diagram) -> list[OutputDegree]:
     """
     n = len(d.inputs)
     names = d.input_names or [f"in{k}" for k in range(n)]
-    ins = [Value(frozenset({tuple(int(i == k) for i in range(n))})) for k in range(n)]
-    outs = Pass(n).run(d, ins)
+    ins = [WireDegree(frozenset({tuple(int(i == k) for i in range(n))})) for k in range(n)]
+    outs = DegreePass(n).run(d, ins)
     out_names = [d.wire_label(w) or ("out" if len(d.outputs) == 1 else f"out{k + 1}")
                  for k, w in enumerate(d.outputs)]
     return [_verdict(name, v, names) for name, v in zip(out_names, outs)]
 
 
-def _verdict(name: str, v: Value, names: list[str]) -> OutputDegree:
+def _verdict(name: str, v: WireDegree, names: list[str]) -> OutputDegree:
     if v.broken:
         return OutputDegree(name, None, None, False, f"{v.broken[0]}: {v.broken[1]}", v.broken[2])
     vecs = tuple(sorted(v.support, key=lambda x: (-sum(x), x)))

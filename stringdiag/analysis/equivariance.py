@@ -49,7 +49,7 @@ class Order(str, Enum):
     BROKEN = "broken"
 
 
-class Rule(str, Enum):
+class AxisRule(str, Enum):
     """How a fixed primitive of the prelude treats a sequence axis of its own type."""
 
     BLIND = "order-blind"     # permuting the axis permutes the result (or leaves it alone)
@@ -60,9 +60,9 @@ class Rule(str, Enum):
 # scalar ones (add, exp, where, ...) have no axes of their own; every primitive not listed
 # here reads its axis in order (cumsum, shift, causal_conv, rev, pick, cat, topk) or makes a
 # table over positions (positions, posenc, causal, window, gauss), and breaks the order.
-RULES: dict[str, Rule] = {
-    "hardmax": Rule.BLIND, "amax": Rule.BLIND,
-    "ones": Rule.SYMMETRIC, "zeros": Rule.SYMMETRIC,
+RULES: dict[str, AxisRule] = {
+    "hardmax": AxisRule.BLIND, "amax": AxisRule.BLIND,
+    "ones": AxisRule.SYMMETRIC, "zeros": AxisRule.SYMMETRIC,
 }
 
 # What a box that is not order-blind in the dimension is, in words, by kind or primitive.
@@ -81,7 +81,7 @@ _WHY_FIXED = {
 
 
 @dataclass(frozen=True)
-class Value:
+class WireOrder:
     """What the pass knows of a wire: its :class:`Order`, whether it stays unchanged when the
     inputs are permuted (``still``: a held wire always does), and, unless it follows, why (the
     box, in a chain)."""
@@ -91,11 +91,11 @@ class Value:
     why: tuple[str, Chain] | None = None
 
 
-MOVES = Value(Order.FOLLOWS, False)
-STILL = Value(Order.FOLLOWS, True)
+MOVES = WireOrder(Order.FOLLOWS, False)
+STILL = WireOrder(Order.FOLLOWS, True)
 
 
-def _join(xs: Iterable[Value]) -> Value:
+def _join(xs: Iterable[WireOrder]) -> WireOrder:
     """A wire made from ``xs`` by a box that is order-blind: broken by any broken argument, held
     when only unchanged values meet a held one, broken when a held one meets one that moves."""
     xs = list(xs)
@@ -105,26 +105,26 @@ def _join(xs: Iterable[Value]) -> Value:
     held = next((x for x in xs if x.order is Order.HELD), None)
     still = all(x.still for x in xs)
     if held is None:
-        return Value(Order.FOLLOWS, still)
+        return WireOrder(Order.FOLLOWS, still)
     if still:
         return held
     text, chain = held.why or ("", ())
-    return Value(Order.BROKEN, False, (f"{text} (held in place while the sequence moves)", chain))
+    return WireOrder(Order.BROKEN, False, (f"{text} (held in place while the sequence moves)", chain))
 
 
-def _within(v: Value, op: str, node: Box, args: list[Value]) -> Value:
+def _within(v: WireOrder, op: str, node: Box, args: list[WireOrder]) -> WireOrder:
     """A value computed inside a box: a chain that began inside it starts there."""
     if v.why is None or v.why in {x.why for x in args}:
         return v
     text, chain = v.why
-    return Value(v.order, v.still, (text, ((op, node.pos), *chain)))
+    return WireOrder(v.order, v.still, (text, ((op, node.pos), *chain)))
 
 
 def _names(dims: Iterable[Dim]) -> set[str]:
     return {n for dim in dims for n in dim.names()}
 
 
-class Pass:
+class OrderPass:
     """The static pass for one sequence dimension, ``shown`` (by that name in the reasons). A
     definition is entered with the names its generics bind to it (``perm``), and ``lifted``
     when the box that uses it is SIMD over the dimension: then every wire of its body has
@@ -132,9 +132,9 @@ class Pass:
 
     def __init__(self, shown: str):
         self.shown = shown
-        self.memo: dict[tuple, list[Value]] = {}
+        self.memo: dict[tuple, list[WireOrder]] = {}
 
-    def run(self, d: Diagram, perm: frozenset[str], ins: list[Value], lifted: bool = False) -> list[Value]:
+    def run(self, d: Diagram, perm: frozenset[str], ins: list[WireOrder], lifted: bool = False) -> list[WireOrder]:
         key = (id(d.graph), d.version(), perm, tuple(ins), lifted)
         if key not in self.memo:
             env = dict(zip(d.inputs, ins))
@@ -144,7 +144,7 @@ class Pass:
             self.memo[key] = [env[w] for w in d.outputs]
         return self.memo[key]
 
-    def box(self, d: Diagram, b: int, perm: frozenset[str], xs: list[Value], lifted: bool) -> list[Value]:
+    def box(self, d: Diagram, b: int, perm: frozenset[str], xs: list[WireOrder], lifted: bool) -> list[WireOrder]:
         node = d.record(b)
         outs = d.box_outputs(b)
         moved = [lifted or bool(_names(d.wire_type(w)) & perm) for w in outs]
@@ -165,12 +165,12 @@ class Pass:
         return self.ordered(xs, moved, self.reason(node, xs), node)
 
     @staticmethod
-    def blind(xs: list[Value], moved: list[bool]) -> list[Value]:
+    def blind(xs: list[WireOrder], moved: list[bool]) -> list[WireOrder]:
         v = _join(xs)
-        return [v if v.order is not Order.FOLLOWS else Value(Order.FOLLOWS, v.still or not m) for m in moved]
+        return [v if v.order is not Order.FOLLOWS else WireOrder(Order.FOLLOWS, v.still or not m) for m in moved]
 
     @staticmethod
-    def ordered(xs: list[Value], moved: list[bool], why: str, node: Box) -> list[Value]:
+    def ordered(xs: list[WireOrder], moved: list[bool], why: str, node: Box) -> list[WireOrder]:
         """A box that reads the dimension in order: held when nothing it reads moves (a table
         over positions), else broken, naming it."""
         v = _join(xs)
@@ -178,10 +178,10 @@ class Pass:
             return [v] * len(moved)
         chain = ((node.op, node.pos),)
         if v.still:
-            return [Value(Order.HELD, True, (why, chain)) if m else STILL for m in moved]
-        return [Value(Order.BROKEN, False, (why, chain))] * len(moved)
+            return [WireOrder(Order.HELD, True, (why, chain)) if m else STILL for m in moved]
+        return [WireOrder(Order.BROKEN, False, (why, chain))] * len(moved)
 
-    def reason(self, node: Box, xs: list[Value]) -> str:
+    def reason(self, node: Box, xs: list[WireOrder]) -> str:
         s = self.shown
         if node.kind is Kind.FIXED and node.op in _WHY_FIXED:
             return _WHY_FIXED[node.op].format(s=s)
@@ -194,7 +194,7 @@ class Pass:
             return f"the abstract family '{node.op}' over {s}: nothing is known of its order"
         return f"nothing is known of how the fixed process '{node.op}' treats the order of {s}"
 
-    def use(self, node: Box, perm: frozenset[str], xs: list[Value], moved: list[bool], lifted: bool) -> list[Value]:
+    def use(self, node: Box, perm: frozenset[str], xs: list[WireOrder], moved: list[bool], lifted: bool) -> list[WireOrder]:
         """A definition used as a box: entered with the dimensions its generics bind to ours."""
         bound = {g: dim for g, dim in node.generics}
         inner = {g for g, dim in bound.items() if dim.name in perm}
@@ -218,8 +218,8 @@ class Pass:
             state = nxt
         return outs
 
-    def step(self, node: Box, perm: frozenset[str], xs: list[Value], moved: list[bool],
-             lifted: bool) -> list[Value]:
+    def step(self, node: Box, perm: frozenset[str], xs: list[WireOrder], moved: list[bool],
+             lifted: bool) -> list[WireOrder]:
         if node.kind is Kind.LEARN:  # a learnable cell of a scan: order-blind across positions
             return self.blind(xs, moved)
         return self.run(node.ref, perm, xs, lifted)
@@ -315,7 +315,7 @@ def equivariance(d: Diagram, dims: Iterable[str] | None = None) -> list[Equivari
     found = []
     for s in (list(dims) if dims is not None else sequence_dims(d)):
         perm = frozenset({s})
-        pas = Pass(s)
+        pas = OrderPass(s)
         ins = [MOVES if _names(t) & perm else STILL for t in d.input_types]
         outs = pas.run(d, perm, ins)
         orders = []
