@@ -21,7 +21,8 @@ A block's kind is its info string (docs/contributing.md says the same, for write
 An HTML comment on the line before a block changes what happens to it: ``<!-- file: NAME -->``
 writes it to ``NAME`` in the scratch folder for the commands after it (it is checked only by them);
 ``<!-- not run: REASON -->`` leaves it out, and such blocks are exactly ``NOT_RUN`` below, so that
-they stay few and are seen. Any other info string is an error.
+they stay few and are seen; ``<!-- clone only: REASON -->`` (exactly ``CLONE_ONLY``) runs it here
+but not against the installed wheel. Any other info string is an error.
 
 Results quoted in prose: ``<!-- quoted from: PATH[, PATH] -->`` on the line before a Markdown
 table or paragraph ties it to files the tools wrote (a study's ``tables.md``, ``verdict.txt``;
@@ -65,8 +66,15 @@ NOT_RUN = {
     ("gpu.md", "needs the GPU machine and the wheels in .whl/"),
 }
 
+# (page, reason): blocks that read the study results the repository holds and the wheel does not
+# ship; run here, left out when this module runs against the installed wheel (tests/test_wheel.py)
+CLONE_ONLY = {
+    ("gpu.md", "reads the study's results, which the repository holds and the wheel does not ship"),
+    ("reproductions.md", "reads the study's results, which the repository holds and the wheel does not ship"),
+}
+
 FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
-MARKER = re.compile(r"<!--\s*(file|not run):\s*(.*?)\s*-->\s*$")
+MARKER = re.compile(r"<!--\s*(file|not run|clone only):\s*(.*?)\s*-->\s*$")
 
 
 @dataclass
@@ -247,6 +255,8 @@ def test_every_block_runs(page: Path, scratch: Path, monkeypatch):
     for block in blocks(page):
         if block.marker and block.marker[0] == "not run":
             assert block.key in NOT_RUN, f"{block.where}: a block not run that NOT_RUN does not list: {block.key}"
+        elif block.marker and block.marker[0] == "clone only" and INSTALLED:
+            assert block.key in CLONE_ONLY, f"{block.where}: a clone-only block CLONE_ONLY does not list"
         elif block.marker and block.marker[0] == "file":
             (scratch / block.marker[1]).write_text(block.text, encoding="utf-8")
         else:
@@ -256,6 +266,8 @@ def test_every_block_runs(page: Path, scratch: Path, monkeypatch):
 def test_blocks_not_run_are_the_listed_ones():
     marked = {b.key for page in PAGES for b in blocks(page) if b.marker and b.marker[0] == "not run"}
     assert marked == NOT_RUN
+    clone_only = {b.key for page in PAGES for b in blocks(page) if b.marker and b.marker[0] == "clone only"}
+    assert clone_only == CLONE_ONLY
 
 
 # -- results quoted from the files the tools wrote ---------------------------------------------
