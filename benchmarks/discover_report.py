@@ -2,7 +2,7 @@
 the rules kept (``benchmarks/discovered.rules``), the counts of each stage and the CPU time
 (``benchmarks/discover_report.md``), quoted in docs/derivations.md's section on rules discovered.
 
-    python benchmarks/discover_report.py                       # size 2 over add, mul, max, neg, relu
+    python benchmarks/discover_report.py                       # size 2 over all ten primitives
     python benchmarks/discover_report.py --docs                # ... and into docs/derivations.md
     python benchmarks/discover_report.py --primitives add,mul --size 1
 """
@@ -42,12 +42,12 @@ def into_docs(text: str) -> None:
         raise SystemExit(f"docs/derivations.md has no {BEGIN} marker")
     before, _, rest = old.partition(BEGIN)
     _, _, after = rest.partition(END)
-    doc.write_text(f"{before}{BEGIN}\n{text}{END}{after}")
+    doc.write_text(f"{before}{BEGIN}\n{text}\n{END}{after}")  # a blank line ends the quoted table
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--primitives", default="add,mul,max,neg,relu")
+    ap.add_argument("--primitives", default="add,sub,mul,max,min,neg,exp,relu,tanh,sigmoid")
     ap.add_argument("--size", type=int, default=2)
     ap.add_argument("--prune-states", type=int, default=40)
     ap.add_argument("--docs", action="store_true", help="write the report into docs/derivations.md")
