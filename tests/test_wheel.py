@@ -224,24 +224,20 @@ def _the_readmes_python_runs_from_an_empty_folder(installed: Installed) -> None:
         _run([installed.python, "-c", block], installed.work, installed.env)
 
 
-def _every_docs_command_on_shipped_files_runs_from_an_empty_folder(installed: Installed) -> None:
-    """The README's and docs' console lines whose source files are all shipped ones
-    (``stringdiag:`` names), run as shown from an empty folder: each must exit 0."""
-    import re
-    import shlex
-
+def _every_docs_block_runs_against_the_wheel(installed: Installed) -> None:
+    """Every code block of the README and docs/, run by tests/test_docs.py as the suite runs it,
+    but in the new environment: its ``stringdiag`` and ``python`` are the wheel's, nothing puts
+    the checkout on the import path, and the example files the pages name (``gallery/...``,
+    ``rules/...``) are those ``stringdiag examples`` copies out of the installed package."""
     work = installed.work / "docs"
     work.mkdir()
-    ran = 0
-    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
-        for block in re.findall(r"^```console[^\n]*\n(.*?)^```", page.read_text(), re.M | re.S):
-            for line in block.replace("\\\n", " ").splitlines():
-                words = shlex.split(line[2:], comments=True) if line.startswith("$ stringdiag ") else []
-                sources = [w for w in words if w.endswith((".diag", ".rules", ".deriv", ".tax"))]
-                if sources and all(w.startswith("stringdiag:") for w in sources):
-                    _run([installed.bin / "stringdiag", *words[1:]], work, installed.env)
-                    ran += 1
-    assert ran >= 2, ran
+    env = installed.env | {"STRINGDIAG_DOCS_AGAINST": "installed"}
+    done = subprocess.run([installed.python, "-m", "pytest", ROOT / "tests" / "test_docs.py", "-q", "-p",
+                           "no:cacheprovider", "--rootdir", ROOT, "-k", "test_every_block_runs"],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=3600)
+    assert done.returncode == 0 and " passed" in done.stdout, done.stdout[-6000:] + done.stderr[-2000:]
+    pages = 1 + len(list((ROOT / "docs").glob("*.md")))  # README.md and each page: one test each
+    assert f"\n{pages} passed" in "\n" + done.stdout.strip().splitlines()[-1], done.stdout[-2000:]
 
 
 def _every_help_example_runs_from_an_empty_folder(installed: Installed) -> None:
@@ -252,7 +248,7 @@ def _every_help_example_runs_from_an_empty_folder(installed: Installed) -> None:
     work = installed.work / "examples"
     work.mkdir()
     ran = 0
-    for command in ("check", "render", "info", "derive", "normalize", "compile", "taxonomy"):
+    for command in ("check", "render", "info", "derive", "normalize", "compile", "taxonomy", "examples"):
         text = _run([installed.bin / "stringdiag", command, "--help"], work, installed.env).stdout
         for line in text.split("\nexamples:\n", 1)[1].replace("\\\n", " ").splitlines():
             if not line.strip() or "--verify" in line and command == "taxonomy":
@@ -277,7 +273,7 @@ STEPS = [
     _a_whole_model_trains_and_samples_from_its_shipped_name,
     _shipped_names_are_shown_never_site_packages,
     _the_readmes_python_runs_from_an_empty_folder,
-    _every_docs_command_on_shipped_files_runs_from_an_empty_folder,
+    _every_docs_block_runs_against_the_wheel,
     _every_help_example_runs_from_an_empty_folder,
 ]
 
