@@ -227,15 +227,20 @@ def _run(copy_root: Path, tests: tuple[str, ...], timeout: int, said: list[str] 
             sys.stderr.flush()
             os._exit(code)
     deadline = time.monotonic() + timeout
-    while not (done := os.waitpid(pid, os.WNOHANG))[0]:
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            log.unlink(missing_ok=True)
-            if said is not None:
-                said.append(f"(no result within --timeout {timeout} s)")
-            return "timeout"
-        time.sleep(0.1)
+    try:
+        while not (done := os.waitpid(pid, os.WNOHANG))[0]:
+            if time.monotonic() > deadline:
+                raise TimeoutError
+            time.sleep(0.1)
+    except BaseException as e:  # the time limit, Ctrl-C or SIGTERM: the fork goes first
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        log.unlink(missing_ok=True)
+        if not isinstance(e, TimeoutError):
+            raise
+        if said is not None:
+            said.append(f"(no result within --timeout {timeout} s)")
+        return "timeout"
     if said is not None:
         said.extend(log.read_text(errors="replace").splitlines()[-25:])
     log.unlink(missing_ok=True)
@@ -251,11 +256,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="leave out the first N mutants of each target (a run resumed where it stopped)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per mutant before it counts as killed")
     args = ap.parse_args(argv)
-    # stopped (kill, a CI's timeout): end the running tests and remove the scratch copy, as on Ctrl-C
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     chosen = [t for t in TARGETS if not args.targets or t.name in args.targets]
     if not args.list:
         _preload()
+    # stopped (kill, a CI's timeout): end the running tests and remove the scratch copy, as on Ctrl-C
+    # (set after the imports, which may set a handler of their own)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.targets and len(chosen) != len(set(args.targets)):
         ap.error(f"unknown target; the targets are {', '.join(t.name for t in TARGETS)}")
     with tempfile.TemporaryDirectory(prefix="stringdiag-mutate-") as tmp:
