@@ -466,7 +466,7 @@ def _edge_sizes(name: str) -> list[dict]:
         "pick": [{"a": a, "r": r} for a, r in ((0, 0), (0, 3), (3, 0), (1, 1))],
         "narrow": [{"a": a, "m": m, "r": r} for a, m, r in ((0, 0, 2), (0, 3, 0), (2, 1, 0), (1, 2, 1))],
         "shift": [{"k": k, "n": n} for n in (1, 4) for k in (0, 1, n - 1, n, n + 2)],
-        "causal_conv": [{"w": w, "n": n} for n in (1, 4) for w in (1, 2, n, n + 2)],
+        "causal_conv": [{"w": w, "n": n} for n in (0, 1, 4) for w in sorted({1, 2, max(n, 1), n + 2})],  # n = 0: no positions
         "embed": [{"v": 1, "d": 2}, {"v": 4, "d": 1}, {"v": 5, "d": 3}],
         "bucket": [{"n": 1}, {"n": 4}],
         "topk": [{"k": k, "n": n} for n in (1, 4) for k in (0, 1, n)],
