@@ -135,6 +135,11 @@ def test_the_command(tmp_path, case):
         r = _cli("--find", "near.diag:Scores", "near.diag:Transposed", "--max-states", "40", cwd=tmp_path)
         assert r.returncode == 1 and r.stderr.startswith("error: no derivation found within the bound")
         assert "closest form reached" in r.stdout and "Traceback" not in r.stderr
+        assert "--reductions" not in r.stderr  # no abstract box: the hint would mislead
+        sim = root / "gallery" / "similarity.diag"
+        r = _cli("--find", f"{sim}:GenericSimilarityAttention", f"{sim}:LinearAttention", "--max-states", "5",
+                 cwd=tmp_path)
+        assert r.returncode == 1 and "specialising it is a ⇒ step, tried only with --reductions" in r.stderr
     else:
         r = _cli("--find", f"{scores}:ScoreAttention", f"{scores}:DotAttention", "x.deriv", cwd=tmp_path)
         assert r.returncode == 2 and r.stderr.startswith("error:")

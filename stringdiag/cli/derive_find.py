@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     """Search, write, read back; 0 when a checked derivation was found, else an error (status 1)
     after the closest form reached."""
     from ..search.engine import Bounds
-    from ..search.find import closest_difference, find
+    from ..search.find import closest_difference, find, has_abstract_box
 
     if args.files:
         raise UsageError("derive --find takes the two diagrams, not .deriv files")
@@ -64,8 +64,10 @@ def run(args: argparse.Namespace) -> int:
           f"{_plural(len(o.closest.steps), 'step')}: {'; '.join(o.closest.steps) or '(the start)'}")
     print(closest_difference(found, a, b, out))
     print(f"wrote those steps to {out}")
+    hint = "" if args.reductions or not has_abstract_box(a) else (
+        "; the start has an abstract box, and specialising it is a ⇒ step, tried only with --reductions")
     raise DiagError(f"no derivation found within the bound: {o.why} ({_plural(o.states, 'state')}, "
-                    f"{o.seconds:.1f} CPU s)")
+                    f"{o.seconds:.1f} CPU s){hint}")
 
 
 def _plural(n: int, word: str) -> str:

@@ -11,6 +11,7 @@ from typing import Callable, Iterable, Iterator
 
 from ..derive.derivation import Derivation, load_derivation
 from ..errors import DiagError
+from ..graph.box import Kind
 from ..graph.diagram import Diagram
 from ..graph.difference import first_difference
 from ..graph.expand import expand
@@ -110,4 +111,11 @@ def closest_difference(found: Found, start: str, target: str, out: Path) -> str:
     return first_difference(expand(cur), expand(session.target))
 
 
-__all__ = ["Found", "find", "closest_difference"]
+def has_abstract_box(ref: str) -> bool:
+    """Whether a diagram holds an abstract family: reaching a concrete target from it takes a
+    ``specialise`` step, a reduction (⇒) that the search tries only when reductions are allowed."""
+    d = expand(Session(Ref.parse(ref), None, Path("unused.deriv")).start)
+    return any(d.record(b).kind is Kind.ABSTRACT for b in d.boxes())
+
+
+__all__ = ["Found", "find", "closest_difference", "has_abstract_box"]
