@@ -73,6 +73,8 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
      "len(ga.lab) != len(gb.lab) and sum(map(len, ga.out)) != sum(map(len, gb.out))"): _EARLY,
     ("checkpoint", "load", "True", "False"): "load_state_dict(strict=False) loads the same: _validate has refused "
                                              "any missing or unexpected key before",
+    ("primitives", "causal_conv", "x[..., None] * kernel[..., None, :]", "x[..., None] / kernel[..., None, :]"):
+        "the branch for a sequence of no positions: an empty product, divided or multiplied",
     ("primitives", "shift", "0", "1"): "F.pad(x, (k, 1)) pads one entry after the last, which [..., :n] then cuts",
     ("banded", "_window_drop", "i < s", "i <= s"): "the first padded query's row reads real keys instead of its own "
                                                   "zero key: padded rows are cut from the output (no gradient "
