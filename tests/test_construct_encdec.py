@@ -80,6 +80,7 @@ def test_gallery_encoder_decoder_blocks_are_partially_autoregressive(name):
 
     prog = stringdiag.load(Path(__file__).resolve().parents[1] / "gallery" / "splines.diag")
     d = prog[name]
+    torch.manual_seed(0)  # the weights fixed: under some draws a ReLU zeroes query 0's scores, hiding x
     m = stringdiag.compile(d, dims={"d": 4, "k": 3, "m": 2, "h": 2, "df": 5}, approximator="linear",
                            dtype=torch.float64)
     gen = torch.Generator().manual_seed(0)
@@ -90,6 +91,9 @@ def test_gallery_encoder_decoder_blocks_are_partially_autoregressive(name):
         later = y.clone()
         later[3:] += 1.0
         assert torch.equal(m(x, later)[:3], base[:3]) and not torch.equal(m(x, later)[3:], base[3:])
-        moved = x.clone()
-        moved[5] += 1.0
-        assert not torch.allclose(m(moved, y)[0], base[0])
+        moved = []  # x's last position pushed along each axis both ways: a ReLU may hide one push, not all
+        for j in range(x.shape[1]):
+            for c in (-3.0, 3.0):
+                moved.append(x.clone())
+                moved[-1][5, j] += c
+        assert any(not torch.allclose(m(xm, y)[0], base[0]) for xm in moved)

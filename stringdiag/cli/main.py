@@ -14,6 +14,7 @@ completion (``stringdiag --completion bash``).
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import re
 import sys
@@ -232,11 +233,17 @@ def _report(e: DiagError, as_json: bool) -> None:
 
         print_json({"error": diagnostic(e, "error", None)})
     else:
+        try:  # what the command printed before it failed comes first, as it happened (a pipe buffers stdout)
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
         print(e.render(), file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if isinstance(sys.stdout, io.TextIOWrapper):  # lines and warnings (stderr) in the order they happen, piped too
+        sys.stdout.reconfigure(line_buffering=True)
     wants_json = "--json" in argv
     try:
         args = parse(argv)

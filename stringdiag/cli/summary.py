@@ -136,4 +136,4 @@ def _complexity(d: Diagram) -> dict:
 def _kind(name: str, owner: Diagram) -> str:
     """``seq`` or ``fixed`` as the mentioning definition's program declares it, else ``generic``."""
     decl = owner.program.lookup_dim(name) if owner.program is not None else None
-    return decl.kind if decl else "generic"
+    return str(decl.kind) if decl else "generic"  # the word, as the file writes it (JSON, tables)

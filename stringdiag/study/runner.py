@@ -55,34 +55,55 @@ CSV = "results.csv"
 LOCK = ".training.lock"  # a run being trained by some process (its pid inside)
 
 
+_HELD: dict[Path, int] = {}  # run directory -> the open, flock-ed descriptor of its lock
+
+
 def claim(d: Path) -> bool:
     """Take the run directory ``d`` for this process, so that several processes can work through
-    one study at once (each takes the next run nobody holds). False if a live process holds it; a
-    lock left by a process that is gone (killed, or on a machine since restarted) is taken over."""
+    one study at once (each takes the next run nobody holds). False if a live process holds it.
+
+    The lock file is held with ``flock`` for as long as the run trains, so the kernel releases it
+    when its process ends, however it ends: a lock left by a process that is gone (killed, or on a
+    machine since restarted) is simply taken, and two processes can never both take one (a pid
+    file alone had a window between creating the file and writing the pid in it). The pid is written
+    inside for people, and a live pid there is respected even without the ``flock``."""
+    import fcntl
     import os
 
     d.mkdir(parents=True, exist_ok=True)
     lock = d / LOCK
-    for _ in range(2):
+    while True:
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
         try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            try:
-                pid = int(lock.read_text().strip() or 0)
-            except (OSError, ValueError):
-                pid = 0
-            if pid and pid != os.getpid() and _alive(pid):
-                return False
-            lock.unlink(missing_ok=True)  # stale: its process is gone
-            continue
-        with os.fdopen(fd, "w") as f:
-            f.write(str(os.getpid()))
-        return True
-    return False
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        try:
+            same = os.stat(lock).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:  # not a file its holder unlinked on release while this process waited on it
+            break
+        os.close(fd)
+    text = os.pread(fd, 64, 0).decode(errors="replace").strip()
+    pid = int(text) if text.isdigit() else 0
+    if pid and pid != os.getpid() and _alive(pid):
+        os.close(fd)
+        return False
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    _HELD[d] = fd
+    return True
 
 
 def release(d: Path) -> None:
+    import os
+
     (d / LOCK).unlink(missing_ok=True)
+    fd = _HELD.pop(d, None)
+    if fd is not None:
+        os.close(fd)
 
 
 def _alive(pid: int) -> bool:
