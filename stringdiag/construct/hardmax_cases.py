@@ -80,9 +80,6 @@ def draw_separation(con, path: str | Path) -> Path:
         ax.set_ylim(every[:, 1].min() - pad, every[:, 1].max() + pad)
         ax.set_title(textwrap.fill(title, 34) + "\n" + gaps(zs), fontsize=8)
         ax.tick_params(labelsize=7)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, metadata={"Date": None} if path.suffix == ".svg" else None)
-    plt.close(fig)
-    return path
+    from .hardmax_stages import save
+
+    return save(fig, path)

@@ -53,6 +53,14 @@ def draw(con, path: str | Path) -> Path:
         last.add_patch(plt.Circle((centre[0], centre[1 % len(centre)]), t.radius, fill=False,
                                   color=colours(labels.index(c) % 10) if c in labels else "grey", linestyle="--"))
     last.set_aspect("equal", adjustable="datalim")
+    return save(fig, path)
+
+
+def save(fig, path: str | Path) -> Path:
+    """Write and close a figure; an SVG without its date, so that a redraw of the same data is
+    byte-identical (the gallery's pictures are checked for freshness)."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
