@@ -516,6 +516,9 @@ def _ranking(earlier: Path, rows: list[dict], later: Path, out: Path, groups: di
     recipe = R.read_json(earlier / STUDY)
     families = {k: tuple(v) for k, v in (recipe.get("families") or R.DEFAULT_FAMILIES).items()}
     path = out / "ranking.md"
+    from ..study.markdown import read_groups
+
+    groups = groups or read_groups(earlier)  # a hand-written grouping kept beside the earlier study serves both
     write_atomic(path, markdown(run_rows(earlier, families), rows, later, groups))
     return path
 

@@ -113,7 +113,7 @@ def curve_table(curves: Mapping[str, Mapping[int, float]]) -> list[str]:
     for m in sorted(curves, key=lambda m: last[m]):
         out.append(f"| {m} | " + " | ".join(f"{curves[m][s]:.1f}" for s in steps) + " |")
     taus = [kendall([curves[m][s] for m in sorted(curves)], [last[m] for m in sorted(curves)])[0] for s in steps]
-    out.append("| τ against the last | " + " | ".join(f"{t:.2f}" for t in taus) + " |")
+    out.append("| τ against the last | " + " | ".join("–" if len(curves) < 2 else f"{t:.2f}" for t in taus) + " |")
     return out
 
 
