@@ -114,13 +114,18 @@ def _why(text: str) -> str:
 def into_docs(head: str, text: str) -> None:
     """The table into benchmarks/search_gallery.md, and quoted from there in docs/derivations.md."""
     (ROOT / "benchmarks" / "search_gallery.md").write_text(f"{head}\n\n{text}")
+    splice(BEGIN, END, f"{head}\n\n<!-- quoted from: benchmarks/search_gallery.md -->\n{text}")
+
+
+def splice(begin: str, end: str, text: str) -> None:
+    """``text`` between the markers ``begin`` and ``end`` of docs/derivations.md, in place of what was there."""
     doc = ROOT / "docs" / "derivations.md"
     old = doc.read_text()
-    if BEGIN not in old:
-        raise SystemExit(f"docs/derivations.md has no {BEGIN} marker")
-    before, _, rest = old.partition(BEGIN)
-    _, _, after = rest.partition(END)
-    doc.write_text(f"{before}{BEGIN}\n{head}\n\n<!-- quoted from: benchmarks/search_gallery.md -->\n{text}\n{END}{after}")
+    if begin not in old:
+        raise SystemExit(f"docs/derivations.md has no {begin} marker")
+    before, _, rest = old.partition(begin)
+    _, _, after = rest.partition(end)
+    doc.write_text(f"{before}{begin}\n{text}\n{end}{after}")  # a blank line ends a quoted table
 
 
 def main() -> None:
