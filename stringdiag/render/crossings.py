@@ -22,7 +22,10 @@ def crossings(svg: str) -> set[tuple[str, str]]:
         clusters, nodes, edges = _parts(drawing)
         for tail, head, curve in edges:
             ends = [_centre(nodes[n]) for n in (tail, head) if n in nodes] + [curve[0], curve[-1]]
+            span = _bounds(curve)
             for box in clusters:
+                if not _meets(span, box, 2.0):  # no point of the curve can be inside: skip the test
+                    continue
                 if not any(_inside(p, box) for p in ends) and any(_inside(p, box, 2.0) for p in curve):
                     found.add((tail, head))
     return found
@@ -101,6 +104,12 @@ def _bounds(points) -> Box:
 
 def _centre(box: Box) -> tuple[float, float]:
     return (box[0] + box[1]) / 2, (box[2] + box[3]) / 2
+
+
+def _meets(span: Box, box: Box, margin: float) -> bool:
+    """Whether the rectangle ``span`` reaches into ``box`` shrunk by ``margin`` (``_inside``'s test)."""
+    return span[0] < box[1] - margin and span[1] > box[0] + margin and span[2] < box[3] - margin \
+        and span[3] > box[2] + margin
 
 
 def _inside(p, box: Box, margin: float = 0.0) -> bool:

@@ -40,7 +40,12 @@ def route(tail: Point, head: Point, walls: list[Rect], span: tuple[float, float]
     cost[j0] = 0.0
     came: list[np.ndarray] = []
     walls = (np.cumsum(~free, axis=1) * WALL, np.cumsum(~free[:, ::-1], axis=1) * WALL)  # per column, both ways
+    same = np.r_[False, False, (free[2:] == free[1:-1]).all(axis=1)]  # a column as free as the one before
+    straight = np.arange(len(ys))
     for i in range(1, len(xs)):
+        if same[i]:  # a climb's result climbs no further: the same costs, reached straight
+            came.append(straight)
+            continue
         level = np.where(free[i] & free[i - 1], cost, math.inf)
         cost, src = _climb(level, free[i], (walls[0][i], walls[1][i]))
         came.append(src)
@@ -207,10 +212,8 @@ def detour(tail: Point, head: Point, walls: list[Rect], box: Rect) -> list[Point
     cost = np.full((4, len(xs), len(ys)), math.inf)  # by the way it moves: right, left, down, up
     cost[0][start] = 0.0
     lanes = [_Lane(free, d) for d in range(4)]
-    ways = np.arange(4)[:, None, None]
     for _ in range(MAX_BENDS):
-        low = np.sort(cost, axis=0)  # a turn into each way: the cheapest of the other three, + BEND
-        turned = np.where(ways == np.argmin(cost, axis=0), low[1], low[0]) + BEND
+        turned = _others(cost) + BEND  # a turn into each way: the cheapest of the other three
         new = np.stack([lanes[d].runs(np.minimum(cost[d], turned[d])) for d in range(4)])
         new = np.minimum(cost, new)
         if np.array_equal(new, cost):
@@ -224,6 +227,14 @@ def detour(tail: Point, head: Point, walls: list[Rect], box: Rect) -> list[Point
 
 
 MAX_BENDS = 16
+
+
+def _others(cost: np.ndarray) -> np.ndarray:
+    """For each way (the first axis, four long), the cheapest of the other three ways: minima of
+    the ways before it and of those after it, no sort."""
+    a, b, c, d = cost
+    ab, cd = np.minimum(a, b), np.minimum(c, d)
+    return np.stack([np.minimum(b, cd), np.minimum(a, cd), np.minimum(ab, d), np.minimum(ab, c)])
 AHEAD = ((1, 0), (-1, 0), (0, 1), (0, -1))
 
 
@@ -235,16 +246,18 @@ class _Lane:
         self.axis, back = (0, d == 1) if d < 2 else (1, d == 3)
         self.flip = (lambda a: np.flip(a, self.axis)) if back else (lambda a: a)
         self.free = self.flip(free)
-        self.idx = np.arange(self.free.shape[self.axis]).reshape((-1, 1) if self.axis == 0 else (1, -1))
-        self.walls = np.cumsum(~self.free, axis=self.axis) * WALL
+        idx = np.arange(self.free.shape[self.axis]).reshape((-1, 1) if self.axis == 0 else (1, -1))
+        self.offset = np.cumsum(~self.free, axis=self.axis) * WALL + idx  # walls passed, steps taken
+        self.shut = ~self.free
 
     def runs(self, src: np.ndarray) -> np.ndarray:
         """From each point's ``src`` cost, one per step: the cost of reaching each point this
         way (a running minimum along the axis, reset at each wall)."""
-        s, f = self.flip(src), self.free
-        v = np.where(f, s - self.idx, math.inf) - self.walls
-        run = np.minimum.accumulate(v, axis=self.axis) + self.walls + self.idx
-        run[(run >= WALL / 2) | ~f] = math.inf
+        v = self.flip(src) - self.offset
+        v[self.shut] = math.inf
+        run = np.minimum.accumulate(v, axis=self.axis)
+        run += self.offset
+        run[(run >= WALL / 2) | self.shut] = math.inf
         return self.flip(run)
 
 
