@@ -15,6 +15,10 @@ this process: wall time on a shared machine mostly measures the neighbours), eac
 median of the per-round ratios to the reference.
 
     python benchmarks/bench_enumerate.py [--max 6] [--repeats 3]
+
+``--bound 7`` times the whole pipeline once at that bound (best-supported reading) against the
+goal of 30 s of CPU, stopped by the kernel's CPU-time limit (``--cpu-limit``, RLIMIT_CPU) if
+it runs longer; it prints how far each stage got.
 """
 from __future__ import annotations
 
@@ -47,9 +51,14 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--row", action="store_true", help="the speed table's row: best-supported max 5 against "
                     "the wirings alone, 5 interleaved rounds")
+    ap.add_argument("--bound", type=int, help="the speed table's row at this bound: the whole pipeline once, "
+                    "best-supported reading, against 30 s of CPU")
+    ap.add_argument("--cpu-limit", type=int, default=300, help="CPU seconds --bound may run (RLIMIT_CPU)")
     args = ap.parse_args()
     if args.row:
         return row(max(5, args.repeats))
+    if args.bound:
+        return bounded(args.bound, args.cpu_limit)
     prog = stringdiag.load(ROOT / "gallery" / "anatomy.diag")
     defns = [prog[n] for n in NAMES]
     gens, stream = generators(defns)
@@ -100,6 +109,52 @@ def row(rounds: int) -> None:
     C.row("`enumerate`, best-supported reading, max 5, in-process", "the wirings alone, max 5",
           f"{ratio:.0f}x ({statistics.median(mine):.2f} vs {statistics.median(ref):.3f} s CPU)",
           "reduction <= 10x the wirings", ratio <= 10)
+
+
+class _Stop(Exception):
+    """The CPU-time limit was reached (SIGXCPU)."""
+
+
+def bounded(bound: int, limit: int, goal: float = 30.0) -> None:
+    """The best-supported reading at ``bound``, once, by CPU time; past ``limit`` CPU seconds the
+    kernel's signal stops it, and the row says where (which stage, how many wirings reduced)."""
+    import resource
+    import signal
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import cpu_clock as C
+    from stringdiag.enumerate.stages import Work
+    prog = stringdiag.load(ROOT / "gallery" / "anatomy.diag")
+    defns = [prog[n] for n in NAMES]
+    rules = load_rules(ROOT / "rules" / "absorb.rules") + load_rules(ROOT / "rules" / "merge.rules")
+    seen = {"reduced": 0, "of": 0}
+
+    def watch(items):
+        items = list(items)
+        seen["of"] = len(items)
+        print(f"  reducing {len(items)} ordered wirings from {time.process_time() - t0:.1f} s CPU", flush=True)
+        for k, x in enumerate(items):
+            seen["reduced"] = k
+            yield x
+
+    def stop(*_):
+        raise _Stop
+
+    signal.signal(signal.SIGXCPU, stop)
+    t0 = time.process_time()
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    resource.setrlimit(resource.RLIMIT_CPU, (int(used.ru_utime + used.ru_stime) + limit, resource.RLIM_INFINITY))
+    what = f"`enumerate` at bound {bound}, best-supported reading, in-process"
+    try:
+        space = enumerate_space(defns, Reading(bound, **BEST), rules, work=Work(progress=watch))
+    except _Stop:
+        spent = time.process_time() - t0
+        where = f"{seen['reduced']} of {seen['of']} wirings reduced" if seen["of"] else "before the reduction"
+        C.row(what, "-", f"over {spent:.0f} s CPU (stopped: {where})", f"<= {goal:.0f} s CPU", False)
+        return
+    spent = time.process_time() - t0
+    counts = " / ".join(str(st.count) for st in space.stages)
+    C.row(what, "-", f"{spent:.1f} s CPU (stages {counts})", f"<= {goal:.0f} s CPU", spent <= goal)
 
 
 def _wirings(gens, stream, n):

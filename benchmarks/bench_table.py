@@ -28,7 +28,7 @@ ROWS = [  # (what, the script and its arguments)
 ]
 LONG = [  # with --all
     ("torch.compile time of the batched M1 model", ["bench_compile.py", "--no-header"]),
-    ("enumeration at bound 7", ["bench_enumerate.py", "--max", "7", "--repeats", "1"]),
+    ("enumeration at bound 7", ["bench_enumerate.py", "--bound", "7", "--cpu-limit", "300"]),
 ]
 
 
