@@ -1,7 +1,8 @@
-"""Commands that evaluate nothing start fast: they never import torch or networkx (a diagram's
+"""Commands that evaluate nothing start fast: they never import torch, networkx or `regex` (a diagram's
 graph is plain dicts), the LALR tables come from a JSON cache, and the rule library reads only
 the files a derivation names."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from stringdiag.syntax import parser as P
 from stringdiag.syntax import tables
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("torch", "networkx", "numpy", "matplotlib", "graphviz", "transformers")
+HEAVY = ("torch", "networkx", "numpy", "matplotlib", "graphviz", "transformers", "regex")
 
 PROBE = """
 import sys
@@ -34,6 +35,17 @@ def test_commands_that_evaluate_nothing_import_no_heavy_library(argv, tmp_path):
                        capture_output=True, text=True, env={"XDG_CACHE_HOME": str(tmp_path), "PATH": ""})
     line = next(l for l in r.stdout.splitlines() if l.startswith("LOADED"))
     assert line == "LOADED [] 0", (line, r.stderr[-2000:])
+
+
+def test_drawing_one_diagram_imports_no_heavy_library_but_graphviz(tmp_path):
+    """networkx and numpy come with a derivation's stacked pictures only (render/stacked.py)."""
+    argv = ["render", "gallery/attention.diag", "-d", "SelfAttention", "-o", str(tmp_path / "a.svg")]
+    heavy = tuple(m for m in HEAVY if m != "graphviz")
+    r = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, heavy=heavy)], cwd=ROOT, capture_output=True,
+                       text=True, env={"XDG_CACHE_HOME": str(tmp_path), "PATH": os.environ.get("PATH", "")})
+    line = next(l for l in r.stdout.splitlines() if l.startswith("LOADED"))
+    assert line == "LOADED [] 0", (line, r.stderr[-2000:])
+    assert (tmp_path / "a.svg").read_text().lstrip().startswith("<")
 
 
 def test_cached_tables_parse_exactly_as_freshly_built_ones(tmp_path, monkeypatch):

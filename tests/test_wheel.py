@@ -102,6 +102,15 @@ def _the_wheel_ships_the_data_and_not_the_pictures(installed: Installed) -> None
     assert data == ["stringdiag/gallery/lm.gpt2.json", "stringdiag/study/published.csv"], data
 
 
+def _the_metadata_names_the_project_urls(installed: Installed) -> None:
+    """pyproject's [project.urls], read back from the installed METADATA (as pip and PyPI show them)."""
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    out = installed._python([installed.python, "-c", "from importlib.metadata import metadata; "
+                             "print('\\n'.join(metadata('stringdiag').get_all('Project-URL') or []))"])
+    assert out.splitlines() == [f"{label}, {url}" for label, url in urls.items()], out
+    assert "https://arxiv.org/abs/2407.02423" in urls.values()  # the paper the tool reproduces
+
+
 def _the_environment_imports_the_wheel_not_the_checkout(installed: Installed) -> None:
     out = _run([installed.python, "-c", "import stringdiag; print(stringdiag.__file__)"],
                installed.work, installed.env).stdout
@@ -259,6 +268,7 @@ def _every_help_example_runs_from_an_empty_folder(installed: Installed) -> None:
 
 
 STEPS = [
+    _the_metadata_names_the_project_urls,
     _the_wheel_ships_the_data_and_not_the_pictures,
     _the_environment_imports_the_wheel_not_the_checkout,
     _python_m_stringdiag_version,

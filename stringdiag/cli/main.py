@@ -22,6 +22,7 @@ from importlib import import_module
 from types import ModuleType
 
 from ..errors import DiagError
+from ..syntax import import_lark_without_regex
 from .kinds import FileKind, expect
 from .options import UsageError, short
 
@@ -50,6 +51,8 @@ EXAMPLES = {
     "compile": "stringdiag compile stringdiag:gallery/attention.diag -d SelfAttention --dims d=64,k=16\n"
                "stringdiag compile stringdiag:gallery/anatomy.diag -d M1 --dims d=32,k=8 --approximator linear",
 }
+
+READS_NO_SOURCE = frozenset({"examples"})  # commands that never parse, so never import lark
 
 COMPLETION_SHELLS = ("bash", "zsh", "tcsh")
 DEPRECATED = {"--out": "--output"}  # old spelling -> the one spelling; the old one still parses
@@ -250,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.completion is not None:
             print(completion(args.completion))
             return 0
+        if args.command not in READS_NO_SOURCE:
+            import_lark_without_regex()  # before any parser is made: see its docstring
         return command(args.command).run(args) or 0
     except UsageError as e:
         _report(e, wants_json)

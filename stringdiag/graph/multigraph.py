@@ -349,6 +349,15 @@ def topological_sort(g: MultiDiGraph) -> list:
     return out
 
 
+def longest_path_length(g: MultiDiGraph) -> int:
+    """The most edges on one path (networkx's ``dag_longest_path_length``): each node's
+    longest path in, in topological order. A cycle is a ValueError."""
+    into: dict = {}
+    for n in topological_sort(g):
+        into[n] = max((into[p] + 1 for p in g._pred[n]), default=0)
+    return max(into.values(), default=0)
+
+
 def descendants(g: MultiDiGraph, n: Any) -> set:
     """The nodes other than ``n`` reachable from it (networkx's ``descendants``)."""
     return _reach(g._succ, n)

@@ -18,19 +18,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import graphviz
-import networkx as nx
 
 from ..graph.box import Box, Kind
 from ..graph.budget import MAX_EXPANDED
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.hypergraph import repeated
+from ..graph.multigraph import topological_sort
 from ..graph.types import Dim
 from ..syntax.source import write_atomic
 from .crossings import centres, crossings
 from .formats import FORMATS
 from .frames import copy_points, frames, placed, rows
-from .stacked import stacked
 
 # the most boxes one picture is laid out with (Graphviz's time and memory grow much faster than
 # the boxes: a flat picture of 2,000 boxes with long skip wires ran past five minutes, 4,900 ran
@@ -176,6 +175,8 @@ def _mark(g: graphviz.Digraph, d: Diagram, P: str, marks: Marks) -> None:
         for b in sorted(marks.before, key=lambda b: (-marks.before[b][1], marks.before[b][0])):
             g.edge(f"{P}{HUB}in", f"{P}{b}", **hidden)
             g.edge(f"{P}{b}", f"{P}{HUB}out", **hidden)
+    import networkx as nx  # (only a derivation's pictures are hinted: a diagram's never wait for it)
+
     held = nx.DiGraph(d.graph)  # the wires, and the hints so far: a hint closing a cycle is left out
     pairs = [(a, b, hidden) for left, right in zip(order, order[1:]) for a in left for b in right if marks.ranks]
     if marks.columns:  # where two stay in one column, dot (left to right) draws this edge's tail above its head
@@ -410,7 +411,7 @@ def _row_numbers(d: Diagram, row: dict) -> dict[int, int]:
     anything); a box outside every layer goes with the deepest layer it reads from, or, reading
     from none, with the first layer that reads it."""
     depth: dict[int, int] = {}
-    order = list(nx.topological_sort(d.graph))
+    order = topological_sort(d.graph)
     for n in order:
         depth[n] = max((depth[p] + 1 for p in d.graph.predecessors(n)), default=0)
     start: dict = {}
@@ -588,6 +589,8 @@ def _hinted(d: Diagram, marks: Marks) -> str | None:
 
 def _stacked(d: Diagram, m: Marks, tried: dict) -> str | None:
     """``stacked.stacked`` of the graph with the marks ``m``, each made once a step."""
+    from .stacked import stacked  # (networkx, numpy: only a derivation's pictures are stacked)
+
     key = (m.columns, m.ranks, m.strict)
     if key not in tried:
         try:

@@ -17,11 +17,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Hashable
 
-import networkx as nx
-
 from ..graph.box import Kind
 from ..graph.box import Box
 from ..graph.diagram import Diagram
+from ..graph.multigraph import longest_path_length
 
 Frame = tuple  # ("simd", statement, label, dim, scan) or ("def", path, name, ...), as in ``clusters``
 Key = tuple  # (frame, part): one drawn frame
@@ -58,14 +57,25 @@ def _parts(d: Diagram, members: list[int]) -> dict[int, int]:
     """Each member's connected part, joined by wires from one member to another; parts are
     numbered in order of their first box."""
     inside = set(members)
-    g = nx.Graph()
-    g.add_nodes_from(members)
+    near: dict[int, set[int]] = {b: set() for b in members}  # joined either way
     for b in members:
         for w in d.box_outputs(b):
-            g.add_edges_from((b, c) for c, _ in d.consumers(w) if c in inside)
-    order = {b: k for k, b in enumerate(members)}
-    parts = sorted(nx.connected_components(g), key=lambda part: min(order[b] for b in part))
-    return {b: k for k, part in enumerate(parts) for b in part}
+            for c, _ in d.consumers(w):
+                if c in inside:
+                    near[b].add(c)
+                    near[c].add(b)
+    part: dict[int, int] = {}
+    parts = 0
+    for b in members:  # in order: a part is numbered by its first box
+        if b in part:
+            continue
+        part[b], todo = parts, [b]
+        while todo:
+            for c in near[todo.pop()] - part.keys():
+                part[c] = parts
+                todo.append(c)
+        parts += 1
+    return part
 
 
 def frames(d: Diagram) -> dict[int, tuple[Key, ...]]:
@@ -147,7 +157,7 @@ def rows(d: Diagram, drawn: dict[int, tuple[Key, ...]]) -> dict[int, Hashable] |
     expanded stack), each box's row: its outermost opened definition (None outside any).
     Wires between rows do not push a row to the right of the one before, so Graphviz stacks
     the layers instead of drawing one line thousands of points long. None: one row."""
-    if nx.dag_longest_path_length(d.graph) // 2 <= LONG:
+    if longest_path_length(d.graph) // 2 <= LONG:
         return None
     out = {b: next((key for key in path if key[0][0] == "def"), None) for b, path in drawn.items()}
     return out if len(set(out.values()) - {None}) > 1 else None
