@@ -91,6 +91,29 @@ def test_syntax_errors_read_the_same_with_cached_tables(tmp_path, monkeypatch):
     assert messages[0] == messages[1] and ":3:7: error:" in messages[0]
 
 
+def test_the_librarys_parse_is_cached_and_a_users_rules_file_never_is(tmp_path, monkeypatch):
+    from stringdiag.rewrite.rule import RULES_DIR
+    from stringdiag.syntax import rules_ast as RA
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    shipped = RULES_DIR / "contraction.rules"
+    fresh = RA.read_rules(shipped.read_text(), str(shipped))
+    first = load_rules(shipped)                                        # parsed, then written
+    (cached,) = tables.cache_dir().glob("ast-contraction.rules.json")
+    json.loads(cached.read_bytes().partition(b"\n")[2])               # data only
+    calls = []
+    monkeypatch.setattr(RA, "read_rules", lambda *a: calls.append(a) or fresh)
+    again = load_rules(shipped)                                        # read back, not parsed
+    assert not calls and [r.name for r in again] == [r.name for r in first]
+    assert [str(r.lhs.graph._node) for r in again] == [str(r.lhs.graph._node) for r in first]
+    mine = tmp_path / "mine" / "contraction.rules"                     # the same text, a user's file
+    mine.parent.mkdir()
+    mine.write_text(shipped.read_text())
+    kept = {f: f.read_bytes() for f in tables.cache_dir().glob("ast-*")}
+    load_rules(mine)
+    assert len(calls) == 1 and {f: f.read_bytes() for f in tables.cache_dir().glob("ast-*")} == kept
+
+
 def test_the_library_index_names_exactly_the_rules_a_full_parse_finds():
     full = {r.name: r for f in sorted(RULES_DIR.glob("*.rules")) for r in load_rules(f)}
     lib = library()

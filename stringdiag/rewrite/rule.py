@@ -64,6 +64,7 @@ from ..resources import argument, folder, locate
 from ..graph.box import Kind
 from ..syntax import ast as A
 from ..syntax import rules_ast as RA
+from ..syntax.astcache import read_cached
 from ..syntax.source import read_source
 from .reduction import check_reduction
 
@@ -171,7 +172,9 @@ def loads_rules(text: str, file: str = "<string>") -> list[Rule]:
 def _load(text: str, file: str) -> list[Rule]:
     prog = Program(path=file, source=text, prelude=P.prelude())
     loaded: dict = {}
-    rule_items = [item for item in RA.read_rules(text, file) if not P.declare(prog, item, (), loaded)]
+    shipped = Path(file).parent == RULES_DIR  # the library's parse is cached (syntax/astcache.py)
+    items = read_cached(text, file, RA.read_rules) if shipped else RA.read_rules(text, file)
+    rule_items = [item for item in items if not P.declare(prog, item, (), loaded)]
     for name in prog.own:
         prog[name]  # type-check helper definitions first: their errors are theirs
     rules: list[Rule] = []

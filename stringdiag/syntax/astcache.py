@@ -1,12 +1,15 @@
-"""A cache of a source's typed syntax tree, so that the prelude is not parsed again by every run.
+"""A cache of a shipped source's typed syntax tree, so that it is not parsed again by every run.
 
-The prelude is most of what a short command parses. Its items (:mod:`.ast`'s frozen records)
-are kept as JSON data under the user's cache directory (``$XDG_CACHE_HOME/stringdiag`` or
-``~/.cache/stringdiag``, as :mod:`.tables`), keyed by a hash of the text, its file name and
-the record definitions (``ast.py``); the file carries a SHA-256 of its payload. Reading it
-runs no code: every object is one of the records named in ``ast.py`` (or ``Pos``), built from
-its fields; anything else, a stale key, a bad checksum or a half-written file is ignored and
-the text parsed again. Written atomically (a temporary file renamed over the old one).
+The prelude is most of what a short command parses, and the rule library (``rules/*.rules``,
+read by ``derive``) needs a grammar of its own whose tables cost more than the parse of a
+user's file. Their items (:mod:`.ast`'s and :mod:`.rules_ast`'s frozen records) are kept as
+JSON data under the user's cache directory (``$XDG_CACHE_HOME/stringdiag`` or
+``~/.cache/stringdiag``, as :mod:`.tables`), one file a source, keyed by a hash of the text, its
+file name and the record definitions (``ast.py``, ``rules_ast.py``); the file
+carries a SHA-256 of its payload. Reading it runs no code: every object is one of the records
+named in those modules (or ``Pos``), built from its fields; anything else, a stale key, a bad
+checksum or a half-written file is ignored and the text parsed again. Written atomically (a
+temporary file renamed over the old one). A user's own files are always parsed.
 """
 from __future__ import annotations
 
@@ -16,14 +19,18 @@ import json
 from pathlib import Path
 
 from ..errors import DiagError, Pos
+from typing import Callable
+
 from . import ast as A
+from . import rules_ast as RA
 from .records import Record
 from .source import write_atomic
 from .tables import cache_dir
 
-FORMAT = 1
-RECORDS = {c.__name__: c for c in vars(A).values()
-           if isinstance(c, type) and issubclass(c, Record) and c.__module__ == A.__name__} | {"Pos": Pos}
+FORMAT = 2
+RECORDS = {c.__name__: c for m in (A, RA) for c in vars(m).values()
+           if isinstance(c, type) and issubclass(c, Record) and c.__module__ == m.__name__} | {"Pos": Pos}
+Reader = Callable[[str, str], tuple]
 
 
 class Unkept(Exception):
@@ -58,19 +65,23 @@ def decode(payload: bytes) -> tuple:
 
 
 def key(text: str, file: str) -> str:
+    """(The reader follows from the file's suffix, which the name in the key holds.)"""
     h = hashlib.sha256(f"{FORMAT}\0{file}\0".encode())
-    h.update(Path(A.__file__).read_bytes())
+    for m in (A, RA):
+        h.update(Path(m.__file__ or "").read_bytes())
     h.update(text.encode())
     return h.hexdigest()[:32]
 
 
 def _path(file: str) -> Path:
-    return cache_dir() / f"ast-{Path(file).stem}.json"
+    name = Path(file).name
+    return cache_dir() / f"ast-{Path(file).stem if name.endswith('.diag') else name}.json"
 
 
-def read_cached(text: str, file: str) -> tuple:
-    """``ast.read(text, file)``, from the cache when it holds this text. The file is a line of
-    JSON (its key and the payload's SHA-256), then the payload."""
+def read_cached(text: str, file: str, read: Reader | None = None) -> tuple:
+    """``read(text, file)`` (``ast.read`` or ``rules_ast.read_rules``), from the cache when it
+    holds this text. The file is a line of JSON (its key and the payload's SHA-256), then the payload."""
+    read = read or A.read
     path, k = _path(file), key(text, file)
     try:
         head, _, payload = path.read_bytes().partition(b"\n")
@@ -79,7 +90,7 @@ def read_cached(text: str, file: str) -> tuple:
             return decode(payload)
     except Exception:  # absent, stale, damaged or foreign: parse the text
         pass
-    items = A.read(text, file)
+    items = read(text, file)
     _write(path, k, items)
     return items
 
