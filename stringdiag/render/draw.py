@@ -556,9 +556,10 @@ STUB = re.compile(r"→ \(\d+\)")
 
 def _marked_svg(d: Diagram, marks: Marks | None) -> str:
     """``to_svg`` with the marks, the untouched boxes in their order before. Dot lays out the
-    hinted graph first; where that turns untouched boxes round, the step is stacked by us in
-    the order before (``_routed``) and kept when that leaves no stub and no pair out of order:
-    two Graphviz runs a step where the full search below takes a dozen. Else dot's other
+    hinted graph first; where that turns untouched boxes round (its first run, then again once
+    untangled), the step is stacked by us in the order before (``_routed``) and kept when that
+    leaves no stub and no pair out of order: three Graphviz runs a step where the untangling
+    rounds and the full search below take a dozen. Else dot's other
     layouts are tried in turn (``_ordered_svg``): the hints with a strict first ordering
     (``STRICT``), the hints but none down the columns, none but the boxes given to dot in their
     order before; kept is the one with the fewest stubs, then the fewest pairs out of order
@@ -570,7 +571,12 @@ def _marked_svg(d: Diagram, marks: Marks | None) -> str:
     if marks is None or not marks.before:
         return to_svg(d, marks=marks)
     tried: dict[tuple, str | None] = {}
-    first = _hinted(d, marks)
+    raw = _raw(d, marks)  # dot's first hinted run, before any untangling: often already out of order
+    if raw is not None and disorder(raw, marks.before):
+        again = _routed(d, marks, raw, tried)
+        if again is not raw and not stubs(again) and not disorder(again, marks.before):
+            return again  # the untangling rounds of a layout not taken are skipped
+    first = _hinted(d, marks, raw)
     if first is not None and disorder(first, marks.before):
         again = _routed(d, marks, first, tried)
         if again is not first and not stubs(again) and not disorder(again, marks.before):
@@ -579,10 +585,19 @@ def _marked_svg(d: Diagram, marks: Marks | None) -> str:
     return _routed(d, marks, svg, tried) if disorder(svg, marks.before) else svg
 
 
-def _hinted(d: Diagram, marks: Marks) -> str | None:
-    """Dot's layout with these hints; None where its edge router gives up."""
+def _hinted(d: Diagram, marks: Marks, raw: str | None = None) -> str | None:
+    """Dot's layout with these hints, untangled (``raw``: its first run, made already); None
+    where its edge router gives up."""
     try:
-        return to_svg(d, marks=marks)
+        return to_svg(d, marks=marks, first=raw)
+    except subprocess.CalledProcessError:
+        return None
+
+
+def _raw(d: Diagram, marks: Marks) -> str | None:
+    """Dot's layout with these hints, as drawn before any edge is made heavy or cut."""
+    try:
+        return _drawn(d, marks, set(), set())
     except subprocess.CalledProcessError:
         return None
 
@@ -692,21 +707,28 @@ def write(g: graphviz.Digraph, out: str | Path) -> Path:
     return write_atomic(out, data)
 
 
-def to_svg(d: Diagram, expand: bool = False, marks: Marks | None = None) -> str:
+def to_svg(d: Diagram, expand: bool = False, marks: Marks | None = None, first: str | None = None) -> str:
     """The picture as SVG; a long stack of layers as rows one under another. An edge Graphviz
-    routes through a frame it does not enter is drawn again as a pair of numbered stubs."""
+    routes through a frame it does not enter is drawn again as a pair of numbered stubs.
+    ``first``: the first round's picture (nothing cut or heavy), where it was drawn already."""
     d = d.expand(unroll={}, limit=MAX_EXPANDED) if expand else d  # stacks of known size drawn as their layers
 
     def draw(cut: set[tuple[str, str]], heavy: set[tuple[str, str]]) -> str:
-        graphs = stacked_rows(d, cut, heavy)
-        if graphs:
-            return _stack(graphs)
-        quiet = marks is not None and bool(marks.before)  # a hinted layout dot fails on is not taken: no warning
-        g = to_graphviz(d, cuts=Cuts(cut, heavy=heavy), marks=marks)
-        svg = g.pipe(format="svg", encoding="utf-8", quiet=quiet)
-        return svg
+        if first is not None and not cut and not heavy:
+            return first
+        return _drawn(d, marks, cut, heavy)
 
     return untangled(draw)
+
+
+def _drawn(d: Diagram, marks: Marks | None, cut: set[tuple[str, str]], heavy: set[tuple[str, str]]) -> str:
+    """One round of ``to_svg``: the picture with the edges ``cut`` drawn as stubs and ``heavy``."""
+    graphs = stacked_rows(d, cut, heavy)
+    if graphs:
+        return _stack(graphs)
+    quiet = marks is not None and bool(marks.before)  # a hinted layout dot fails on is not taken: no warning
+    g = to_graphviz(d, cuts=Cuts(cut, heavy=heavy), marks=marks)
+    return g.pipe(format="svg", encoding="utf-8", quiet=quiet)
 
 
 def untangled(draw, keep=lambda edge: True) -> str:
