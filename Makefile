@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install dot browser-latex bench clean pictures docs mutate
+.PHONY: demo test test-fast install dot browser-latex bench clean pictures docs mutate
 
 install: $(STAMP)
 
@@ -58,9 +58,19 @@ demo: install dot
 pictures: install dot
 	@grep -v '^#' gallery/PICTURES | while read -r line; do $(BIN)/stringdiag $$line || exit 1; done
 
+# Two workers, one torch thread each (small tensors: one thread is faster, and steady). loadgroup keeps
+# a module's shared fixture (a study, a trained run) on one worker; tests/conftest.py puts the
+# modules with slow tests first. test-fast leaves out the tests marked slow (docs/contributing.md).
+PYTEST := OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q -n $${TEST_WORKERS:-2} \
+          --dist loadgroup --no-loadscope-reorder
+
 test: install dot browser-latex
 	@echo "running the whole suite: about 8 minutes on 2 idle cores (two workers, one thread each)"
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q -n $${TEST_WORKERS:-2}  # small tensors: one thread is faster, and steady
+	$(PYTEST)
+
+test-fast: install dot browser-latex
+	@echo "running the suite without its slow tests (-m 'not slow'): under 2 minutes on 2 idle cores"
+	$(PYTEST) -m "not slow"
 
 # Plant one small bug at a time in chosen functions (in a scratch copy of the committed tree) and
 # run the tests that cover them; docs/contributing.md has the score and the times (CPU heavy: each

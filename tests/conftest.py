@@ -45,6 +45,28 @@ def pytest_make_collect_report(collector):
     _fail_skip_under_ci(outcome.get_result())
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: a test of many CPU seconds; `make test-fast` leaves it out "
+                                       "(-m 'not slow'), `make test` runs it")
+
+
+# -- two workers, kept busy: `make test` runs pytest-xdist with --dist loadfile, so that a module's
+# shared fixture (a study, a trained run) is built once, not once per worker; the modules that
+# hold slow tests are handed out first (--no-loadscope-reorder keeps this order), so that the
+# longest work starts early and the short modules fill the end.
+def _module_of(item) -> str:
+    return item.nodeid.split("::")[0]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Modules holding slow tests first; each module's tests together and in their order."""
+    slow = {_module_of(item) for item in items if item.get_closest_marker("slow")}
+    order: dict[str, tuple[bool, int]] = {}
+    for item in items:
+        order.setdefault(_module_of(item), (_module_of(item) not in slow, len(order)))
+    items.sort(key=lambda item: order[_module_of(item)])
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """Tiny models train faster on one thread (two threads on a busy machine spin and wait);

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from stringdiag.train import checkpoint
@@ -14,6 +15,7 @@ from test_train import make
 HERE = Path(__file__).resolve().parent
 
 
+@pytest.mark.slow
 def test_two_processes_match_one_process_with_the_same_global_batch(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parent)}
     ddp = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29517",

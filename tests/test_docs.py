@@ -5,9 +5,9 @@ A block's kind is its info string (docs/contributing.md says the same, for write
 
 - ``console``: each ``$ COMMAND`` line is run by bash in a scratch copy of ``gallery/`` and
   ``rules/`` (``stringdiag`` is this checkout's, ``python`` the interpreter running the suite;
-  tests/test_wheel.py runs this module again against the installed wheel, the folder filled by
-  ``stringdiag examples``), and the lines after it, up to the next ``$``, are
-  its expected output, stdout and stderr together. Normalisations, the only ones: a line ``...``
+  tests/test_wheel.py runs the pages that use the install (Python blocks, shipped names) again
+  against the installed wheel, the folder filled by ``stringdiag examples``), and the lines after
+  it, up to the next ``$``, are its expected output, stdout and stderr together. Normalisations, the only ones: a line ``...``
   stands for any number of lines; ``...`` inside a line for any text (timings, digits beyond those
   shown); trailing spaces are ignored. The exit status must be 0 unless the expected output shows an
   ``error:``, and then it must not be.
@@ -248,6 +248,7 @@ def run_block(block: Block, namespace: dict, scratch: Path) -> None:
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+@pytest.mark.slow
 def test_every_block_runs(page: Path, scratch: Path, monkeypatch):
     if not INSTALLED:
         monkeypatch.setenv("PYTHONPATH", str(ROOT))
@@ -386,6 +387,7 @@ def test_readme_is_short():
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) < 250
 
 
+@pytest.mark.slow
 def test_site_builds_strictly(tmp_path: Path):
     """``make docs`` without make: any warning (a broken link, a missing docstring target) fails."""
     result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],

@@ -299,6 +299,7 @@ def char_mutants(draw) -> str:
     return "".join(chars)
 
 
+@pytest.mark.slow
 def test_ten_thousand_malformed_token_mutants(capsys):
     """10,000 malformed token-level mutants of valid programs, fixed seed: none may crash the tool.
 

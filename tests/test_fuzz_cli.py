@@ -147,6 +147,7 @@ def check_case(rc: int, err: str, argv_kind: str = "") -> str:
     return "" if len(errors) == 1 or argv_kind == "check" else f"{len(errors)} error lines"
 
 
+@pytest.mark.slow
 def test_mutated_inputs_never_crash_or_hang(tree, capsys):
     rng = random.Random(SEED)
     todo = targets(tree)

@@ -108,6 +108,7 @@ def test_mqar_specs_are_checked():
             parse_spec(bad)
 
 
+@pytest.mark.slow
 def test_a_study_on_mqar_reports_accuracy(tmp_path, capsys):
     out = tmp_path / "s"
     assert main(["study", ANATOMY, "-d", "M1", "--task", "mqar", "--mqar", "pairs=2,queries=2,keys=4,values=4,"

@@ -189,6 +189,7 @@ def _redirect(args: list[str], out: Path) -> list[str]:
     return res
 
 
+@pytest.mark.slow
 def test_committed_pictures_are_fresh(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     for args in picture_commands():

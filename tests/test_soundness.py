@@ -14,6 +14,7 @@ It shares no code with the compiler or the oracle.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from numpy_eval import Seeded, SeededWeights, evaluate
@@ -145,6 +146,7 @@ def candidates(d, prog):
 @settings(max_examples=int(__import__("os").environ.get("SOUNDNESS_EXAMPLES", 2000)), derandomize=True, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(programs(), st.integers(0, 2**31 - 1))
+@pytest.mark.slow
 def test_every_equation_step_keeps_the_function(source, seed):
     prog = stringdiag.loads(source)
     start = prog["Main"]

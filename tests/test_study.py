@@ -64,6 +64,7 @@ def mtimes(out: Path, name: str) -> dict[str, int]:
 
 
 # -- the table and the figures ---------------------------------------------------------
+@pytest.mark.slow
 def test_results_csv_has_a_row_per_run_with_the_columns(study):
     with open(study / "results.csv", newline="") as f:
         assert next(csv.reader(f)) == R.COLUMNS
@@ -93,6 +94,7 @@ def test_results_csv_has_a_row_per_run_with_the_columns(study):
             float(m0["seconds_per_epoch_std"]) / float(m1["seconds_per_epoch"]), rel=1e-3, abs=1e-9)
 
 
+@pytest.mark.slow
 def test_each_run_has_its_checkpoint_and_result_and_the_study_its_configuration(study):
     import json
 
@@ -107,6 +109,7 @@ def test_each_run_has_its_checkpoint_and_result_and_the_study_its_configuration(
     assert config["corpus"]["name"] == "synthetic-0" and set(config["mechanisms"]) == {"M0", "M1", "control"}
 
 
+@pytest.mark.slow
 def test_figures_are_written_as_svg_and_png(study):
     for name in FIGURES:
         path = study / name
@@ -116,6 +119,7 @@ def test_figures_are_written_as_svg_and_png(study):
 
 
 # -- resuming ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_an_interrupted_study_continues_and_skips_finished_runs(study, tmp_path, capsys):
     out = tmp_path / "s"
     shutil.copytree(study, out)
@@ -145,6 +149,7 @@ def test_an_interrupted_study_continues_and_skips_finished_runs(study, tmp_path,
     assert (mtimes(out, "result.json"), mtimes(out, "checkpoint.safetensors")) == stamps
 
 
+@pytest.mark.slow
 def test_a_run_stopped_by_the_time_budget_resumes_from_its_checkpoint(tmp_path):
     torch.manual_seed(0)
     corpus = synthetic_corpus()
@@ -175,6 +180,7 @@ def test_a_run_stopped_by_the_time_budget_resumes_from_its_checkpoint(tmp_path):
     assert [r["test_ppl_rel"] for r in rows] == [1.0, 1.0]
 
 
+@pytest.mark.slow
 def test_resuming_with_another_configuration_is_refused(study, tmp_path, capsys):
     out = tmp_path / "s"
     shutil.copytree(study, out)
@@ -206,6 +212,7 @@ def test_shards_are_disjoint_and_cover_every_run():
     assert runs.index(Run("M2", 1)) < runs.index(Run("M10", 1))
 
 
+@pytest.mark.slow
 def test_two_shards_then_a_merged_report(tmp_path, capsys):
     a, b, merged = tmp_path / "a", tmp_path / "b", tmp_path / "merged"
     assert main([*STUDY, "--layers", "1", "-o", str(a), "--shard", "1/2"]) == 0
@@ -229,6 +236,7 @@ def test_two_shards_then_a_merged_report(tmp_path, capsys):
     assert err.startswith(f"error: -o {a}: the merged results would replace that study's own results.csv")
 
 
+@pytest.mark.slow
 def test_report_redraws_the_figures_without_training(study, tmp_path, capsys):
     out = tmp_path / "s"
     shutil.copytree(study, out)
@@ -350,6 +358,7 @@ def test_bad_study_inputs_are_one_line_errors(capsys, tmp_path, argv, message):
 
 
 # -- where a study trains ----------------------------------------------------------------
+@pytest.mark.slow
 def test_each_run_records_the_device_it_trained_on(study):
     want = "cuda:0" if torch.cuda.is_available() else "cpu"  # --device auto
     for run in RUNS:

@@ -30,6 +30,7 @@ def seeded(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_every_seed_is_its_own_run_with_its_own_weights(seeded):
     runs = sorted(p.name for p in seeded.iterdir() if p.is_dir())
     assert runs == ["M1-L1", "M1-L1-s1", "control-L1", "control-L1-s1"]
@@ -41,6 +42,7 @@ def test_every_seed_is_its_own_run_with_its_own_weights(seeded):
     assert control["control"] is True and control["uses"] == []
 
 
+@pytest.mark.slow
 def test_the_summary_gives_mean_spread_and_the_seed_paired_difference_against_the_control(seeded):
     runs = [json.loads(p.read_text()) for p in seeded.glob("*/result.json")]  # full precision
     ppl = {(r["mechanism"], r["seed"]): r["test_ppl"] for r in runs}
@@ -104,6 +106,7 @@ def test_list_runs_prints_the_manifest_of_a_slurm_array_task(tmp_path, capsys, m
     assert "expected a 0-based index below 4" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_result_copied_from_another_run_is_refused(seeded, tmp_path, capsys):
     out = tmp_path / "s"
     shutil.copytree(seeded, out)
@@ -122,6 +125,7 @@ def test_a_mechanism_may_not_take_the_controls_name(tmp_path, capsys):
     assert "the name of the study's control" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_report_refuses_a_result_copied_from_another_run(seeded, tmp_path, capsys):
     out = tmp_path / "s"
     shutil.copytree(seeded, out)
@@ -134,6 +138,7 @@ def test_report_refuses_a_result_copied_from_another_run(seeded, tmp_path, capsy
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_a_result_of_another_recipe_is_refused_by_the_study_and_its_report(seeded, tmp_path, capsys):
     out = tmp_path / "s"
     shutil.copytree(seeded, out)

@@ -114,6 +114,7 @@ def test_accuracy_is_better_when_higher():
     assert c.better and c.verdict == "beats"
 
 
+@pytest.mark.slow
 def test_a_study_with_several_controls_compares_every_mechanism_with_each(tmp_path):
     out = tmp_path / "s"
     assert main(["study", ANATOMY, "-d", "M1", *TINY, "--layers", "1", "--seeds", "2", "--control", "mixing",
@@ -160,6 +161,7 @@ def test_a_run_held_by_a_live_process_is_not_taken_and_a_dead_ones_lock_is(tmp_p
     assert not (d / LOCK).exists()
 
 
+@pytest.mark.slow
 def test_two_processes_share_one_study_without_training_a_run_twice(tmp_path):
     out = tmp_path / "s"
     cmd = [sys.executable, "-m", "stringdiag", "study", ANATOMY, "-d", "M0,M1", *TINY, "--layers", "1",
@@ -174,6 +176,7 @@ def test_two_processes_share_one_study_without_training_a_run_twice(tmp_path):
     assert len(list(out.glob("*/result.json"))) == 6  # the next command times what is left
 
 
+@pytest.mark.slow
 def test_plan_lists_the_runs_left_with_their_cpu_hours_and_trains_nothing(tmp_path, capsys):
     out = tmp_path / "s"
     base = ["study", ANATOMY, "-d", "M0,M1", *TINY, "--layers", "1-2", "--seeds", "2", "-o", str(out)]
@@ -190,6 +193,7 @@ def test_plan_lists_the_runs_left_with_their_cpu_hours_and_trains_nothing(tmp_pa
     assert "M0-L1 " not in text and "M0-L2 " in text and "(2 trained before)" in text
 
 
+@pytest.mark.slow
 def test_the_gpu_script_runs_end_to_end_on_the_cpu(tmp_path):
     """benchmarks/gpu/mechanisms_study.py: timing shard, sizing, training, timing alone, report."""
     out = tmp_path / "w"
@@ -207,6 +211,7 @@ def test_the_gpu_script_runs_end_to_end_on_the_cpu(tmp_path):
     assert "study/results.csv" in names and not any(n.endswith("checkpoint.safetensors") for n in names)
 
 
+@pytest.mark.slow
 def test_retime_times_every_trained_run_again_in_cpu_time(tmp_path, capsys):
     out = tmp_path / "s"
     base = ["study", ANATOMY, "-d", "M1", *TINY, "--layers", "1", "-o", str(out)]
@@ -227,6 +232,7 @@ def test_retime_times_every_trained_run_again_in_cpu_time(tmp_path, capsys):
     assert {r["timing_clock"] for r in rows} == {"cpu"}
 
 
+@pytest.mark.slow
 def test_report_reads_a_studys_runs_not_a_stale_table(tmp_path, capsys):
     out = tmp_path / "s"
     assert main(["study", ANATOMY, "-d", "M1", *TINY, "--layers", "1", "-o", str(out)]) == 0

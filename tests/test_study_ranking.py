@@ -7,6 +7,7 @@ import itertools
 import math
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -56,6 +57,7 @@ def test_inversion_counts_and_exact_p_against_every_permutation():
     assert exact_p(10, 0) == 2 / math.factorial(10)  # only the identity (or its reverse) is that extreme
 
 
+@pytest.mark.slow
 def test_report_with_earlier_ranks_both_budgets_from_the_runs(tmp_path, capsys):
     short, long_ = tmp_path / "short", tmp_path / "long"
     assert main(["study", ANATOMY, "-d", "M1", *TINY, "--max-steps", "2", "-o", str(short)]) == 0

@@ -58,6 +58,7 @@ def test_the_gallery_shards_cover_it():
 
 
 @pytest.mark.parametrize("shard", range(SHARDS))
+@pytest.mark.slow
 def test_every_gallery_picture_compiles(latex, tmp_path, shard):
     drawn = [p for argv in gallery_commands()[shard::SHARDS] for p in pictures(argv)]
     for name, pic, d in drawn:

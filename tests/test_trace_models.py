@@ -303,6 +303,7 @@ def traced(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.slow
 def test_a_model_compiles_back_from_its_files_alone(traced, name):
     t, fresh = traced[name]
     assert "failed" not in fresh, fresh.get("failed")

@@ -68,6 +68,7 @@ class Installed:
         (self.site / "_reuse_installed.pth").write_text("\n".join(site.getsitepackages()) + "\n")
         self.work = tmp / "user"
         self.work.mkdir()
+        self.ran: set[str] = set()  # the commands run against the wheel
 
     def _python(self, cmd: list, timeout: int = 120) -> str:
         return _run(cmd, self.tmp, self.env, timeout).stdout.strip()
@@ -86,6 +87,7 @@ class Installed:
         return wheel
 
     def stringdiag(self, *args) -> str:
+        self.ran.add(args[0])
         return _run([self.bin / "stringdiag", *args], self.work, self.env).stdout
 
 
@@ -233,20 +235,74 @@ def _the_readmes_python_runs_from_an_empty_folder(installed: Installed) -> None:
         _run([installed.python, "-c", block], installed.work, installed.env)
 
 
-def _every_docs_block_runs_against_the_wheel(installed: Installed) -> None:
-    """Every code block of the README and docs/, run by tests/test_docs.py as the suite runs it,
-    but in the new environment: its ``stringdiag`` and ``python`` are the wheel's, nothing puts
-    the checkout on the import path, and the example files the pages name (``gallery/...``,
-    ``rules/...``) are those ``stringdiag examples`` copies out of the installed package."""
+def uses_the_install(page: Path) -> bool:
+    """A page whose blocks reach what a wheel install changes: Python run against the package in
+    site-packages, a shipped file named ``stringdiag:...``, or the package run as a module. The
+    other pages run commands on example files only; tests/test_docs.py runs them in the clone."""
+    from test_docs import blocks
+
+    text = page.read_text(encoding="utf-8")
+    python = any(b.kind in ("python", "pycon") for b in blocks(page))
+    return python or any(s in text for s in ("stringdiag:gallery", "stringdiag:rules", "stringdiag examples",
+                                             "python -m stringdiag"))
+
+
+def _subcommands(pages: list[Path]) -> set[str]:
+    from test_docs import blocks, commands
+
+    return {cmd.split()[1] for page in pages for b in blocks(page) if b.kind == "console" and not b.marker
+            for cmd, _ in commands(b.text) if cmd.startswith("stringdiag ")}
+
+
+def _the_pages_that_use_the_install_run_against_the_wheel(installed: Installed) -> None:
+    """Those pages' blocks, run by tests/test_docs.py as the suite runs them, but in the new
+    environment: its ``stringdiag`` and ``python`` are the wheel's, nothing puts the checkout on
+    the import path, and the example files the pages name (``gallery/...``, ``rules/...``) are
+    those ``stringdiag examples`` copies out of the installed package. The other pages' commands
+    (run once, in the clone) rest on what the steps around this one check against the wheel:
+    the package whole, the example files the clone's, and each of their commands run here too."""
+    from test_docs import PAGES
+
     work = installed.work / "docs"
     work.mkdir()
     env = installed.env | {"STRINGDIAG_DOCS_AGAINST": "installed"}
-    done = subprocess.run([installed.python, "-m", "pytest", ROOT / "tests" / "test_docs.py", "-q", "-p",
-                           "no:cacheprovider", "--rootdir", ROOT, "-k", "test_every_block_runs"],
+    pages = [p for p in PAGES if uses_the_install(p)]
+    ids = [f"{ROOT / 'tests' / 'test_docs.py'}::test_every_block_runs[{p.name}]" for p in pages]
+    done = subprocess.run([installed.python, "-m", "pytest", *ids, "-q", "-p", "no:cacheprovider", "--rootdir", ROOT],
                           cwd=work, env=env, capture_output=True, text=True, timeout=3600)
     assert done.returncode == 0 and " passed" in done.stdout, done.stdout[-6000:] + done.stderr[-2000:]
-    pages = 1 + len(list((ROOT / "docs").glob("*.md")))  # README.md and each page: one test each
-    assert f"\n{pages} passed" in "\n" + done.stdout.strip().splitlines()[-1], done.stdout[-2000:]
+    assert f"\n{len(pages)} passed" in "\n" + done.stdout.strip().splitlines()[-1], done.stdout[-2000:]
+    installed.ran |= _subcommands(pages)
+
+
+def _the_wheel_holds_the_whole_package(installed: Installed) -> None:
+    """Every file of the package in the checkout (modules and data), so that what the pages run
+    in the clone finds the same code and data in the wheel."""
+    names = set(zipfile.ZipFile(installed.wheel).namelist())
+    package = {p.relative_to(ROOT).as_posix() for p in (ROOT / "stringdiag").rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+    assert package and package <= names, sorted(package - names)
+
+
+def _the_example_files_are_the_clones(installed: Installed) -> None:
+    """``stringdiag examples`` gives, byte for byte, the gallery and rules files of the checkout
+    that the pages run in the clone read (all that ship; gallery/study is the clone's alone)."""
+    work = installed.work / "examples-copy"
+    _run([installed.bin / "stringdiag", "examples", work], installed.work, installed.env)
+    copied = {p.relative_to(work).as_posix(): p.read_bytes() for p in work.rglob("*") if p.is_file()}
+    for rel, data in copied.items():
+        assert data == (ROOT / rel).read_bytes(), f"{rel}: the shipped copy differs from the checkout's"
+    checkout = {p.relative_to(ROOT).as_posix() for folder in ("gallery", "rules") for p in (ROOT / folder).rglob("*")
+                if p.is_file() and p.suffix in (".diag", ".deriv", ".tax", ".rules")
+                and "study" not in p.relative_to(ROOT).parts}
+    assert checkout <= set(copied), sorted(checkout - set(copied))
+
+
+def _every_command_of_the_other_pages_ran_against_the_wheel(installed: Installed) -> None:
+    from test_docs import PAGES
+
+    others = _subcommands([p for p in PAGES if not uses_the_install(p)])
+    assert others and others <= installed.ran, sorted(others - installed.ran)
 
 
 def _every_help_example_runs_from_an_empty_folder(installed: Installed) -> None:
@@ -263,6 +319,7 @@ def _every_help_example_runs_from_an_empty_folder(installed: Installed) -> None:
             if not line.strip() or "--verify" in line and command == "taxonomy":
                 continue
             _run([installed.bin / "stringdiag", *shlex.split(line)[1:]], work, installed.env)
+            installed.ran.add(command)
             ran += 1
     assert ran >= 25, ran
 
@@ -283,11 +340,15 @@ STEPS = [
     _a_whole_model_trains_and_samples_from_its_shipped_name,
     _shipped_names_are_shown_never_site_packages,
     _the_readmes_python_runs_from_an_empty_folder,
-    _every_docs_block_runs_against_the_wheel,
+    _the_pages_that_use_the_install_run_against_the_wheel,
+    _the_wheel_holds_the_whole_package,
+    _the_example_files_are_the_clones,
     _every_help_example_runs_from_an_empty_folder,
+    _every_command_of_the_other_pages_ran_against_the_wheel,
 ]
 
 
+@pytest.mark.slow
 def test_the_wheel_installed_in_a_fresh_environment_works_from_an_empty_folder(tmp_path):
     """One test, its steps in the order a user meets them: under pytest-xdist one worker builds
     one wheel (a module-scoped fixture would build it once per worker)."""
