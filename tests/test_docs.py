@@ -9,8 +9,8 @@ A block's kind is its info string (docs/contributing.md says the same, for write
   against the installed wheel, the folder filled by ``stringdiag examples``), and the lines after
   it, up to the next ``$``, are its expected output, stdout and stderr together. Normalisations,
   the only ones: a line ``...`` stands for any number of lines; ``...`` inside a line for any
-  text (timings, digits beyond those shown); trailing spaces are ignored. The exit status must be 0 unless the expected output shows an
-  ``error:``, and then it must not be.
+  text (timings, digits beyond those shown); trailing spaces are ignored. The exit status must
+  be 0 unless the expected output shows an ``error:``, and then it must not be.
 - ``python``: executed, in order, in one namespace per page, in the scratch folder.
 - ``pycon``: run by doctest (``...`` as ellipsis, whitespace normalised), sharing that namespace.
 - ``diag``, ``rules``, ``deriv``, ``tax``: a block whose first line is ``# PATH`` of a repository file is
