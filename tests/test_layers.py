@@ -195,6 +195,7 @@ def test_no_function_or_class_is_too_long():
 BOX_KEYS = {"box", "op", "simd", "summed", "generics", "ref", "scan", "repeat", "shared", "local", "param",
             "instance", "value", "seed", "display", "clusters", "var", "cell"}
 BOX_KINDS = {"learn", "abstract", "fixed", "diagram", "contract", "reindex", "const", "random"}
+DIM_KINDS = {"fixed", "seq", "generic"}  # a dimension declaration's kind (``DimKind``)
 GRAPH_OWNERS = {"graph/box.py", "graph/hypergraph.py"}  # the two modules that know a box's attributes
 NX_EDITS = {"add_node", "add_edge", "add_nodes_from", "add_edges_from", "remove_node", "remove_edge",
             "remove_nodes_from", "remove_edges_from", "clear", "update"}
@@ -251,17 +252,18 @@ def box_strings(tree: ast.AST) -> list[tuple[int, str]]:
 
 
 def kind_strings(tree: ast.AST) -> list[tuple[int, str]]:
-    """Comparisons of a box's kind (``.kind``, ``.box``, ``["box"]``) with a string literal
-    naming a kind (``Kind`` is the enum); a dimension declaration's ``decl.kind`` (seq,
-    fixed, generic) is another namespace."""
+    """Comparisons of a box's kind (``.kind``, ``.box``, ``["box"]``) or a dimension's
+    (``decl.kind``: seq, fixed, generic) with a string literal naming a kind: ``Kind`` and
+    ``DimKind`` are the enums."""
     found = []
+    words = BOX_KINDS | DIM_KINDS
     for node in ast.walk(tree):
         if not isinstance(node, ast.Compare):
             continue
         sides = [node.left, *node.comparators]
-        literal = any(isinstance(s, ast.Constant) and s.value in BOX_KINDS or isinstance(s, (ast.Tuple, ast.Set, ast.List))
-                      and any(isinstance(e, ast.Constant) and e.value in BOX_KINDS for e in s.elts) for s in sides)
-        kind = any(isinstance(s, ast.Attribute) and s.attr in ("kind", "box") and ast.unparse(s) != "decl.kind"
+        literal = any(isinstance(s, ast.Constant) and s.value in words or isinstance(s, (ast.Tuple, ast.Set, ast.List))
+                      and any(isinstance(e, ast.Constant) and e.value in words for e in s.elts) for s in sides)
+        kind = any(isinstance(s, ast.Attribute) and s.attr in ("kind", "box")
                    or isinstance(s, ast.Subscript) and isinstance(s.slice, ast.Constant) and s.slice.value == "box"
                    for s in sides)
         if literal and kind:
@@ -388,7 +390,9 @@ def test_the_graph_checks_can_fail(source, offences):
     ("box.kind in ('learn', 'abstract')", 1),
     ("decl.box != 'fixed'", 1),
     ("box.kind is Kind.LEARN", 0),
-    ("decl.kind == 'fixed'", 0),
+    ("decl.kind == 'fixed'", 1),
+    ("decl.kind != 'seq'", 1),
+    ("decl.kind is DimKind.SEQ", 0),
     ("what != 'learn'", 0),
 ])
 def test_the_kind_check_can_fail(source, offences):

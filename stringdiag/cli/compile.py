@@ -6,7 +6,7 @@ import argparse
 import json
 
 from ..graph.budget import MAX_LOWERED, Build, refuse_above
-from ..graph.types import show_type
+from ..graph.types import DimKind, show_type
 from . import options
 from .common import load_reporting, pick
 from ..errors import DiagError
@@ -47,7 +47,7 @@ def check_sizes(diagram, dims: dict[str, int]) -> None:
     missing: dict[str, list[str]] = {}
     for name, owner in dimensions(diagram).items():
         decl = diagram.program.lookup_dim(name) or owner.program.lookup_dim(name)
-        if decl is not None and decl.kind == "fixed" and decl.default is None and name not in dims:
+        if decl is not None and decl.kind is DimKind.FIXED and decl.default is None and name not in dims:
             missing.setdefault(owner.name, []).append(name)
     if missing:
         names = [n for group in missing.values() for n in group]

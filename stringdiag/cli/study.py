@@ -363,10 +363,12 @@ def show_plan(study, args: argparse.Namespace) -> int:
 
 def _dims(prog, heads: dict, args: argparse.Namespace) -> dict[str, int]:
     """``--dims``: sizes of the file's fixed dimensions, never of the heads' feature dimension."""
+    from ..graph.types import DimKind
+
     dims = options.parse_dims(args.dims)
     for name in dims:
         decl = prog.lookup_dim(name)
-        if decl is None or decl.kind != "fixed":
+        if decl is None or decl.kind is not DimKind.FIXED:
             raise DiagError(f"--dims: '{name}' is not a fixed dimension of {options.short(prog.path)}")
     for head in heads.values():
         check_feature(head.input_types[0][-1].name, dims, args, "heads'")

@@ -19,7 +19,7 @@ weights (Khatri et al. (2024), App. A.2; ``graph/weights.py``).
 
 Turning one weight set into several is never a step: it is refused with the reason, counting
 every use of the set, inside definition boxes, scanned cells and stacks too
-(``graph/weightuse.py``; the rule steps' refusals are in ``rewrite/ties.py``).
+(``graph/weightuse.py``; the rule steps' refusals are in ``graph/stepsets.py``).
 Each step returns an :class:`Outcome`; ``correspond`` says which weight set of the result
 is which of the diagram before, where the step renamed one, so that the oracle can give
 both sides the same weights.
@@ -34,11 +34,11 @@ from ..graph.diagram import Diagram
 from ..graph.expand import expand, untouched
 from ..graph.hypergraph import repeated
 from ..graph.resize import resized
+from ..graph.stepsets import enclosed
 from ..graph.types import Dim, DimKind
 from ..graph.weights import WeightKey, fresh_instance, instances, rename_key, weight_key
 from ..graph.weightuse import uses
 from ..rewrite.dpo import rewrite
-from ..rewrite.enclosed import enclosed
 from ..rewrite.match import Match, find_matches, wire_name
 from ..rewrite.names import WireNames
 from ..rewrite.rule import EQUATION, Rule

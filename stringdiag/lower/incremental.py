@@ -31,7 +31,7 @@ from ..graph import constants
 from ..graph.box import Kind, Repeat, Scan
 from ..graph.budget import MAX_LOWERED, Build, refuse_above
 from ..graph.diagram import Diagram
-from ..graph.types import Dim
+from ..graph.types import Dim, DimKind
 from ..graph.weights import weight_key
 from . import loops
 from . import roles as R
@@ -78,7 +78,7 @@ class StepLowering(KeysLowering):
     def stream(self, dim: Dim) -> bool:
         """Whether a dimension involves the sequence (a dimension declared ``seq``)."""
         prog = self.src.program
-        return any(prog is not None and (decl := prog.lookup_dim(n)) is not None and decl.kind == "seq"
+        return any(prog is not None and (decl := prog.lookup_dim(n)) is not None and decl.kind is DimKind.SEQ
                    for n in dim.names())
 
     def slot(self, make: Callable[[], Slot]) -> str:

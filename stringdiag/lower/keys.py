@@ -14,7 +14,7 @@ from torch import fx
 
 from ..errors import DiagError
 from ..graph.box import Kind
-from ..graph.types import Dim
+from ..graph.types import Dim, DimKind
 from ..graph.weights import weight_key
 from . import primitives as P
 from . import roles as R
@@ -144,7 +144,8 @@ class KeysLowering(Lowering):
         return self.g.call_function(operator.add, (self.g.call_module(self.clock_attr(), ()), self._named_seq()))
 
     def _named_seq(self) -> Any:
-        names = [n for n in self.seq if (decl := self.src.program.lookup_dim(n)) is not None and decl.kind == "seq"]
+        prog = self.src.program
+        names = [n for n in self.seq if (decl := prog.lookup_dim(n)) is not None and decl.kind is DimKind.SEQ]
         return self.seq[names[0]] if names else self.size(Dim.var(next(iter(self.seq))))
 
     def label_size(self, lab: str, dim: Dim) -> Any:

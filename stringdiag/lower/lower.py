@@ -28,9 +28,9 @@ from ..errors import DiagError
 from ..graph import constants
 from ..graph.diagram import Diagram
 from ..graph.box import Box, Kind, Repeat, Scan
-from ..graph.budget import MAX_LOWERED, Build, refuse_above
+from ..graph.budget import MAX_LOWERED
 from ..graph.expand import substituted
-from ..graph.types import Dim
+from ..graph.types import Dim, DimKind
 from ..graph.weights import weight_key
 from . import loops
 from . import param_names as N
@@ -59,9 +59,7 @@ def compile(diagram: Diagram, dims: Mapping[str, int] | None = None, approximato
     refused before any work, with the figure (``graph/budget.py``).
     """
     sizes = _with_defaults(diagram, dims)
-    refuse_above(diagram, Build.LOWERED, max_boxes, "max_boxes, compile --max-boxes", sizes)
-    gm = Lowering(diagram, sizes, factory(approximator), nn.Module(), {}, fast,
-                  native).module()
+    gm = Lowering(diagram, sizes, factory(approximator), nn.Module(), {}, fast, native, max_boxes=max_boxes).module()
     return gm.to(dtype) if dtype is not None else gm
 
 
@@ -74,7 +72,7 @@ def _with_defaults(diagram: Diagram, dims: Mapping[str, int] | None) -> dict[str
     out = dict(dims or {})
     prog = diagram.program
     for name, decl in (prog.dims.items() if prog is not None else ()):
-        if decl.kind == "fixed" and decl.default is not None:
+        if decl.kind is DimKind.FIXED and decl.default is not None:
             out.setdefault(name, decl.default)
     return out
 
@@ -145,7 +143,7 @@ class Lowering:
     """One diagram being lowered into one fx graph (a scanned definition gets its own)."""
 
     def __init__(self, diagram: Diagram, dims: dict[str, int], make, root: nn.Module, registry: dict,
-                 fast: bool = True, native: bool = True, path: str = "", sites: dict | None = None):
+                 fast: bool = True, native: bool = True, path: str = "", sites: dict | None = None, max_boxes=None):
         self.src = diagram
         self.native_prelude = native  # lower NATIVE definitions directly, or open them
         self.dims = dims
@@ -155,8 +153,9 @@ class Lowering:
         self.attrs: dict[tuple, str] = {}  # weight set -> its attribute (a dotted path, names.py) on root
         fast = fast and native  # the fused processes are native: opened, they would be their bodies again
         self.fast = fast  # a loop's body (loops.py) is lowered as its caller is
-        settings = Settings(fast, native, path, chunk=getattr(self, "prepare", prepared))
-        top, self.d = run_passes(diagram, settings)  # passes.py: fast paths, definitions opened, fused
+        settings = Settings(fast, native, path, chunk=getattr(self, "prepare", prepared), sizes=dims,
+                            max_boxes=max_boxes)
+        top, self.d = run_passes(diagram, settings)  # passes.py: the budget, fast paths, definitions opened, fused
         self.chunked: list[Chunked] = settings.chunked  # the scans lowered through their chunked form (scans.py)
         self.sites = N.sites(top) if sites is None else sites
         self.prefix = N.dotted(path[:-1], self.sites) + "." if path else ""  # a scanned body's names are its own
@@ -182,9 +181,9 @@ class Lowering:
         missing = []
         for n in sorted(names):
             decl = prog.lookup_dim(n) if prog is not None else None
-            if decl is None or decl.kind == "generic":
+            if decl is None or decl.kind is DimKind.GENERIC:
                 continue
-            if decl.kind == "fixed" and n not in self.dims:
+            if decl.kind is DimKind.FIXED and n not in self.dims:
                 if decl.default is not None:
                     self.dims[n] = decl.default
                 else:
@@ -250,7 +249,7 @@ class Lowering:
                 n = dim.name
                 decl = d.program.lookup_dim(n) if (n and d.program is not None) else None
                 # seq lengths, and the dimension parameters of a generic diagram, come from the inputs
-                if n and n not in self.seq and n not in self.dims and (decl is None or decl.kind == "seq"):
+                if n and n not in self.seq and n not in self.dims and (decl is None or decl.kind is DimKind.SEQ):
                     self.seq[n] = g.create_node("call_method", "size", (t, axis + 1), name=_ident(n))
         reals = [w for w in d.inputs if d.id_range(w) is None]
         self.ref = self.env[reals[0]] if reals else self.dtype_ref()

@@ -1,5 +1,7 @@
 """The passes a diagram goes through before its boxes become array code, in order, as data:
 
+0. ``budget``: a compile that would lower more boxes than its limit is refused with the
+   figure, before any work (``graph/budget.py``; a scanned body is counted with its caller);
 1. ``fast paths``: its scans through their chunked form where a recurrence law applies
    (``scans.py``; the incremental form keeps a scan as its own step) and each definition's
    fused attention (``fastpath.fused``), once per definition, before anything is opened;
@@ -13,8 +15,9 @@ before the pass that opens definitions is the one whose boxes name the parameter
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, NamedTuple
+from typing import Callable, Mapping, NamedTuple
 
+from ..graph.budget import Build, refuse_above
 from ..graph.diagram import Diagram
 from .fastpath import fuse
 from .scans import Chunked, prepared
@@ -31,6 +34,8 @@ class Settings:
     path: str = ""  # a scanned body's weight paths are its caller's
     chunked: list[Chunked] = field(default_factory=list)
     chunk: Callable[[Diagram, list], Diagram] = prepared
+    sizes: Mapping[str, int] = field(default_factory=dict)  # the fixed dimensions' sizes given
+    max_boxes: int | None = None  # the most boxes lowered (None: not counted here, as in a scanned body)
 
 
 class LoweringPass(NamedTuple):
@@ -42,6 +47,12 @@ class LoweringPass(NamedTuple):
 class Prepared(NamedTuple):
     top: Diagram   # before definitions are opened: its boxes name the parameters
     flat: Diagram  # after every pass: what becomes array code
+
+
+def _budget(d: Diagram, s: Settings) -> Diagram:
+    if s.max_boxes is not None:
+        refuse_above(d, Build.LOWERED, s.max_boxes, "max_boxes, compile --max-boxes", s.sizes)
+    return d
 
 
 def _fast_paths(d: Diagram, s: Settings) -> Diagram:
@@ -58,8 +69,8 @@ def _fuse(d: Diagram, s: Settings) -> Diagram:
     return d
 
 
-PASSES: tuple[LoweringPass, ...] = (LoweringPass("fast paths", _fast_paths), LoweringPass("open", _open, opens=True),
-                                    LoweringPass("fuse", _fuse))
+PASSES: tuple[LoweringPass, ...] = (LoweringPass("budget", _budget), LoweringPass("fast paths", _fast_paths),
+                                    LoweringPass("open", _open, opens=True), LoweringPass("fuse", _fuse))
 
 
 def run_passes(diagram: Diagram, settings: Settings, passes: tuple[LoweringPass, ...] = PASSES) -> Prepared:

@@ -19,6 +19,7 @@ from torch import nn
 from ..analysis.combine import dimensions
 from ..errors import DiagError
 from ..graph.diagram import Diagram
+from ..graph.types import DimKind
 from ..elaborate.loader import loads
 from ..lower import compile
 from ..resources import PREFIX, argument
@@ -35,7 +36,7 @@ def vocab_dim(d: Diagram) -> str | None:
         return None
     v, (t_in, t_out) = d.id_range(d.inputs[0]), (d.input_types[0], d.output_types[0])
     decl = d.program.lookup_dim(t_in[0].name) if len(t_in) == 1 and t_in[0].name else None
-    if v is None or v.name is None or decl is None or decl.kind != "seq" or t_out != (t_in[0], v):
+    if v is None or v.name is None or decl is None or decl.kind is not DimKind.SEQ or t_out != (t_in[0], v):
         return None
     return v.name
 
@@ -61,7 +62,7 @@ def sizes(d: Diagram, given: Mapping[str, int], vocab: int) -> Sizes:
     dims, defaulted, missing = {}, [], []
     for name, owner in dimensions(d).items():
         decl = d.program.lookup_dim(name) or owner.program.lookup_dim(name)
-        if decl is None or decl.kind != "fixed":
+        if decl is None or decl.kind is not DimKind.FIXED:
             continue
         if name == v:
             dims[name] = vocab

@@ -37,6 +37,7 @@ from ..lower.primitives import posenc
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.dimuse import fixed_dims_used
+from ..graph.types import DimKind
 from ..elaborate.loader import prelude
 
 # vmap runs CPU flash attention head by head (torch has no batching rule for it): no slower than
@@ -111,7 +112,7 @@ def _is_fixed(dim, prog) -> bool:
     if prog is None:
         return True
     decls = [prog.lookup_dim(n) for n in dim.names()]
-    return all(decl is None or decl.kind == "fixed" for decl in decls)
+    return all(decl is None or decl.kind is DimKind.FIXED for decl in decls)
 
 
 def stabilised(head: Diagram, after: Iterable[str] = STABILISED) -> Diagram:
