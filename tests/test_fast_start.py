@@ -37,6 +37,16 @@ def test_commands_that_evaluate_nothing_import_no_heavy_library(argv, tmp_path):
     assert line == "LOADED [] 0", (line, r.stderr[-2000:])
 
 
+def test_lark_is_imported_without_regex_and_regex_stays_importable():
+    """The command line hides `regex` from lark's import only: transformers (trace) imports it after."""
+    probe = ("import importlib.util, sys\nfrom stringdiag.syntax import import_lark_without_regex\n"
+             "import_lark_without_regex()\nimport lark.utils\n"
+             "print(lark.utils._has_regex, 'regex' in sys.modules, importlib.util.find_spec('regex') is not None)\n"
+             "import regex\nprint(regex.compile('a+').match('aa') is not None)")
+    r = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True)
+    assert r.stdout.split() == ["False", "False", "True", "True"], (r.stdout, r.stderr[-2000:])
+
+
 def test_drawing_one_diagram_imports_no_heavy_library_but_graphviz(tmp_path):
     """networkx and numpy come with a derivation's stacked pictures only (render/stacked.py)."""
     argv = ["render", "gallery/attention.diag", "-d", "SelfAttention", "-o", str(tmp_path / "a.svg")]
