@@ -112,7 +112,7 @@ def row(rounds: int) -> None:
 
 
 class _Stop(Exception):
-    """The CPU-time limit was reached (SIGXCPU)."""
+    """The CPU-time limit was reached (SIGXCPU), or the run was stopped (SIGTERM)."""
 
 
 def bounded(bound: int, limit: int, goal: float = 30.0) -> None:
@@ -124,6 +124,12 @@ def bounded(bound: int, limit: int, goal: float = 30.0) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import cpu_clock as C
     from stringdiag.enumerate.stages import Work
+
+    def stop(*_):
+        raise _Stop
+
+    signal.signal(signal.SIGXCPU, stop)
+    signal.signal(signal.SIGTERM, stop)  # stopped from outside: the row still prints
     prog = stringdiag.load(ROOT / "gallery" / "anatomy.diag")
     defns = [prog[n] for n in NAMES]
     rules = load_rules(ROOT / "rules" / "absorb.rules") + load_rules(ROOT / "rules" / "merge.rules")
@@ -137,10 +143,6 @@ def bounded(bound: int, limit: int, goal: float = 30.0) -> None:
             seen["reduced"] = k
             yield x
 
-    def stop(*_):
-        raise _Stop
-
-    signal.signal(signal.SIGXCPU, stop)
     t0 = time.process_time()
     used = resource.getrusage(resource.RUSAGE_SELF)
     resource.setrlimit(resource.RLIMIT_CPU, (int(used.ru_utime + used.ru_stime) + limit, resource.RLIM_INFINITY))

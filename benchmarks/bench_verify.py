@@ -5,10 +5,16 @@ rounds' ratios. The derivation's start-up (Python, the grammar, the prelude) is 
 importing torch, which only ``--verify`` does, is in that one.
 
     .venv/bin/python benchmarks/bench_verify.py [--rounds 5] [gallery/sumformer_thm45_performer.deriv ...]
+
+``--before DIR`` (a folder holding an older tree's ``stringdiag/``, ``rules/`` and ``grammars/``:
+``git archive REV stringdiag rules grammars | tar -x -C DIR``) times the drawing command of that
+code against this tree's, both as ``python -m stringdiag``, interleaved, after one untimed run of
+each (their caches warmed).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import statistics
 import subprocess
@@ -24,10 +30,10 @@ CLI = [str(Path(sys.executable).with_name("stringdiag"))]  # the installed comma
 DEFAULT = ["gallery/sumformer_thm45_performer.deriv", "gallery/bahdanau_to_vaswani.deriv"]
 
 
-def child_cpu(args: list[str]) -> float:
+def child_cpu(args: list[str], env: dict | None = None, cwd: Path = ROOT) -> float:
     """CPU seconds (user + system) of one command run to its end; a failure stops the benchmark."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(args, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(args, cwd=cwd, check=True, stdout=subprocess.DEVNULL, env=env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
@@ -44,14 +50,39 @@ def measure(deriv: str, rounds: int) -> dict[str, list[float]]:
     return got
 
 
+def before_after(deriv: str, before: str, rounds: int) -> None:
+    """The drawing command of the code in ``before`` against this tree's, by child CPU time."""
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {"after": str(ROOT), "before": str(Path(before).resolve())}
+        env = {name: {**os.environ, "PYTHONPATH": path} for name, path in trees.items()}
+        cmd = {name: [sys.executable, "-m", "stringdiag", "derive", str(ROOT / deriv), "-o", f"{name}.svg"]
+               for name in trees}  # run in the scratch folder: the checkout is not first on the path
+        for name in trees:  # caches warmed
+            child_cpu(cmd[name], env[name], Path(tmp))
+        got: dict[str, list[float]] = {name: [] for name in trees}
+        for r in range(rounds):
+            for name in (("after", "before") if r % 2 == 0 else ("before", "after")):
+                got[name].append(child_cpu(cmd[name], env[name], Path(tmp)))
+                print(f"  round {r + 1}: {name} {got[name][-1]:.2f} s CPU", flush=True)
+    ratio = statistics.median(a / b for a, b in zip(got["after"], got["before"]))
+    C.row(f"drawing {Path(deriv).name} (`derive -o x.svg`), this code", f"the code in {before}",
+          f"{ratio:.2f} ({statistics.median(got['after']):.2f} vs {statistics.median(got['before']):.2f} s CPU)",
+          "-", None)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("derivations", nargs="*", default=DEFAULT)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--no-header", action="store_true")
+    ap.add_argument("--before", metavar="DIR", help="time the drawing of an older tree's code against this one")
     a = ap.parse_args(argv)
     if not a.no_header:
         C.header()
+    if a.before:
+        for deriv in a.derivations:
+            before_after(deriv, a.before, a.rounds)
+        return
     for deriv in a.derivations:
         got = measure(deriv, a.rounds)
         base = statistics.median(got["derive"])
