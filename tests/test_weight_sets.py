@@ -25,7 +25,7 @@ from stringdiag.derive import steps
 from stringdiag.derive.derivation import _call_of, all_definitions, load_derivation
 from stringdiag.graph.box import Box, Instance, Kind
 from stringdiag.graph.weights import weight_key
-from stringdiag.graph.weightuse import Via, uses
+from stringdiag.graph.weightuse import Holder, uses
 from stringdiag.rewrite.match import find_matches
 from stringdiag.rewrite.rule import EQUATION, Rule, library
 
@@ -133,7 +133,7 @@ def test_every_use_of_a_global_set_is_found_with_where_it_is():
     direct = [u for u in found if not u.nested]
     assert len(direct) == 2 and all(t.record(u.box).op == "R" for u in direct)
     vias = sorted((t.record(u.box).op, u.within[0][1]) for u in found if u.nested)
-    assert vias == [("Blk", Via.STACK), ("Blk", Via.STACK), ("Cell", Via.SCAN), ("H", Via.DEFINITION)]
+    assert vias == [("Blk", Holder.STACK), ("Blk", Holder.STACK), ("Cell", Holder.SCAN), ("H", Holder.DEFINITION)]
     assert uses(t, ("learn", False, "E"))[0].within == ()
     assert uses(t, ("learn", False, "nothing")) == []
 

@@ -113,7 +113,8 @@ def load_ptb(directory: str | Path, name: str | None = None, max_vocab: int | No
     words = {split: read_words(p) for split, p in paths.items()}
     vocab = build_vocab(words["train"], max_vocab)
     stoi = {w: i for i, w in enumerate(vocab)}
-    return Corpus(vocab, *(encode(words[s], stoi) for s in SPLITS), name=name or directory.resolve().name)
+    train, valid, test = (encode(words[s], stoi) for s in SPLITS)
+    return Corpus(vocab, train, valid, test, name=name or directory.resolve().name)
 
 
 def lm_windows(ids: torch.Tensor, context: int, stride: int) -> torch.Tensor:

@@ -13,7 +13,7 @@ from ..errors import DiagError
 from ..graph.decls import suggest
 from ..graph.diagram import Diagram
 from ..rewrite.rule import load_rules
-from ..rewrite.strategy import TooLarge, rewrite_all
+from ..rewrite.strategy import TooManyBoxes, rewrite_all
 from .derivation import standard_library
 
 
@@ -56,7 +56,7 @@ def normalize(d: Diagram, rules: list[str] | tuple[str, ...] = DEFAULT_RULES, ma
         for rule, reverse in chosen:
             try:
                 d, n = rewrite_all(d, rule, reverse, max_boxes=max_boxes)
-            except TooLarge as e:  # counted before rewriting: the diagram stays within the bound
+            except TooManyBoxes as e:  # counted before rewriting: the diagram stays within the bound
                 return Normalized(d, rounds, total + changed, False,
                                   f"stopped at the size bound: round {rounds} would apply '{rule.name}' at "
                                   f"{e.matches:,} matches, making about {e.boxes:,} boxes, over {e.limit:,} "

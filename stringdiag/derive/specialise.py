@@ -22,7 +22,7 @@ from ..graph.diagram import Diagram
 from ..graph.expand import expand
 from ..graph.hypergraph import per_graph_cache
 from ..graph.weights import WeightKey, has_local_weights, weight_key
-from ..graph.weightuse import Via, uses as set_uses, via
+from ..graph.weightuse import Holder, uses as set_uses, via
 from ..rewrite.match import wire_name
 from .steps import RED, Outcome, traced
 
@@ -111,7 +111,7 @@ def _everywhere(node: Box) -> bool:
     return isinstance(node.weights, Global) or node.kind is Kind.ABSTRACT
 
 
-def _inside(d: Diagram, name: str, key: WeightKey | None, shared: bool) -> dict[int, Via]:
+def _inside(d: Diagram, name: str, key: WeightKey | None, shared: bool) -> dict[int, Holder]:
     """The top-level boxes of ``d`` holding a use inside (of the set ``key``, or of ``name``),
     each with the kind of box it is."""
     if key is not None:
@@ -122,11 +122,11 @@ def _inside(d: Diagram, name: str, key: WeightKey | None, shared: bool) -> dict[
 
 def _definitions_holding(d: Diagram, name: str, key: WeightKey | None) -> set[str]:
     """The definition boxes to open: those holding a use of one function with the top level's."""
-    return {d.record(b).op for b, how in _inside(d, name, key, True).items() if how is Via.DEFINITION}
+    return {d.record(b).op for b, how in _inside(d, name, key, True).items() if how is Holder.DEFINITION}
 
 
 def _loops_holding(d: Diagram, name: str, key: WeightKey | None, shared: bool) -> list[int]:
-    return sorted(b for b, how in _inside(d, name, key, shared).items() if how is not Via.DEFINITION)
+    return sorted(b for b, how in _inside(d, name, key, shared).items() if how is not Holder.DEFINITION)
 
 
 def _refuse_split_composite(d: Diagram, name: str, defn: Diagram, top: list[int], loops: list[int]) -> None:

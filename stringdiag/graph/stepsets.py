@@ -32,7 +32,7 @@ from .box import Box, Kind
 from .diagram import Diagram
 from .expand import expand, untouched
 from .weights import WeightKey, rename_key, tie, weight_key, weight_sets
-from .weightuse import Use, Via, learner_key, uses
+from .weightuse import Use, Holder, learner_key, uses
 
 
 class Fill(NamedTuple):
@@ -101,7 +101,7 @@ def tie_inside(out: Diagram, ties) -> tuple[Diagram, dict[int, list[int]] | None
     trace: dict[int, list[int]] | None = None
     opened: set[str] = set()
     while ops := {out.record(u.box).op for k in renamed for u in uses(out, k)
-                  if u.nested and u.within[0][1] is Via.DEFINITION}:
+                  if u.nested and u.within[0][1] is Holder.DEFINITION}:
         step: dict[int, list[int]] = {}
         out = expand(out, keep=_all_but(frozenset(ops)), trace=step)
         trace = step if trace is None else {b: [m for k in made for m in step.get(k, ())] for b, made in trace.items()}

@@ -32,7 +32,7 @@ from .hypergraph import count_value, per_graph_cache
 from .weights import WeightKey, weight_key
 
 
-class Via(str, Enum):
+class Holder(str, Enum):
     """How a use inside a box is reached: the kind of box around it."""
 
     DEFINITION = "a definition box"
@@ -45,7 +45,7 @@ class Use(NamedTuple):
     boxes ``within`` (outermost first: each a name and how it holds the next)."""
 
     box: int
-    within: tuple[tuple[str, Via], ...] = ()
+    within: tuple[tuple[str, Holder], ...] = ()
 
     @property
     def nested(self) -> bool:
@@ -126,9 +126,9 @@ def _inner_key(box: Box, key: WeightKey) -> WeightKey | None:
     return (*key[:-1], rest)
 
 
-def via(box: Box) -> Via:
+def via(box: Box) -> Holder:
     """How a diagram box holds its body: a definition box, a scanned cell or a stack."""
-    return Via.SCAN if box.scan else Via.STACK if box.repeat is not None else Via.DEFINITION
+    return Holder.SCAN if box.scan else Holder.STACK if box.repeat is not None else Holder.DEFINITION
 
 
 @per_graph_cache(reentry=frozenset())  # a definition cannot use itself; guard anyway
@@ -145,4 +145,4 @@ def globals_in(defn) -> frozenset[str]:
     return frozenset(names)
 
 
-__all__ = ["Via", "Use", "uses", "nested_uses", "used", "learner_key", "via", "globals_in"]
+__all__ = ["Holder", "Use", "uses", "nested_uses", "used", "learner_key", "via", "globals_in"]

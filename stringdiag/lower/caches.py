@@ -14,7 +14,7 @@ from . import chunked
 from . import primitives as P
 
 
-class Slot(nn.Module):
+class CacheSlot(nn.Module):
     """The state one box keeps between calls. Within one call the k-th use of the box reads and
     writes the k-th state, so a layer applied several times (``repeat L shared``) keeps one state
     per application. Held as plain attributes, never as buffers: the state dict is the weights'."""
@@ -68,7 +68,7 @@ def _block_mask(n: int, m: int, ref: Tensor) -> Tensor | None:
     return keys[None, :] <= (n + torch.arange(m, device=ref.device))[:, None]
 
 
-class KVCache(Slot):
+class KVCache(CacheSlot):
     """Causal softmax attention: every key and value so far, O(s (f + e)) per head."""
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
@@ -81,7 +81,7 @@ class KVCache(Slot):
         return F.scaled_dot_product_attention(q, keys, values, attn_mask=_block_mask(n, m, q), scale=scale)
 
 
-class KeyCache(Slot):
+class KeyCache(CacheSlot):
     """A per-position value read over every position so far (the keys of attention whose mask
     is not one fused process): every position's, O(s) per sequence."""
 
@@ -94,7 +94,7 @@ class KeyCache(Slot):
         return buf[..., :n + moved.shape[-2], 0].movedim(-1, axis)
 
 
-class WindowCache(Slot):
+class WindowCache(CacheSlot):
     """Causal softmax attention in a sliding window i - w < j <= i: the last w - 1 keys and
     values (a window's worth, O(w (f + e)) whatever the length)."""
 
@@ -114,7 +114,7 @@ class WindowCache(Slot):
         return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale)
 
 
-class LinearState(Slot):
+class LinearState(CacheSlot):
     """Causal linear attention: S = sum_j k_j v_j^T so far (O(f e)); the normaliser (``v`` None)
     keeps z = sum_j k_j (O(f))."""
 
@@ -131,7 +131,7 @@ class LinearState(Slot):
         return y
 
 
-class DecayState(Slot):
+class DecayState(CacheSlot):
     """Causal attention decayed by a log gate per position, S_i = exp(l_i) S_{i-1} + k_i v_i^T
     read out q_i S_i (``causal_decay_attention`` takes the rate r = -l): O(f e)."""
 
@@ -150,7 +150,7 @@ class DecayState(Slot):
         return inside
 
 
-class Running(Slot):
+class Running(CacheSlot):
     """A running sum or product along the sequence: the total so far."""
 
     def __init__(self, product: bool) -> None:
@@ -167,7 +167,7 @@ class Running(Slot):
         return y
 
 
-class RunningByKey(Slot):
+class RunningByKey(CacheSlot):
     """A running sum along the new positions of a value that also runs over every position so
     far (a decay's log gates summed per key): the total per key, a key new since the last call
     starting from zero (sound where the value is zero for positions before its key's, checked by
@@ -185,7 +185,7 @@ class RunningByKey(Slot):
         return y
 
 
-class Recent(Slot):
+class Recent(CacheSlot):
     """The last ``keep`` inputs along the sequence (zeros before the first): what a causal
     convolution of width keep + 1, or a shift by keep, reads of the positions before."""
 
@@ -209,7 +209,7 @@ class Recent(Slot):
         return (windows * kernel[..., None, :]).sum(-1)
 
 
-class Carry(Slot):
+class Carry(CacheSlot):
     """A scan's carried state: the diagram's initial state at the first position, the state
     the last step left after that."""
 

@@ -40,7 +40,7 @@ from .fastpath import fused
 from . import keys as K
 from .keys import KeysLowering
 from .lower import PrimitiveCall, _axis_bounds, _ref_not_saved, _with_defaults
-from .caches import Carry, Clock, Slot, State, rows_at
+from .caches import CacheSlot, Carry, Clock, State, rows_at
 from .table import STEP_AXES, STEPS
 
 
@@ -50,7 +50,7 @@ class Shared:
     """What every graph of one incremental form shares: its clock and its slots."""
 
     clock: Clock = field(default_factory=Clock)
-    slots: list[Slot] = field(default_factory=list)
+    slots: list[CacheSlot] = field(default_factory=list)
 
 
 class StepLowering(KeysLowering):
@@ -81,7 +81,7 @@ class StepLowering(KeysLowering):
         return any(prog is not None and (decl := prog.lookup_dim(n)) is not None and decl.kind is DimKind.SEQ
                    for n in dim.names())
 
-    def slot(self, make: Callable[[], Slot]) -> str:
+    def slot(self, make: Callable[[], CacheSlot]) -> str:
         mod = make()
         self.shared.slots.append(mod)
         name = f"step_state_{len(self.shared.slots)}"

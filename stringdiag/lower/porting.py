@@ -89,7 +89,7 @@ def _matches(name: str, globs: Iterable[str]) -> bool:
 
 
 @dataclass
-class Plan:
+class PortPlan:
     """What would be copied where, and every reason it cannot be."""
 
     copies: list  # (our name, tensor)
@@ -101,9 +101,9 @@ def _shape(t: torch.Tensor) -> str:
 
 
 def plan(ours: Mapping[str, torch.Tensor], theirs: Mapping[str, torch.Tensor], rules: Rules,
-         transpose: Iterable[str]) -> Plan:
+         transpose: Iterable[str]) -> PortPlan:
     """Match every reference tensor to ours (split, transposed as asked); collect the problems."""
-    p = Plan([], [])
+    p = PortPlan([], [])
     for name, t in theirs.items():
         to = _target(name, rules)
         if to is None:

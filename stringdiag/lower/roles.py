@@ -35,7 +35,7 @@ Roles = tuple  # per axis of a wire's type: a Role, or None (not a sequence axis
 
 
 @dataclass
-class Plan:
+class RolePlan:
     """The roles each live wire is read in, and the wires kept in a cache."""
 
     demand: dict[int, set[Roles]] = field(default_factory=dict)
@@ -49,9 +49,9 @@ class Plan:
         return bool(self.cached) or any(A in r for rs in self.demand.values() for r in rs)
 
 
-def plan(d: Diagram, live: set[int], stream: Callable[[Dim], bool]) -> Plan:
+def plan(d: Diagram, live: set[int], stream: Callable[[Dim], bool]) -> RolePlan:
     """The roles of ``d``'s wires (outputs: the new positions), from the outputs back."""
-    out = Plan()
+    out = RolePlan()
     axes = {w: [stream(x) and x.name is not None for x in d.wire_type(w)] for w in d.wires()}
     dep = set(d.inputs)  # wires computed from the inputs
     order = d.topological_boxes()
@@ -76,7 +76,7 @@ def plan(d: Diagram, live: set[int], stream: Callable[[Dim], bool]) -> Plan:
     return out
 
 
-def versions(d: Diagram, b: int, p: Plan, axes: dict) -> list[tuple[dict, tuple]]:
+def versions(d: Diagram, b: int, p: RolePlan, axes: dict) -> list[tuple[dict, tuple]]:
     """Each way box ``b``'s outputs are read: the roles of its SIMD labels, and of its first
     output's local axes. A box of several outputs is read in one way (its first's roles)."""
     node = d.record(b)
@@ -117,4 +117,4 @@ def input_roles(d: Diagram, b: int, labels: dict, local: tuple, axes: dict) -> l
     return out
 
 
-__all__ = ["A", "N", "Role", "Plan", "plan", "versions", "input_roles"]
+__all__ = ["A", "N", "Role", "RolePlan", "plan", "versions", "input_roles"]

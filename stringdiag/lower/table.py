@@ -179,7 +179,7 @@ def native(node: Box) -> bool:
     return node.op in NATIVE and definition_key(node.ref) == definition_key(prelude()[node.op])
 
 # -- the incremental form (incremental.py): what each box that reads across positions becomes -----
-def _slot(c: "PrimitiveCall", make: Callable[[], Slot], *args) -> fx.Node:
+def _slot(c: "PrimitiveCall", make: Callable[[], CacheSlot], *args) -> fx.Node:
     return c.g.call_module(c.low.slot(make), args)
 
 

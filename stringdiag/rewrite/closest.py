@@ -20,7 +20,7 @@ from .conditions import (convex, every_label_placed, fed_from_outside, glued, sa
 from .index import Index
 from .match import pattern as prepared
 from .pattern import Pattern
-from .search import Matcher, Placement, State
+from .search import Matcher, Placement, SearchState
 from .names import wire_name
 from .unify import Unifier, bind_function, identity
 
@@ -85,7 +85,7 @@ class _Probe(Matcher):
     def __init__(self, pat: Pattern, index: Index, budget: int):
         super().__init__(pat, index)
         self.budget, self.explored = budget, 0
-        self.best: tuple[int, State, list] | None = None
+        self.best: tuple[int, SearchState, list] | None = None
         self.whole: str | None = None
 
     def grow(self, plan, k, st):
@@ -102,7 +102,7 @@ class _Probe(Matcher):
             self.whole = self.whole_reason(st)
         return m
 
-    def whole_reason(self, st: State) -> str:
+    def whole_reason(self, st: SearchState) -> str:
         p, ix, used, wires = self.p, self.ix, st.used, st.wires
         if not st.uni.copy().settle():
             return "the sizes the pattern's dimensions take at its boxes disagree"
@@ -115,7 +115,7 @@ class _Probe(Matcher):
         return "the SIMD context of the matched boxes does not line up (an index the pattern does not read " \
                "is iterated differently by the boxes)"
 
-    def refusal(self, pb: int, tb: int, st: State) -> tuple[int, str]:
+    def refusal(self, pb: int, tb: int, st: SearchState) -> tuple[int, str]:
         """The first condition, in the matcher's order, that the diagram box ``tb`` fails as ``pb``, and
         how far along that order it is (a later check failed: a closer candidate)."""
         if tb in st.used:
@@ -189,7 +189,7 @@ def explain(target: Diagram, rule, reverse: bool = False, budget: int = BUDGET) 
         return why
     if probe.best is None:  # not even the first box: every candidate for it refused
         first = probe.anchor()
-        probe.best = (0, State(uni=Unifier(pat.vars)), [(first, ("anchor",))])
+        probe.best = (0, SearchState(uni=Unifier(pat.vars)), [(first, ("anchor",))])
     k, st, plan = probe.best
     why.placed = dict(st.boxes)
     if k < len(plan):

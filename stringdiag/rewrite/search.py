@@ -27,7 +27,7 @@ from .view import Perm
 
 
 @dataclass
-class State:
+class SearchState:
     """A partial match: what is placed so far, shared by the states that extend it."""
 
     boxes: dict[int, int] = field(default_factory=dict)
@@ -190,7 +190,7 @@ class Matcher:
         for bs in [bs for kk, bs in self.ix.by_key.items() if kk[0].is_process]:
             yield from (b for b in bs if alive(b))
 
-    def candidates(self, how: tuple, st: State) -> Iterator[int]:
+    def candidates(self, how: tuple, st: SearchState) -> Iterator[int]:
         """The target boxes at the port the plan says: the producer or a reader of a wire."""
         g = self.t.graph
         _, pw, port = how
@@ -209,7 +209,7 @@ class Matcher:
         """Every match; with ``seed = (pattern box, target box)`` only those that send one to the other."""
         first = self.anchor() if seed is None else seed[0]
         plan = self.p.plan(first, self.count)
-        start = State(uni=Unifier(self.p.vars))
+        start = SearchState(uni=Unifier(self.p.vars))
         seen: set = set()
         for tb in (self.anchors(first) if seed is None else [seed[1]]):
             for done in (d for st in self.box(first, tb, start) for d in self.grow(plan, 1, st)):
@@ -222,7 +222,7 @@ class Matcher:
                     m.seed = (first, tb)
                     yield m
 
-    def grow(self, plan: list[Step], k: int, st: State) -> Iterator[State]:
+    def grow(self, plan: list[Step], k: int, st: SearchState) -> Iterator[SearchState]:
         if k == len(plan):
             yield st
             return
@@ -232,7 +232,7 @@ class Matcher:
             for st2 in self.box(pb, tb, st):
                 yield from self.grow(plan, k + 1, st2)
 
-    def box(self, pb: int, tb: int, st: State) -> Iterator[State]:
+    def box(self, pb: int, tb: int, st: SearchState) -> Iterator[SearchState]:
         """Every way the pattern box ``pb`` can be the target box ``tb`` in state ``st``."""
         pn, tn = self.p.node[pb], self.t.record(tb)
         pv, tv = self.p.views[pb], self.ix.view(tb)
@@ -253,10 +253,11 @@ class Matcher:
                 idents = bind_function(idents, name, identity(node, with_generics=True), None)
         if idents is None or (pb in self.p.local and not same_local_types(self.p.local[pb], self.t, tb, uni)):
             return
-        st = State(st.boxes, st.used, st.wires, st.uni, st.idents, st.links, st.ctx, {**st.inner, **inner})
+        st = SearchState(st.boxes, st.used, st.wires, st.uni, st.idents, st.links, st.ctx, {**st.inner, **inner})
         yield from self.place(Placement(self.p, pb, self.ix, tb), pb, tb, st, uni, idents)
 
-    def place(self, pl: Placement, pb: int, tb: int, st: State, uni: Unifier, idents: dict) -> Iterator[State]:
+    def place(self, pl: Placement, pb: int, tb: int, st: SearchState, uni: Unifier,
+              idents: dict) -> Iterator[SearchState]:
         """The placements of the box's labels and wires that meet the SIMD conditions."""
         pv, tv = pl.pv, pl.tv
         for lam, u, wires in pl.ports(0, {}, frozenset(), uni, st.wires):
@@ -267,11 +268,11 @@ class Matcher:
             links = context_links(pv, tv, tb, wires, ctx)
             if links is None:
                 continue
-            yield State({**st.boxes, pb: tb}, st.used | {tb}, wires, u, idents, st.links + links,
+            yield SearchState({**st.boxes, pb: tb}, st.used | {tb}, wires, u, idents, st.links + links,
                         {**st.ctx, tb: ctx}, st.inner)
 
     # the whole match ------------------------------------------------------------------
-    def finish(self, st: State) -> Match | None:
+    def finish(self, st: SearchState) -> Match | None:
         """The match a complete state describes, if it meets the conditions on a whole match."""
         p, t = self.p, self.t
         uni = st.uni.copy()
@@ -324,4 +325,4 @@ def _match_body(pat: Diagram, target: Diagram) -> CellMatch | None:
     return match_cell(pat, target, lambda p, t: Matcher(Pattern(p, passing=True), Index(t)).run())
 
 
-__all__ = ["Matcher", "Placement", "State"]
+__all__ = ["Matcher", "Placement", "SearchState"]

@@ -9,7 +9,7 @@ from .dpo import rewrite
 from .match import Index, Matcher, iter_matches, pattern
 
 
-class TooLarge(DiagError):
+class TooManyBoxes(DiagError):
     """Rewriting at every match would pass a box limit: refused before any rewrite, with the figure."""
 
     def __init__(self, message: str, boxes: int, limit: int, matches: int):
@@ -25,7 +25,7 @@ def rewrite_all(target: Diagram, rule, reverse: bool = False, limit: int | None 
     Returns the new diagram and the number of rewrites. One copy of the target, one index,
     and a local re-check of each match before it is applied: linear in the target, and each
     rewrite in what it changes (``index.py``). When the rewrites would make more than
-    ``max_boxes`` boxes (each adds the replacement's boxes less the pattern's), :class:`TooLarge`
+    ``max_boxes`` boxes (each adds the replacement's boxes less the pattern's), :class:`TooManyBoxes`
     is raised once the matches are counted, before any is rewritten.
     """
     with gc_paused():
@@ -36,7 +36,7 @@ def rewrite_all(target: Diagram, rule, reverse: bool = False, limit: int | None 
             pat, rep = rule.sides(reverse)
             after = len(out) + len(matches) * (len(rep) - len(pat))
             if after > max_boxes:
-                raise TooLarge(f"refusing to apply '{rule.name}' at its {len(matches):,} matches: it would make "
+                raise TooManyBoxes(f"refusing to apply '{rule.name}' at its {len(matches):,} matches: it would make "
                                f"about {after:,} boxes (from {len(out):,}), over {max_boxes:,} ({option})",
                                after, max_boxes, len(matches))
         done = 0
@@ -48,4 +48,4 @@ def rewrite_all(target: Diagram, rule, reverse: bool = False, limit: int | None 
     return out, done
 
 
-__all__ = ["rewrite_all", "TooLarge"]
+__all__ = ["rewrite_all", "TooManyBoxes"]

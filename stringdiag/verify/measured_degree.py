@@ -221,7 +221,7 @@ def confirm(d: Diagram, dims: Mapping[str, int] | None = None, approximator: str
     """Every output's static degree, overall and per input, checked on the compiled module:
     along random lines inside one region (up to ``lines``: the largest degree seen must be
     the claim) where the claim is at most ``line_limit``, and by scaling with zero biases."""
-    splines = [(out, r) for out, r in enumerate(degree(d)) if r.degree is not None and r.spline]
+    splines = [(out, r, total) for out, r in enumerate(degree(d)) if (total := r.degree) is not None and r.spline]
     if not splines:
         return []  # nothing to confirm (and an abstract box would not compile)
     sizes = sizes_for(d, given=dims)
@@ -232,9 +232,9 @@ def confirm(d: Diagram, dims: Mapping[str, int] | None = None, approximator: str
     shapes = [tuple(dim.evaluate(sizes) for dim in ty) for ty in d.input_types]
     names = d.input_names or [f"in{k}" for k in range(len(shapes))]
     checks = []
-    for out, r in splines:
-        claims = [("all inputs", list(range(len(names))), r.degree)]
-        claims += [(n, [k], r.per_input[n]) for k, n in enumerate(names)] if len(names) > 1 else []
+    for out, r, total in splines:
+        claims = [("all inputs", list(range(len(names))), total)]
+        claims += [(n, [k], (r.per_input or {})[n]) for k, n in enumerate(names)] if len(names) > 1 else []
         for what, move, k in claims:
             if k <= line_limit:
                 checks.append(_along_lines(f, shapes, move, k, gen, out, lines, r.name, what))

@@ -560,7 +560,7 @@ def _module(root: torch.nn.Module, attr: str) -> torch.nn.Module | None:
 
 def share(src: torch.nn.Module, dst: torch.nn.Module) -> int:
     """Copy parameters and buffers of the same name and shape from ``src`` into ``dst``."""
-    have = dict(src.named_parameters())
+    have: dict[str, torch.Tensor] = dict(src.named_parameters())
     have.update(dict(src.named_buffers()))
     n = 0
     with torch.no_grad():
