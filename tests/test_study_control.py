@@ -84,6 +84,8 @@ def test_the_verdict_rule(m1, control, verdict):
     word = {"beats": "beat control", "ties": "cannot be told from control", "loses": "lose to control",
             "one pair": "one seed shared (no interval)"}[verdict]
     assert f"1 {word}: M1 L1" in text
+    tested = "no comparison has two seeds" if verdict == "one pair" else "Holm's correction across all 2 comparisons"
+    assert tested in text
 
 
 def test_list_runs_prints_the_manifest_of_a_slurm_array_task(tmp_path, capsys, monkeypatch):

@@ -197,8 +197,9 @@ def verdict(rows: list[dict]) -> str:
     unit = "accuracy, in points" if acc else "perplexity"
     lines = [f"Seed-paired comparisons: each mechanism against M1 and each control at the same depth, as the mean "
              f"difference in test {unit}, between runs of the same seed (negative: lower), "
-             f"with its 95 % t-interval; beats/ties/loses after Holm's correction across all {tested} comparisons "
-             "with two seeds or more (family-wise error 5 %). A comparison of one seed has no interval."]
+             "with its 95 % t-interval; " + (f"beats/ties/loses after Holm's correction across all {tested} comparisons "
+             "with two seeds or more (family-wise error 5 %)" if tested else "no comparison has two seeds, so none "
+             "is tested (beats/ties/loses need an interval)") + ". A comparison of one seed has no interval."]
     scale = 100.0 if acc else 1.0
 
     def show(r: dict) -> str:
