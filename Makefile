@@ -65,11 +65,11 @@ PYTEST := OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q -n $
           --dist loadgroup --no-loadscope-reorder
 
 test: install dot browser-latex
-	@echo "running the whole suite: about 8 minutes on 2 idle cores (two workers, one thread each)"
+	@echo "running the whole suite (two workers, one thread each; PYTEST_ADDOPTS=--cpu-durations=30 lists where the CPU time went)"
 	$(PYTEST)
 
 test-fast: install dot browser-latex
-	@echo "running the suite without its slow tests (-m 'not slow'): under 2 minutes on 2 idle cores"
+	@echo "running the suite without the tests marked slow (-m 'not slow')"
 	$(PYTEST) -m "not slow"
 
 # Plant one small bug at a time in chosen functions (in a scratch copy of the committed tree) and
