@@ -58,11 +58,11 @@ demo: install dot
 pictures: install dot
 	@grep -v '^#' gallery/PICTURES | while read -r line; do $(BIN)/stringdiag $$line || exit 1; done
 
-# Two workers, one torch thread each (small tensors: one thread is faster, and steady). loadgroup keeps
+# Two workers, one torch thread each (small tensors: one thread is faster, and steady). loadfile keeps
 # a module's shared fixture (a study, a trained run) on one worker; tests/conftest.py puts the
 # modules with slow tests first. test-fast leaves out the tests marked slow (docs/contributing.md).
 PYTEST := OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q -n $${TEST_WORKERS:-2} \
-          --dist loadgroup --no-loadscope-reorder
+          --dist loadfile --no-loadscope-reorder
 
 test: install dot browser-latex
 	@echo "running the whole suite (two workers, one thread each; PYTEST_ADDOPTS=--cpu-durations=30 lists where the CPU time went)"
