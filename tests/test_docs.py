@@ -112,6 +112,11 @@ def blocks(page: Path) -> list[Block]:
 INSTALLED = os.environ.get("STRINGDIAG_DOCS_AGAINST") == "installed"
 
 
+# pictures (the commands only write them) and what git ignores in a study's folder: a checkout
+# where studies ran holds gigabytes of their checkpoints, which no documented command reads
+UNREAD = shutil.ignore_patterns("*.svg", "checkpoint.safetensors", ".*.tmp", ".training.lock")
+
+
 @pytest.fixture
 def scratch(tmp_path: Path) -> Path:
     """A copy of what the documented commands read (pictures left out: they only write them),
@@ -123,7 +128,7 @@ def scratch(tmp_path: Path) -> Path:
         subprocess.run([sys.executable, "-m", "stringdiag", "examples", str(tmp_path)], check=True,
                        capture_output=True)
     for folder in () if INSTALLED else ("gallery", "rules"):
-        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("*.svg"))
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=UNREAD)
     bin_dir = tmp_path / ".bin"
     bin_dir.mkdir()
     for name, args in (("stringdiag", ' -m stringdiag.cli.main'), ("python", "")):
