@@ -124,7 +124,7 @@ def markdown(early_rows: Sequence[Mapping], late_rows: Sequence[Mapping], late_d
     names = [m for m in late if m in early]
     return "\n".join([
         "<!-- written by `stringdiag study --report DIR --earlier DIR` from the runs: do not edit -->", "",
-        f"## Test perplexity at both budgets ({layers} layer{'s' if layers != 1 else ''}, seed 0)", "",
+        f"## Test perplexity at both budgets at seed 0 ({layers} layer{'s' if layers != 1 else ''})", "",
         *budget_table(early, late, groups), "",
         "## Validation perplexity of the longer runs at each evaluation", "",
         *curve_table(valid_curves(late_dir, names, layers)), ""])
