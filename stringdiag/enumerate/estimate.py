@@ -1,7 +1,9 @@
 """How big the space is and how long it would take, said before the work starts.
 
-The ordered wirings are counted exactly up to bound 4, and further while counting the next
-bound is cheap (it grows about five-fold a step); above that the count is extrapolated with
+The ordered wirings are counted exactly up to bound 4, and further while the next bound is
+predicted to hold at most ``LISTED`` wirings (it grows about five-fold a step): a rule on the
+counts, not on the CPU time spent, so that the estimate of one space is the same on an idle
+machine and a busy one; above that the count is extrapolated with
 the last growth ratio, so it is an estimate, not a bound. The time is the count times the
 CPU time of one wiring, measured on a sample of the largest wirings counted (its symmetry
 orbit, and each rule tried at each match when there are rules, else its member built, plus
@@ -19,7 +21,7 @@ from .space import generators, wirings
 from .stages import neighbours
 from .symmetry import orbit
 
-CHEAP = 0.15  # CPU seconds of counting spent at most before extrapolating (past EXACT)
+LISTED = 4000  # ordered wirings listed at most at one bound before extrapolating (past EXACT)
 EXACT = 4  # bounds always counted exactly
 SAMPLE = 4
 
@@ -49,7 +51,7 @@ def estimate(defns, reading: Reading, rules=()) -> Estimate:
     counts: list[int] = []
     spent, last = 0.0, []
     for n in range(1, reading.max + 1):
-        if n > EXACT and counts and spent + spent * _ratio(counts) > CHEAP:
+        if n > EXACT and counts and counts[-1] * _ratio(counts) > LISTED:
             break
         t = time.process_time()
         last = list(wirings(gens, stream, n, reading.copy, reading.once))
