@@ -9,10 +9,10 @@ whether a curve moved with its ends still runs clear of the frames holding neith
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass, field
 
 from .crossings import _curve
+from .dotrun import laid_out
 
 TOKEN = re.compile(r'\s+|"(?:[^"\\]|\\.)*"|->|[{}\[\];=,:]|(?:[^\s{}\[\];=,"<>:-]|-(?!>))+|<', re.S)
 Rect = tuple[float, float, float, float]  # x0, x1, y0, y1, y down (as in the SVG)
@@ -172,8 +172,7 @@ def _overlap(a: Rect, b: Rect) -> bool:
 
 def _neato(lay: Layout) -> str:
     """``neato -n2``'s SVG of the layout: places and curves as given, an edge with none routed."""
-    return subprocess.run(["neato", "-n2", "-Gsplines=true", "-Tsvg"], input=lay.text(), capture_output=True,
-                          text=True, check=True).stdout
+    return laid_out(lay.text(), "neato")[0]
 
 
 def _foreign(blocks: Blocks, tail: str, head: str) -> list[Rect]:

@@ -28,6 +28,7 @@ from ..graph.multigraph import topological_sort
 from ..graph.types import Dim
 from ..syntax.source import write_atomic
 from .crossings import centres, crossings
+from .dotrun import laid_out
 from .formats import FORMATS
 from .frames import copy_points, frames, placed, rows
 
@@ -571,7 +572,7 @@ def _marked_svg(d: Diagram, marks: Marks | None) -> str:
     if marks is None or not marks.before:
         return to_svg(d, marks=marks)
     tried: dict[tuple, str | None] = {}
-    raw = _raw(d, marks)  # dot's first hinted run, before any untangling: often already out of order
+    raw = _raw(d, marks, tried)  # dot's first hinted run, before any untangling: often already out of order
     if raw is not None and disorder(raw, marks.before):
         again = _routed(d, marks, raw, tried)
         if again is not raw and not stubs(again) and not disorder(again, marks.before):
@@ -594,12 +595,16 @@ def _hinted(d: Diagram, marks: Marks, raw: str | None = None) -> str | None:
         return None
 
 
-def _raw(d: Diagram, marks: Marks) -> str | None:
-    """Dot's layout with these hints, as drawn before any edge is made heavy or cut."""
+def _raw(d: Diagram, marks: Marks, tried: dict) -> str | None:
+    """Dot's layout with these hints, as drawn before any edge is made heavy or cut (its DOT
+    source kept in ``tried`` for ``_stacked``)."""
     try:
-        return _drawn(d, marks, set(), set())
+        return _drawn(d, marks, set(), set(), tried)
     except subprocess.CalledProcessError:
         return None
+
+
+SOURCE = "source"  # a step's ``tried``: the marks and DOT source of its first hinted run (``_raw``)
 
 
 def _stacked(d: Diagram, m: Marks, tried: dict) -> str | None:
@@ -609,7 +614,8 @@ def _stacked(d: Diagram, m: Marks, tried: dict) -> str | None:
     key = (m.columns, m.ranks, m.strict)
     if key not in tried:
         try:
-            tried[key] = stacked(to_graphviz(d, marks=m).source, m.before)
+            source = tried[SOURCE][1] if tried.get(SOURCE, (None,))[0] is m else to_graphviz(d, marks=m).source
+            tried[key] = stacked(source, m.before)
         except (subprocess.CalledProcessError, ValueError, IndexError, KeyError):
             tried[key] = None
     return tried[key]
@@ -682,7 +688,7 @@ def _stack(graphs: list[graphviz.Digraph]) -> str:
     """Row pictures one under another, as one SVG."""
     parts, y, width = [], 0.0, 0.0
     for g in graphs:
-        body, w, h = _embedded(g.pipe(format="svg", encoding="utf-8"))
+        body, w, h = _embedded(laid_out(g.source, quiet=False)[0])
         parts.append(_place(body, 0, y))
         y, width = y + h + 8, max(width, w)
     return _document(parts, width, y)
@@ -721,14 +727,18 @@ def to_svg(d: Diagram, expand: bool = False, marks: Marks | None = None, first: 
     return untangled(draw)
 
 
-def _drawn(d: Diagram, marks: Marks | None, cut: set[tuple[str, str]], heavy: set[tuple[str, str]]) -> str:
-    """One round of ``to_svg``: the picture with the edges ``cut`` drawn as stubs and ``heavy``."""
+def _drawn(d: Diagram, marks: Marks | None, cut: set[tuple[str, str]], heavy: set[tuple[str, str]],
+           keep: dict | None = None) -> str:
+    """One round of ``to_svg``: the picture with the edges ``cut`` drawn as stubs and ``heavy``
+    (its DOT source put in ``keep``, with the marks, where given)."""
     graphs = stacked_rows(d, cut, heavy)
     if graphs:
         return _stack(graphs)
     quiet = marks is not None and bool(marks.before)  # a hinted layout dot fails on is not taken: no warning
-    g = to_graphviz(d, cuts=Cuts(cut, heavy=heavy), marks=marks)
-    return g.pipe(format="svg", encoding="utf-8", quiet=quiet)
+    source = to_graphviz(d, cuts=Cuts(cut, heavy=heavy), marks=marks).source
+    if keep is not None:
+        keep[SOURCE] = (marks, source)
+    return laid_out(source, quiet=quiet)[0]
 
 
 def untangled(draw, keep=lambda edge: True) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import graphviz
 
 from ..graph.diagram import Diagram
+from .dotrun import laid_out
 from .draw import FONT, Cuts, _box_style, to_graphviz, untangled
 
 CHANGED = "#d62728"
@@ -36,7 +37,7 @@ class TreeEdge:
 def tree_svg(nodes: list[TreeNode], edges: list[TreeEdge]) -> str:
     """The tree as SVG, a wire Graphviz routes through a frame it does not enter drawn as a
     pair of numbered stubs (as ``draw.to_svg`` does for one diagram)."""
-    return untangled(lambda cut, heavy: tree(nodes, edges, Cuts(cut, heavy=heavy)).pipe(format="svg", encoding="utf-8"),
+    return untangled(lambda cut, heavy: laid_out(tree(nodes, edges, Cuts(cut, heavy=heavy)).source, quiet=False)[0],
                      keep=lambda e: e[0].split("_")[0] == e[1].split("_")[0])  # wires, not the ⇒ arrows
 
 
