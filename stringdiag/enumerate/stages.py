@@ -30,7 +30,7 @@ from ..rewrite.dpo import rewrite
 from ..rewrite.match import Index
 from ..rewrite.pattern import Pattern
 from ..rewrite.search import Matcher
-from . import symmetry
+from . import rewiring, symmetry
 from .build import build, wiring_of
 from .patterns import Shape, may_match, shape
 from .reading import Copy, Reading
@@ -81,6 +81,7 @@ class Work:
     budget: float | None = None
     cache: dict = field(default_factory=dict)
     confirmed: dict = field(default_factory=dict)  # symmetry declarations -> {wiring: form} already confirmed
+    confirm: bool = False  # confirm the symmetry classes by VF2 too (``symmetry.confirm``; slow)
     done: set = field(default_factory=set)  # (generators, wiring) already reduced: their rewrites are in ``cache``
     spent: list = field(default_factory=lambda: [0.0, 0])  # seconds, wirings: the cost of reducing one, measured
 
@@ -115,8 +116,9 @@ def enumerate_space(defns: list[Diagram], reading: Reading | int, rules=(), copy
     ordered = list(work.watched(wirings(gens, stream, reading.max, reading.copy, reading.once), "listing the wirings"))
     form = symmetry.classes(work.watched(ordered, "grouping the wirings by symmetry"), gens, reading)
     work.check("grouping the wirings by symmetry")
-    _confirm(form, gens, reading, work)
-    work.check("confirming the symmetry classes")
+    if work.confirm:
+        _confirm(form, gens, reading, work)
+        work.check("confirming the symmetry classes")
     forms = list(dict.fromkeys(form[w] for w in ordered))
     space = Space(ordered=len(ordered))
     space.stages.append(Stage("raw", [Member(f"R{k}", f, None, f.size) for k, f in enumerate(forms)]))
@@ -128,7 +130,8 @@ def enumerate_space(defns: list[Diagram], reading: Reading | int, rules=(), copy
         kept = [m for m in kept if any(g in need for g, _ in m.wiring.occurrences)]
         space.stages.append(Stage("required", kept))
     if rules:
-        survivors, classes = reduce(kept, [w for w in ordered if form[w] in {m.wiring for m in kept}],
+        forms_kept = {m.wiring for m in kept}
+        survivors, classes = reduce(kept, [w for w in ordered if form[w] in forms_kept],
                                     form, gens, list(rules), reading.max, work)
         space.classes = classes
         space.stages.append(Stage("reduced", survivors))
@@ -211,6 +214,7 @@ class Oriented:
     pattern: Diagram
     replacement: Diagram
     needs: Counter
+    brings: frozenset  # the generators the replacement uses
     shape: Shape | None  # the pattern over wirings, where it is one (``patterns.py``)
     compiled: object  # the engine's prepared pattern
 
@@ -218,7 +222,8 @@ class Oriented:
     def of(rule) -> "Oriented":
         reverse = len(rule.rhs) > len(rule.lhs)
         pattern, replacement = (rule.rhs, rule.lhs) if reverse else (rule.lhs, rule.rhs)
-        return Oriented(rule, reverse, pattern, replacement, _ops(pattern), shape(pattern), Pattern(pattern))
+        return Oriented(rule, reverse, pattern, replacement, _ops(pattern), frozenset(_ops(replacement)), shape(pattern),
+                        Pattern(pattern))
 
 
 def neighbours(w: Wiring, gens: list[Generator], names: tuple, rules: list, bound: int, cache: dict) -> list[Wiring]:
@@ -235,21 +240,32 @@ def neighbours(w: Wiring, gens: list[Generator], names: tuple, rules: list, boun
     named = (tuple((names[g], srcs) for g, srcs in w.occurrences), w.root)
     for rule in rules:
         o = rule if isinstance(rule, Oriented) else Oriented.of(rule)
-        key = (id(o.rule), named) + (() if set(_ops(o.replacement)) <= set(have) else (names,))
+        key = (id(o.rule), named) + (() if o.brings <= have.keys() else (names,))
         if key not in cache:
-            found = []
-            if o.needs and all(have[op] >= n for op, n in o.needs.items()) and \
-                    (o.shape is None or may_match(o.shape, w, gens)):
-                if d is None:
-                    d = build(w, gens, "w")
-                    ix = Index(d)
-                found = [(tuple((names[g], srcs) for g, srcs in v.occurrences), v.root)
-                         for v in _results(d, o, ix, gens)]
-            cache[key] = found
+            found: list = []
+            if o.needs and all(have[op] >= n for op, n in o.needs.items()):
+                fast = _rewire(o, gens, names, cache)
+                if fast is not None:
+                    found = list(rewiring.rewrites(fast, w))
+                elif o.shape is None or may_match(o.shape, w, gens):
+                    if d is None:
+                        d = build(w, gens, "w")
+                        ix = Index(d)
+                    found = _results(d, o, ix, gens)
+            cache[key] = [(tuple((names[g], srcs) for g, srcs in v.occurrences), v.root) for v in found]
         for occ, root in cache[key]:
             if len(occ) <= bound and all(n in index for n, _ in occ):
                 out.append(Wiring(tuple((index[n], srcs) for n, srcs in occ), root))
     return out
+
+
+def _rewire(o: Oriented, gens: list[Generator], names: tuple, cache: dict) -> rewiring.Rewire | None:
+    """The rule over wirings of these generators (``rewiring.py``), compiled once; ``None``
+    where a side is not a plain wiring of them (then the engine matches built diagrams)."""
+    key = ("rewire", id(o.rule), names)
+    if key not in cache:
+        cache[key] = rewiring.compile_rule(o.pattern, o.replacement, gens)
+    return cache[key]
 
 
 def _results(d: Diagram, o: Oriented, ix, gens: list[Generator]) -> list[Wiring]:
