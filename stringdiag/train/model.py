@@ -13,8 +13,9 @@ line's ``--norm-after``), never a name this module matches by itself.
 
 The h heads of a layer run as one module (:class:`BatchedHeads`): the head is compiled once
 per head as the paper's per-head weights require, the weights are stacked on a leading head
-axis, and ``torch.vmap`` runs the head's code over that axis. A head whose code cannot be
-batched (it draws random numbers when it runs, like BigBird's random keys) keeps one module
+axis, and the head's code runs over that axis: rewritten onto it where every operation has a
+head-axis form (``lower/headaxis.py``: what ``torch.compile`` then traces is the heads' own
+operations), else by ``torch.vmap``. A head whose code cannot be batched (it draws random numbers when it runs, like BigBird's random keys) keeps one module
 per head, run one after another.
 """
 from __future__ import annotations
@@ -33,6 +34,7 @@ from torch.func import functional_call
 from ..graph.box import Box, Kind
 from ..lower import compile
 from ..lower.approximators import Policy
+from ..lower.headaxis import head_axis
 from ..lower.primitives import posenc
 from ..errors import DiagError
 from ..graph.diagram import Diagram
@@ -173,15 +175,28 @@ class BatchedHeads(nn.Module):
             _replace(self.head, name, nn.Parameter(torch.stack([h.get_parameter(name).detach() for h in heads])))
         for name, _ in list(self.head.named_buffers()):
             _replace(self.head, name, torch.stack([h.get_buffer(name) for h in heads]))
+        # the head's code on a leading head axis where lower/headaxis.py has every operation's form
+        # (torch.compile then traces no vmap), else vmap; the weights stay in self.head either way
+        got = head_axis(heads[0])
+        self.stacked: tuple = (got[0], tuple(_owner(self.head, n) for n in got[1])) if got else ()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``[..., h * w]`` -> ``[..., h * w]``: head i reads and writes the i-th slice of width w."""
         xs = x.unflatten(-1, (self.n_heads, -1)).movedim(-2, 0)
+        if self.stacked:
+            fn, where = self.stacked
+            return fn(xs, *[getattr(m, leaf) for m, leaf in where]).movedim(0, -2).flatten(-2)
         state = {**dict(self.head.named_parameters()), **dict(self.head.named_buffers())}
         return torch.vmap(self._one, randomness="error")(state, xs).movedim(0, -2).flatten(-2)
 
     def _one(self, state: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         return functional_call(self.head, state, (x,))
+
+
+def _owner(module: nn.Module, name: str) -> tuple[nn.Module, str]:
+    """The submodule holding the parameter or buffer ``name``, and its attribute there."""
+    owner_name, _, leaf = name.rpartition(".")
+    return module.get_submodule(owner_name), leaf
 
 
 def _replace(module: nn.Module, name: str, value: torch.Tensor) -> None:
