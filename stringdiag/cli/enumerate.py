@@ -68,6 +68,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace-rules", action="store_true",
                    help="for each rule of --rules, say on how many members it fires; for one that fires on none, "
                         "why: its closest partial match and the box or condition that stopped it")
+    p.add_argument("--confirm", action="store_true",
+                   help="also confirm the symmetry classes by networkx's VF2 on an encoding of their own (slow)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -113,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
     rules = [r for rs in rule_files.values() for r in rs]
     guess = _tell(args, defns, reading, rules)
     quiet = args.json or not sys.stderr.isatty()
-    work = Work(progress=_bar(quiet), deadline=time.monotonic() + args.time_budget, budget=args.time_budget)
+    work = Work(progress=_bar(quiet), deadline=time.monotonic() + args.time_budget, budget=args.time_budget,
+                confirm=args.confirm)
     space = enumerate_space(defns, reading, rules, work=work)
     gens = _gens(defns)
     named = _named(space, gens, reading)
@@ -151,12 +154,13 @@ def _tell(args, defns, reading: Reading, rules) -> dict:
     when it would not fit the time budget."""
     from ..enumerate.estimate import estimate
 
-    e = estimate(defns, reading, rules)
+    e = estimate(defns, reading, rules, confirm=args.confirm)
     n, secs = e.ordered(reading.max), e.seconds(reading.max)
     about = "" if e.exact(reading.max) else "about "
     if not args.json:
         print(f"estimate: {about}{n} wirings with ordered ports at --max {reading.max} "
-              f"(the members are at most that many); about {secs:.0f} s on this machine now", file=sys.stderr)
+              f"(the members are at most that many); about {secs:.{1 if secs < 10 else 0}f} s on this machine now",
+              file=sys.stderr)
     if secs > args.time_budget:
         k = e.largest_within(args.time_budget)
         raise DiagError(f"enumerating --max {reading.max} would take about {_duration(secs)} on this machine "

@@ -3,34 +3,39 @@
 The ordered wirings are counted exactly up to bound 4, and further while the next bound is
 predicted to hold at most ``LISTED`` wirings (it grows about five-fold a step): a rule on the
 counts, not on the CPU time spent, so that the estimate of one space is the same on an idle
-machine and a busy one; above that the count is extrapolated with
-the last growth ratio, so it is an estimate, not a bound. The time is the count times the
-CPU time of one wiring, measured on a sample of the largest wirings counted (its symmetry
-orbit, and each rule tried at each match when there are rules, else its member built, plus
-listing it), scaled by size. It is CPU time, so the load of the moment does not swing it;
-on a busy machine the wall clock runs longer.
+machine and a busy one; above that the count is extrapolated with the last growth ratio, so
+it is an estimate, not a bound.
+
+The time is the real pipeline's: every stage (listing, symmetry classes, composites, the
+reduction, the members built) run on the same space at a small bound, the largest whose
+ordered wirings number at most ``SAMPLE`` (chosen by the counts, so again load-independent),
+and its CPU time per ordered wiring scaled to the bound asked: times the count, times
+``(bound / sampled) ** GROWTH``, the cost of one wiring growing with its size. ``GROWTH`` was
+fit to the anatomy spaces (generators alone, every port ordered with rules, the best-supported
+reading: measured per-wiring costs at bounds 4 to 7 within about 20 % of the model). It is CPU
+time, so the load of the moment does not swing it; on a busy machine the wall clock runs longer.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 
-from .build import build
 from .reading import Reading
 from .space import generators, wirings
-from .stages import neighbours
-from .symmetry import orbit
+from .stages import Work, enumerate_space
 
 LISTED = 4000  # ordered wirings listed at most at one bound before extrapolating (past EXACT)
 EXACT = 4  # bounds always counted exactly
-SAMPLE = 4
+SAMPLE = 200  # ordered wirings at most in the space the pipeline is timed on
+GROWTH = 1.25  # the cost of one wiring grows as (bound / sampled) ** GROWTH
 
 
 @dataclass(frozen=True)
 class Estimate:
     counts: tuple[int, ...]  # ordered wirings with at most 1, 2, ... occurrences (counted or extrapolated)
     counted: int  # the bounds up to this one were counted exactly
-    per_wiring: float  # seconds per wiring of the largest size counted
+    per_wiring: float  # seconds of the whole pipeline per ordered wiring at bound ``sampled``
+    sampled: int = 1  # the bound the pipeline was timed at
 
     def ordered(self, bound: int) -> int:
         return self.counts[bound - 1]
@@ -39,38 +44,30 @@ class Estimate:
         return bound <= self.counted
 
     def seconds(self, bound: int) -> float:
-        return self.ordered(bound) * self.per_wiring * max(1.0, bound / self.counted)
+        return self.ordered(bound) * self.per_wiring * max(1.0, bound / self.sampled) ** GROWTH
 
     def largest_within(self, budget: float) -> int:
         fit = [b for b in range(1, len(self.counts) + 1) if self.seconds(b) <= budget]
         return max(fit, default=0)
 
 
-def estimate(defns, reading: Reading, rules=()) -> Estimate:
+def estimate(defns, reading: Reading, rules=(), confirm: bool = False) -> Estimate:
+    """The counts, and the pipeline timed on the largest small space (``confirm``: with the
+    VF2 confirmation, as ``Work.confirm``)."""
     gens, stream = generators(defns)
     counts: list[int] = []
-    spent, last = 0.0, []
     for n in range(1, reading.max + 1):
         if n > EXACT and counts and counts[-1] * _ratio(counts) > LISTED:
             break
-        t = time.process_time()
-        last = list(wirings(gens, stream, n, reading.copy, reading.once))
-        spent += time.process_time() - t
-        counts.append(len(last))
+        counts.append(sum(1 for _ in wirings(gens, stream, n, reading.copy, reading.once)))
     counted = len(counts)
     while len(counts) < reading.max:
         counts.append(round(counts[-1] * _ratio(counts)))
-    sample = sorted(last, key=lambda w: -w.size)[:SAMPLE]
+    k = max([n for n in range(1, counted + 1) if counts[n - 1] <= SAMPLE], default=1)
     t = time.process_time()
-    for w in sample:  # what each wiring costs: its symmetry orbit, its rewrites, its member built
-        orbit(w, gens, reading)
-        if rules:
-            neighbours(w, gens, tuple(g.name for g in gens), list(rules), counted, {})
-        else:
-            build(w, gens, "w")
-    per = (time.process_time() - t) / max(1, len(sample))
-    per += spent / max(1, sum(counts[:counted]))  # listing it
-    return Estimate(tuple(counts), counted, per)
+    enumerate_space(defns, reading.but(max=k), rules, work=Work(confirm=confirm))
+    per = (time.process_time() - t) / max(1, counts[k - 1])
+    return Estimate(tuple(counts), counted, per, k)
 
 
 def _ratio(counts: list[int]) -> float:
