@@ -4,7 +4,7 @@ Each command is a fresh process (the interpreter that runs this file, ``-m strin
 timed by its CPU time (user + system, from ``os.wait4``: wall time on a shared machine measures
 the neighbours; ``render``'s includes Graphviz's ``dot``, which it runs and waits for). The reference ``python -c pass`` runs in the same rounds, interleaved with the
 commands; each figure is the median over the rounds, and each ratio the median of the per-round
-ratios. The caches (LALR tables, the prelude's and the rule library's syntax trees) are warmed first: one round with
+ratios. The caches (the prelude's and the rule library's syntax trees) are warmed first: one round with
 ``--cold`` empties a private cache directory before every command instead.
 
     .venv/bin/python benchmarks/bench_startup.py [--rounds 9] [--cold]

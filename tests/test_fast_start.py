@@ -1,6 +1,6 @@
-"""Commands that evaluate nothing start fast: they never import torch, networkx or `regex` (a diagram's
-graph is plain dicts), the LALR tables come from a JSON cache, and the rule library reads only
-the files a derivation names."""
+"""Commands that evaluate nothing start fast: they never import torch, networkx, lark or `regex` (a
+diagram's graph is plain dicts; the parser is syntax/lalr.py over tables shipped as JSON), and the
+rule library reads only the files a derivation names."""
 import json
 import os
 import subprocess
@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 
 from stringdiag.rewrite.rule import RULES_DIR, Library, library, load_rules
-from stringdiag.syntax import parser as P
-from stringdiag.syntax import tables
+from stringdiag.syntax import astcache
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("torch", "networkx", "numpy", "matplotlib", "graphviz", "transformers", "regex")
+HEAVY = ("torch", "networkx", "numpy", "matplotlib", "graphviz", "transformers", "regex", "lark")
 
 PROBE = """
 import sys
@@ -58,49 +57,6 @@ def test_drawing_one_diagram_imports_no_heavy_library_but_graphviz(tmp_path):
     assert (tmp_path / "a.svg").read_text().lstrip().startswith("<")
 
 
-def test_cached_tables_parse_exactly_as_freshly_built_ones(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    for name, sample in [("diag.lark", ROOT / "gallery/transformer.diag"),
-                         ("rules.lark", ROOT / "rules/contraction.rules"),
-                         ("deriv.lark", ROOT / "gallery/linearize.deriv")]:
-        path = P.grammar_path(name)
-        options = dict(parser="lalr", propagate_positions=True, maybe_placeholders=True,
-                       import_paths=[str(path.parent)], source_path=str(path))
-        built = tables.cached_lark(path, **options)           # builds, writes the cache
-        (cached,) = list(tables.cache_dir().glob(f"{path.stem}-*.json"))
-        json.loads(cached.read_text())                         # plain JSON: nothing to execute
-        again = tables.cached_lark(path, **options)            # reads it
-        assert again is not built
-        text = sample.read_text()
-        assert again.parse(text) == built.parse(text)
-
-
-def test_a_damaged_cache_is_rebuilt(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    path = P.grammar_path("deriv.lark")
-    opts = dict(parser="lalr", propagate_positions=True, maybe_placeholders=True,
-                import_paths=[str(path.parent)], source_path=str(path))
-    tables.cached_lark(path, **opts)
-    (cached,) = list(tables.cache_dir().glob("deriv-*.json"))
-    cached.write_text('{"m": [["data", ')                       # a run killed mid-write
-    text = (ROOT / "gallery/linearize.deriv").read_text()
-    assert tables.cached_lark(path, **opts).parse(text).data == "start"
-    json.loads(cached.read_text())                             # and written whole again
-
-
-def test_syntax_errors_read_the_same_with_cached_tables(tmp_path, monkeypatch):
-    from stringdiag import loads, DiagError
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    messages = []
-    for _ in range(2):  # built, then cached
-        P.parser.cache_clear()
-        with pytest.raises(DiagError) as e:
-            loads("dim s : seq\ndiagram D(x: [s]) -> [s] {\n  y = = x\n}")
-        messages.append(e.value.render())
-    P.parser.cache_clear()
-    assert messages[0] == messages[1] and ":3:7: error:" in messages[0]
-
-
 def test_the_librarys_parse_is_cached_and_a_users_rules_file_never_is(tmp_path, monkeypatch):
     from stringdiag.rewrite.rule import RULES_DIR
     from stringdiag.syntax import rules_ast as RA
@@ -109,7 +65,7 @@ def test_the_librarys_parse_is_cached_and_a_users_rules_file_never_is(tmp_path, 
     shipped = RULES_DIR / "contraction.rules"
     fresh = RA.read_rules(shipped.read_text(), str(shipped))
     first = load_rules(shipped)                                        # parsed, then written
-    (cached,) = tables.cache_dir().glob("ast-contraction.rules.json")
+    (cached,) = astcache.cache_dir().glob("ast-contraction.rules.json")
     json.loads(cached.read_bytes().partition(b"\n")[2])               # data only
     calls = []
     monkeypatch.setattr(RA, "read_rules", lambda *a: calls.append(a) or fresh)
@@ -119,9 +75,9 @@ def test_the_librarys_parse_is_cached_and_a_users_rules_file_never_is(tmp_path, 
     mine = tmp_path / "mine" / "contraction.rules"                     # the same text, a user's file
     mine.parent.mkdir()
     mine.write_text(shipped.read_text())
-    kept = {f: f.read_bytes() for f in tables.cache_dir().glob("ast-*")}
+    kept = {f: f.read_bytes() for f in astcache.cache_dir().glob("ast-*")}
     load_rules(mine)
-    assert len(calls) == 1 and {f: f.read_bytes() for f in tables.cache_dir().glob("ast-*")} == kept
+    assert len(calls) == 1 and {f: f.read_bytes() for f in astcache.cache_dir().glob("ast-*")} == kept
 
 
 def test_the_library_index_names_exactly_the_rules_a_full_parse_finds():

@@ -95,11 +95,11 @@ def _the_wheel_ships_the_data_and_not_the_pictures(installed: Installed) -> None
     names = set(zipfile.ZipFile(installed.wheel).namelist())
     for folder in ("grammars", "rules", "gallery", "gallery/proofs", "gallery/modern"):
         want = {f"stringdiag/{p.relative_to(ROOT).as_posix()}" for p in (ROOT / folder).glob("*")
-                if p.suffix in (".lark", ".rules", ".diag", ".deriv", ".tax")}
+                if p.suffix in (".lark", ".rules", ".diag", ".deriv", ".tax") or p.name.endswith(".tables.json")}
         assert want and want <= names, sorted(want - names)
     assert {"stringdiag/prelude/prelude.diag", "stringdiag/py.typed", "stringdiag/__main__.py"} <= names
     assert any(n.endswith("/licenses/LICENSE") for n in names)
-    data = sorted(n for n in names if n.endswith((".svg", ".png", ".csv", ".json")))
+    data = sorted(n for n in names if n.endswith((".svg", ".png", ".csv", ".json")) and not n.endswith(".tables.json"))
     # GPT-2's weight map for gallery/lm.diag, Fig. 2(b)'s reference lines; no study results, no pictures
     assert data == ["stringdiag/gallery/lm.gpt2.json", "stringdiag/study/published.csv"], data
 

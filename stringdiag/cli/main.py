@@ -52,7 +52,9 @@ EXAMPLES = {
                "stringdiag compile stringdiag:gallery/anatomy.diag -d M1 --dims d=32,k=8 --approximator linear",
 }
 
-READS_NO_SOURCE = frozenset({"examples"})  # commands that never parse, so never import lark
+# commands that run lark itself (construct reads grammars/maxdef.lark with it); the others parse with
+# syntax/lalr.py, over tables lark made at build time, and never import lark
+USES_LARK = frozenset({"construct"})
 
 COMPLETION_SHELLS = ("bash", "zsh", "tcsh")
 DEPRECATED = {"--out": "--output"}  # old spelling -> the one spelling; the old one still parses
@@ -253,8 +255,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.completion is not None:
             print(completion(args.completion))
             return 0
-        if args.command not in READS_NO_SOURCE:
-            import_lark_without_regex()  # before any parser is made: see its docstring
+        if args.command in USES_LARK:
+            import_lark_without_regex()  # before lark makes a parser: see its docstring
         return command(args.command).run(args) or 0
     except UsageError as e:
         _report(e, wants_json)

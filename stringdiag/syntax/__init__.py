@@ -1,4 +1,5 @@
-"""Text to typed syntax trees: the grammars' parsers (lark, LALR) and the records they build."""
+"""Text to typed syntax trees: the grammars' LALR parsers (tables made by lark at build time, read by
+our own driver) and the records they build."""
 from __future__ import annotations
 
 import sys
@@ -13,7 +14,8 @@ def import_lark_without_regex() -> None:
     A ``None`` entry in ``sys.modules`` makes ``import regex`` fail (the import system's
     documented rule), so lark falls back to ``re``; the entry is removed at once, so a later
     ``import regex`` (transformers, in ``trace``) works. The command line calls this, in a
-    process it owns; the library never does, so a program that uses lark itself keeps all of it.
+    process it owns, for the commands that use lark (``construct``); the library never does, so a
+    program that uses lark itself keeps all of it.
     """
     if "lark" in sys.modules or "regex" in sys.modules:
         return

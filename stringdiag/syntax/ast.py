@@ -1,8 +1,8 @@
 """The ``.diag`` language as a typed syntax tree: small frozen nodes, each with its position.
 
-:class:`DiagTree` reads lark's parse tree (``grammars/diag.lark``) into these nodes, so that
+:class:`DiagTree` reads the parse tree (``grammars/diag.lark``) into these nodes, so that
 the elaborator and the loaders dispatch on node classes, never on rule names or child
-positions. A node's ``pos`` is where lark puts the rule or token it is read from, so every
+positions. A node's ``pos`` is where the parser puts the rule or token it is read from, so every
 message points where it always has. The reading only rebuilds: nothing is checked here, so
 errors keep the order in which the elaborator finds them.
 """
@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Union, dataclass_transform
 
-from lark import Token, Transformer_NonRecursive, v_args
-
 from ..errors import Pos
 from .parser import parse
+from .parsetree import Token, Walker
 from .records import Record, RecordType
 
 
@@ -307,21 +306,17 @@ Item = Union[Import, DimDecl, BoxDecl, DiagramDecl]
 
 
 def _present(xs) -> tuple:
-    """Children without lark's placeholders for absent optional parts."""
+    """Children without the placeholders for absent optional parts."""
     return tuple(x for x in xs if x is not None)
 
 
-class Reader(Transformer_NonRecursive):
+class Reader(Walker):
     """What every grammar's reader shares: positions in one file, names and quoted strings.
-    Non-recursive: expressions may nest tens of thousands deep (the elaborator reports those
-    at their statement)."""
+    Non-recursive (``Walker``): expressions may nest tens of thousands deep (the elaborator reports
+    those at their statement). A rule's method takes ``(meta, *children)``, a terminal's the token."""
 
     def __init__(self, file: str):
-        super().__init__(visit_tokens=True)
         self.file = file
-        for name in dir(type(self)):  # bind v_args' wrappers once: lark rebinds them at every lookup
-            if not name.startswith("_") and hasattr(getattr(type(self), name), "visit_wrapper"):
-                setattr(self, name, getattr(self, name))
 
     def _at(self, meta) -> Pos:
         return Pos(self.file, getattr(meta, "line", 1), getattr(meta, "column", 1))
@@ -339,9 +334,8 @@ class Reader(Transformer_NonRecursive):
         return Str(str(tok), self._tok(tok))
 
 
-@v_args(meta=True, inline=True)
 class DiagTree(Reader):
-    """lark tree of diag.lark to nodes."""
+    """Parse tree of diag.lark to nodes."""
 
     def INT(self, tok: Token) -> Int:
         return Int(str(tok), self._tok(tok))
@@ -479,7 +473,7 @@ class DiagTree(Reader):
 
 
 def split_header(rest: tuple) -> tuple[tuple, tuple, tuple]:
-    """``(params..., outs, more...)`` of a diagram or rule header read by lark: the parameters
+    """``(params..., outs, more...)`` of a diagram or rule header as parsed: the parameters
     (a placeholder when there are none), the output types (the one tuple), what follows."""
     k = next(i for i, c in enumerate(rest) if isinstance(c, tuple))
     return _present(rest[:k]), rest[k], tuple(rest[k + 1:])

@@ -4,7 +4,7 @@ The prelude is most of what a short command parses, and the rule library (``rule
 read by ``derive``) needs a grammar of its own whose tables cost more than the parse of a
 user's file. Their items (:mod:`.ast`'s and :mod:`.rules_ast`'s frozen records) are kept as
 JSON data under the user's cache directory (``$XDG_CACHE_HOME/stringdiag`` or
-``~/.cache/stringdiag``, as :mod:`.tables`), one file a source, keyed by a hash of the text, its
+``~/.cache/stringdiag``), one file a source, keyed by a hash of the text, its
 file name and the record definitions (``ast.py``, ``rules_ast.py``); the file
 carries a SHA-256 of its payload. Reading it runs no code: every object is one of the records
 named in those modules (or ``Pos``), built from its fields; anything else, a stale key, a bad
@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from ..errors import DiagError, Pos
@@ -25,7 +26,6 @@ from . import ast as A
 from . import rules_ast as RA
 from .records import Record
 from .source import write_atomic
-from .tables import cache_dir
 
 FORMAT = 2
 RECORDS = {c.__name__: c for m in (A, RA) for c in vars(m).values()
@@ -62,6 +62,11 @@ def decode(payload: bytes) -> tuple:
     if not isinstance(items, tuple):
         raise ValueError("not a tuple of items")
     return items
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root) / "stringdiag"
 
 
 def key(text: str, file: str) -> str:

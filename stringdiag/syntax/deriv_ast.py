@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Union
 
-from lark import Token, v_args
 
 from ..errors import Pos
 from .ast import Name, Reader, Str, node
 from .parser import parse
+from .parsetree import Token
 
 
 @node
@@ -155,9 +155,8 @@ Step = Union[Apply, Specialise, Unfold, Fold, Copy, Rewire, Prune, Resize, Absor
 Item = Union[StartDecl, TargetDecl, UseDecl, Step]
 
 
-@v_args(meta=True, inline=True)
 class DerivTree(Reader):
-    """lark tree of deriv.lark to nodes."""
+    """Parse tree of deriv.lark to nodes."""
 
     def __init__(self, file: str, text: str):
         super().__init__(file)

@@ -49,7 +49,8 @@ def tables(grammar: str) -> dict:
     states = [{sym: (number[arg] if act.name == "Shift" else ~rule_id[id(arg)])
                for sym, (act, arg) in sorted(table.states[s].items())} for s in order]
     contextual = lark.parser.lexer
-    lexers, lexer_of = [], {}
+    lexers: list[list] = []
+    lexer_of: dict[str, int] = {}
     state_lexer = [_lexer_index(contextual.lexers[s], lexers, lexer_of) for s in order]
     root = _lexer_index(contextual.root_lexer, lexers, lexer_of)
     terminals = {t.name: [t.pattern.type, t.pattern.value if t.pattern.type == "str" else t.pattern.to_regexp()]
@@ -91,7 +92,7 @@ def _shape(rule, placeholders: bool) -> list:
 
     opts = rule.options
     made = maybe_create_child_filter(rule.expansion, opts.keep_all_tokens, False,
-                                     opts.empty_indices if placeholders else None)
+                                     opts.empty_indices if placeholders else None)  # type: ignore[arg-type]
     if made is None:
         keep, tail = None, 0
     elif len(made.args) == 2:  # (to_include, nones at the end)

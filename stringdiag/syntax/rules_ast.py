@@ -1,14 +1,11 @@
 """``.rules`` files as a typed syntax tree: :class:`RuleDecl` nodes among the ``.diag`` items.
 
-rules.lark imports diag.lark's statements, which lark returns namespaced (``diag__assign``);
-lark's ``merge_transformers`` reads those with :class:`~.ast.DiagTree` under that namespace.
+rules.lark imports diag.lark's statements, which come back namespaced (``diag__assign``); the
+reader (a :class:`~.ast.DiagTree`) reads those with its own methods (``parsetree.Walker``).
 """
 from __future__ import annotations
 
 import re
-
-from lark import v_args
-from lark.visitors import merge_transformers
 
 from ..errors import DiagError, Pos
 from .ast import DeclName, DiagramDecl, DiagTree, Generics, Item, Name, Param, Stmt, Str, TypeExpr, node, split_header
@@ -59,9 +56,8 @@ class NonZero:
     pos: Pos
 
 
-@v_args(meta=True, inline=True)
 class RulesTree(DiagTree):
-    """lark tree of rules.lark to nodes; the rules it shares with diag.lark are DiagTree's."""
+    """Parse tree of rules.lark to nodes; the rules it shares with diag.lark are DiagTree's."""
 
     def rule(self, meta, name, generics, *rest):
         params, outs, more = split_header(rest)
@@ -96,4 +92,4 @@ def read_rules(text: str, file: str = "<string>") -> tuple[Item | RuleDecl, ...]
     except DiagError as err:
         msg = re.sub(r"\brelation\b", "'==' (≡) or '=>' (⇒)", err.message)
         raise DiagError(msg, err.pos, text) from None
-    return merge_transformers(RulesTree(file), diag=DiagTree(file)).transform(tree)
+    return RulesTree(file).transform(tree)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Union
 
-from lark import Token, v_args
 
 from ..errors import Pos
 from .ast import Name, Reader, Str, node
 from .deriv_ast import Ref
 from .parser import parse
+from .parsetree import Token
 
 
 @node
@@ -37,9 +37,8 @@ class Edge:
 Item = Union[Member, Edge]
 
 
-@v_args(meta=True, inline=True)
 class TaxTree(Reader):
-    """lark tree of tax.lark to nodes."""
+    """Parse tree of tax.lark to nodes."""
 
     def FILEREF(self, tok: Token) -> Ref:
         file, name = str(tok).rsplit(":", 1)
