@@ -30,7 +30,7 @@ True
 """
 from __future__ import annotations
 
-from typing import Hashable, Iterable, Mapping
+from typing import Container, Hashable, Iterable, Mapping
 
 from .box import Box, Global, Instance, Kind, Local
 from .hypergraph import per_graph_cache
@@ -85,19 +85,31 @@ def weights_of_key(key: WeightKey):
     return Instance(key[1])
 
 
-def tie(d, groups: Iterable[Iterable[WeightKey]]) -> dict[WeightKey, WeightKey]:
-    """Make each group of weight sets one set (in place): every box of the group takes the
-    first key, in sorted order. Returns the renaming. This is an expressivity reduction
-    (⇒), never an equation."""
+def renaming(groups: Iterable[Iterable[WeightKey]]) -> dict[WeightKey, WeightKey]:
+    """What a tie of ``groups`` renames: each key of a group to the group's first, in sorted order."""
     rename: dict[WeightKey, WeightKey] = {}
     for group in groups:
         keys = sorted(set(group), key=repr)
         for k in keys[1:]:
             rename[k] = keys[0]
+    return rename
+
+
+def renamed(box: Box, rename: Mapping[WeightKey, WeightKey]) -> Box:
+    """``box`` as a tie of ``rename`` leaves it."""
+    key = weight_key(box) if rename else None
+    return box if key is None or key not in rename else box._replace(weights=weights_of_key(rename[key]))
+
+
+def tie(d, groups: Iterable[Iterable[WeightKey]], skip: Container[int] = ()) -> dict[WeightKey, WeightKey]:
+    """Make each group of weight sets one set (in place): every box of the group (but those of
+    ``skip``) takes the first key, in sorted order. Returns the renaming. This is an
+    expressivity reduction (⇒), never an equation."""
+    rename = renaming(groups)
     if rename:
         for b in d.boxes():
             key = weight_key(d.record(b))
-            if key in rename:
+            if key in rename and b not in skip:
                 d.update(b, weights=weights_of_key(rename[key]))
     return rename
 
@@ -111,9 +123,12 @@ def fresh_instance(op: str, taken: set) -> str:
     return f"{op}#{k}"
 
 
-def instances(d) -> set[str]:
+def instances(d, rename: Mapping[WeightKey, WeightKey] | None = None) -> set[str]:
+    """The instance paths of ``d``'s definition boxes (as a tie of ``rename`` would leave them)."""
+    if rename:
+        return {w.path for b in d.boxes() if isinstance(w := renamed(d.record(b), rename).weights, Instance)}
     return {w.path for b in d.boxes() if isinstance(w := d.record(b).weights, Instance)}
 
 
-__all__ = ["weight_key", "weight_sets", "boxes_by_weights", "has_local_weights", "weights_of_key", "rename_key", "tie",
-           "fresh_instance", "instances", "WeightKey"]
+__all__ = ["weight_key", "weight_sets", "boxes_by_weights", "has_local_weights", "weights_of_key", "rename_key", "renaming",
+           "renamed", "tie", "fresh_instance", "instances", "WeightKey"]

@@ -90,7 +90,7 @@ def same_local_types(local: tuple[list, list], t: Diagram, tb: int, uni: Unifier
             and all(uni.unify_types(lt, t.local_out_type(tb, q)) for q, lt in enumerate(outs)))
 
 
-def same_cell(pn: Box, tn: Box, uni: Unifier, match_body) -> dict | None:
+def same_cell(pn: Box, tn: Box, uni: Unifier, match_body) -> dict[str, Box] | None:
     """A scanned cell pattern (a rule's ``where diagram``) names no definition: it is the
     target cell whose whole body it matches (``cell.match_cell``), and the sizes found there
     are the rule's. Returns the box variables bound inside the cell (name -> the target

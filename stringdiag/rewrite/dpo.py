@@ -10,7 +10,8 @@ bridges the rare case where a box's local axes cannot be put in that order).
 
 Processes named on both sides keep the target's identity (the same weights); a box
 variable becomes the process it matched. A process the rule names once but that matched
-several weight sets ties them first (``Match.ties``: a reduction). A definition the other
+several weight sets ties them (``Match.ties``: a reduction): the inserted boxes take the
+tied identities, then the boxes the splice left take them too. A definition the other
 side brings in new gets an instance of its own (its own weights, ``weights.py``). Dimension
 variables take the values the match gave them. Contractions are inserted with every free
 axis iterated (``y[i, c] = sum_j ...``), the form matching reads them in.
@@ -25,7 +26,7 @@ from ..graph.diagram import Diagram
 from ..graph.hypergraph import per_graph_cache
 from ..graph.constants import show as show_const, substitute as substitute_const
 from ..graph.types import Dim, show_type
-from ..graph.weights import fresh_instance, instances, tie
+from ..graph.weights import fresh_instance, instances, renamed, renaming, tie
 from .cell import build_cell
 from .index import Index
 from .names import WireNames
@@ -55,8 +56,12 @@ def rewrite(target: Diagram, match: Match, replacement: Diagram | None = None, *
         replacement = match.rule.sides(match.reverse)[1]
     d = target if in_place else target.copy()
     ix = index if (in_place and index is not None) else None
-    tie(d, match.ties)  # one name of the rule over several weight sets: they become one (⇒)
-    _Splice(d, match, replacement, ix).run()
+    # one name of the rule over several weight sets: they become one (⇒); the splice reads the
+    # matched identities as tied, then the boxes it left are tied (it made the others so)
+    rename = renaming(match.ties) if match.ties else {}
+    made = _Splice(d, match, replacement, ix, rename).run()
+    if rename:
+        tie(d, match.ties, skip=frozenset(made))
     return d
 
 
@@ -95,8 +100,8 @@ class _Splice:
     """One double pushout: delete the match's interior, insert the replacement's boxes box
     by box, glue its outputs to the wires the match's outputs were."""
 
-    def __init__(self, d: Diagram, m: Match, rep: Diagram, ix: Index | None):
-        self.d, self.m, self.rep, self.ix = d, m, rep, ix
+    def __init__(self, d: Diagram, m: Match, rep: Diagram, ix: Index | None, rename: dict):
+        self.d, self.m, self.rep, self.ix, self.rename = d, m, rep, ix, rename
         self.plan = _plan(rep)
         self.g = d.graph
         pat = m.pattern
@@ -119,13 +124,17 @@ class _Splice:
         return x.substitute(self.sub)
 
     # -- the whole splice -------------------------------------------------------------
-    def run(self) -> None:
+    def run(self) -> list[int]:
+        """Splice; returns the boxes inserted."""
         g, m, rep = self.g, self.m, self.rep
         env, goals = self.boundary()
         matched = list(m.boxes.values())
         if any(not self.d.is_box(tb) for tb in matched):
             raise DiagError("this match is not one of this diagram's (was it rewritten already?)")
-        idents = {**m.inner, **{n: self.d.record(tb) for n, tb in m.idents.items()}}
+        idents = {n: self.d.record(tb) for n, tb in m.idents.items()}
+        if self.rename:  # the matched identities as the match's tie leaves them
+            idents = {n: renamed(box, self.rename) for n, box in idents.items()}
+        idents = {**m.inner, **idents}
         prefix = _common_prefix([tuple(self.d.record(tb).clusters) for tb in matched])
         self.delete(matched)
         # a replaced wire that still has a writer (an input of the match passed straight
@@ -144,6 +153,7 @@ class _Splice:
                 new_boxes += self.attach(tw, lay, goals[k])
         if self.ix is not None:
             self.ix.raise_levels(new_boxes)
+        return new_boxes
 
     def boundary(self) -> tuple[dict, list]:
         """Where the replacement's inputs are read from and its outputs go: (target wire,
@@ -274,7 +284,7 @@ class _Splice:
             raise self.fail(f"box variable '{name}' is not bound by the matched side")
         elif rn.kind is Kind.DIAGRAM:
             if self.taken is None:
-                self.taken = instances(self.d)
+                self.taken = instances(self.d, self.rename)
             box = box._replace(weights=Instance(fresh_instance(name, self.taken)))
             if rn.cell:  # a cell the rule brings in: its pattern, at these sizes, of these processes
                 ref = build_cell(rn.ref, {g: self.dim(x) for g, x in rn.generics}, idents)

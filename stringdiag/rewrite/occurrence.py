@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..graph.box import Box
 from ..graph.diagram import Diagram
 from ..graph.types import Dim
 from .view import Perm
@@ -33,7 +34,7 @@ class Match:
     reverse: bool = False
     seed: tuple = ()                                 # (anchor pattern box, its target box)
     ties: tuple[frozenset, ...] = ()                 # weight sets one pattern name would merge (⇒)
-    inner: dict[str, dict] = field(default_factory=dict)  # box variables bound inside scanned cells
+    inner: dict[str, Box] = field(default_factory=dict)  # box variables bound inside scanned cells
     order: str = ""  # where a scanned cell was matched with its inputs in another order, which
 
     def __repr__(self) -> str:

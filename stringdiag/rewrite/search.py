@@ -15,6 +15,7 @@ from typing import Any, Iterator
 from .conditions import (context_links, every_label_placed, holds, same_box, same_cell, same_constant, same_definition,
                          same_generics, same_local_types, same_locality, same_scan, same_shape, scan_kept,
                          weight_ties)
+from ..graph.box import Box
 from ..graph.diagram import Diagram
 from .cell import CellMatch, match_cell
 from .context import Slots
@@ -37,7 +38,7 @@ class SearchState:
     idents: dict[str, tuple[tuple, int]] = field(default_factory=dict)
     links: tuple = ()
     ctx: dict[int, tuple[str, ...]] = field(default_factory=dict)  # target box -> its context labels
-    inner: dict[str, dict] = field(default_factory=dict)  # box variables bound inside scanned cells
+    inner: dict[str, Box] = field(default_factory=dict)  # box variables bound inside scanned cells
 
 
 Lam = dict  # pattern label -> target label, one box's bijection
