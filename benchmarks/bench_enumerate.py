@@ -111,13 +111,15 @@ def row(rounds: int) -> None:
           "reduction <= 10x the wirings", ratio <= 10)
 
 
-class _Stop(Exception):
-    """The CPU-time limit was reached (SIGXCPU), or the run was stopped (SIGTERM)."""
+class _Stop(BaseException):
+    """The CPU-time limit was reached (SIGXCPU), or the run was stopped (SIGTERM): a
+    BaseException, so no ``except Exception`` on the way swallows it."""
 
 
 def bounded(bound: int, limit: int, goal: float = 30.0) -> None:
     """The best-supported reading at ``bound``, once, by CPU time; past ``limit`` CPU seconds the
-    kernel's signal stops it, and the row says where (which stage, how many wirings reduced)."""
+    kernel's signal stops it, and the row says where (which stage, how many wirings reduced),
+    loading the generators and rules included."""
     import resource
     import signal
     import sys
@@ -126,13 +128,10 @@ def bounded(bound: int, limit: int, goal: float = 30.0) -> None:
     from stringdiag.enumerate.stages import Work
 
     def stop(*_):
+        for s in (signal.SIGXCPU, signal.SIGTERM):  # once: the kernel repeats SIGXCPU every second
+            signal.signal(s, signal.SIG_IGN)
         raise _Stop
 
-    signal.signal(signal.SIGXCPU, stop)
-    signal.signal(signal.SIGTERM, stop)  # stopped from outside: the row still prints
-    prog = stringdiag.load(ROOT / "gallery" / "anatomy.diag")
-    defns = [prog[n] for n in NAMES]
-    rules = load_rules(ROOT / "rules" / "absorb.rules") + load_rules(ROOT / "rules" / "merge.rules")
     seen = {"reduced": 0, "of": 0}
 
     def watch(items):
@@ -144,15 +143,22 @@ def bounded(bound: int, limit: int, goal: float = 30.0) -> None:
             yield x
 
     t0 = time.process_time()
-    used = resource.getrusage(resource.RUSAGE_SELF)
-    resource.setrlimit(resource.RLIMIT_CPU, (int(used.ru_utime + used.ru_stime) + limit, resource.RLIM_INFINITY))
+    work = Work(progress=watch, stage="loading the generators")
     what = f"`enumerate` at bound {bound}, best-supported reading, in-process"
     try:
-        space = enumerate_space(defns, Reading(bound, **BEST), rules, work=Work(progress=watch))
+        signal.signal(signal.SIGXCPU, stop)
+        signal.signal(signal.SIGTERM, stop)  # stopped from outside: the row still prints
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        resource.setrlimit(resource.RLIMIT_CPU, (int(used.ru_utime + used.ru_stime) + limit, resource.RLIM_INFINITY))
+        prog = stringdiag.load(ROOT / "gallery" / "anatomy.diag")
+        defns = [prog[n] for n in NAMES]
+        work.stage = "loading the rules"
+        rules = load_rules(ROOT / "rules" / "absorb.rules") + load_rules(ROOT / "rules" / "merge.rules")
+        space = enumerate_space(defns, Reading(bound, **BEST), rules, work=work)
     except _Stop:
         spent = time.process_time() - t0
-        where = f"{seen['reduced']} of {seen['of']} wirings reduced" if seen["of"] else "before the reduction"
-        C.row(what, "-", f"over {spent:.0f} s CPU (stopped: {where})", f"<= {goal:.0f} s CPU", False)
+        where = f"{seen['reduced']} of {seen['of']} wirings reduced" if seen["of"] else work.stage
+        C.row(what, "-", f"over {spent:.1f} s CPU (stopped: {where})", f"<= {goal:.0f} s CPU", False)
         return
     spent = time.process_time() - t0
     counts = " / ".join(str(st.count) for st in space.stages)

@@ -19,7 +19,6 @@ The two are held equal on every ordered wiring of the spaces the tests enumerate
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import product
 from typing import Iterator
 
 from ..graph.box import Kind
@@ -32,7 +31,7 @@ IN = "in"  # a side's source ("in", i): its i-th input; else (box, port)
 
 
 @dataclass(frozen=True)
-class Side:
+class WiringSide:
     """One side of a rule over wirings: boxes (generator index, sources) and its outputs."""
 
     boxes: tuple[tuple[int, tuple], ...]
@@ -41,17 +40,38 @@ class Side:
 
 
 @dataclass(frozen=True)
-class Rewire:
+class WiringRule:
     """A rule from ``pattern`` to ``replacement`` (one boundary) over wirings."""
 
-    pattern: Side
-    replacement: Side
+    pattern: WiringSide
+    replacement: WiringSide
     interior: tuple[tuple[tuple, int], ...]  # (value made and read inside the pattern, readers)
     outs: tuple[int, ...]  # how many outputs each generator has
+    plan: tuple[tuple[int, tuple | None], ...]  # (box, None: tried everywhere, or (reader, port): read there)
 
 
-def side(d: Diagram, gens: list[Generator]) -> Side | None:
-    """``d`` as a :class:`Side`, or ``None`` where it is not a plain wiring of ``gens``."""
+@dataclass(frozen=True)
+class WiringSite:
+    """What every rule asks of one wiring, found once: each value's readers, each generator's
+    occurrences."""
+
+    wiring: Wiring
+    readers: dict
+    by_generator: dict
+
+    @staticmethod
+    def of(w: Wiring) -> "WiringSite":
+        readers: dict[tuple, list[int]] = {}
+        by_generator: dict[int, list[int]] = {}
+        for j, (g, srcs) in enumerate(w.occurrences):
+            by_generator.setdefault(g, []).append(j)
+            for s in srcs:
+                readers.setdefault(s, []).append(j)
+        return WiringSite(w, readers, by_generator)
+
+
+def side(d: Diagram, gens: list[Generator]) -> WiringSide | None:
+    """``d`` as a :class:`WiringSide`, or ``None`` where it is not a plain wiring of ``gens``."""
     keys = {(g.name, definition_key(g.defn)): k for k, g in enumerate(gens)}
     boxes = list(d.boxes())
     pos = {b: k for k, b in enumerate(boxes)}
@@ -62,6 +82,7 @@ def side(d: Diagram, gens: list[Generator]) -> Side | None:
     weights = [weight_key(r) for r in recs]
     if None in gids or None in weights or len(set(weights)) < len(weights):
         return None  # not a generator, or one set of weights in two boxes (a tie: the engine's case)
+    ids = [g for g in gids if g is not None]
 
     def src(wire: int):
         if wire in d.inputs:
@@ -69,7 +90,7 @@ def side(d: Diagram, gens: list[Generator]) -> Side | None:
         b = d.producer(wire)
         return None if b is None else (pos[b], d.box_outputs(b).index(wire))
 
-    occ = tuple((g, tuple(src(w) for w, _ in d.box_inputs(b))) for g, b in zip(gids, boxes))
+    occ = tuple((g, tuple(src(w) for w, _ in d.box_inputs(b))) for g, b in zip(ids, boxes))
     outs = tuple(src(w) for w in d.outputs)
     made = {(k, p) for k, b in enumerate(boxes) for p in range(len(d.box_outputs(b)))}
     read = {s for _, srcs in occ for s in srcs}
@@ -77,10 +98,10 @@ def side(d: Diagram, gens: list[Generator]) -> Side | None:
         return None
     if any(s[0] == IN for s in outs) or len(set(outs)) < len(outs) or not made <= read | set(outs):
         return None  # an output that is an input or repeated, or a value dropped: left to the engine
-    return Side(occ, outs, len(d.inputs))
+    return WiringSide(occ, outs, len(d.inputs))
 
 
-def compile_rule(pattern: Diagram, replacement: Diagram, gens: list[Generator]) -> Rewire | None:
+def compile_rule(pattern: Diagram, replacement: Diagram, gens: list[Generator]) -> WiringRule | None:
     p, r = side(pattern, gens), side(replacement, gens)
     if p is None or r is None or p.inputs != r.inputs or len(p.outputs) != len(r.outputs):
         return None
@@ -92,30 +113,63 @@ def compile_rule(pattern: Diagram, replacement: Diagram, gens: list[Generator]) 
             if s[0] != IN:
                 readers[s] = readers.get(s, 0) + 1
     interior = tuple((v, n) for v, n in readers.items() if v not in p.outputs)
-    return Rewire(p, r, interior, tuple(len(g.outs) for g in gens))
+    return WiringRule(p, r, interior, tuple(len(g.outs) for g in gens), _plan(p))
 
 
-def rewrites(rule: Rewire, w: Wiring) -> Iterator[Wiring]:
+def _plan(p: WiringSide) -> tuple:
+    """An order in which to place the pattern's boxes: a box no placed box reads is tried on
+    every occurrence of its generator; a box a placed box reads is where that box reads it."""
+    placed: dict[int, tuple | None] = {}
+    read_by = {s[0]: (r, q) for r, (_, srcs) in enumerate(p.boxes) for q, s in enumerate(srcs) if s[0] != IN}
+    while len(placed) < len(p.boxes):
+        free = [b for b in range(len(p.boxes)) if b not in placed]
+        b = next((b for b in free if b not in read_by), free[0])
+        placed[b] = None
+        grew = True
+        while grew:
+            grew = False
+            for r, (_, srcs) in enumerate(p.boxes):
+                for q, s in enumerate(srcs):
+                    if r in placed and s[0] != IN and s[0] not in placed:
+                        placed[s[0]] = (r, q)
+                        grew = True
+    return tuple(placed.items())
+
+
+def rewrites(rule: WiringRule, w: Wiring, site: WiringSite | None = None) -> Iterator[Wiring]:
     """The wiring made of ``w`` at each match of the rule's pattern: a member's wiring in
     canonical numbering, or nothing where the result is not one (a box the output no longer
-    reads)."""
-    occ = w.occurrences
-    readers: dict[tuple, list[int]] = {}
-    for j, (_, srcs) in enumerate(occ):
-        for s in srcs:
-            readers.setdefault(s, []).append(j)
-    choices = [[k for k, (g, _) in enumerate(occ) if g == pg] for pg, _ in rule.pattern.boxes]
-    for image in product(*choices):
-        if len(set(image)) < len(image):
-            continue
-        bound = _bind(rule.pattern, occ, image)
-        if bound is not None and _holds(rule, w, image, bound, readers):
+    reads). ``site``: ``WiringSite.of(w)``, when several rules share it."""
+    site = site or WiringSite.of(w)
+    for image in _images(rule, w.occurrences, site.by_generator, 0, {}):
+        bound = _bind(rule.pattern, w.occurrences, image)
+        if bound is not None and _holds(rule, w, image, bound, site.readers):
             out = _substitute(rule, w, image, bound)
             if out is not None:
                 yield out
 
 
-def _bind(p: Side, occ, image: tuple[int, ...]) -> dict | None:
+def _images(rule: WiringRule, occ, by_generator: dict, i: int, image: dict) -> Iterator[tuple[int, ...]]:
+    """Each map of the pattern's boxes to distinct occurrences of their generators, placed
+    along the plan (ports are checked by ``_bind``)."""
+    if i == len(rule.plan):
+        yield tuple(image[b] for b in range(len(rule.pattern.boxes)))
+        return
+    b, via = rule.plan[i]
+    g = rule.pattern.boxes[b][0]
+    if via is None:
+        cands = by_generator.get(g, ())
+    else:
+        s = occ[image[via[0]]][1][via[1]]
+        cands = () if s == X else (s[0],)
+    for k in cands:
+        if occ[k][0] == g and k not in image.values():
+            image[b] = k
+            yield from _images(rule, occ, by_generator, i + 1, image)
+            del image[b]
+
+
+def _bind(p: WiringSide, occ, image: tuple[int, ...]) -> dict | None:
     """The member's value for each input of the side, or ``None`` where the ports disagree."""
     bound: dict[int, tuple] = {}
     for (_, srcs), k in zip(p.boxes, image):
@@ -128,7 +182,7 @@ def _bind(p: Side, occ, image: tuple[int, ...]) -> dict | None:
     return bound
 
 
-def _holds(rule: Rewire, w: Wiring, image: tuple[int, ...], bound: dict, readers: dict) -> bool:
+def _holds(rule: WiringRule, w: Wiring, image: tuple[int, ...], bound: dict, readers: dict) -> bool:
     matched = set(image)
     if any(v != X and v[0] in matched for v in bound.values()):
         return False  # fed from inside
@@ -152,7 +206,7 @@ def _holds(rule: Rewire, w: Wiring, image: tuple[int, ...], bound: dict, readers
     return True
 
 
-def _substitute(rule: Rewire, w: Wiring, image: tuple[int, ...], bound: dict) -> Wiring | None:
+def _substitute(rule: WiringRule, w: Wiring, image: tuple[int, ...], bound: dict) -> Wiring | None:
     """The matched occurrences replaced: the replacement's boxes appended, the readers of the
     pattern's outputs reading the replacement's."""
     n = len(w.occurrences)
@@ -170,4 +224,4 @@ def _substitute(rule: Rewire, w: Wiring, image: tuple[int, ...], bound: dict) ->
     return out if out.size == n - len(image) + len(rule.replacement.boxes) else None
 
 
-__all__ = ["Side", "Rewire", "side", "compile_rule", "rewrites"]
+__all__ = ["WiringSide", "WiringRule", "WiringSite", "side", "compile_rule", "rewrites"]

@@ -81,12 +81,15 @@ class Work:
     budget: float | None = None
     cache: dict = field(default_factory=dict)
     confirmed: dict = field(default_factory=dict)  # symmetry declarations -> {wiring: form} already confirmed
+    stage: str = "starting"  # the stage last checked
     confirm: bool = False  # confirm the symmetry classes by VF2 too (``symmetry.confirm``; slow)
     done: set = field(default_factory=set)  # (generators, wiring) already reduced: their rewrites are in ``cache``
     spent: list = field(default_factory=lambda: [0.0, 0])  # seconds, wirings: the cost of reducing one, measured
 
     def check(self, doing: str, k: int | None = None, of: int | None = None) -> None:
-        """Stop with :class:`OutOfTime` once past the deadline, saying in which stage."""
+        """Stop with :class:`OutOfTime` once past the deadline, saying in which stage (kept in
+        ``stage``, so whoever stops the work from outside can say it too)."""
+        self.stage = doing
         if self.deadline is not None and time.monotonic() > self.deadline:
             where = f" after {k} of {of} wirings" if k is not None else ""
             raise OutOfTime(f"ran past --time-budget {self.budget:g} s {doing}{where}; "
@@ -166,7 +169,7 @@ def reduce(members: list[Member], ordered: list[Wiring], form: dict[Wiring, Wiri
         return x
 
     names = tuple(g.name for g in gens)
-    rules = [Oriented.of(r) for r in rules]
+    rules = _distinct([Oriented.of(r) for r in rules], gens, names, work.cache)
     steps = work.progress(ordered) if work.progress else ordered
     for k, w in enumerate(steps):
         work.check("reducing by the rules", k, len(ordered))
@@ -234,7 +237,7 @@ def neighbours(w: Wiring, gens: list[Generator], names: tuple, rules: list, boun
     readings share it (the generator set is in the key only where the replacement brings in
     a generator the reading lacks)."""
     out: list[Wiring] = []
-    d = ix = None
+    d = ix = site = None
     have = Counter(gens[g].name for g, _ in w.occurrences)
     index = {n: k for k, n in enumerate(names)}
     named = (tuple((names[g], srcs) for g, srcs in w.occurrences), w.root)
@@ -246,7 +249,8 @@ def neighbours(w: Wiring, gens: list[Generator], names: tuple, rules: list, boun
             if o.needs and all(have[op] >= n for op, n in o.needs.items()):
                 fast = _rewire(o, gens, names, cache)
                 if fast is not None:
-                    found = list(rewiring.rewrites(fast, w))
+                    site = site or rewiring.WiringSite.of(w)
+                    found = list(rewiring.rewrites(fast, w, site))
                 elif o.shape is None or may_match(o.shape, w, gens):
                     if d is None:
                         d = build(w, gens, "w")
@@ -259,7 +263,19 @@ def neighbours(w: Wiring, gens: list[Generator], names: tuple, rules: list, boun
     return out
 
 
-def _rewire(o: Oriented, gens: list[Generator], names: tuple, cache: dict) -> rewiring.Rewire | None:
+def _distinct(rules: list[Oriented], gens: list[Generator], names: tuple, cache: dict) -> list[Oriented]:
+    """The rules less those that are another's over wirings (a rule and its converse are
+    applied from the same larger side: one finds what the other does)."""
+    out, seen = [], set()
+    for o in rules:
+        fast = _rewire(o, gens, names, cache)
+        if fast is None or fast not in seen:
+            out.append(o)
+            seen.add(fast)
+    return out
+
+
+def _rewire(o: Oriented, gens: list[Generator], names: tuple, cache: dict) -> rewiring.WiringRule | None:
     """The rule over wirings of these generators (``rewiring.py``), compiled once; ``None``
     where a side is not a plain wiring of them (then the engine matches built diagrams)."""
     key = ("rewire", id(o.rule), names)

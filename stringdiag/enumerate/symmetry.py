@@ -106,7 +106,8 @@ def _apply(w: Wiring, move: tuple[dict, dict]) -> Wiring:
 
     occ = [(g, tuple(ref(srcs[i]) for i in orders.get(k, range(len(srcs)))))
            for k, (g, srcs) in enumerate(w.occurrences)]
-    return canonical(occ, ref(w.root)) if _acyclic(occ) else None
+    crosses = any(a[0] != b[0] for a, b in rename.items())  # only an exchange between occurrences can close a cycle
+    return canonical(occ, ref(w.root)) if not crosses or _acyclic(occ) else None
 
 
 def _acyclic(occ) -> bool:
