@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from functools import lru_cache
 
 SVG = "{http://www.w3.org/2000/svg}"
 Box = tuple[float, float, float, float]  # x0, x1, y0, y1
@@ -17,9 +18,21 @@ Box = tuple[float, float, float, float]  # x0, x1, y0, y1
 
 def crossings(svg: str) -> set[tuple[str, str]]:
     """(tail, head) node names of every edge that passes inside a cluster holding neither end."""
+    return set(_crossings(svg))
+
+
+def centres(svg: str) -> dict[str, tuple[float, float]]:
+    """The centre of every node of a picture drawn by Graphviz once (not a stack of rows), by
+    node name: where the boxes of one step of a derivation were, for the next."""
+    return dict(_centres(svg))
+
+
+# a derivation's step is asked about several times (its order, its stubs, its crossings) as its
+# layouts are weighed: each picture is read once
+@lru_cache(maxsize=32)
+def _crossings(svg: str) -> frozenset[tuple[str, str]]:
     found: set[tuple[str, str]] = set()
-    for drawing in _drawings(ET.fromstring(svg)):
-        clusters, nodes, edges = _parts(drawing)
+    for _, (clusters, nodes, edges) in _read(svg):
         for tail, head, curve in edges:
             ends = [_centre(nodes[n]) for n in (tail, head) if n in nodes] + [curve[0], curve[-1]]
             span = _bounds(curve)
@@ -28,22 +41,27 @@ def crossings(svg: str) -> set[tuple[str, str]]:
                     continue
                 if not any(_inside(p, box) for p in ends) and any(_inside(p, box, 2.0) for p in curve):
                     found.add((tail, head))
-    return found
+    return frozenset(found)
 
 
-def centres(svg: str) -> dict[str, tuple[float, float]]:
-    """The centre of every node of a picture drawn by Graphviz once (not a stack of rows), by
-    node name: where the boxes of one step of a derivation were, for the next."""
-    drawings = list(_drawings(ET.fromstring(svg)))
+@lru_cache(maxsize=32)
+def _centres(svg: str) -> dict[str, tuple[float, float]]:
+    drawings = _read(svg)
     if len(drawings) != 1:
         return {}
     out = {}
-    for g in drawings[0].iter(SVG + "g"):
+    for g in drawings[0][0].iter(SVG + "g"):
         text = g.find(SVG + "text")
         if (g.get("class") or "").split(" ")[0] == "node" and text is not None:  # a plain-text node: its text
             out[g.findtext(SVG + "title") or ""] = (float(text.get("x", 0)), float(text.get("y", 0)))
-    out.update((name, _centre(box)) for name, box in _parts(drawings[0])[1].items())
+    out.update((name, _centre(box)) for name, box in drawings[0][1][1].items())
     return out
+
+
+@lru_cache(maxsize=32)
+def _read(svg: str) -> tuple[tuple[ET.Element, tuple[list[Box], dict[str, Box], list]], ...]:
+    """Each Graphviz drawing of the document with its frames, nodes and edges (``_parts``)."""
+    return tuple((d, _parts(d)) for d in _drawings(ET.fromstring(svg)))
 
 
 def _drawings(root: ET.Element):

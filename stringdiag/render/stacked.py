@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 
 import networkx as nx
 
@@ -206,28 +207,22 @@ def _reroute(lay: Layout, blocks: Blocks, tail: str, head: str, a, lift: float) 
     """An edge whose ends moved apart routed around the frames and boxes it must not cross
     (``route.py``), its label over its longest level stretch; left to neato where no such way is."""
     arrow = lay.get(a, "pos").startswith("e,")
-    path = None
+    way = None
     if ("node", tail) in blocks.rect and ("node", head) in blocks.rect:
         t, h = blocks.rect[("node", tail)], blocks.rect[("node", head)]
-        walls = _foreign(blocks, tail, head) + [r for (kind, n), r in blocks.rect.items()
-                                                 if kind == "node" and n not in (tail, head)]
-        top = min(r[2] for r in blocks.rect.values()) - 2 * GAP
-        bottom = max(r[3] for r in blocks.rect.values()) + 2 * GAP
-        ends = (t[1], (t[2] + t[3]) / 2), (h[0] - ARROW * arrow, (h[2] + h[3]) / 2)
-        path = route(*ends, walls, (top, bottom))
-        if path is None:
-            left = min(r[0] for r in blocks.rect.values()) - 2 * GAP
-            right = max(r[1] for r in blocks.rect.values()) + 2 * GAP
-            near = (max(left, min(t[0], h[0]) - NEAR), min(right, max(t[1], h[1]) + NEAR),
-                    max(top, min(t[2], h[2]) - NEAR), min(bottom, max(t[3], h[3]) + NEAR))
-            path = detour(*ends, walls, near) or detour(*ends, walls, (left, right, top, bottom))
-    if path is None:
+        walls = tuple(_foreign(blocks, tail, head) + [r for (kind, n), r in blocks.rect.items()
+                                                       if kind == "node" and n not in (tail, head)])
+        rects = blocks.rect.values()
+        whole = (min(r[0] for r in rects) - 2 * GAP, max(r[1] for r in rects) + 2 * GAP,
+                 min(r[2] for r in rects) - 2 * GAP, max(r[3] for r in rects) + 2 * GAP)
+        way = _way(t, h, walls, whole, arrow)
+    if way is None:
         for key in ("pos", "lp"):
             if lay.get(a, key):
                 lay.set(a, key, "")
         return
-    path = taut(path, walls)
-    dot = [(x, -y + lift) for x, y in bezier(path, walls)]
+    path, curve = way
+    dot = [(x, -y + lift) for x, y in curve]
     text = " ".join(f"{x:.2f},{y:.2f}" for x, y in dot)
     if arrow:
         text = f"e,{h[0]:.2f},{dot[-1][1]:.2f} " + text
@@ -235,6 +230,25 @@ def _reroute(lay: Layout, blocks: Blocks, tail: str, head: str, a, lift: float) 
     if lay.get(a, "lp"):
         x, y = _label_at(path, _text_width(lay.get(a, "label") or ""), walls)
         lay.set(a, "lp", f"{x:.2f},{-y + lift:.2f}")
+
+
+@lru_cache(maxsize=256)
+def _way(t: Rect, h: Rect, walls: tuple[Rect, ...], whole: Rect, arrow: bool) -> tuple[list, list] | None:
+    """The corners and the curve of a wire from the box ``t`` to the box ``h`` clear of ``walls``
+    within ``whole`` (left, right, top, bottom): left to right where it can (``route``), else
+    round a frame near its ends, else anywhere (``detour``). Kept: a step whose first stacked
+    layout still turns boxes round is stacked again with fewer hints, most wires where they were."""
+    left, right, top, bottom = whole
+    ends = (t[1], (t[2] + t[3]) / 2), (h[0] - ARROW * arrow, (h[2] + h[3]) / 2)
+    path = route(*ends, list(walls), (top, bottom))
+    if path is None:
+        near = (max(left, min(t[0], h[0]) - NEAR), min(right, max(t[1], h[1]) + NEAR),
+                max(top, min(t[2], h[2]) - NEAR), min(bottom, max(t[3], h[3]) + NEAR))
+        path = detour(*ends, list(walls), near) or detour(*ends, list(walls), whole)
+    if path is None:
+        return None
+    path = taut(path, list(walls))
+    return path, bezier(path, list(walls))
 
 
 def _text_width(label: str) -> float:
