@@ -4,9 +4,10 @@ one place.
 In an installed wheel the repository's top-level folders ``grammars/``, ``rules/`` and
 ``gallery/`` are package data beside the modules (``setup.py`` maps them into the package at
 build time); in a source checkout (the tests, an editable install) they are those top-level
-folders themselves. ``importlib.resources`` locates the package; :func:`folder` picks whichever
-of the two holds the folder. The package must be installed as files (not zipped): the
-grammars and rules are read by path.
+folders themselves. The package is the folder of this module (what ``importlib.resources.files``
+would return for it, without importing that module and the archive readers it brings, a tenth of
+a short command's start-up); :func:`folder` picks whichever of the two holds the folder. The
+package must be installed as files (not zipped): the grammars and rules are read by path.
 
 A source file names a shipped file by package name, ``"stringdiag:gallery/anatomy.diag"``
 (:data:`PREFIX`), wherever it names a file (``import``, ``use``, ``by``, a command's
@@ -21,7 +22,6 @@ PosixPath('models/other.diag')
 from __future__ import annotations
 
 import os
-from importlib.resources import files
 from pathlib import Path, PurePosixPath
 
 from .errors import FOLDERS, PREFIX, DiagError, Pos, shown
@@ -29,7 +29,7 @@ from .errors import FOLDERS, PREFIX, DiagError, Pos, shown
 
 def folder(name: str) -> Path:
     """A shipped folder: inside the installed package, else the source checkout's top level."""
-    package = Path(str(files(__package__)))
+    package = Path(__file__).parent
     for place in (package / name, package.parent / name):
         if place.is_dir():
             return place

@@ -150,8 +150,9 @@ def add_examples(p: argparse.ArgumentParser, name: str, mod: ModuleType) -> None
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    """The whole parser, or, when ``argv`` names a command, one with only that command's
-    options filled in (the others are names, so a misspelt one is still suggested)."""
+    """The whole parser, or, when ``argv`` names a command, one with only that command (each
+    subparser argparse makes is a millisecond of start-up); when it names none, the others are
+    names only, so a misspelt one is still suggested."""
     wanted = next((a for a in argv if not a.startswith("-")), None) if argv is not None else None
     wanted = wanted if wanted in COMMANDS else None
     if argv is not None and wanted is None and not {"-h", "--help"} & set(argv):
@@ -168,7 +169,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         if wanted not in (None, name):
-            sub.add_parser(name)
+            if wanted == "":
+                sub.add_parser(name)
             continue
         mod = command(name)
         parser = sub.add_parser(name, help=mod.HELP, description=mod.HELP)

@@ -46,7 +46,6 @@ kept as the reference for tests.
 """
 from __future__ import annotations
 
-import hashlib
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING
 
@@ -611,6 +610,8 @@ def canonical_hash(d: Hypergraph) -> str:
     edges between classes (a canonical form of the diagram when every class is one node).
     The same in every run: nothing hashed but ints and tuples of ints (no PYTHONHASHSEED),
     and blake2b at the end."""
+    import hashlib  # here, not at import: it loads OpenSSL, a few ms of every command's start
+
     with gc_paused():
         col, trace = _stable(_graph(d))
         h = hashlib.blake2b(digest_size=16)

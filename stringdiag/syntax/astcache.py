@@ -6,7 +6,7 @@ user's file. Their items (:mod:`.ast`'s and :mod:`.rules_ast`'s frozen records) 
 JSON data under the user's cache directory (``$XDG_CACHE_HOME/stringdiag`` or
 ``~/.cache/stringdiag``), one file a source, keyed by a hash of the text, its
 file name and the record definitions (``ast.py``, ``rules_ast.py``); the file
-carries a SHA-256 of its payload. Reading it runs no code: every object is one of the records
+carries a BLAKE2b digest of its payload. Reading it runs no code: every object is one of the records
 named in those modules (or ``Pos``), built from its fields; anything else, a stale key, a bad
 checksum or a half-written file is ignored and the text parsed again. Written atomically (a
 temporary file renamed over the old one). A user's own files are always parsed.
@@ -14,7 +14,6 @@ temporary file renamed over the old one). A user's own files are always parsed.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -27,7 +26,7 @@ from . import rules_ast as RA
 from .records import Record
 from .source import write_atomic
 
-FORMAT = 2
+FORMAT = 3
 RECORDS = {c.__name__: c for m in (A, RA) for c in vars(m).values()
            if isinstance(c, type) and issubclass(c, Record) and c.__module__ == m.__name__} | {"Pos": Pos}
 Reader = Callable[[str, str], tuple]
@@ -64,6 +63,19 @@ def decode(payload: bytes) -> tuple:
     return items
 
 
+def digest(*parts: bytes) -> str:
+    """BLAKE2b (128 bits) of the parts, from the interpreter's own module: hashlib would load
+    OpenSSL, a few ms of every start."""
+    try:
+        from _blake2 import blake2b
+    except ImportError:  # an interpreter without it
+        from hashlib import blake2b
+    h = blake2b(digest_size=16)
+    for p in parts:
+        h.update(p)
+    return h.hexdigest()
+
+
 def cache_dir() -> Path:
     root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(root) / "stringdiag"
@@ -71,11 +83,8 @@ def cache_dir() -> Path:
 
 def key(text: str, file: str) -> str:
     """(The reader follows from the file's suffix, which the name in the key holds.)"""
-    h = hashlib.sha256(f"{FORMAT}\0{file}\0".encode())
-    for m in (A, RA):
-        h.update(Path(m.__file__ or "").read_bytes())
-    h.update(text.encode())
-    return h.hexdigest()[:32]
+    sources = [Path(m.__file__ or "").read_bytes() for m in (A, RA)]
+    return digest(f"{FORMAT}\0{file}\0".encode(), *sources, text.encode())
 
 
 def _path(file: str) -> Path:
@@ -85,13 +94,13 @@ def _path(file: str) -> Path:
 
 def read_cached(text: str, file: str, read: Reader | None = None) -> tuple:
     """``read(text, file)`` (``ast.read`` or ``rules_ast.read_rules``), from the cache when it
-    holds this text. The file is a line of JSON (its key and the payload's SHA-256), then the payload."""
+    holds this text. The file is a line of JSON (its key and the payload's digest), then the payload."""
     read = read or A.read
     path, k = _path(file), key(text, file)
     try:
         head, _, payload = path.read_bytes().partition(b"\n")
         saved = json.loads(head)
-        if saved["key"] == k and saved["sha256"] == hashlib.sha256(payload).hexdigest():
+        if saved["key"] == k and saved["digest"] == digest(payload):
             return decode(payload)
     except Exception:  # absent, stale, damaged or foreign: parse the text
         pass
@@ -105,7 +114,7 @@ def _write(path: Path, k: str, items: tuple) -> None:
         payload = json.dumps(encode(items), separators=(",", ":")).encode()
     except Unkept:
         return
-    head = json.dumps({"key": k, "sha256": hashlib.sha256(payload).hexdigest()}).encode()
+    head = json.dumps({"key": k, "digest": digest(payload)}).encode()
     try:
         write_atomic(path, head + b"\n" + payload)
     except DiagError:

@@ -73,9 +73,13 @@ class Tables:
 
 @lru_cache(maxsize=None)
 def tables(grammar: str) -> Tables:
-    from .lalrgen import table_path
+    from ..resources import folder
 
-    return Tables(json.loads(table_path(grammar).read_bytes()))
+    return Tables(json.loads((folder("grammars") / table_name(grammar)).read_bytes()))
+
+
+def table_name(grammar: str) -> str:
+    return f"{grammar.removesuffix('.lark')}.tables.json"
 
 
 def _match(lexer: tuple, text: str, pos: int) -> tuple[str, str] | None:

@@ -26,7 +26,9 @@ def grammar_dir() -> Path:
 
 
 def table_path(grammar: str) -> Path:
-    return grammar_dir() / f"{grammar.removesuffix('.lark')}.tables.json"
+    from .lalr import table_name
+
+    return grammar_dir() / table_name(grammar)
 
 
 def build_lark(grammar: str):

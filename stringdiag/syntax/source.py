@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -35,6 +34,8 @@ def write_atomic(path: str | Path, data: str | bytes | Callable[[str], None], ke
     everyone, as a picture or a result is. A failure (a full disk, a name too long) is the
     tool's error naming ``what`` the file is; ``kept`` says what survives it, e.g. " (the
     previous log is kept)"."""
+    import tempfile  # here: with random and shutil, a few ms of every start, and most runs write nothing
+
     out = Path(path)
     tmp = None
     try:
