@@ -6,13 +6,16 @@ For each model: the graphs dynamo makes of one forward pass, its graph breaks (a
 and the operations it traced (``torch._dynamo.explain``); then the first training step under
 ``torch.compile`` (forward, backward, Adam) by CPU time, less one eager step of the same round:
 the compile's own CPU time. The two models are compiled in interleaved rounds (each first in
-turn; ``torch._dynamo.reset()`` before each compile, Inductor's caches off), the ratio is the
-median of the rounds' ratios. The default backend is ``aot_eager`` (dynamo's tracing and AOT
+turn, after one untimed compile of each; ``torch._dynamo.reset()`` before each compile,
+Inductor's caches off), the ratio is the median of the rounds' ratios. The default backend is ``aot_eager`` (dynamo's tracing and AOT
 autograd's forward and backward graphs: the part the lowering decides, seconds of CPU);
 ``--backend inductor`` adds Inductor's code generation and C++ compiler (children's CPU counted
 too; minutes a round on a 2-core machine).
 
-    .venv/bin/python benchmarks/bench_compile.py [--rounds 5] [--backend aot_eager|inductor]
+    .venv/bin/python benchmarks/bench_compile.py [--rounds 5] [--backend aot_eager|inductor] [--vmap]
+
+``--vmap`` adds the same model with its heads run by ``torch.vmap`` (the layout before
+``lower/headaxis.py``), in the same rounds.
 """
 from __future__ import annotations
 
@@ -72,6 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--backend", default="aot_eager", choices=["aot_eager", "inductor"])
     ap.add_argument("--no-header", action="store_true")
+    ap.add_argument("--vmap", action="store_true", help="also the heads run by torch.vmap, as before")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     import torch._inductor.config as inductor
@@ -81,6 +85,11 @@ def main(argv: list[str] | None = None) -> None:
     torch.manual_seed(0)
     models = {"M1": LanguageModel(head, **H.CONFIG), "hand-written": H.hand_written(head)}
     assert all(layer.batched for layer in models["M1"].layers), "M1 must batch"
+    if a.vmap:  # the heads as they ran before lower/headaxis.py: torch.vmap over functional_call
+        torch.manual_seed(0)
+        models["M1 by vmap"] = LanguageModel(head, **H.CONFIG)
+        for layer in models["M1 by vmap"].layers:
+            layer.heads.stacked = ()
     for name, model in models.items():
         graphs, breaks, ops, why = traced(model)
         print(f"{name}: {graphs} graph(s), {breaks} graph break(s), {ops} traced operations"
@@ -89,14 +98,20 @@ def main(argv: list[str] | None = None) -> None:
         C.header()
     got: dict[str, list[float]] = {name: [] for name in models}
     names = list(models)
+    for name in names:  # one untimed compile each: dynamo's and AOT's own first-use costs fall on neither
+        compile_cpu(models[name], a.backend)
     for r in range(a.rounds):
-        for name in names[r % 2:] + names[:r % 2]:
+        for name in names[r % len(names):] + names[:r % len(names)]:
             got[name].append(compile_cpu(models[name], a.backend))
         print(f"round {r + 1}: " + ", ".join(f"{n} {got[n][-1]:.2f} s" for n in names), file=sys.stderr, flush=True)
     ratio = statistics.median(x / y for x, y in zip(got["M1"], got["hand-written"]))
     C.row(f"`torch.compile` ({a.backend}) CPU time, M1 language model (2 layers x 4 heads, d_model 128)",
           f"hand-written heads ({statistics.median(got['hand-written']):.2f} s CPU)",
           f"{ratio:.2f} ({statistics.median(got['M1']):.2f} s CPU; median of {a.rounds})", "<= 1.2", ratio <= 1.2)
+    if a.vmap:
+        old = statistics.median(x / y for x, y in zip(got["M1 by vmap"], got["hand-written"]))
+        C.row(f"`torch.compile` ({a.backend}) CPU time, M1 language model, heads by vmap (before)",
+              "hand-written heads", f"{old:.2f} ({statistics.median(got['M1 by vmap']):.2f} s CPU)", "-", None)
 
 
 if __name__ == "__main__":

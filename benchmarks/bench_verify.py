@@ -10,6 +10,10 @@ importing torch, which only ``--verify`` does, is in that one.
 ``git archive REV stringdiag rules grammars | tar -x -C DIR``) times the drawing command of that
 code against this tree's, both as ``python -m stringdiag``, interleaved, after one untimed run of
 each (their caches warmed).
+
+``--in-process`` adds, first, what importing torch alone costs (a fresh process, less an empty
+one) and ``derive --verify`` against ``derive`` within one process after every import and one
+untimed run of each: the verification's own work against the derivation's.
 """
 from __future__ import annotations
 
@@ -50,6 +54,29 @@ def measure(deriv: str, rounds: int) -> dict[str, list[float]]:
     return got
 
 
+def torch_import(rounds: int) -> float:
+    """Median CPU seconds of importing torch in a fresh process, less those of an empty one."""
+    got = []
+    for _ in range(rounds):
+        got.append(child_cpu([sys.executable, "-c", "import torch"]) - child_cpu([sys.executable, "-c", "pass"]))
+    return statistics.median(got)
+
+
+def in_process(deriv: str, rounds: int) -> None:
+    """``derive --verify`` against ``derive`` in this process, after every import (torch, the oracle)
+    and one untimed run of each: the verification's own work against the derivation's."""
+    import torch
+
+    from stringdiag.derive.derivation import load_derivation
+    import stringdiag.verify.oracle  # noqa: F401  (torch's import is not the verification's work)
+
+    torch.set_num_threads(1)
+    p = C.pair(lambda: load_derivation(deriv, verify=True), lambda: load_derivation(deriv), rounds)
+    C.row(f"`derive --verify` of {Path(deriv).name}, in-process (imports done)",
+          f"`derive`'s work ({p.ref:.2f} s CPU)",
+          f"{p.ratio:.2f} ({p.mine:.2f} s CPU: verification {p.mine - p.ref:.2f} s)", "-", None)
+
+
 def before_after(deriv: str, before: str, rounds: int) -> None:
     """The drawing command of the code in ``before`` against this tree's, by child CPU time."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -76,9 +103,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--no-header", action="store_true")
     ap.add_argument("--before", metavar="DIR", help="time the drawing of an older tree's code against this one")
+    ap.add_argument("--in-process", action="store_true",
+                    help="also derive --verify against derive in one process, imports done, and torch's import")
     a = ap.parse_args(argv)
     if not a.no_header:
         C.header()
+    if a.in_process:
+        print(f"importing torch alone: {torch_import(a.rounds):.2f} s CPU (a fresh process, less an empty one;"
+              f" median of {a.rounds})", flush=True)
+        for deriv in a.derivations:
+            in_process(deriv, a.rounds)
     if a.before:
         for deriv in a.derivations:
             before_after(deriv, a.before, a.rounds)

@@ -117,7 +117,7 @@ def _same(fn: Callable) -> Callable[[fx.Node], Callable | None]:
     return lambda n: fn
 
 
-def _sdpa(n: fx.Node) -> Callable | None:
+def _attention(n: fx.Node) -> Callable | None:
     """Scaled dot-product attention treats leading axes as batch axes: no mask or dropout."""
     free = n.kwargs.get("attn_mask") is None and len(n.args) <= 3 and not n.kwargs.get("dropout_p")
     return F.scaled_dot_product_attention if free else None
@@ -133,7 +133,7 @@ def _getitem(n: fx.Node) -> Callable | None:
 RULES: dict[Any, Callable[[fx.Node], Callable | None]] = {
     _flatten_batch: _same(flatten_batch), P.unflatten_batch: _same(unflatten_batch), operator.getitem: _getitem,
     torch._C._nn.linear: _same(linear), F.linear: _same(linear), F.layer_norm: _same(layer_norm),
-    F.scaled_dot_product_attention: _sdpa, torch._C._nn.scaled_dot_product_attention: _sdpa,
+    F.scaled_dot_product_attention: _attention, torch._C._nn.scaled_dot_product_attention: _attention,
     **{fn: _same(fn) for fn in (F.relu, torch.relu, F.gelu, torch.tanh, torch.sigmoid, F.silu, torch.exp)},
 }
 

@@ -270,9 +270,13 @@ class Lowering:
             self.lower_box(b)
         outs = [g.call_function(P.unflatten_batch, (self.env[w], batch, n_batch)) for w in d.outputs]
         g.output(outs[0] if len(outs) == 1 else tuple(outs))
-        gm = _ref_not_saved(fx.GraphModule(self.root, g, class_name=_ident(self.src.name)))
-        if gm.graph.eliminate_dead_code():  # what fused paths made unnecessary (a mask nothing reads, say)
-            gm.recompile()  # only then: building the graph module compiled its code once already
+        held = {n.target for n in g.nodes if n.op in ("call_module", "get_attr")}
+        g.owning_module = self.root  # what a module call's purity is read from
+        g.eliminate_dead_code()  # what fused paths made unnecessary (a mask nothing reads, say): before
+        gm = fx.GraphModule(self.root, g, class_name=_ident(self.src.name))  # its code made once
+        for target in sorted(held - {n.target for n in g.nodes}):  # a weight nothing reads stays a weight
+            fx.graph_module._copy_attr(self.root, gm, target)
+        gm = _ref_not_saved(gm)
         gm.weight_sets = dict(self.attrs)  # weight set -> attribute: what an oracle matches weights by
         gm.chunked_scans = list(self.chunked)  # the scans compiled through their chunked form
         return gm
