@@ -28,6 +28,7 @@ from ..graph.multigraph import topological_sort
 from ..graph.types import Dim
 from ..syntax.source import write_atomic
 from .crossings import centres, crossings
+from .dag import Dag
 from .dotrun import laid_out
 from .formats import FORMATS
 from .frames import copy_points, frames, placed, rows
@@ -176,14 +177,12 @@ def _mark(g: graphviz.Digraph, d: Diagram, P: str, marks: Marks) -> None:
         for b in sorted(marks.before, key=lambda b: (-marks.before[b][1], marks.before[b][0])):
             g.edge(f"{P}{HUB}in", f"{P}{b}", **hidden)
             g.edge(f"{P}{b}", f"{P}{HUB}out", **hidden)
-    import networkx as nx  # (only a derivation's pictures are hinted: a diagram's never wait for it)
-
-    held = nx.DiGraph(d.graph)  # the wires, and the hints so far: a hint closing a cycle is left out
+    held = Dag.of(d.graph.succ)  # the wires, and the hints so far: a hint closing a cycle is left out
     pairs = [(a, b, hidden) for left, right in zip(order, order[1:]) for a in left for b in right if marks.ranks]
     if marks.columns:  # where two stay in one column, dot (left to right) draws this edge's tail above its head
         pairs += [(a, b, hidden | {"weight": "1"}) for column in order for a, b in zip(column, column[1:])]
     for a, b, attrs in pairs:
-        if not nx.has_path(held, b, a):
+        if not held.reaches(b, a):
             held.add_edge(a, b)
             g.edge(f"{P}{a}", f"{P}{b}", **attrs)
 

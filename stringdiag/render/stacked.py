@@ -19,9 +19,8 @@ import math
 import re
 from functools import lru_cache
 
-import networkx as nx
-
 from .dotrun import laid_out
+from .dag import Dag
 from .dotlayout import Blocks, Layout, Rect, _clear, _floats, _foreign, _moved_points, _neato, _overlap, _within, parse
 from .route import bezier, detour, route, taut
 
@@ -89,8 +88,8 @@ def _place(blocks: Blocks, frame: str, votes: dict[tuple, int], pads: dict, poin
     order = _order(blocks, kids, votes)
     wish = {c: blocks.rect[c][2] for c in kids}
     high = {c: _height(blocks.rect[c]) for c in kids}
-    gap = {e: order.edges[e]["gap"] for e in order.edges}
-    ranked = list(nx.lexicographical_topological_sort(order, key=lambda c: (wish[c], c)))
+    gap = {e: order.data(*e)["gap"] for e in order.edges()}
+    ranked = order.ordered(key=lambda c: (wish[c], c))
     down: dict[tuple, float] = {}  # each as high as it wishes or as those above push it down
     for c in ranked:
         down[c] = max([wish[c]] + [down[p] + high[p] + gap[p, c] for p in order.pred[c]])
@@ -134,17 +133,16 @@ def _pads(blocks: Blocks, frame: str) -> tuple[float, float]:
     return (min(r[2] for r in kids) - y0, y1 - max(r[3] for r in kids)) if kids else (0.0, 0.0)
 
 
-def _order(blocks: Blocks, kids, votes) -> nx.DiGraph:
+def _order(blocks: Blocks, kids, votes) -> Dag:
     """Which sibling goes above which, among those sharing some x: the votes first (the larger
     margin first), dot's order for the rest; an edge closing a cycle is left out."""
-    g = nx.DiGraph()
-    g.add_nodes_from(kids)
+    g = Dag(kids)
     rect = blocks.rect
     pairs = [(a, b) for a in kids for b in kids if a != b and _share_x(rect[a], rect[b])]
     wished = sorted(((votes.get((a, b), 0) - votes.get((b, a), 0), a, b) for a, b in pairs), reverse=True)
     dots = sorted(((rect[a][2], a, b) for a, b in pairs if rect[a][2] < rect[b][2]))
     for a, b in [(a, b) for m, a, b in wished if m > 0] + [(a, b) for _, a, b in dots]:
-        if not g.has_edge(a, b) and not nx.has_path(g, b, a):
+        if not g.has_edge(a, b) and not g.reaches(b, a):
             gap = rect[b][2] - rect[a][3] if rect[a][3] <= rect[b][2] else GAP
             g.add_edge(a, b, gap=min(max(gap, 4.0), 18.0))
     return g
