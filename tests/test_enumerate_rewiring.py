@@ -105,3 +105,23 @@ def test_one_form_exactly_when_isomorphic(space):
     form = symmetry.classes(ws, gens, reading)
     assert set(form) == set(ws)
     symmetry.confirm(form, gens, reading)  # each wiring isomorphic to its form, no two forms isomorphic
+
+
+def test_the_cli_confirms_on_request(capsys, monkeypatch):
+    import json
+
+    from stringdiag.cli.main import main
+
+    calls = []
+    real = symmetry.confirm
+    monkeypatch.setattr(symmetry, "confirm", lambda *a: calls.append(1) or real(*a))
+
+    args = ["enumerate", str(ROOT / "gallery" / "anatomy.diag"), "--generators", ",".join(PLAIN), "--max", "3",
+            "--symmetric", "ConcatFF", "--interchangeable", "LinAttPrep", "--json"]
+    stages = []
+    for extra in ([], ["--confirm"]):
+        assert main(args + extra) == 0
+        assert bool(calls) == bool(extra)
+        stages.append(json.loads(capsys.readouterr().out)["stages"])
+    assert stages[0] == stages[1] and stages[0][0]["count"] > 0
+    assert len(calls) >= 1  # with --confirm only (the estimate's run and the enumeration's)
