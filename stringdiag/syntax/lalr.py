@@ -106,21 +106,22 @@ class _Cursor:
 
     def next(self, t: Tables, lexer: tuple, text: str) -> Token | None:
         """The next token not ignored (None at the end); BadCharacter where nothing matches."""
-        while self.pos < len(text):
-            found = _match(lexer, text, self.pos)
+        pos, line, line_start = self.pos, self.line, self.line_start
+        tok = None
+        while tok is None and pos < len(text):
+            found = _match(lexer, text, pos)
             if found is None:
-                raise BadCharacter(self.pos, self.line, self.pos - self.line_start + 1)
+                self.pos, self.line, self.line_start = pos, line, line_start
+                raise BadCharacter(pos, line, pos - line_start + 1)
             name, value = found
-            start, line, column = self.pos, self.line, self.pos - self.line_start + 1
+            end, end_line, end_start = pos + len(value), line, line_start
             if name in t.newline and "\n" in value:
-                self.line += value.count("\n")
-                self.line_start = start + value.rindex("\n") + 1
-            self.pos = start + len(value)
+                end_line, end_start = line + value.count("\n"), pos + value.rindex("\n") + 1
             if name not in t.ignore:
-                tok = Token(name, value, start, line, column)
-                tok.end_line, tok.end_column, tok.end_pos = self.line, self.pos - self.line_start + 1, self.pos
-                return tok
-        return None
+                tok = Token(name, value, pos, line, pos - line_start + 1, end_line, end - end_start + 1, end)
+            pos, line, line_start = end, end_line, end_start
+        self.pos, self.line, self.line_start = pos, line, line_start
+        return tok
 
 
 def parse(text: str, grammar: str) -> Tree:
@@ -141,8 +142,7 @@ def parse(text: str, grammar: str) -> Tree:
         last = tok
     end = Token("$END", "", 0, 1, 1)
     if last is not None:  # lark's end token borrows the last token's place
-        end = Token("$END", "", last.start_pos, last.line, last.column)
-        end.end_line, end.end_column, end.end_pos = last.end_line, last.end_column, last.end_pos
+        end = Token("$END", "", last.start_pos, last.line, last.column, last.end_line, last.end_column, last.end_pos)
     return _feed(t, stack, values, end, True)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 class Token(str):
     """A terminal as read: its text, its terminal's name and where it starts and ends."""
 
+    __slots__ = ("type", "start_pos", "line", "column", "end_line", "end_column", "end_pos")
     type: str
     start_pos: int
     line: int
@@ -19,9 +20,11 @@ class Token(str):
     end_column: int
     end_pos: int
 
-    def __new__(cls, type_: str, value: str, start_pos: int = 0, line: int = 1, column: int = 1):
-        self = super().__new__(cls, value)
+    def __new__(cls, type_: str, value: str, start_pos: int = 0, line: int = 1, column: int = 1,
+                end_line: int = 0, end_column: int = 0, end_pos: int = 0):
+        self = str.__new__(cls, value)
         self.type, self.start_pos, self.line, self.column = type_, start_pos, line, column
+        self.end_line, self.end_column, self.end_pos = end_line, end_column, end_pos
         return self
 
     @property
@@ -44,10 +47,18 @@ class Meta:
     def spread(self, children: list) -> None:
         """From the first to the last child that has a place; ``outer_*`` is the span a parent
         sees, wider than the tree's own when a ``?rule`` kept it alone between dropped tokens."""
-        first = next((s for s in map(_start, children) if s is not None), None)
+        first = last = None
+        for c in children:
+            first = _start(c)
+            if first is not None:
+                break
         if first is None:
             return
-        last = next(e for e in map(_end, reversed(children)) if e is not None)
+        for c in reversed(children):
+            last = _end(c)
+            if last is not None:
+                break
+        assert last is not None
         if self.empty:
             self.line, self.column, self.start_pos = first
             self.end_line, self.end_column, self.end_pos = last
