@@ -1,8 +1,8 @@
 """The space of mechanisms, stage by stage (Khatri et al. (2024), Sec. 5), under a :class:`Reading`.
 
 - ``raw``: every member (``space.py`` finds the ordered wirings; ``symmetry.py`` makes one
-  member of the wirings the declared symmetries relate, and confirms the classes with an
-  independent isomorphism test).
+  member of the wirings the declared symmetries relate, and with ``Work.confirm`` confirms the
+  classes with an independent isomorphism test).
 - ``not-composite``: members that are a sequential composite ``f ; g`` of two smaller members
   removed (``space.is_composite``; permuting ports does not change the answer).
 - ``required``: members without any of the required generators removed (when the reading
@@ -12,11 +12,13 @@
   gives another member"); each class keeps its member with the fewest generators (then the
   least canonical form).
 
-The rules are applied to built diagrams, whose ports are ordered, so the closure is taken
-over every ordered wiring of the surviving members, joined with the symmetry classes: a rule
-written for ``ConcatFF(x, v)`` then also relates ``ConcatFF(v, x)`` when ConcatFF is declared
-symmetric. A rewrite's result is read back as a wiring (``build.wiring_of``), whose canonical
-numbering is exact, so no isomorphism test is needed to find it among the members.
+The rules see ordered ports, so the closure is taken over every ordered wiring of the
+surviving members, joined with the symmetry classes: a rule written for ``ConcatFF(x, v)``
+then also relates ``ConcatFF(v, x)`` when ConcatFF is declared symmetric. A rule whose sides
+are plain wirings of the generators is applied to the wiring itself (``rewiring.py``); any
+other to the built diagram by the engine, its result read back as a wiring
+(``build.wiring_of``). Canonical numbering is exact, so no isomorphism test is needed to find
+a result among the members.
 """
 from __future__ import annotations
 
@@ -231,7 +233,8 @@ class Oriented:
 
 def neighbours(w: Wiring, gens: list[Generator], names: tuple, rules: list, bound: int, cache: dict) -> list[Wiring]:
     """The wirings one rewrite away from ``w`` (either way): each rule applied from its
-    larger side (:class:`Oriented`) at each of its matches in the built diagram, read back;
+    larger side (:class:`Oriented`) at each of its matches, on the wiring
+    (``rewiring.py``) or in the built diagram, read back;
     results larger than ``bound`` or not members are dropped. Kept in ``cache`` by the
     member's generators by name, whatever the bound and whatever else is enumerated, so
     readings share it (the generator set is in the key only where the replacement brings in
