@@ -109,8 +109,8 @@ def main(argv: list[str] | None = None) -> None:
     if not a.no_header:
         C.header()
     if a.in_process:
-        print(f"importing torch alone: {torch_import(a.rounds):.2f} s CPU (a fresh process, less an empty one;"
-              f" median of {a.rounds})", flush=True)
+        C.row("importing torch alone (a fresh process, less an empty one)", "-",
+              f"{torch_import(a.rounds):.2f} s CPU (median of {a.rounds})", "-", None)
         for deriv in a.derivations:
             in_process(deriv, a.rounds)
     if a.before:
