@@ -342,6 +342,35 @@ def test_one_editing_dialect():
     assert not wrong, "\n".join(wrong)
 
 
+SET_TAGS = {"learn", "diagram", "cell"}  # a weight set's kinds (``graph.weights.SetKind``)
+RECORD_OWNERS = {"graph/weights.py"}  # where ``WeightSet`` is made of its tuple
+
+
+def tagged_tuples(tree: ast.AST, tags: set[str] = SET_TAGS) -> list[tuple[int, str]]:
+    """A record built by hand as a tuple led by its tag (``("learn", local, name)``)."""
+    return [(node.lineno, ast.unparse(node)[:60]) for node in ast.walk(tree)
+            if isinstance(node, ast.Tuple) and len(node.elts) > 1 and isinstance(node.elts[0], ast.Constant)
+            and node.elts[0].value in tags]
+
+
+def test_no_weight_set_is_a_tagged_tuple():
+    """A weight set is a ``WeightSet`` (made by ``weight_key``, ``learner_key`` or its
+    constructor), read by its fields, never spelled as the tuple it compares equal to."""
+    wrong = _outside(RECORD_OWNERS.__contains__, tagged_tuples)
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("source, offences", [
+    ("key = ('learn', True, name)", 1),
+    ("m.register(('diagram', inst), make)", 1),
+    ("cell = ('cell', key)", 1),
+    ("key = WeightSet(SetKind.CELL, key)", 0),
+    ("words = ('import', 'learn', 'diagram')", 0),
+])
+def test_the_tagged_tuple_check_can_fail(source, offences):
+    assert len(tagged_tuples(ast.parse(source))) == offences
+
+
 @pytest.mark.parametrize("source, offences", [
     ("a = d.graph.nodes[w]", 1),
     ("g = d.graph\nfor n, a in g.nodes(data=True):\n    pass", 1),

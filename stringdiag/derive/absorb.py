@@ -86,7 +86,7 @@ def _readers(d: Diagram, w: int, name: str, into: str) -> tuple[list[int], int |
     """The boxes of the weight set ``into`` that read ``w``; for a learned matrix, the
     contractions that apply it (and the box making the matrix)."""
     owners = boxes_by_weights(d)
-    sets = {k for k in owners if str(k[-1]).split("/")[-1] == into or k[-1] == into}
+    sets = {k for k in owners if k.name.split("/")[-1] == into or k.name == into}
     if len(sets) != 1:
         raise DiagError(f"no trainable box '{into}' here" if not sets else
                         f"'{into}' names {len(sets)} weight sets here; absorbing needs one")

@@ -71,9 +71,9 @@ def _note(cur: Diagram, name: str, key: WeightKey | None, loops: list[int]) -> s
     """What the step did to weights: which set (with ``at``), and which loops it went into."""
     parts = []
     if key is not None:
-        others = sorted({str(k[-1]) for b in cur.boxes() if cur.record(b).op == name
+        others = sorted({k.name for b in cur.boxes() if cur.record(b).op == name
                          and (k := weight_key(cur.record(b))) is not None and k != key})
-        parts.append(f"only the weights {key[-1]}" + (f" (not {', '.join(others)})" if others else ""))
+        parts.append(f"only the weights {key.name}" + (f" (not {', '.join(others)})" if others else ""))
     if loops:
         parts.append(f"inside the loop's cell ({', '.join(sorted({cur.record(b).op for b in loops}))})")
     return "; ".join(parts)

@@ -36,7 +36,7 @@ from ..graph.hypergraph import repeated
 from ..graph.resize import resized
 from ..graph.stepsets import enclosed
 from ..graph.types import Dim, DimKind
-from ..graph.weights import WeightKey, fresh_instance, instances, rename_key, weight_key
+from ..graph.weights import WeightKey, fresh_instance, instances, weight_key
 from ..graph.weightuse import uses
 from ..rewrite.dpo import rewrite
 from ..rewrite.match import Match, find_matches, wire_name
@@ -200,7 +200,7 @@ def copy(cur: Diagram, wire: str) -> Outcome:
     for reader in readers[1:]:
         out = copy_box(out, box, [reader])
     key = weight_key(cur.record(box))
-    return Outcome(out, EQ, f"the copies share the weights of {key[-1]}" if key else "")
+    return Outcome(out, EQ, f"the copies share the weights of {key.name}" if key else "")
 
 
 def fold(cur: Diagram, body: Diagram, call: Diagram, matches: list[Match]) -> Outcome:
@@ -211,7 +211,7 @@ def fold(cur: Diagram, body: Diagram, call: Diagram, matches: list[Match]) -> Ou
     (match,) = matches
     if match.ties:
         raise DiagError(f"folding '{body.name}' here would tie weight sets that differ "
-                        f"({', '.join(sorted(str(k[-1]) for g in match.ties for k in g))}): that is a reduction, "
+                        f"({', '.join(sorted(k.name for g in match.ties for k in g))}): that is a reduction, "
                         "not a fold")
     pairs = _weight_pairs(cur, match)
     _refuse_splits(cur, body.name, match, pairs)
@@ -226,7 +226,7 @@ def fold(cur: Diagram, body: Diagram, call: Diagram, matches: list[Match]) -> Ou
         return Outcome(out, EQ)
     instance = fresh_instance(body.name, taken)
     out.update(new, weights=Instance(instance))
-    correspond = {rename_key(kp, instance + "/" + str(kp[-1])): kt for kp, kt in pairs.items()}
+    correspond = {kp.renamed(instance + "/" + kp.name): kt for kp, kt in pairs.items()}
     return Outcome(out, EQ, f"the folded weights are now those of {instance}", correspond)
 
 
@@ -255,8 +255,8 @@ def _refuse_splits(cur: Diagram, name: str, match: Match, pairs: dict[WeightKey,
     seen: dict[WeightKey, WeightKey] = {}
     for kp, kt in pairs.items():
         if kt in seen:
-            raise DiagError(f"'{seen[kt][-1]}' and '{kp[-1]}' of '{name}' are two sets of weights, but here both "
-                            f"are '{kt[-1]}': folding would split one set into two")
+            raise DiagError(f"'{seen[kt].name}' and '{kp.name}' of '{name}' are two sets of weights, but here both "
+                            f"are '{kt.name}': folding would split one set into two")
         seen[kt] = kp
     inside = set(match.boxes.values())
     for kt in seen:
@@ -264,7 +264,7 @@ def _refuse_splits(cur: Diagram, name: str, match: Match, pairs: dict[WeightKey,
         if outside:
             u = outside[0]
             by = cur.record(u.box).op + (f"', {u.where()}" if u.nested else "'")
-            raise DiagError(f"the weights '{kt[-1]}' are also used outside the fold (by '{by}): "
+            raise DiagError(f"the weights '{kt.name}' are also used outside the fold (by '{by}): "
                             "folding would split one set of weights into two")
 
 
@@ -272,8 +272,8 @@ def _common_prefix(pairs: dict[WeightKey, WeightKey]) -> str | None:
     """``P`` such that every target set is ``P`` + the body's name for it, if there is one."""
     prefix = None
     for kp, kt in pairs.items():
-        body, target = str(kp[-1]), str(kt[-1])
-        if kp[0] != kt[0] or not target.endswith("/" + body):
+        body, target = kp.name, kt.name
+        if kp.kind is not kt.kind or not target.endswith("/" + body):
             return None
         p = target[: len(target) - len(body)]
         if prefix not in (None, p):

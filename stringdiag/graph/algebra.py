@@ -16,7 +16,7 @@ from ..errors import DiagError
 from .hypergraph import HG, Hypergraph
 from .iso import definition_key
 from .types import TensorType, show_type
-from .weights import weight_key, weight_sets
+from .weights import WeightKey, weight_key, weight_sets
 
 _ids = itertools.count(1)  # fresh weight identities: op@n
 _frames = itertools.count(1)  # picture frames of pasted copies
@@ -170,7 +170,7 @@ def _input_names(d: Hypergraph) -> list[str]:
     return [d.wire_label(w) or _unique_name(f"x{k + 1}", taken) for k, w in enumerate(d.inputs)]
 
 
-def _owners(d: Hypergraph, keys: set | None = None) -> dict[tuple, Any]:
+def _owners(d: Hypergraph, keys: set | None = None) -> dict[WeightKey, Any]:
     """Each weight set of ``d`` (of ``keys``, if given), with what computes with it: a
     declaration, or a definition told by its content (``iso.definition_key``)."""
     out = {}
@@ -193,7 +193,7 @@ def _check_shared(f: Hypergraph, g: Hypergraph) -> None:
     mine, theirs = _owners(f, both), _owners(g, both)
     for key in both:
         if mine[key] != theirs[key]:
-            raise DiagError(f"{f.name} and {g.name} both use the weight set '{key[-1]}' but for different "
+            raise DiagError(f"{f.name} and {g.name} both use the weight set '{key.name}' but for different "
                             "boxes; give one of them its own weights with fresh()")
 
 

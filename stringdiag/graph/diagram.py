@@ -69,7 +69,7 @@ class Diagram(Hypergraph):
 def _sharing(f: Hypergraph, g: Hypergraph, shared: bool | None, op: str) -> Hypergraph:
     """``g`` as it is, or with fresh weights, as ``shared`` says; an error when it matters and is unsaid."""
     if shared is None:
-        common = sorted(str(k[-1]) for k in weight_sets(f) & weight_sets(g))
+        common = sorted(k.name for k in weight_sets(f) & weight_sets(g))
         if common:
             raise DiagError(f"{f.name} {op} {g.name}: both sides hold the weights of {', '.join(common[:4])}; "
                             f"say shared=True to use one set of weights twice (one function), or shared=False "

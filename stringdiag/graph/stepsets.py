@@ -31,7 +31,7 @@ from ..errors import DiagError
 from .box import Box, Kind
 from .diagram import Diagram
 from .expand import expand, untouched
-from .weights import WeightKey, rename_key, tie, weight_key, weight_sets
+from .weights import WeightKey, tie, weight_key, weight_sets
 from .weightuse import Use, Holder, learner_key, uses
 
 
@@ -70,7 +70,7 @@ def refuse_outside(d: Diagram, fills: Sequence[Fill], who: str) -> None:
         if outside:
             u = outside[0]
             by = u.where() if u.nested else f"by '{d.record(u.box).op}'"
-            raise DiagError(f"{who} specialises '{hole}' here, but its weights ({key[-1]}) are also "
+            raise DiagError(f"{who} specialises '{hole}' here, but its weights ({key.name}) are also "
                             f"used {by}, outside the match: specialising one use would split one set of weights "
                             "in two")
 
@@ -83,7 +83,7 @@ def tied(before: Diagram, out: Diagram, ties: tuple[frozenset, ...]) -> SetsTied
         return SetsTied(out)
     res, trace, opened = tie_inside(out, ties)
     refuse_partial_ties(res, ties)
-    shown = "; ".join(" = ".join(sorted(str(k[-1]) for k in group)) for group in ties)
+    shown = "; ".join(" = ".join(sorted(k.name for k in group)) for group in ties)
     note = f"ties the weights of {shown}" + (f"; opens {', '.join(sorted(opened))} (where they are used too)"
                                              if opened else "")
     kept = None if trace is None else {b: k for b, k in untouched(out, res, trace).items()
@@ -123,8 +123,8 @@ def refuse_partial_ties(out: Diagram, ties: Iterable[Iterable[WeightKey]]) -> No
         left = [(k, found) for k in sorted(group, key=repr) if (found := uses(out, k))]
         if len(left) > 1:
             k, where = next(((k, _where(f)) for k, f in left if _where(f)), (left[-1][0], "here"))
-            raise DiagError(f"tying the weights of {' and '.join(sorted(str(g[-1]) for g in group))} here would "
-                            f"leave the uses of '{k[-1]}' {where} apart: one set of weights split in two")
+            raise DiagError(f"tying the weights of {' and '.join(sorted(g.name for g in group))} here would "
+                            f"leave the uses of '{k.name}' {where} apart: one set of weights split in two")
 
 
 def _where(found: list[Use]) -> str:
@@ -143,12 +143,12 @@ def enclosed(before: Diagram, after: Diagram) -> dict[WeightKey, WeightKey]:
         if b in old or box.kind is not Kind.DIAGRAM or not box.scan or box.instance is None:
             continue
         for key in sorted(weight_sets(box.ref), key=repr):
-            if key[0] == Kind.LEARN and not key[1] or not uses(before, key):
+            if key.is_global or not uses(before, key):
                 continue  # a global set keeps its name everywhere; a set new to the diagram is the cell's own
             if key in correspond.values() or uses(after, key):
-                raise DiagError(f"the weights '{key[-1]}' would move into the loop's cell '{box.instance}' and "
+                raise DiagError(f"the weights '{key.name}' would move into the loop's cell '{box.instance}' and "
                                 "stay in use elsewhere too: that splits one set of weights into two")
-            correspond[rename_key(key, f"{box.instance}/{key[-1]}")] = key
+            correspond[key.renamed(f"{box.instance}/{key.name}")] = key
     return correspond
 
 

@@ -30,12 +30,69 @@ True
 """
 from __future__ import annotations
 
+from enum import Enum
+from operator import itemgetter
 from typing import Container, Hashable, Iterable, Mapping
 
 from .box import Box, Global, Instance, Kind, Local
 from .hypergraph import per_graph_cache
 
-WeightKey = tuple  # ("learn", local, param) or ("diagram", instance)
+
+class SetKind(str, Enum):
+    """What holds a weight set: a learnable box, a definition box's instance, a scanned cell."""
+
+    LEARN = "learn"
+    DIAGRAM = "diagram"
+    CELL = "cell"
+
+
+class WeightSet(tuple):
+    """One set of weights: its ``kind``, its ``name`` (the path that names it, ``H#1/F``) and,
+    for a learnable, whether it is ``local`` to an instance. It is the tuple the public keys of
+    ``compiled.weight_sets`` have always been — ``("learn", local, name)``, ``("diagram", name)``,
+    ``("cell", name)`` — so it compares, hashes, sorts and prints as they do (a plain tuple
+    finds it in a dict); code reads its fields, and :meth:`of` reads a plain tuple."""
+
+    __slots__ = ()
+
+    def __new__(cls, kind: SetKind, name: str, local: bool = False) -> WeightSet:
+        parts = (_TAG[kind], local, name) if kind is SetKind.LEARN else (_TAG[kind], name)
+        return _make(cls, parts)
+
+    def __getnewargs__(self) -> tuple:  # type: ignore[override]  # (pickle: made from its fields)
+        return self.kind, self.name, self.local
+
+    @classmethod
+    def of(cls, key: tuple) -> WeightSet:
+        """The record of a key given as a plain tuple (a user's, a test's); itself if it is one."""
+        if isinstance(key, WeightSet):
+            return key
+        kind = SetKind(key[0])
+        return cls(kind, key[-1], bool(key[1]) if kind is SetKind.LEARN else False)
+
+    @property
+    def kind(self) -> SetKind:
+        return SetKind(self[0])
+
+    name: str = property(itemgetter(-1))  # type: ignore[assignment]  # (read in C: the hot path)
+
+    @property
+    def local(self) -> bool:
+        return self[0] == SetKind.LEARN and bool(self[1])
+
+    @property
+    def is_global(self) -> bool:
+        """A global learnable's set: one set wherever its name appears."""
+        return self[0] == SetKind.LEARN and not self[1]
+
+    def renamed(self, name: str) -> WeightSet:
+        """The set of the same kind named ``name``."""
+        return WeightSet(self.kind, name, self.local)
+
+
+WeightKey = WeightSet  # the name the annotations have used
+_TAG = {kind: kind.value for kind in SetKind}
+_make = tuple.__new__  # a record from its tuple, with no Python call (``weight_key`` is hot)
 
 
 @per_graph_cache(reentry=False)  # a definition cannot call itself; guard anyway
@@ -53,9 +110,9 @@ def weight_key(box: Box) -> WeightKey | None:
     """The weight set a box computes with, or ``None`` for a box without weights of its own."""
     w = box.weights
     if isinstance(w, (Global, Local)):
-        return ("learn", isinstance(w, Local), w.param)
+        return _make(WeightSet, ("learn", isinstance(w, Local), w.param))
     if box.kind is Kind.DIAGRAM and has_local_weights(box.ref):
-        return ("diagram", w.path if isinstance(w, Instance) else box.op)
+        return _make(WeightSet, ("diagram", w.path if isinstance(w, Instance) else box.op))
     return None
 
 
@@ -75,14 +132,14 @@ def boxes_by_weights(d) -> dict[WeightKey, list[int]]:
 
 def rename_key(key: WeightKey, name: str) -> WeightKey:
     """The weight key of the same kind as ``key``, naming the set ``name``."""
-    return (*key[:-1], name)
+    return WeightSet.of(key).renamed(name)
 
 
 def weights_of_key(key: WeightKey):
     """The :mod:`~stringdiag.graph.box` weights record a weight key names."""
-    if key[0] == Kind.LEARN:
-        return Local(key[2]) if key[1] else Global(key[2])
-    return Instance(key[1])
+    if key.kind is SetKind.LEARN:
+        return Local(key.name) if key.local else Global(key.name)
+    return Instance(key.name)
 
 
 def renaming(groups: Iterable[Iterable[WeightKey]]) -> dict[WeightKey, WeightKey]:
@@ -130,5 +187,5 @@ def instances(d, rename: Mapping[WeightKey, WeightKey] | None = None) -> set[str
     return {w.path for b in d.boxes() if isinstance(w := d.record(b).weights, Instance)}
 
 
-__all__ = ["weight_key", "weight_sets", "boxes_by_weights", "has_local_weights", "weights_of_key", "rename_key", "renaming",
+__all__ = ["SetKind", "WeightSet", "weight_key", "weight_sets", "boxes_by_weights", "has_local_weights", "weights_of_key", "rename_key", "renaming",
            "renamed", "tie", "fresh_instance", "instances", "WeightKey"]

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 from .box import Box, Global, Kind, Local
 from .hypergraph import count_value, per_graph_cache
-from .weights import WeightKey, weight_key
+from .weights import SetKind, WeightKey, WeightSet, weight_key
 
 
 class Holder(str, Enum):
@@ -60,6 +60,7 @@ def uses(d, key: WeightKey) -> list[Use]:
     """Every top-level box of ``d`` that computes with the weight set ``key`` (a key of
     ``d``'s own level, as ``weights.weight_key`` gives it), with where inside it the set is
     used. One entry per top-level box: the first path found inside it names it."""
+    key = WeightSet.of(key)
     found = []
     for b in d.boxes():
         box = d.record(b)
@@ -84,9 +85,7 @@ def used(d, key: WeightKey) -> bool:
 
 def learner_key(name: str, local: bool = False) -> WeightKey:
     """The weight set of a learnable box declared as ``name`` (global, or ``local``)."""
-    key = weight_key(Box(Kind.LEARN, name, weights=Local(name) if local else Global(name)))
-    assert key is not None  # (a learnable has weights)
-    return key
+    return WeightSet(SetKind.LEARN, name, local)
 
 
 def _inside(box: Box, key: WeightKey) -> tuple | None:
@@ -112,9 +111,9 @@ def _inner_key(box: Box, key: WeightKey) -> WeightKey | None:
     a global set keeps its name (and is looked for only where the body holds it); a set of an
     instance is inside only under the box's own instance path (and, in an unshared stack,
     under one copy's number)."""
-    if key[0] == Kind.LEARN and not key[1]:
-        return key if key[2] in globals_in(box.ref) else None
-    path, inst = str(key[-1]), box.instance if box.instance is not None else box.op
+    if key.is_global:
+        return key if key.name in globals_in(box.ref) else None
+    path, inst = key.name, box.instance if box.instance is not None else box.op
     if not path.startswith(inst + "/"):
         return None
     rest = path[len(inst) + 1:]
@@ -123,7 +122,7 @@ def _inner_key(box: Box, key: WeightKey) -> WeightKey | None:
         count = count_value(box.repeat.count, box.ref.program, {})  # None: sized only when compiled
         if not copy.isdigit() or not rest or count is not None and int(copy) >= count:
             return None
-    return (*key[:-1], rest)
+    return key.renamed(rest)
 
 
 def via(box: Box) -> Holder:

@@ -15,6 +15,7 @@ from torch import fx, nn
 from ..errors import DiagError
 from ..graph.box import Kind
 from ..graph.expand import substituted
+from ..graph.weights import SetKind, WeightSet
 from . import primitives as P
 from .primitives import repeat as in_sequence
 
@@ -45,7 +46,7 @@ def scan(low: Any, b: int) -> fx.Node:
         # the body's local weights belong to this instance: Cell#1/W, not W
         # a generic cell at the sizes this loop uses it with (its own names for them may differ)
         body = substituted(node.ref, dict(node.generics)) if node.generics else node.ref
-        cell = _body(low, body, f"{key}/", ("cell", key))
+        cell = _body(low, body, f"{key}/", WeightSet(SetKind.CELL, key))
     else:
         raise DiagError(f"'{node.op}' cannot be scanned by the compiler", node.pos)
     return low.g.call_function(P.scan, (cell, xs[0], xs[1:], len(ins[0]), [len(t) for t in ins[1:]], steps,

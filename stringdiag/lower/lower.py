@@ -31,7 +31,7 @@ from ..graph.box import Box, Kind, Repeat, Scan
 from ..graph.budget import MAX_LOWERED
 from ..graph.expand import substituted
 from ..graph.types import Dim, DimKind
-from ..graph.weights import weight_key
+from ..graph.weights import SetKind, WeightSet, weight_key
 from . import loops
 from . import param_names as N
 from . import primitives as P
@@ -129,7 +129,7 @@ class PrimitiveCall:
 
     def module(self, make, *args) -> fx.Node:
         """A module with parameters, one per instance of the definition (layer norm's gain)."""
-        return self.g.call_module(self.low.register(("diagram", self.node.instance), make), args)
+        return self.g.call_module(self.low.register(WeightSet(SetKind.DIAGRAM, self.node.instance), make), args)
 
     def spread(self, y: fx.Node) -> fx.Node:
         """An elementwise result copied over the SIMD indices that no input has."""
