@@ -287,7 +287,8 @@ def _print_sensitivity(table: list[dict]) -> None:
     print(f"  {'reading':<{width}}  {'raw':>5}  {'required':>8}  {'reduced':>7}  families              breaks")
     for r in table:
         if "not computed" in r:
-            print(f"  {r['reading']:<{width}}  not computed ({r['ordered']} ordered wirings): about "
+            print(f"  {r['reading']:<{width}}  not computed ({'' if r.get('exact', True) else 'about '}"
+                  f"{r['ordered']} ordered wirings): about "
                   f"{_duration(r['not computed'])}; run `{r['command']}` alone")
             continue
         fams = "/".join(str(r["families"].get(k, 0)) for k in ("linear", "dot", "both"))

@@ -10,9 +10,10 @@ generators declared and with each generator left out.
 
 Rows share the work already done (``Work``: the rewrites of each wiring, the confirmed
 classes). A row is computed only when its new work fits a budget of its own (``budget`` / 6
-by default): its ordered wirings are counted first (cheap), those not reduced before are
-priced at the cost of one measured so far, and a row over the budget is reported, not
-computed, with that figure and the command that computes it alone.
+by default): it is priced by the up-front estimate (``estimate.py``: the whole pipeline's
+cost), less the share of its ordered wirings reduced before where they are few enough to
+list, and a row over the budget is reported, not computed, with that figure and the command
+that computes it alone.
 """
 from __future__ import annotations
 
@@ -142,19 +143,21 @@ def _retyped(defns, reading: Reading, typing: Typing, rules_for) -> list[Row]:
 def _count(row: Row, work: Work, budget: float) -> dict:
     out = {"reading": row.label, "breaks": row.breaks}
     if row.rules:
-        gens, stream = generators(row.defns)
-        names = tuple(g.name for g in gens)
-        ordered = list(wirings(gens, stream, row.reading.max, row.reading.copy, row.reading.once))
-        new = sum((names, w) not in work.done for w in ordered)
-        per = work.per_wiring()
-        if per is None:
-            per = estimate(row.defns, row.reading, row.rules).seconds(row.reading.max) / max(1, len(ordered))
-        if new * per > budget:
-            out.update({"ordered": len(ordered), "not computed": round(new * per, 1), "command": _command(row)})
+        est = estimate(row.defns, row.reading, row.rules)
+        total = new = est.ordered(row.reading.max)
+        if est.exact(row.reading.max):  # few enough to list: those reduced before are free
+            gens, stream = generators(row.defns)
+            names = tuple(g.name for g in gens)
+            new = sum((names, w) not in work.done
+                      for w in wirings(gens, stream, row.reading.max, row.reading.copy, row.reading.once))
+        price = est.seconds(row.reading.max) * new / max(1, total)
+        if price > budget:
+            out.update({"ordered": total, "exact": est.exact(row.reading.max), "not computed": round(price, 1),
+                        "command": _command(row)})
             return out
     t = time.perf_counter()
     space = enumerate_space(row.defns, row.reading, row.rules, work=Work(
-        cache=work.cache, confirmed=work.confirmed, done=work.done, spent=work.spent, budget=work.budget))
+        cache=work.cache, confirmed=work.confirmed, done=work.done, budget=work.budget))
     counts = {s.name: s.count for s in space.stages}
     out.update({"raw": counts["raw"], "not-composite": counts["not-composite"], "required": counts.get("required"),
                 "reduced": counts.get("reduced") if row.rules else counts.get("required", counts["not-composite"]),

@@ -86,7 +86,6 @@ class Work:
     stage: str = "starting"  # the stage last checked
     confirm: bool = False  # confirm the symmetry classes by VF2 too (``symmetry.confirm``; slow)
     done: set = field(default_factory=set)  # (generators, wiring) already reduced: their rewrites are in ``cache``
-    spent: list = field(default_factory=lambda: [0.0, 0])  # seconds, wirings: the cost of reducing one, measured
 
     def check(self, doing: str, k: int | None = None, of: int | None = None) -> None:
         """Stop with :class:`OutOfTime` once past the deadline, saying in which stage (kept in
@@ -103,10 +102,6 @@ class Work:
             if k % every == 0:
                 self.check(doing)
             yield x
-
-    def per_wiring(self) -> float | None:
-        """Seconds to reduce one wiring not reduced before, as measured so far (None: not yet)."""
-        return self.spent[0] / self.spent[1] if self.spent[1] else None
 
 
 def enumerate_space(defns: list[Diagram], reading: Reading | int, rules=(), copy_outputs: bool = False,
@@ -176,12 +171,8 @@ def reduce(members: list[Member], ordered: list[Wiring], form: dict[Wiring, Wiri
     for k, w in enumerate(steps):
         work.check("reducing by the rules", k, len(ordered))
         here = by_form[form[w]]
-        t, fresh = time.perf_counter(), (names, w) not in work.done
         found = neighbours(w, gens, names, rules, bound, work.cache)
-        if fresh:
-            work.done.add((names, w))
-            work.spent[0] += time.perf_counter() - t
-            work.spent[1] += 1
+        work.done.add((names, w))
         for other in found:
             there = by_form.get(form.get(other))
             a, b = find(here.name), find(there.name) if there else None
