@@ -39,8 +39,9 @@ def _gens(file: str, names: list[str]):
 @pytest.mark.parametrize("file, names, rule_files, bound, copy", [
     ("anatomy.diag", PLAIN, RULES, 4, Copy.INPUT),
     ("anatomy.diag", PLAIN, RULES, 3, Copy.ALL),
+    ("anatomy.diag", PLAIN, RULES, 4, Copy.STREAMS),
     ("anatomy_qk.diag", QK, RULES + ["absorb_qk.rules"], 4, Copy.INPUT),
-], ids=["anatomy", "anatomy-copy-all", "query-key"])
+], ids=["anatomy", "anatomy-copy-all", "anatomy-copy-streams", "query-key"])
 def test_rules_on_wirings_give_what_the_engine_gives_on_diagrams(file, names, rule_files, bound, copy):
     gens, stream = _gens(file, names)
     oriented = [Oriented.of(r) for f in rule_files for r in load_rules(ROOT / "rules" / f)]
