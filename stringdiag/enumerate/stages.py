@@ -273,9 +273,9 @@ def _rewire(o: Oriented, gens: list[Generator], names: tuple, cache: dict) -> re
     """The rule over wirings of these generators (``rewiring.py``), compiled once; ``None``
     where a side is not a plain wiring of them (then the engine matches built diagrams)."""
     key = ("rewire", id(o.rule), names)
-    if key not in cache:
-        cache[key] = rewiring.compile_rule(o.pattern, o.replacement, gens)
-    return cache[key]
+    if key not in cache or cache[key][0] is not o.rule:  # the rule kept with it: an id is reused once freed
+        cache[key] = (o.rule, rewiring.compile_rule(o.pattern, o.replacement, gens))
+    return cache[key][1]
 
 
 def _results(d: Diagram, o: Oriented, ix, gens: list[Generator]) -> list[Wiring]:
