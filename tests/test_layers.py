@@ -343,20 +343,29 @@ def test_one_editing_dialect():
 
 
 SET_TAGS = {"learn", "diagram", "cell"}  # a weight set's kinds (``graph.weights.SetKind``)
-RECORD_OWNERS = {"graph/weights.py"}  # where ``WeightSet`` is made of its tuple
+LAYOUT_TAGS = {"p", "s", "l", "i"}  # a splice's layout entries (``rewrite/layouts.py``)
+RECORD_OWNERS = {"graph/weights.py", "rewrite/layouts.py"}  # where the records are made of their tuples
+# other encodings that use the layout's letters, for other things: a wire's axis order in the
+# shape fold, a box's numbered labels in the reduction check's signature
+LAYOUT_LETTERS_STILL = {"analysis/shape.py", "rewrite/reduction.py"}
 
 
 def tagged_tuples(tree: ast.AST, tags: set[str] = SET_TAGS) -> list[tuple[int, str]]:
-    """A record built by hand as a tuple led by its tag (``("learn", local, name)``)."""
+    """A record built by hand as a tuple led by its tag (``("learn", local, name)``), not a
+    tuple of words (``("i", "j")``)."""
     return [(node.lineno, ast.unparse(node)[:60]) for node in ast.walk(tree)
             if isinstance(node, ast.Tuple) and len(node.elts) > 1 and isinstance(node.elts[0], ast.Constant)
-            and node.elts[0].value in tags]
+            and node.elts[0].value in tags
+            and not all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts)]
 
 
-def test_no_weight_set_is_a_tagged_tuple():
+def test_no_weight_set_or_layout_entry_is_a_tagged_tuple():
     """A weight set is a ``WeightSet`` (made by ``weight_key``, ``learner_key`` or its
-    constructor), read by its fields, never spelled as the tuple it compares equal to."""
+    constructor), a splice's layout entry a ``RuleAxis``, ``ContextSlot``, ``BoxLabel`` or
+    ``OwnAxis``: read by their fields, never spelled as the tuples underneath."""
     wrong = _outside(RECORD_OWNERS.__contains__, tagged_tuples)
+    wrong += _outside((RECORD_OWNERS | LAYOUT_LETTERS_STILL).__contains__,
+                      lambda tree: tagged_tuples(tree, LAYOUT_TAGS))
     assert not wrong, "\n".join(wrong)
 
 
@@ -366,9 +375,13 @@ def test_no_weight_set_is_a_tagged_tuple():
     ("cell = ('cell', key)", 1),
     ("key = WeightSet(SetKind.CELL, key)", 0),
     ("words = ('import', 'learn', 'diagram')", 0),
+    ("lay[q] = ('s', s)", 1),
+    ("lay[q] = CONTEXT_SLOT[s]", 0),
+    ("names = ('i', 'j')", 0),
 ])
 def test_the_tagged_tuple_check_can_fail(source, offences):
-    assert len(tagged_tuples(ast.parse(source))) == offences
+    tree = ast.parse(source)
+    assert len(tagged_tuples(tree)) + len(tagged_tuples(tree, LAYOUT_TAGS)) == offences
 
 
 @pytest.mark.parametrize("source, offences", [

@@ -29,6 +29,7 @@ from ..graph.types import Dim, show_type
 from ..graph.weights import fresh_instance, instances, renamed, renaming, tie
 from .cell import build_cell
 from .index import Index
+from .layouts import BOX_LABEL, CONTEXT_SLOT, OWN_AXIS, RULE_AXIS, BoxLabel, ContextSlot, Layout, OwnAxis, Placed
 from .names import WireNames
 from .occurrence import Match
 from .view import View, view
@@ -87,12 +88,15 @@ class _Labels:
         self.rename = {lab: _unique(_clean(lab, rn), taken) for lab, _ in rv.labels + rv.summed}
         self.dims = dict(rv.labels + rv.summed)
 
-    def axes(self, lay: tuple, alpha: tuple) -> tuple:
+    def axes(self, lay: Layout, alpha: tuple) -> tuple:
         """An input's axes in the target: a slot's label, a rule label renamed, or a local axis."""
         out = []
         for e in lay:
-            a = self.ctx[e[1]] if e[0] == "s" else alpha[e[1]]
-            out.append(self.rename[a] if e[0] != "s" and isinstance(a, str) else a)
+            if e.is_slot:
+                out.append(self.ctx[e.slot])
+            else:
+                a = alpha[e.pos]
+                out.append(self.rename[a] if isinstance(a, str) else a)
         return tuple(out)
 
 
@@ -157,8 +161,7 @@ class _Splice:
 
     def boundary(self) -> tuple[dict, list]:
         """Where the replacement's inputs are read from and its outputs go: (target wire,
-        layout), a layout entry per target axis, ``("p", axis of the rule's wire)`` or
-        ``("s", context slot)``."""
+        layout), a layout entry per target axis: an axis of the rule's wire or a context slot."""
         m, rep, pat = self.m, self.rep, self.m.pattern
         env: dict[int, tuple[int, tuple]] = {}
         for xr, xp in zip(rep.inputs, pat.inputs):
@@ -185,13 +188,13 @@ class _Splice:
         for w in interior:
             self.d.remove_wire(w)
 
-    def layout(self, b: tuple[int, tuple, tuple]) -> tuple[int, tuple]:
+    def layout(self, b: tuple[int, tuple, tuple]) -> tuple[int, Layout]:
         w, perm, ctx = b
         lay: list[Any] = [None] * len(self.d.wire_type(w))
         for p, q in enumerate(perm):
-            lay[q] = ("p", p)
+            lay[q] = RULE_AXIS[p]
         for q, s in ctx:
-            lay[q] = ("s", s)
+            lay[q] = CONTEXT_SLOT[s]
         return w, tuple(lay)
 
     # -- one box of the replacement ---------------------------------------------------------
@@ -204,8 +207,8 @@ class _Splice:
         labels = _Labels(m, rn, rv, slots)
         scan = bool(rn.scan)
         order, direct = self.order(rv, goals, claimed, scan, slots)
-        simd = [(labels.ctx[e[1]], m.slots[e[1]][1]) if e[0] == "s" else
-                (labels.rename[e[1]], self.dim(labels.dims[e[1]])) for e in order]
+        simd = [(labels.ctx[e.slot], m.slots[e.slot][1]) if e.is_slot else
+                (labels.rename[e.label], self.dim(labels.dims[e.label])) for e in order]
         inputs = [(env[w][0], labels.axes(env[w][1], alpha)) for w, alpha in rv.ins]
         box = self.decorate(self.identity(rn, idents), rn, labels, slots, prefix)._replace(simd=tuple(simd), pos=rn.pos)
         if rn.kind is Kind.CONTRACT:
@@ -221,9 +224,9 @@ class _Splice:
     def slots_needed(self, rv: View, env: dict, goals: list) -> list[int]:
         """The context slots a new box iterates: those of its inputs, and those of the wires
         its outputs replace; an output may not gain one its wire does not have."""
-        need = {e[1] for w, _ in rv.ins for e in env[w][1] if e[0] == "s"}
+        need = {e.slot for w, _ in rv.ins for e in env[w][1] if e.is_slot}
         for k, goal in enumerate(goals):
-            have = need if goal is None else {e[1] for e in goal[1] if e[0] == "s"}
+            have = need if goal is None else {e.slot for e in goal[1] if e.is_slot}
             if not need <= have:
                 extra = ", ".join(self.m.slots[s][0] for s in sorted(need - have))
                 raise self.fail(f"output {self.rep.outputs.index(rv.outs[k]) + 1} would depend on index {extra}, "
@@ -234,7 +237,7 @@ class _Splice:
     def order(self, rv: View, goals: list, claimed: set, scan: bool, slots: list[int]) -> tuple[list, dict]:
         """The order of a new box's SIMD labels (slots first, then the rule's), and the outputs
         it can write straight into the wire they replace: laid out as that wire is."""
-        order = [("s", s) for s in slots] + [("l", lab) for lab, _ in rv.labels]
+        order: list[Any] = [CONTEXT_SLOT[s] for s in slots] + [BOX_LABEL[lab] for lab, _ in rv.labels]
         direct: dict[int, tuple] = {}
         for k, goal in enumerate(goals):
             if goal is None or goal[0] in claimed or scan:
@@ -265,8 +268,8 @@ class _Splice:
         """Where each output of the new box went, as a layout over the rule wire's axes."""
         for k, (w_r, tw) in enumerate(zip(rv.outs, self.d.box_outputs(b))):
             labs = order[:-1] if scan and k == 0 else order
-            lay = [("s", e[1]) if e[0] == "s" else ("p", rv.layouts[k].index(e[1])) for e in labs]
-            lay += [("p", rv.layouts[k].index(j)) for j in range(len(out_locals[k]))]
+            lay = [e if e.is_slot else RULE_AXIS[rv.layouts[k].index(e.label)] for e in labs]
+            lay += [RULE_AXIS[rv.layouts[k].index(j)] for j in range(len(out_locals[k]))]
             env[w_r] = (tw, tuple(lay))
 
     def identity(self, rn: Box, idents: dict) -> Box:
@@ -349,7 +352,7 @@ class _Splice:
             if e not in set(glay):
                 raise self.fail("an output would depend on an index the wire it replaces does not have")
         taken: set[str] = set()
-        labels = [_unique(self.m.slots[e[1]][0] if e[0] == "s" else f"a{e[1]}", taken) for e in glay]
+        labels = [_unique(self.m.slots[e.slot][0] if e.is_slot else f"a{e.pos}", taken) for e in glay]
         simd = tuple((lab, x) for lab, x in zip(labels, d.wire_type(w)))
         axes = tuple(labels[glay.index(e)] for e in lay)
         b = d.add(Box(Kind.REINDEX, "reindex", simd, pos=self.rep.pos, display={lab: lab for lab in labels}),
@@ -391,16 +394,19 @@ def _common_prefix(paths: list[tuple]) -> tuple:
     return first[:k]
 
 
-def _wanted(glay: tuple, rlay: tuple) -> list | None:
-    """A replaced wire's layout in a new box's terms (slots ``("s", k)``, the box's labels
-    ``("l", label)``), its local axes dropped; ``None`` where those are not last and in order."""
-    want = []
+def _wanted(glay: Layout, rlay: tuple) -> list | None:
+    """A replaced wire's layout in a new box's terms (context slots, the box's labels), its
+    local axes dropped; ``None`` where those are not last and in order."""
+    want: list[ContextSlot | BoxLabel | OwnAxis] = []
     for e in glay:
-        a = None if e[0] == "s" else rlay[e[1]]
-        want.append(("s", e[1]) if e[0] == "s" else ("l", a) if isinstance(a, str) else ("i", a))
-    locs = [e for e in want if e[0] == "i"]
+        if e.is_slot:
+            want.append(e)
+        else:
+            a = rlay[e.pos]
+            want.append(BOX_LABEL[a] if isinstance(a, str) else OWN_AXIS[a])
+    locs = [e for e in want if e.__class__ is OwnAxis]
     n_lab = len(want) - len(locs)
-    if want[n_lab:] != locs or [e[1] for e in locs] != list(range(len(locs))):
+    if want[n_lab:] != locs or [e.pos for e in locs] != list(range(len(locs))):
         return None
     return want[:n_lab]
 
