@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
+from ..graph import compose as C
 from ..graph.box import Kind
 from ..graph.diagram import Diagram
 from ..graph.iso import definition_key
@@ -83,6 +84,8 @@ def side(d: Diagram, gens: list[Generator]) -> WiringSide | None:
     if None in gids or None in weights or len(set(weights)) < len(weights):
         return None  # not a generator, or one set of weights in two boxes (a tie: the engine's case)
     ids = [g for g in gids if g is not None]
+    if any(tuple(r.generics) != _generics(gens[g]) for r, g in zip(recs, ids)):
+        return None  # a generic generator at other sizes than a member's use of it
 
     def src(wire: int):
         if wire in d.inputs:
@@ -99,6 +102,12 @@ def side(d: Diagram, gens: list[Generator]) -> WiringSide | None:
     if any(s[0] == IN for s in outs) or len(set(outs)) < len(outs) or not made <= read | set(outs):
         return None  # an output that is an input or repeated, or a value dropped: left to the engine
     return WiringSide(occ, outs, len(d.inputs))
+
+
+def _generics(g: Generator) -> tuple:
+    """The generic dimensions of a member's use of ``g`` (``build.py``: ``compose.use``)."""
+    use = C.use(g.defn)
+    return tuple(use.record(next(iter(use.boxes()))).generics)
 
 
 def compile_rule(pattern: Diagram, replacement: Diagram, gens: list[Generator]) -> WiringRule | None:
