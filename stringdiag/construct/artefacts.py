@@ -45,8 +45,9 @@ def weights(blocks: list[Block]) -> dict[str, torch.Tensor]:
     return out
 
 
-def build(text: str, file: Path, d: int, state: dict[str, torch.Tensor]) -> torch.nn.Module:
-    """Compile the classifier's source (its import resolved next to ``file``) and load ``state``."""
+def build(text: str | None, file: Path, d: int, state: dict[str, torch.Tensor]) -> torch.nn.Module:
+    """Compile the classifier's source (its import resolved next to ``file``; None: ``file``
+    read) and load ``state``."""
     prog = loads(text, str(file)) if text is not None else load(file)
     module = lower(prog[NAME], dims={"d": d, "m": 1}, approximator="linear", dtype=torch.float64)
     ours = module.state_dict()

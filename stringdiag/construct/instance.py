@@ -226,7 +226,8 @@ def grid_instance(rng: np.random.Generator, n: int, d: int = 2) -> tuple[list[np
     sequences share tokens, the hard case for the construction), with labels in {0, 1, 2}: the
     random instances the tests and the temperature sweep use."""
     pool = np.unique(rng.integers(-2, 3, size=(4 + n // 3, d)).astype(float), axis=0)
-    seqs, seen = [], set()
+    seqs: list[np.ndarray] = []
+    seen: set[frozenset[int]] = set()
     while len(seqs) < n:
         idx = rng.choice(len(pool), size=int(rng.integers(1, min(4, len(pool)) + 1)), replace=False)
         if frozenset(idx.tolist()) not in seen:

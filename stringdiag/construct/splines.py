@@ -215,7 +215,7 @@ def _products(n: int, p: int, plan, ell: np.ndarray) -> list[SplineLayer]:
     return layers
 
 
-def _pairwise(groups: int, size: int, sign: float) -> tuple[np.ndarray, ...]:
+def _pairwise(groups: int, size: int, sign: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One layer: min (sign -1) or max (sign +1) of neighbours in each group of ``size``:
     a + sign ReLU(sign (b - a)) = ReLU(a) - ReLU(-a) + sign ReLU(sign (b - a))."""
     half = size // 2

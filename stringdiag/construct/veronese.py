@@ -48,7 +48,7 @@ def levels(wanted: set[Mono], size: int) -> list[tuple[list[Mono], list[tuple[in
     the previous level's features whose product it is. Empty when every monomial has degree <= 1."""
     top = max((sum(m) for m in wanted), default=0)
     t = math.ceil(math.log2(top)) if top > 1 else 0
-    need = [set() for _ in range(t + 1)]
+    need: list[set[Mono]] = [set() for _ in range(t + 1)]
     need[t] = {m for m in wanted if sum(m)}
     for level in range(t, 0, -1):
         for m in need[level]:
@@ -58,7 +58,7 @@ def levels(wanted: set[Mono], size: int) -> list[tuple[list[Mono], list[tuple[in
     for level in range(1, t + 1):
         monos = [(0,) * size] + sorted(need[level], reverse=True)
         at = {m: k for k, m in enumerate(previous)}
-        pairs = [(0, 0)] + [tuple(at[x] for x in split(m, 2 ** (level - 1))) for m in monos[1:]]
+        pairs = [(0, 0)] + [(at[lo], at[hi]) for lo, hi in (split(m, 2 ** (level - 1)) for m in monos[1:])]
         out.append((monos, pairs))
         previous = monos
     return out
