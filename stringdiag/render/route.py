@@ -213,12 +213,10 @@ def detour(tail: Point, head: Point, walls: list[Rect], box: Rect) -> list[Point
     cost[0][start] = 0.0
     lanes = [_Lane(free, d) for d in range(4)]
     for _ in range(MAX_BENDS):
-        turned = _others(cost) + BEND  # a turn into each way: the cheapest of the other three
-        new = np.stack([lanes[d].runs(np.minimum(cost[d], turned[d])) for d in range(4)])
-        new = np.minimum(cost, new)
-        if np.array_equal(new, cost):
-            break
-        cost = new
+        src = np.minimum(cost, _others(cost) + BEND)  # a turn into each way: the cheapest of the other three
+        if np.array_equal(src, cost):  # no turn lowers a cost: nor would runs from them (the costs are
+            break  # the runs' already: running minima of running minima change nothing)
+        cost = np.minimum(cost, np.stack([lanes[d].runs(src[d]) for d in range(4)]))
     end = cost[:, goal[0], goal[1]] + BEND * (np.arange(4) != 0)
     if not math.isfinite(end.min()):
         return None
@@ -248,16 +246,16 @@ class _Lane:
         self.free = self.flip(free)
         idx = np.arange(self.free.shape[self.axis]).reshape((-1, 1) if self.axis == 0 else (1, -1))
         self.offset = np.cumsum(~self.free, axis=self.axis) * WALL + idx  # walls passed, steps taken
-        self.shut = ~self.free
+        self.lifted = np.where(self.free, self.offset, -math.inf)  # a wall's point: any cost less this is inf
 
     def runs(self, src: np.ndarray) -> np.ndarray:
         """From each point's ``src`` cost, one per step: the cost of reaching each point this
-        way (a running minimum along the axis, reset at each wall)."""
-        v = self.flip(src) - self.offset
-        v[self.shut] = math.inf
-        run = np.minimum.accumulate(v, axis=self.axis)
+        way (a running minimum along the axis, reset at each wall: a minimum carried past a wall,
+        a wall's own point too, comes back at least ``WALL`` dearer and is cut)."""
+        run = self.flip(src) - self.lifted
+        np.minimum.accumulate(run, axis=self.axis, out=run)
         run += self.offset
-        run[(run >= WALL / 2) | self.shut] = math.inf
+        run[run >= WALL / 2] = math.inf
         return self.flip(run)
 
 
