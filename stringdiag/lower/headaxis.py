@@ -44,7 +44,8 @@ def opened(gm: fx.GraphModule) -> tuple[fx.Graph, list[str]] | None:
         names += [n.target] if n.op == "get_attr" else \
             [f"{n.target}.{s.target}" for s in subs[n].nodes if s.op == "get_attr"] if n in subs else []
     names = list(dict.fromkeys(names))
-    g, env = fx.Graph(), {}
+    g = fx.Graph()
+    env: dict[fx.Node, Any] = {}
     for n in nodes:
         if n.op == "placeholder":
             env[n] = g.node_copy(n, env.__getitem__)
