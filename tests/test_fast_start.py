@@ -108,3 +108,28 @@ def test_the_prelude_elaborates_only_what_is_used_and_every_definition_elaborate
     from stringdiag.elaborate.loader import prelude
     for name in prelude().own:                                     # and every definition builds
         assert prelude()[name].name == name
+
+
+def test_the_cached_syntax_tree_is_the_parsed_one_positions_and_all(tmp_path, monkeypatch):
+    from stringdiag.syntax import rules_ast as RA
+    from stringdiag.syntax.ast import read
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    for file, reader in [(str(ROOT / "stringdiag/prelude/prelude.diag"), read),
+                         (str(RULES_DIR / "contraction.rules"), RA.read_rules)]:
+        text = Path(file).read_text()
+        fresh = reader(text, file)
+        astcache.read_cached(text, file, reader)                       # parsed, then written
+        again = astcache.read_cached(text, file, lambda *a: pytest.fail("parsed again"))
+        assert again == fresh and {p.file for p in _positions(again)} == {file}
+
+
+def _positions(x):
+    if isinstance(x, tuple):
+        for v in x:
+            yield from _positions(v)
+    elif type(x).__name__ == "Pos":
+        yield x
+    elif hasattr(x, "_fields"):
+        for f in x._fields:
+            yield from _positions(getattr(x, f))

@@ -26,7 +26,7 @@ from . import rules_ast as RA
 from .records import Record
 from .source import write_atomic
 
-FORMAT = 3
+FORMAT = 4
 RECORDS = {c.__name__: c for m in (A, RA) for c in vars(m).values()
            if isinstance(c, type) and issubclass(c, Record) and c.__module__ == m.__name__} | {"Pos": Pos}
 Reader = Callable[[str, str], tuple]
@@ -36,28 +36,41 @@ class Unkept(Exception):
     """A value the cache does not hold (the text is then parsed every time)."""
 
 
-def encode(x):
-    """Records as ``{"r": NAME, "f": [fields]}``, tuples as ``{"t": [...]}``; plain values as they are."""
+def encode(x, file: str | None = None):
+    """Records as ``{"r": NAME, "f": [fields]}``, tuples as ``{"t": [...]}``, a position in
+    ``file`` (the cached source's, nearly every node's) as ``{"p": [line, col]}``; plain values as
+    they are."""
     if x is None or type(x) in (str, int, float, bool):
         return x
     if type(x) is tuple:
-        return {"t": [encode(v) for v in x]}
+        return {"t": [encode(v, file) for v in x]}
+    if type(x) is Pos and x.file == file:
+        return {"p": [x.line, x.col]}
     name = type(x).__name__
     if RECORDS.get(name) is type(x):
         fields = x._fields if isinstance(x, Record) else [f.name for f in dataclasses.fields(x)]  # (Pos)
-        return {"r": name, "f": [encode(getattr(x, f)) for f in fields]}
+        return {"r": name, "f": [encode(getattr(x, f), file) for f in fields]}
     raise Unkept(name)
 
 
-def _record(obj: dict):
-    """json's object hook: a tuple, or one of the known records (KeyError for any other)."""
-    if "t" in obj:
-        return tuple(obj["t"])
-    return RECORDS[obj["r"]](*obj["f"])
+def decode(payload: bytes, file: str | None = None) -> tuple:
+    """The items ``encode`` wrote (positions in ``file``); KeyError for a record not known here.
+    A position met twice is one (frozen) object."""
+    places: dict[tuple, Pos] = {}
 
+    def hook(obj: dict):
+        if "t" in obj:
+            return tuple(obj["t"])
+        if "p" in obj:
+            at = tuple(obj["p"])
+            if at not in places:
+                if file is None:
+                    raise ValueError("a position with no file to place it in")
+                places[at] = Pos(file, *at)
+            return places[at]
+        return RECORDS[obj["r"]](*obj["f"])
 
-def decode(payload: bytes) -> tuple:
-    items = json.loads(payload, object_hook=_record)
+    items = json.loads(payload, object_hook=hook)
     if not isinstance(items, tuple):
         raise ValueError("not a tuple of items")
     return items
@@ -101,17 +114,17 @@ def read_cached(text: str, file: str, read: Reader | None = None) -> tuple:
         head, _, payload = path.read_bytes().partition(b"\n")
         saved = json.loads(head)
         if saved["key"] == k and saved["digest"] == digest(payload):
-            return decode(payload)
+            return decode(payload, file)
     except Exception:  # absent, stale, damaged or foreign: parse the text
         pass
     items = read(text, file)
-    _write(path, k, items)
+    _write(path, k, items, file)
     return items
 
 
-def _write(path: Path, k: str, items: tuple) -> None:
+def _write(path: Path, k: str, items: tuple, file: str) -> None:
     try:
-        payload = json.dumps(encode(items), separators=(",", ":")).encode()
+        payload = json.dumps(encode(items, file), separators=(",", ":")).encode()
     except Unkept:
         return
     head = json.dumps({"key": k, "digest": digest(payload)}).encode()
