@@ -270,13 +270,7 @@ class Lowering:
             self.lower_box(b)
         outs = [g.call_function(P.unflatten_batch, (self.env[w], batch, n_batch)) for w in d.outputs]
         g.output(outs[0] if len(outs) == 1 else tuple(outs))
-        held = {n.target for n in g.nodes if n.op in ("call_module", "get_attr")}
-        g.owning_module = self.root  # what a module call's purity is read from
-        g.eliminate_dead_code()  # what fused paths made unnecessary (a mask nothing reads, say): before
-        gm = fx.GraphModule(self.root, g, class_name=_ident(self.src.name))  # its code made once
-        for target in sorted(held - {n.target for n in g.nodes}):  # a weight nothing reads stays a weight
-            fx.graph_module._copy_attr(self.root, gm, target)
-        gm = _ref_not_saved(gm)
+        gm = _graph_module(self.root, g, _ident(self.src.name))
         gm.weight_sets = dict(self.attrs)  # weight set -> attribute: what an oracle matches weights by
         gm.chunked_scans = list(self.chunked)  # the scans compiled through their chunked form
         return gm
@@ -443,6 +437,18 @@ class Lowering:
             self.root.register_buffer(attr, self.registry[key])
         return self.g.call_function(P.like, (self.g.get_attr(attr), self.ref), name=_ident(node.op))
 
+
+
+def _graph_module(root: nn.Module, g: fx.Graph, name: str) -> fx.GraphModule:
+    """The graph module, its dead code (what fused paths made unnecessary: a mask nothing reads)
+    removed first, so that its Python code is written once; a weight only dead code read stays."""
+    held = {n.target for n in g.nodes if n.op in ("call_module", "get_attr")}
+    g.owning_module = root  # what a module call's purity is read from
+    g.eliminate_dead_code()
+    gm = fx.GraphModule(root, g, class_name=name)
+    for target in sorted(held - {n.target for n in g.nodes}):
+        fx.graph_module._copy_attr(root, gm, target)
+    return _ref_not_saved(gm)
 
 
 def _ref_not_saved(gm: nn.Module) -> nn.Module:
