@@ -2,10 +2,12 @@
 
 A step of a derivation's chain is laid out by ``dot`` and, where dot turns untouched boxes round,
 stacked by ``stacked.py`` from dot's placed layout (``-Tdot``) of the same source: one run with
-``-Tsvg -Tdot`` writes both from one layout (byte for byte what two runs write), kept for the
-next ask (``_MEMO``). Each graph gets a process of its own: one ``dot`` process reading graph
-after graph would save its start (~12 ms of CPU a graph), but Graphviz 2.43 orders frames by
-where their names lie in memory, so a graph laid out after others can come out differently.
+``-Tsvg -Tdot`` writes both from one layout, kept for the next ask (``_MEMO``). Only those steps
+ask for both: Graphviz 2.43 orders frames by where their names lie in memory, so asking for a
+second format can reorder a large picture's frames in its SVG (the taxonomy's did; no step of
+the gallery's derivations), and for the same reason each graph gets a process of its own (one
+``dot`` reading graph after graph would save its start, ~12 ms of CPU, but lays a graph out
+differently after others).
 """
 from __future__ import annotations
 
@@ -14,14 +16,15 @@ import sys
 
 import graphviz
 
-PROGRAMS = {"dot": ["dot", "-Tsvg", "-Tdot"], "neato": ["neato", "-n2", "-Gsplines=true", "-Tsvg"]}
+PROGRAMS = {"dot": ["dot", "-Tsvg"], "placed": ["dot", "-Tsvg", "-Tdot"],
+            "neato": ["neato", "-n2", "-Gsplines=true", "-Tsvg"]}
 _MEMO: dict[tuple[str, str], tuple[str, ...]] = {}  # (program, source) -> its documents: the last few
 MEMO_SIZE = 4
 
 
 def laid_out(source: str, program: str = "dot", quiet: bool = True) -> tuple[str, ...]:
-    """``program``'s documents for ``source``: (SVG, placed DOT) for ``dot``; (SVG,) for ``neato``
-    (``-n2``: places and curves as given). Raises ``subprocess.CalledProcessError`` where Graphviz
+    """``program``'s documents for ``source``: (SVG,) for ``dot``; (SVG, placed DOT) for ``placed``
+    (dot with ``-Tdot`` too); (SVG,) for ``neato`` (``-n2``: places and curves as given). Raises ``subprocess.CalledProcessError`` where Graphviz
     exits with an error; its warnings go to stderr unless ``quiet``."""
     key = (program, source)
     if key not in _MEMO:
@@ -36,7 +39,7 @@ def laid_out(source: str, program: str = "dot", quiet: bool = True) -> tuple[str
             sys.stderr.write(err)
         out = done.stdout.decode()
         cut = out.index("</svg>") + len("</svg>\n")
-        _MEMO[key] = (out[:cut], out[cut:]) if program == "dot" else (out,)
+        _MEMO[key] = (out[:cut], out[cut:]) if program == "placed" else (out,)
         while len(_MEMO) > MEMO_SIZE:
             del _MEMO[next(iter(_MEMO))]
     return _MEMO[key]

@@ -737,7 +737,7 @@ def _drawn(d: Diagram, marks: Marks | None, cut: set[tuple[str, str]], heavy: se
     source = to_graphviz(d, cuts=Cuts(cut, heavy=heavy), marks=marks).source
     if keep is not None:
         keep[SOURCE] = (marks, source)
-    return laid_out(source, quiet=quiet)[0]
+    return laid_out(source, "placed" if quiet else "dot", quiet=quiet)[0]  # a step's: kept to be stacked
 
 
 def untangled(draw, keep=lambda edge: True) -> str:

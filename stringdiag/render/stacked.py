@@ -33,7 +33,7 @@ GAP = 12.0  # points between two blocks of one column that dot did not put one a
 def stacked(source: str, before: dict[int, tuple[float, float]]) -> str:
     """The picture of ``source`` (DOT) with dot's columns and each frame's blocks stacked in the
     order ``before`` (box -> centre in the picture before) gives, drawn by ``neato -n2`` as SVG."""
-    laid = laid_out(source)[1]  # dot's placed layout (its SVG came from the same run)
+    laid = laid_out(source, "placed")[1]  # dot's placed layout (its SVG came from the same run)
     lay = parse(laid)
     blocks = Blocks(lay)
     votes = _votes(blocks, before)
