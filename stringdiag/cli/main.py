@@ -83,6 +83,26 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # type: ignore[override]
         raise UsageError(f"{message}{did_you_mean(message)} (see '{self.prog} --help')")
 
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # the width given: argparse would ask shutil, whose import (zlib, bz2, lzma) is 2-3 ms of
+        # every start, for the same number; argparse makes a formatter for every add_argument
+        return self.formatter_class(prog=self.prog, width=terminal_columns() - 2)
+
+
+def terminal_columns() -> int:
+    """The terminal's width as ``shutil.get_terminal_size`` finds it: ``$COLUMNS``, else the
+    width of the terminal on stdout, else 80."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns if columns > 0 else 80
+
 
 def did_you_mean(message: str) -> str:
     """For argparse's ``invalid choice: 'chek' (choose from ...)``: the nearest choice, if one is near."""
