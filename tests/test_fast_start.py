@@ -65,7 +65,7 @@ def test_the_librarys_parse_is_cached_and_a_users_rules_file_never_is(tmp_path, 
     shipped = RULES_DIR / "contraction.rules"
     fresh = RA.read_rules(shipped.read_text(), str(shipped))
     first = load_rules(shipped)                                        # parsed, then written
-    (cached,) = astcache.cache_dir().glob("ast-contraction.rules.json")
+    (cached,) = astcache.cache_dir().glob("ast-contraction.rules-*.json")
     json.loads(cached.read_bytes().partition(b"\n")[2])               # data only
     calls = []
     monkeypatch.setattr(RA, "read_rules", lambda *a: calls.append(a) or fresh)
@@ -78,6 +78,26 @@ def test_the_librarys_parse_is_cached_and_a_users_rules_file_never_is(tmp_path, 
     kept = {f: f.read_bytes() for f in astcache.cache_dir().glob("ast-*")}
     load_rules(mine)
     assert len(calls) == 1 and {f: f.read_bytes() for f in astcache.cache_dir().glob("ast-*")} == kept
+
+
+def test_two_copies_of_a_source_keep_a_cache_file_each_and_the_cache_stays_bounded(tmp_path, monkeypatch):
+    from stringdiag.syntax import rules_ast as RA
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(astcache, "KEPT", 3)
+    text = (RULES_DIR / "softmax.rules").read_text()
+    copies = [str(tmp_path / f"copy{i}" / "softmax.rules") for i in range(5)]
+    parsed = []
+    read = lambda t, f: parsed.append(f) or RA.read_rules(t, f)  # noqa: E731
+    for _ in range(2):                                       # two checkouts, alternately
+        for copy in copies[:2]:
+            astcache.read_cached(text, copy, read)
+    assert parsed == copies[:2]                              # each parsed once: neither overwrote the other
+    for n, copy in enumerate(copies):
+        astcache.read_cached(text, copy, read)
+        os.utime(astcache._path(copy), (1000 + n, 1000 + n))  # written in this order
+    kept = sorted(astcache.cache_dir().glob("ast-*.json"))
+    assert kept == sorted(astcache._path(c) for c in copies[2:])  # the three newest
 
 
 def test_the_library_index_names_exactly_the_rules_a_full_parse_finds():

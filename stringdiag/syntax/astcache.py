@@ -4,8 +4,8 @@ The prelude is most of what a short command parses, and the rule library (``rule
 read by ``derive``) needs a grammar of its own whose tables cost more than the parse of a
 user's file. Their items (:mod:`.ast`'s and :mod:`.rules_ast`'s frozen records) are kept as
 JSON data under the user's cache directory (``$XDG_CACHE_HOME/stringdiag`` or
-``~/.cache/stringdiag``), one file a source, keyed by a hash of the text, its
-file name and the record definitions (``ast.py``, ``rules_ast.py``); the file
+``~/.cache/stringdiag``), one file a source (named by its path too, at most :data:`KEPT` files),
+keyed by a hash of the text, its file name and the record definitions (``ast.py``, ``rules_ast.py``); the file
 carries a BLAKE2b digest of its payload. Reading it runs no code: every object is one of the records
 named in those modules (or ``Pos``), built from its fields; anything else, a stale key, a bad
 checksum or a half-written file is ignored and the text parsed again. Written atomically (a
@@ -100,9 +100,26 @@ def key(text: str, file: str) -> str:
     return digest(f"{FORMAT}\0{file}\0".encode(), *sources, text.encode())
 
 
+KEPT = 64  # the most cache files kept: the oldest go first (every checkout or install has its own)
+
+
 def _path(file: str) -> Path:
+    """One file a source, named by its path too: two checkouts (or a checkout and a wheel) would
+    otherwise overwrite each other's cache at every run."""
     name = Path(file).name
-    return cache_dir() / f"ast-{Path(file).stem if name.endswith('.diag') else name}.json"
+    label = Path(file).stem if name.endswith(".diag") else name
+    return cache_dir() / f"ast-{label}-{digest(os.path.abspath(file).encode())[:16]}.json"
+
+
+def _prune(folder: Path) -> None:
+    """Keep the :data:`KEPT` most recently written cache files (a cache, not a record of every
+    checkout that ever ran)."""
+    try:
+        files = sorted(folder.glob("ast-*.json"), key=lambda f: f.stat().st_mtime, reverse=True)
+        for old in files[KEPT:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def read_cached(text: str, file: str, read: Reader | None = None) -> tuple:
@@ -131,4 +148,5 @@ def _write(path: Path, k: str, items: tuple, file: str) -> None:
     try:
         write_atomic(path, head + b"\n" + payload)
     except DiagError:
-        pass  # a read-only home: parse each time
+        return  # a read-only home: parse each time
+    _prune(path.parent)
