@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 PREFIX = "stringdiag:"  # a file shipped with the package, named from anywhere (resources.py)
@@ -32,13 +31,46 @@ def shown(file: str | os.PathLike) -> str:
     return text
 
 
-@dataclass(frozen=True)
 class Pos:
-    """A place in a source file (1-based line and column)."""
+    """A place in a source file (1-based line and column): a frozen record, as a frozen dataclass
+    behaves (equality, hash and repr by its fields), written out because every start would
+    otherwise import ``dataclasses`` (and ``inspect``) for it."""
 
+    __slots__ = ("file", "line", "col")
+    __match_args__ = _fields = ("file", "line", "col")
     file: str
     line: int
     col: int
+
+    def __init__(self, file: str, line: int, col: int) -> None:
+        put = object.__setattr__
+        put(self, "file", file)
+        put(self, "line", line)
+        put(self, "col", col)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.file, self.line, self.col) == (other.file, other.line, other.col)  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((self.file, self.line, self.col))
+
+    def __repr__(self) -> str:
+        return f"Pos(file={self.file!r}, line={self.line!r}, col={self.col!r})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        from dataclasses import FrozenInstanceError  # (only on this mistake)
+
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        from dataclasses import FrozenInstanceError
+
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __reduce__(self):
+        return Pos, (self.file, self.line, self.col)
 
     def __str__(self) -> str:
         return f"{shown(self.file)}:{self.line}:{self.col}"

@@ -23,7 +23,6 @@ bodies of ``scan`` boxes in their own names.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from ..errors import Pos
@@ -32,18 +31,17 @@ from ..graph.constants import dims_in
 from ..graph.dimuse import bound_names
 from ..graph.hypergraph import Hypergraph
 from ..graph.types import Dim, DimKind
+from ..syntax.records import Record
 from .fold import post_order
 
 
-@dataclass(frozen=True)
-class Obstacle:
+class Obstacle(Record):
     message: str
     pos: Pos | None
     defect: bool  # True: an error in the file; False: the diagram is not compilable as it stands
 
 
-@dataclass(frozen=True)
-class _Learnable:
+class _Learnable(Record):
     """A learnable box whose own type names ``names`` (in the names of the definition being
     read): an obstacle once one of them is a sequence dimension, known only where the
     generics are bound."""
@@ -63,8 +61,7 @@ class _Learnable:
                         "would be known only at run time", self.pos, False)
 
 
-@dataclass(frozen=True)
-class _Found:
+class _Found(Record):
     """What one use of a definition contributes, in its own names: obstacles and pending
     learnable boxes in the order of the expansion, and the dimension names its wires and
     constants mention."""

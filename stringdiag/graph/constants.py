@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..syntax.records import Record
 from .types import Dim
 
 
-@dataclass(frozen=True)
-class Operator:
+class Operator(Record):
     """A scalar operator a constant may use: how it computes and how it is written."""
 
     fn: Callable

@@ -16,20 +16,19 @@ from typing import Callable, Iterator
 from .box import Kind
 from ..errors import DiagError, DiagWarning, Pos, shown
 from ..syntax import ast as A
+from ..syntax.records import Record
 from .diagram import Diagram
 from .types import Dim, DimKind, TensorType, show_type
 
 
-@dataclass(frozen=True)
-class DimDecl:
+class DimDecl(Record):
     name: str
     kind: DimKind  # FIXED, SEQ or GENERIC
     default: int | None
     pos: Pos | None
 
 
-@dataclass(frozen=True)
-class Approximator:
+class Approximator(Record):
     """``via linear(bias = false)``: the module one learnable box becomes, written in the file;
     a box without one takes the policy given when compiling (``--approximator``)."""
 

@@ -11,9 +11,9 @@ generics bound. Linear in the source, however many times the definitions nest (t
 of 21 definitions each using the next twice has 2^20 boxes)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping
 
+from ..syntax.records import Record
 from .box import Kind
 from . import constants
 from .diagram import Diagram
@@ -21,14 +21,12 @@ from .hypergraph import per_graph_cache
 from .types import Dim, DimKind
 
 
-@dataclass(frozen=True)
-class DimUse:
+class DimUse(Record):
     widths: tuple[str, ...]   # fixed dimensions some wire has as an axis, in declaration order
     counts: tuple[str, ...]   # fixed dimensions used only as generic arguments or repeat counts
 
 
-@dataclass(frozen=True)
-class _Names:
+class _Names(Record):
     """The dimension names one definition's expansion mentions, in its own names."""
 
     wires: frozenset = frozenset()   # as an axis of a wire

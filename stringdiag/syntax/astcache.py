@@ -13,7 +13,6 @@ temporary file renamed over the old one). A user's own files are always parsed.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from pathlib import Path
@@ -48,8 +47,7 @@ def encode(x, file: str | None = None):
         return {"p": [x.line, x.col]}
     name = type(x).__name__
     if RECORDS.get(name) is type(x):
-        fields = x._fields if isinstance(x, Record) else [f.name for f in dataclasses.fields(x)]  # (Pos)
-        return {"r": name, "f": [encode(getattr(x, f), file) for f in fields]}
+        return {"r": name, "f": [encode(getattr(x, f), file) for f in x._fields]}  # (a Record, or Pos)
     raise Unkept(name)
 
 

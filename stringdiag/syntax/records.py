@@ -9,13 +9,7 @@ and pickling by fields. ``fields`` and ``replace`` stand in for ``dataclasses``'
 """
 from __future__ import annotations
 
-from dataclasses import FrozenInstanceError
 from typing import Any, dataclass_transform
-
-
-class FrozenRecordError(FrozenInstanceError):
-    """An assignment to a field of a record (they are frozen, as their hashes depend on them);
-    the dataclasses' error, which callers already catch."""
 
 
 @dataclass_transform(frozen_default=True)
@@ -76,10 +70,15 @@ class Record(metaclass=RecordType):
         return f"{type(self).__qualname__}({', '.join(f'{f}={getattr(self, f)!r}' for f in self._fields)})"
 
     def __setattr__(self, name: str, value: Any) -> None:
-        raise FrozenRecordError(f"cannot assign to field {name!r}")
+        # dataclasses' error, which callers catch (imported on this mistake only: not every start)
+        from dataclasses import FrozenInstanceError
+
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
 
     def __delattr__(self, name: str) -> None:
-        raise FrozenRecordError(f"cannot delete field {name!r}")
+        from dataclasses import FrozenInstanceError
+
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
 
     def __reduce__(self):
         return type(self), self._values()
