@@ -9,7 +9,6 @@ imports elaboration.
 """
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
@@ -182,6 +181,8 @@ _elaborating: list[Definition] = []  # definitions being elaborated, outermost f
 
 def suggest(name: str, candidates: list[str]) -> str:
     """``; did you mean 'x'?`` for the closest candidate, or nothing."""
+    import difflib  # here: a mistake's cost, not every start's
+
     same_case = [c for c in candidates if c.lower() == name.lower()]
     close = same_case or difflib.get_close_matches(name, candidates, n=1)
     return f"; did you mean '{close[0]}'?" if close else ""
