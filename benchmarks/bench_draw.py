@@ -63,6 +63,18 @@ def imports() -> float:
     return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
 
 
+def dot_start(n: int = 10) -> float:
+    """CPU of one ``dot -Tsvg`` run on a graph of one labelled box (its start: plugins, fonts
+    loaded to size the label; an empty graph loads no fonts), median of ``n``."""
+    got = []
+    for _ in range(n):
+        c = _children()
+        subprocess.run(["dot", "-Tsvg"], input=b'digraph{a [label="x" fontname=Helvetica shape=box]}',
+                       capture_output=True, check=True)
+        got.append(_children() - c)
+    return statistics.median(got)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("derivation", nargs="?", default="gallery/sumformer_thm45_performer.deriv")
@@ -73,11 +85,16 @@ def main(argv: list[str] | None = None) -> None:
 
     modules = {"stacked": stacked, "crossings": crossings, "draw": draw}
     runs: Counter = Counter()
+    cpu: Counter = Counter()  # children's CPU by program
     real = dotrun.subprocess.run
 
     def counted(args, *rest, **kw):
         runs[args[0]] += 1
-        return real(args, *rest, **kw)
+        c = _children()
+        try:
+            return real(args, *rest, **kw)
+        finally:
+            cpu[args[0]] += _children() - c
     dotrun.subprocess.run = counted
     t = time.process_time()
     deriv = load_derivation(ROOT / a.derivation)
@@ -91,16 +108,19 @@ def main(argv: list[str] | None = None) -> None:
         for mod, name, what in PARTS:
             _wrap(spent, modules[mod], name, what)
         runs.clear()
+        cpu.clear()
         t, c = time.process_time(), _children()
         draw.chain_svg(deriv.frames(), [s.changes for s in deriv.steps])
         total, kids = time.process_time() - t, _children() - c
         for (mod, name), f in originals.items():
             setattr(modules[mod], name, f)
         for what, v in [("drawing, this process", total), *spent.items(),
-                        (f"Graphviz processes ({', '.join(f'{n} {k}' for k, n in runs.items())})", kids)]:
+                        (f"Graphviz processes ({', '.join(f'{n} {k}' for k, n in runs.items())})", kids),
+                        *((f"  of which {k} ({n} runs)", cpu[k]) for k, n in runs.items())]:
             rows.setdefault(what, []).append(v)
         print(f"  round {r + 1}: {total:.2f} s CPU here, {kids:.2f} s in Graphviz", flush=True)
     print(f"importing numpy and graphviz: {imports():.2f} s CPU (a fresh process)")
+    print(f"starting dot (a graph of one box): {1000 * dot_start():.1f} ms CPU (median of 10)")
     for what, v in rows.items():
         print(f"{what}: {statistics.median(v):.2f} s CPU (median of {len(v)})")
 
