@@ -343,14 +343,15 @@ def test_one_editing_dialect():
 
 
 SET_TAGS = {"learn", "diagram", "cell"}  # a weight set's kinds (``graph.weights.SetKind``)
+FRAME_TAGS = {"simd", "def"}  # a picture's frames (``graph/clusters.py``)
 LAYOUT_TAGS = {"p", "s", "l", "i"}  # a splice's layout entries (``rewrite/layouts.py``)
-RECORD_OWNERS = {"graph/weights.py", "rewrite/layouts.py"}  # where the records are made of their tuples
+RECORD_OWNERS = {"graph/weights.py", "rewrite/layouts.py", "graph/clusters.py"}  # the records' tuples made here
 # other encodings that use the layout's letters, for other things: a wire's axis order in the
 # shape fold, a box's numbered labels in the reduction check's signature
 LAYOUT_LETTERS_STILL = {"analysis/shape.py", "rewrite/reduction.py"}
 
 
-def tagged_tuples(tree: ast.AST, tags: set[str] = SET_TAGS) -> list[tuple[int, str]]:
+def tagged_tuples(tree: ast.AST, tags: set[str] = SET_TAGS | FRAME_TAGS) -> list[tuple[int, str]]:
     """A record built by hand as a tuple led by its tag (``("learn", local, name)``), not a
     tuple of words (``("i", "j")``)."""
     return [(node.lineno, ast.unparse(node)[:60]) for node in ast.walk(tree)
@@ -359,10 +360,11 @@ def tagged_tuples(tree: ast.AST, tags: set[str] = SET_TAGS) -> list[tuple[int, s
             and not all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts)]
 
 
-def test_no_weight_set_or_layout_entry_is_a_tagged_tuple():
+def test_no_record_is_a_tagged_tuple():
     """A weight set is a ``WeightSet`` (made by ``weight_key``, ``learner_key`` or its
-    constructor), a splice's layout entry a ``RuleAxis``, ``ContextSlot``, ``BoxLabel`` or
-    ``OwnAxis``: read by their fields, never spelled as the tuples underneath."""
+    constructor), a picture's frame a ``SimdFrame`` or ``DefFrame``, a splice's layout entry a
+    ``RuleAxis``, ``ContextSlot``, ``BoxLabel`` or ``OwnAxis``: read by their fields, never
+    spelled as the tuples underneath."""
     wrong = _outside(RECORD_OWNERS.__contains__, tagged_tuples)
     wrong += _outside((RECORD_OWNERS | LAYOUT_LETTERS_STILL).__contains__,
                       lambda tree: tagged_tuples(tree, LAYOUT_TAGS))
@@ -376,6 +378,9 @@ def test_no_weight_set_or_layout_entry_is_a_tagged_tuple():
     ("key = WeightSet(SetKind.CELL, key)", 0),
     ("words = ('import', 'learn', 'diagram')", 0),
     ("lay[q] = ('s', s)", 1),
+    ("frame = ('simd', ('box', b), label, dim, False)", 1),
+    ("frame = scope.outer + (('def', here, node.op),)", 1),
+    ("frame = SimdFrame(('box', b), label, dim, False)", 0),
     ("lay[q] = CONTEXT_SLOT[s]", 0),
     ("names = ('i', 'j')", 0),
 ])

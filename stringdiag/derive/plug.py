@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from ..errors import DiagError
 from ..graph.box import Kind
+from ..graph.clusters import SimdFrame
 from ..graph.diagram import Diagram
 from ..graph.multigraph import descendants
 from ..graph.resize import resized
@@ -84,7 +85,7 @@ def _lift(d: Diagram, x: int, w: int, cone: set[int], n: Dim) -> None:
             taken = {lab for lab, _ in node.simd} | {lab for lab, _ in node.summed}
             label = next(c for c in ("i", "i'", "i''", "p", "q") if c not in taken)
             d.update(b, simd=((label, n), *node.simd), display={**(node.display or {}), label: label},
-                      clusters=(("simd", ("plug", 0), label, n, False), *node.clusters))
+                      clusters=(SimdFrame(("plug", 0), label, n, False), *node.clusters))
             for o in d.box_outputs(b):
                 d.update(o, type=(n, *d.wire_type(o)))
         for port, (v, axes) in enumerate(d.box_inputs(b)):

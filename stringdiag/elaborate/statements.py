@@ -15,6 +15,7 @@ from __future__ import annotations
 from ..errors import Pos
 from ..syntax import ast as A
 from ..graph.box import Box, Kind
+from ..graph.clusters import SimdFrame
 from ..graph.decls import Definition
 from ..graph.diagram import Diagram
 from ..graph.types import TensorType, show_type
@@ -104,7 +105,9 @@ class Elaborator(Expressions, Calls):
         for n in range(start + 1, self.d.last_id + 1):
             if self.d.is_box(n):
                 box = self.d.record(n)
-                self.d.update(n, clusters=tuple(("simd", frame, lab, dim, box.scan and k == len(box.simd) - 1)
+                if not box.simd and not box.clusters:
+                    continue  # no SIMD box to frame, and no frame to clear
+                self.d.update(n, clusters=tuple(SimdFrame(frame, lab, dim, box.scan and k == len(box.simd) - 1)
                                                  for k, (lab, dim) in enumerate(box.simd)))
 
     def returns(self, stmt: A.Return, declared: tuple[TensorType, ...]) -> None:

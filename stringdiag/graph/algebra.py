@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 from .box import Box, Global, Instance, Kind, Local, Wire
 from ..errors import DiagError
+from .clusters import Cluster, DefFrame
 from .hypergraph import HG, Hypergraph
 from .iso import definition_key
 from .types import TensorType, show_type
@@ -112,7 +113,7 @@ def _refreshed(box: Box, new: dict[str, str], globals_too: bool = False) -> Box:
         box = box._replace(weights=Instance(_fresh_path(new, w.path) if isinstance(w, Instance) else fresh_id(box.op)))
     elif isinstance(w, Local) or globals_too and isinstance(w, Global):
         box = box._replace(weights=type(w)(_fresh_path(new, w.param)))
-    return box._replace(clusters=tuple((c[0], _fresh_path(new, c[1]), *c[2:]) if c[0] == "def" else c
+    return box._replace(clusters=tuple(c if c.is_simd else DefFrame(_fresh_path(new, c.path), c.name, c.copy)
                                        for c in box.clusters))
 
 
@@ -142,13 +143,13 @@ def _pasted(rec: Box | Wire, names: set, frames: dict) -> Box | Wire:
                         clusters=tuple(_frame(c, frames) for c in rec.clusters))
 
 
-def _frame(c: tuple, frames: dict) -> tuple:
+def _frame(c: Cluster, frames: dict) -> Cluster:
     """A frame of the picture around a pasted box, told apart from the same frame pasted
-    elsewhere: a SIMD frame gets a new statement, a definition's frame a fourth part."""
-    key = c[1] if c[0] == "simd" else c
+    elsewhere: a SIMD frame gets a new statement, a definition's frame a copy number."""
+    key = c.statement if c.is_simd else c
     if key not in frames:
         frames[key] = ("compose", next(_frames))
-    return (c[0], frames[key], *c[2:]) if c[0] == "simd" else (*c[:3], frames[key])
+    return c.with_(statement=frames[key]) if c.is_simd else DefFrame(c.path, c.name, frames[key])
 
 
 def _unique(name: str | None, taken: set) -> str | None:

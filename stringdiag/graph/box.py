@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Mapping, NamedTuple
 
+from .clusters import Cluster
+
 
 class Kind(str, Enum):
     """The class of a box. A ``str`` enum, so a kind is stored and printed as its name."""
@@ -138,7 +140,7 @@ class Box(NamedTuple):
     value: Any = None  # a ``const`` box's value (None: not a constant)
     seed: int | None = None
     display: Mapping | None = None  # pictures only: display names of labels
-    clusters: tuple = ()            # pictures only: the frames drawn around the box
+    clusters: tuple[Cluster, ...] = ()  # pictures only: the frames drawn around the box
     var: bool = False   # pattern side: a rule's box variable (``given f``)
     cell: bool = False  # pattern side: a rule's cell pattern (``where diagram``)
 

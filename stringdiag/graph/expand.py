@@ -20,6 +20,7 @@ from typing import Callable, Mapping, Union
 from ..errors import DiagError
 from .box import Box, Instance, Kind, Local, Repeat
 from .budget import MAX_LOWERED, Build, refuse_above
+from .clusters import Cluster, DefFrame
 from .hypergraph import HG, Hypergraph, count_value, per_graph_cache, repeated
 from .gcpause import gc_paused
 from .constants import show as show_const, substitute as substitute_const
@@ -202,7 +203,7 @@ def _open(out: Hypergraph, scope: _Scope, node: Box, rename: dict, inputs: list,
     # the callee's input axes are the port's local axes, numbered from 0
     cenv: dict[int, Placed] = dict(zip(callee.inputs, inputs))
     here = f"{scope.path}{instance}/"
-    frame = scope.outer + _subst_clusters(node.clusters, sub) + (("def", here, node.op),)
+    frame = scope.outer + _subst_clusters(node.clusters, sub) + (DefFrame(here, node.op),)
     _inline(out, callee, cenv, context + simd, {g: dim.substitute(sub) for g, dim in node.generics},
             here, frame, scope.keep, scope.unroll)
     ctx_labels = {lab for lab, _ in context}
@@ -288,5 +289,8 @@ def _settle(out: Hypergraph, placed: Placed, src_type, context: tuple, pos, cano
     return nw, tuple(lab for lab, _ in context) + tuple(range(r))
 
 
-def _subst_clusters(clusters, sub) -> tuple:
-    return tuple(c if c[0] != "simd" else (*c[:3], c[3].substitute(sub), c[4]) for c in clusters)
+def _subst_clusters(clusters: tuple[Cluster, ...], sub) -> tuple[Cluster, ...]:
+    """The frames with their ranges at ``sub`` (a frame whose range does not change is kept)."""
+    if not sub:
+        return clusters
+    return tuple(c if not c.is_simd or (dim := c.dim.substitute(sub)) is c.dim else c.with_(dim=dim) for c in clusters)

@@ -64,7 +64,7 @@ class _Resizer:
     def box(self, box: Box) -> Box:
         """The box at the new sizes."""
         box = box._replace(simd=self.pairs(box.simd), summed=self.pairs(box.summed), generics=self.pairs(box.generics),
-                           clusters=tuple(tuple(self.dim(x) if isinstance(x, Dim) else x for x in c)
+                           clusters=tuple(c.with_(dim=self.dim(c.dim)) if c.is_simd and isinstance(c.dim, Dim) else c
                                           for c in box.clusters))
         if box.repeat is not None:
             box = box._replace(loop=Repeat(self.dim(box.repeat.count), box.repeat.shared))

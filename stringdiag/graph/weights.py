@@ -187,5 +187,5 @@ def instances(d, rename: Mapping[WeightKey, WeightKey] | None = None) -> set[str
     return {w.path for b in d.boxes() if isinstance(w := d.record(b).weights, Instance)}
 
 
-__all__ = ["SetKind", "WeightSet", "weight_key", "weight_sets", "boxes_by_weights", "has_local_weights", "weights_of_key", "rename_key", "renaming",
-           "renamed", "tie", "fresh_instance", "instances", "WeightKey"]
+__all__ = ["SetKind", "WeightSet", "weight_key", "weight_sets", "boxes_by_weights", "has_local_weights", "weights_of_key",
+           "rename_key", "renaming", "renamed", "tie", "fresh_instance", "instances", "WeightKey"]

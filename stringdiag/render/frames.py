@@ -19,10 +19,11 @@ from typing import Hashable
 
 from ..graph.box import Kind
 from ..graph.box import Box
+from ..graph.clusters import Cluster, SimdFrame
 from ..graph.diagram import Diagram
 from ..graph.multigraph import longest_path_length
 
-Frame = tuple  # ("simd", statement, label, dim, scan) or ("def", path, name, ...), as in ``clusters``
+Frame = Cluster  # a SIMD box or an opened definition (``graph/clusters.py``), as in ``clusters``
 Key = tuple  # (frame, part): one drawn frame
 
 
@@ -38,10 +39,10 @@ def recorded(node: Box, b: Hashable) -> list[Frame]:
     want = Counter(_shown(node))
     out: list[Frame] = []
     for frame in node.clusters:
-        if frame[0] != "simd":
+        if not frame.is_simd:
             out.append(frame)
             continue
-        key = (frame[2], str(frame[3]))
+        key = (frame.label, str(frame.dim))
         if want[key] > 0:
             want[key] -= 1
             out.append(frame)
@@ -49,7 +50,7 @@ def recorded(node: Box, b: Hashable) -> list[Frame]:
     for label, dim in _shown(node):
         if want[(label, dim)] > 0:
             want[(label, dim)] -= 1
-            out.append(("simd", ("box", b), label, dim, scan))
+            out.append(SimdFrame(("box", b), label, dim, scan))
     return out
 
 
@@ -89,7 +90,7 @@ def frames(d: Diagram) -> dict[int, tuple[Key, ...]]:
             if len(path) > k:
                 groups.setdefault((drawn[b], path[k]), []).append(b)
         for (outer, frame), members in groups.items():
-            part = _parts(d, members) if frame[0] == "simd" else dict.fromkeys(members, 0)
+            part = _parts(d, members) if frame.is_simd else dict.fromkeys(members, 0)
             for b in members:
                 drawn[b] = outer + ((frame, part[b]),)
     return drawn
@@ -159,7 +160,7 @@ def rows(d: Diagram, drawn: dict[int, tuple[Key, ...]]) -> dict[int, Hashable] |
     the layers instead of drawing one line thousands of points long. None: one row."""
     if longest_path_length(d.graph) // 2 <= LONG:
         return None
-    out = {b: next((key for key in path if key[0][0] == "def"), None) for b, path in drawn.items()}
+    out = {b: next((key for key in path if not key[0].is_simd), None) for b, path in drawn.items()}
     return out if len(set(out.values()) - {None}) > 1 else None
 
 

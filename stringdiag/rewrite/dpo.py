@@ -22,6 +22,7 @@ from typing import Any
 
 from ..errors import DiagError
 from ..graph.box import Box, Instance, Kind, Repeat
+from ..graph.clusters import SimdFrame
 from ..graph.diagram import Diagram
 from ..graph.hypergraph import per_graph_cache
 from ..graph.constants import show as show_const, substitute as substitute_const
@@ -253,11 +254,11 @@ class _Splice:
         """Frames for the picture: those around every matched box, then the context indices
         (unless those frames already draw them), then the rule's own; and the labels' names."""
         m = self.m
-        if sum(1 for c in prefix if c and c[0] == "simd") < len(slots):
-            prefix = prefix + tuple(("simd", ("rewrite", self.tag, "slot", s), m.slots[s][0], m.slots[s][1], False)
+        if sum(1 for c in prefix if c.is_simd) < len(slots):
+            prefix = prefix + tuple(SimdFrame(("rewrite", self.tag, "slot", s), m.slots[s][0], m.slots[s][1], False)
                                     for s in slots)
         clusters = prefix + tuple(
-            ("simd", ("rewrite", self.tag, c[1]), c[2], self.dim(c[3]), c[4]) if c and c[0] == "simd" else c
+            c.with_(statement=("rewrite", self.tag, c.statement), dim=self.dim(c.dim)) if c.is_simd else c
             for c in rn.clusters)
         display = {labels.ctx[s]: m.slots[s][0] for s in slots}
         shown = (rn.display or {})

@@ -12,9 +12,9 @@ from ..graph.diagram import Diagram
 
 def instance_path(box: Box) -> str:
     """``Layer#3/Head#2/`` for a box inlined from definitions by ``expand``; else empty."""
-    for c in reversed(tuple(box.clusters)):
-        if c and c[0] == "def":
-            return c[1]
+    for c in reversed(box.clusters):
+        if not c.is_simd:
+            return c.path
     return ""
 
 
