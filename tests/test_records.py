@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from stringdiag.syntax.records import Record, fields, replace
+from stringdiag.syntax.records import Mutable, Record, field, fields, replace
 
 
 class Rec(Record):
@@ -54,3 +54,38 @@ def test_a_record_is_frozen_as_the_dataclass_is():
         with pytest.raises(dataclasses.FrozenInstanceError):
             attempt()
     assert r == Rec("a", 1)
+
+
+class Mut(Mutable, frozen=False):
+    text: str
+    seen: list = field(default_factory=list)
+    pos: int = 0
+
+
+@dataclasses.dataclass
+class MutRef:
+    text: str
+    seen: list = dataclasses.field(default_factory=list)
+    pos: int = 0
+
+
+@pytest.mark.parametrize("args, kwargs", [(("a",), {}), (("a", [1], 2), {}), ((), {"text": "b", "pos": 3})])
+def test_a_mutable_record_behaves_as_a_plain_dataclass(args, kwargs):
+    import weakref
+
+    m, d = Mut(*args, **kwargs), MutRef(*args, **kwargs)
+    assert repr(m).replace("Mut(", "MutRef(") == repr(d) and fields(m) == Mut.__match_args__
+    assert Mut("a").seen == [] and Mut("a").seen is not Mut("a").seen  # a fresh default for each record
+    m.pos, d.pos = 7, 7                                                 # assignable,
+    m.note = "x"                                                        # other attributes too
+    assert m == Mut(m.text, m.seen, 7) and m != Mut(m.text, m.seen, 8) and m != d
+    with pytest.raises(TypeError):
+        hash(m)                                                         # unhashable, as the dataclass
+    with pytest.raises(TypeError):
+        hash(d)
+    assert weakref.ref(m)() is m
+    for other in (copy.copy(m), copy.deepcopy(m), pickle.loads(pickle.dumps(m))):
+        assert other == m and other.note == "x"
+    assert copy.copy(m).seen is m.seen and copy.deepcopy(m).seen is not m.seen
+    with pytest.raises(TypeError):
+        Mut(*args, nope=1, **kwargs)

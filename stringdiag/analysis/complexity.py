@@ -22,16 +22,15 @@ attention is ``O(s)``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..graph.diagram import Diagram
 from .combine import cost_monomials
 from .monomials import dominant, only, show
 from .support import sparse_cost
 from ..graph.types import DimKind
+from ..syntax.records import Record
 
-@dataclass(frozen=True)
-class Complexity:
+class Complexity(Record):
     time: str
     memory: str
     seq_time: str

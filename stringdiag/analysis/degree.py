@@ -28,13 +28,13 @@ user's ``fixed`` process) make the answer unknown, said as plainly.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping
 
 from ..graph.box import Box, Kind
 from ..errors import Pos
 from ..graph.diagram import Diagram
 from ..graph.hypergraph import count_value, repeated
+from ..syntax.records import Record
 
 Vector = tuple[int, ...]
 Support = frozenset  # of Vector: the maximal exponent vectors
@@ -57,8 +57,7 @@ Chain = tuple[tuple[str, "Pos | None"], ...]  # (box, position), outermost first
 UNKNOWN = "cannot tell whether it is a spline"
 
 
-@dataclass(frozen=True)
-class WireDegree:
+class WireDegree(Record):
     """What the pass knows of a wire: its exponent vectors; or why it is no polynomial piece
     (``broken``); and whether it may jump (``jump``: the box that makes it discontinuous)."""
 
@@ -71,8 +70,7 @@ class WireDegree:
         return self.broken is None and self.jump is None and all(not any(v) for v in self.support)
 
 
-@dataclass(frozen=True)
-class OutputDegree:
+class OutputDegree(Record):
     """One output's verdict. ``degree`` and ``per_input`` are None when it is not piecewise
     polynomial (``reason`` says why, ``chain`` where); ``jump`` names a discontinuity."""
 

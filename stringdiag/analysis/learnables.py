@@ -11,7 +11,6 @@ instances from the top, and stops where an instance lists nothing new.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
 from ..graph.box import Box, Kind
@@ -19,13 +18,13 @@ from ..graph.diagram import Diagram
 from ..graph.expand import copy_path
 from ..graph.hypergraph import repeated
 from ..graph.types import Dim, show_type, substitute_type
+from ..syntax.records import Mutable, field
 from .fold import Algebra, Site, copies, fold, inlined, opened
 
 Decl = tuple  # (id of the declaring definition's graph, param): a local learnable declaration
 
 
-@dataclass
-class Weights:
+class Weights(Mutable, frozen=False):
     """The learnable boxes one instance of a definition expands to."""
 
     glob: Counter = field(default_factory=Counter)  # global weight set -> uses
@@ -36,8 +35,7 @@ class Weights:
     listed: int = 0  # local weight sets as info lists them: a long stack's copies once (_collapsed)
 
 
-@dataclass
-class _Reading:
+class _Reading(Mutable, frozen=False):
     """A body being read: its Weights so far, the keys reached, the instances met."""
 
     w: Weights = field(default_factory=Weights)

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
 
 from ..graph.box import Box, Kind
 from ..graph.diagram import Diagram
 from ..graph.hypergraph import per_graph_cache, repeated
 from ..graph.types import Dim
+from ..syntax.records import Mutable, field
 from .fold import Algebra, Site, fold
 from .monomials import Monomial, monomials, multiply, prune
 
@@ -103,8 +103,7 @@ def _join(a: Labels, b: Labels) -> Labels:
 
 # -- structure: counts and cost of one instance of a definition --------------------------
 
-@dataclass
-class Shape:
+class Shape(Mutable, frozen=False):
     """What one use of a definition expands to, whatever the SIMD boxes around it."""
 
     counts: Counter  # expanded boxes by kind

@@ -5,11 +5,11 @@ A mixin of the elaborator: expressions (``expr``) are ``expressions.py``'s.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from ..errors import DiagError, Pos
 from ..graph.box import Box, Global, Instance, Kind, Local, Repeat, Scan
 from ..graph.constants import OPERATORS
+from ..syntax.records import Mutable
 from ..graph.decls import BoxDecl, Definition, suggest, unknown_qualified
 from ..graph.types import Dim, DimKind, TensorType, show_type, substitute_type
 from ..syntax import ast as A
@@ -31,8 +31,7 @@ INSTEAD = {"argmax": "topk<1>(x) gives the largest entry and its index", "argsor
            "round": "floor(x + 0.5) rounds a number; " + _BUCKET}
 
 
-@dataclass
-class Use:
+class Use(Mutable, frozen=False):
     """What one use of a box needs: its name, dimension parameters, port types, and the
     record of the box made for it (its SIMD, place and generics filled in at the use)."""
 

@@ -6,7 +6,6 @@ box applications), each a mixin over :class:`ElabState`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import DiagError, DiagWarning, Pos
@@ -15,12 +14,12 @@ from ..graph.constants import show
 from ..graph.decls import BoxDecl, Definition, Program
 from ..graph.diagram import Diagram
 from ..graph.types import Dim, TensorType
+from ..syntax.records import Mutable, field
 
 TOO_DEEP = "expressions are nested too deeply to check; split them into named wires"
 
 
-@dataclass
-class Val:
+class Val(Mutable, frozen=False):
     """A value in a statement: a wire seen through an index view, or a constant.
 
     ``view`` has one entry per axis of the wire: a statement index label (that axis is
@@ -41,8 +40,7 @@ class Val:
         return self.wire
 
 
-@dataclass
-class Scope:
+class Scope(Mutable, frozen=False):
     """Indices of one statement: user name -> label, and label -> range."""
 
     ranges: dict[str, Dim | None] = field(default_factory=dict)

@@ -9,13 +9,13 @@ imports elaboration.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from .box import Kind
 from ..errors import DiagError, DiagWarning, Pos, shown
 from ..syntax import ast as A
-from ..syntax.records import Record
+from ..syntax.records import Mutable, Record, field
 from .diagram import Diagram
 from .types import Dim, DimKind, TensorType, show_type
 
@@ -83,8 +83,7 @@ class BoxDecl:
         return f"{self.box} {self.name}{g} : {ins} -> {outs}{seed}"
 
 
-@dataclass
-class Program:
+class Program(Mutable, frozen=False):
     """Everything a file declares, with its imports (and the prelude) in scope."""
 
     path: str
@@ -140,7 +139,7 @@ class Program:
     def learnables(self) -> list[BoxDecl]:
         return [b for b in self.boxes.values() if b.box == Kind.LEARN]
 
-    def __repr__(self) -> str:  # not the dataclass's: that prints every declaration and the source
+    def __repr__(self) -> str:  # not the fields': those print every declaration and the source
         return f"<Program {shown(self.path)}: {', '.join(self.own) or 'no diagrams'}>"
 
 

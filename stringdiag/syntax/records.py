@@ -6,24 +6,42 @@ These records share one set of methods, read from the class's field list, and be
 dataclasses did: fields from the annotations (a value after one is its default), positional
 ``match`` patterns, equality and hashing by type and fields, a repr, no assignment, copying
 and pickling by fields. ``fields`` and ``replace`` stand in for ``dataclasses``' functions.
+:class:`Mutable` does the same for a plain (assignable, unhashable) dataclass, with ``field``'s
+``default_factory``; the records of a short command's path are made this way, so that it does
+not import ``dataclasses`` (and ``inspect``) at all.
 """
 from __future__ import annotations
 
-from typing import Any, dataclass_transform
+from typing import Any, Callable, dataclass_transform
 
 
-@dataclass_transform(frozen_default=True)
+class Factory:
+    """A field's default made afresh for each record, as ``field(default_factory=...)``."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+
+
+def field(*, default_factory: Callable[[], Any]) -> Any:
+    """``x: list = field(default_factory=list)``: as ``dataclasses.field``'s (its one use here)."""
+    return Factory(default_factory)
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(field,))
 class RecordType(type):
-    """Makes ``__slots__``, ``__match_args__`` and the field list from a class's annotations."""
+    """Makes ``__slots__``, ``__match_args__`` and the field list from a class's annotations.
+    ``frozen=False`` (a class keyword, for type checkers) goes with the :class:`Mutable` base."""
 
     _fields: tuple[str, ...]
     _defaults: dict[str, Any]
 
-    def __new__(mcls, name: str, bases: tuple, ns: dict[str, Any]):
+    def __new__(mcls, name: str, bases: tuple, ns: dict[str, Any], frozen: bool = True):
         inherited = tuple(f for b in bases for f in getattr(b, "_fields", ()))
         own = tuple(ns.get("__annotations__", {}))
         defaults = {f: ns.pop(f) for f in own if f in ns}  # (a slot and a class value cannot share a name)
-        ns["__slots__"] = own
+        ns["__slots__"] = tuple(ns.get("__slots__", ())) + own
         cls = super().__new__(mcls, name, bases, ns)
         cls._fields = inherited + own
         cls._defaults = {**getattr(cls, "_defaults", {}), **defaults}
@@ -31,8 +49,8 @@ class RecordType(type):
         return cls
 
 
-class Record(metaclass=RecordType):
-    """A frozen record; subclasses declare their fields as annotations."""
+class _Fields(metaclass=RecordType):
+    """What frozen and mutable records share: construction, equality by type and fields, repr."""
 
     __slots__ = ()
     _fields = ()  # type: tuple[str, ...]  # (not annotations: those would be fields)
@@ -49,7 +67,8 @@ class Record(metaclass=RecordType):
             if name in kwargs:
                 put(self, name, kwargs.pop(name))
             elif name in self._defaults:
-                put(self, name, self._defaults[name])
+                value = self._defaults[name]
+                put(self, name, value.make() if type(value) is Factory else value)
             else:
                 raise TypeError(f"{type(self).__name__}() is missing the field {name!r}")
         if kwargs:
@@ -63,11 +82,17 @@ class Record(metaclass=RecordType):
             return NotImplemented
         return self._values() == other._values()  # type: ignore[attr-defined]
 
-    def __hash__(self) -> int:
-        return hash(self._values())
-
     def __repr__(self) -> str:
         return f"{type(self).__qualname__}({', '.join(f'{f}={getattr(self, f)!r}' for f in self._fields)})"
+
+
+class Record(_Fields):
+    """A frozen record; subclasses declare their fields as annotations."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
 
     def __setattr__(self, name: str, value: Any) -> None:
         # dataclasses' error, which callers catch (imported on this mistake only: not every start)
@@ -82,6 +107,14 @@ class Record(metaclass=RecordType):
 
     def __reduce__(self):
         return type(self), self._values()
+
+
+class Mutable(_Fields, frozen=False):
+    """A record whose fields may be assigned, as a plain ``@dataclass``: equal by type and fields,
+    unhashable, with a ``__dict__`` for other attributes and weak references."""
+
+    __slots__ = ("__dict__", "__weakref__")
+    __hash__ = None  # type: ignore[assignment]
 
 
 def fields(record: Record | type[Record]) -> tuple[str, ...]:
