@@ -193,7 +193,10 @@ def _clear(blocks: Blocks, pos: str, tail: str, head: str, dy: float) -> bool:
     """Whether an edge's curve moved by ``dy`` (dot's y, up), as its two ends moved, runs
     through no frame holding neither end."""
     curve = _sampled([(x, -y) for x, y in _points(_moved_points(pos, dy))])
-    return not any(_inside(p, r) for r in _foreign(blocks, tail, head) for p in curve)
+    xs, ys = [x for x, _ in curve], [y for _, y in curve]
+    x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)  # a frame these bounds do not reach holds no point
+    near = [r for r in _foreign(blocks, tail, head) if x0 < r[1] - 2 and x1 > r[0] + 2 and y0 < r[3] - 2 and y1 > r[2] + 2]
+    return not any(_inside(p, r) for r in near for p in curve)
 
 
 def _sampled(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:

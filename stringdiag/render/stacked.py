@@ -189,6 +189,9 @@ def _write(lay: Layout, blocks: Blocks, old: dict, moved: dict[str, float]) -> N
     if lay.get(root, "lp"):
         lx, ly = _floats(lay.get(root, "lp"))
         lay.set(root, "lp", f"{lx:.2f},{ly + max(grow, 0.0):.2f}")
+    rects = blocks.rect.values()  # the extent a rerouted wire may use, the same for every wire
+    whole = (min(r[0] for r in rects) - 2 * GAP, max(r[1] for r in rects) + 2 * GAP,
+             min(r[2] for r in rects) - 2 * GAP, max(r[3] for r in rects) + 2 * GAP)
     for tail, head, a in lay.edges:
         dt, dh = moved.get(tail), moved.get(head)
         if lay.get(a, "pos") is None:
@@ -198,10 +201,10 @@ def _write(lay: Layout, blocks: Blocks, old: dict, moved: dict[str, float]) -> N
                 if lay.get(a, key):
                     lay.set(a, key, _moved_points(lay.get(a, key), -dt + lift))
             continue
-        _reroute(lay, blocks, tail, head, a, lift)
+        _reroute(lay, blocks, tail, head, a, lift, whole)
 
 
-def _reroute(lay: Layout, blocks: Blocks, tail: str, head: str, a, lift: float) -> None:
+def _reroute(lay: Layout, blocks: Blocks, tail: str, head: str, a, lift: float, whole: Rect) -> None:
     """An edge whose ends moved apart routed around the frames and boxes it must not cross
     (``route.py``), its label over its longest level stretch; left to neato where no such way is."""
     arrow = lay.get(a, "pos").startswith("e,")
@@ -210,9 +213,6 @@ def _reroute(lay: Layout, blocks: Blocks, tail: str, head: str, a, lift: float) 
         t, h = blocks.rect[("node", tail)], blocks.rect[("node", head)]
         walls = tuple(_foreign(blocks, tail, head) + [r for (kind, n), r in blocks.rect.items()
                                                        if kind == "node" and n not in (tail, head)])
-        rects = blocks.rect.values()
-        whole = (min(r[0] for r in rects) - 2 * GAP, max(r[1] for r in rects) + 2 * GAP,
-                 min(r[2] for r in rects) - 2 * GAP, max(r[3] for r in rects) + 2 * GAP)
         way = _way(t, h, walls, whole, arrow)
     if way is None:
         for key in ("pos", "lp"):
