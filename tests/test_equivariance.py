@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from stringdiag import compile, load, loads
-from stringdiag.analysis.equivariance import Verdict, equivariance
+from stringdiag.analysis.equivariance import OrderVerdict, equivariance
 from stringdiag.errors import DiagError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +42,7 @@ def _sizes(d) -> dict[str, int]:
     return sizes
 
 
-def numeric(d, s: str, draws: int = 2) -> Verdict | None:
+def numeric(d, s: str, draws: int = 2) -> OrderVerdict | None:
     """The verdict measured: None when the diagram does not compile (an abstract family)."""
     sizes = _sizes(d)
     try:
@@ -84,10 +84,10 @@ def numeric(d, s: str, draws: int = 2) -> Verdict | None:
             equi[k] &= torch.allclose(b, pa, rtol=0, atol=1e-9 * scale)
             inv[k] &= torch.allclose(b, a, rtol=0, atol=1e-9 * scale)
     if all(inv):
-        return Verdict.INVARIANT
+        return OrderVerdict.INVARIANT
     if all(equi[k] if out_axes[k] else inv[k] for k in range(len(equi))):
-        return Verdict.EQUIVARIANT
-    return Verdict.NEITHER
+        return OrderVerdict.EQUIVARIANT
+    return OrderVerdict.NEITHER
 
 
 def _cases(files):
@@ -104,7 +104,7 @@ def gallery_cases():
 
 
 def test_gallery_verdicts_match_permuted_modules(gallery_cases):
-    seen = {v: 0 for v in Verdict}
+    seen = {v: 0 for v in OrderVerdict}
     wrong = []
     for case in gallery_cases:
         d, e = case.values
@@ -116,10 +116,10 @@ def test_gallery_verdicts_match_permuted_modules(gallery_cases):
             wrong.append(f"{case.id}: static {e.verdict.value}, measured {got.value} ({e.text()})")
     assert not wrong, "\n".join(wrong)
     # every verdict occurs, so that the comparison is not vacuous
-    assert seen[Verdict.EQUIVARIANT] >= 20 and seen[Verdict.INVARIANT] >= 4 and seen[Verdict.NEITHER] >= 20, seen
+    assert seen[OrderVerdict.EQUIVARIANT] >= 20 and seen[OrderVerdict.INVARIANT] >= 4 and seen[OrderVerdict.NEITHER] >= 20, seen
 
 
-def _verdicts(src: str, name: str) -> dict[str, Verdict]:
+def _verdicts(src: str, name: str) -> dict[str, OrderVerdict]:
     return {e.dim: e.verdict for e in equivariance(loads(src)[name])}
 
 
@@ -167,14 +167,14 @@ diagram Pair(x: [s, d], y: [t, d]) -> [s, d] {
 
 
 @pytest.mark.parametrize("name, expect", [
-    ("Pool", {"s": Verdict.INVARIANT}),
-    ("Broadcast", {"s": Verdict.EQUIVARIANT}),          # a pooled invariant beside each position
-    ("Positions", {"s": Verdict.INVARIANT}),            # a table of positions plus an invariant: unchanged
-    ("Counted", {"s": Verdict.INVARIANT}),              # cumsum of ones is the positions: held, not moved
-    ("Learned", {"s": Verdict.NEITHER}),
-    ("Reversed", {"s": Verdict.NEITHER}),
-    ("Max", {"s": Verdict.INVARIANT}),
-    ("Pair", {"s": Verdict.EQUIVARIANT, "t": Verdict.INVARIANT}),
+    ("Pool", {"s": OrderVerdict.INVARIANT}),
+    ("Broadcast", {"s": OrderVerdict.EQUIVARIANT}),          # a pooled invariant beside each position
+    ("Positions", {"s": OrderVerdict.INVARIANT}),            # a table of positions plus an invariant: unchanged
+    ("Counted", {"s": OrderVerdict.INVARIANT}),              # cumsum of ones is the positions: held, not moved
+    ("Learned", {"s": OrderVerdict.NEITHER}),
+    ("Reversed", {"s": OrderVerdict.NEITHER}),
+    ("Max", {"s": OrderVerdict.INVARIANT}),
+    ("Pair", {"s": OrderVerdict.EQUIVARIANT, "t": OrderVerdict.INVARIANT}),
 ])
 def test_rules_on_small_programs(name, expect):
     assert _verdicts(PROGRAM, name) == expect
@@ -186,7 +186,7 @@ def test_rules_on_small_programs(name, expect):
 def test_reasons_name_the_box_and_its_chain():
     prog = load(str(GALLERY / "lm.diag"))
     (e,) = equivariance(prog["LlamaBlock"])
-    assert e.verdict is Verdict.NEITHER
+    assert e.verdict is OrderVerdict.NEITHER
     assert "positions of s" in e.text() and "LlamaAttn" in e.text() and "rope" in e.text()
     (e,) = equivariance(load(str(GALLERY / "control.diag"))["RunningMean"])
     assert e.text().startswith("s: neither: a cumulative sum along s, at cumsum (")

@@ -225,7 +225,7 @@ class OrderPass:
         return self.run(node.ref, perm, xs, lifted)
 
 
-class Verdict(str, Enum):
+class OrderVerdict(str, Enum):
     EQUIVARIANT = "equivariant"
     INVARIANT = "invariant"
     NEITHER = "neither"
@@ -244,8 +244,8 @@ class OutputOrder:
     chain: Chain = ()
 
     @property
-    def verdict(self) -> Verdict:
-        return Verdict.INVARIANT if self.invariant else Verdict.EQUIVARIANT if self.equivariant else Verdict.NEITHER
+    def verdict(self) -> OrderVerdict:
+        return OrderVerdict.INVARIANT if self.invariant else OrderVerdict.EQUIVARIANT if self.equivariant else OrderVerdict.NEITHER
 
 
 @dataclass(frozen=True)
@@ -257,12 +257,12 @@ class Equivariance:
     outputs: tuple[OutputOrder, ...]
 
     @property
-    def verdict(self) -> Verdict:
+    def verdict(self) -> OrderVerdict:
         return overall([(o.equivariant, o.invariant) for o in self.outputs])
 
     def text(self) -> str:
         """``s: equivariant`` or ``s: neither: a causal mask over s ..., at causal (file:29:11)``."""
-        if self.verdict is not Verdict.NEITHER:
+        if self.verdict is not OrderVerdict.NEITHER:
             return f"{self.dim}: {self.verdict.value}"
         many = len(self.outputs) > 1
         bad = [o for o in self.outputs if o.why and not (o.equivariant and o.invariant)]
@@ -332,13 +332,13 @@ def equivariance(d: Diagram, dims: Iterable[str] | None = None) -> list[Equivari
     return found
 
 
-def overall(outputs: list[tuple[bool, bool]]) -> Verdict:
+def overall(outputs: list[tuple[bool, bool]]) -> OrderVerdict:
     """The diagram's verdict from its outputs' (equivariant, invariant): invariant first."""
     if all(inv for _, inv in outputs):
-        return Verdict.INVARIANT
+        return OrderVerdict.INVARIANT
     if all(eq for eq, _ in outputs):
-        return Verdict.EQUIVARIANT
-    return Verdict.NEITHER
+        return OrderVerdict.EQUIVARIANT
+    return OrderVerdict.NEITHER
 
 
-__all__ = ["equivariance", "overall", "sequence_dims", "Equivariance", "OutputOrder", "Verdict", "Order", "RULES"]
+__all__ = ["equivariance", "overall", "sequence_dims", "Equivariance", "OutputOrder", "OrderVerdict", "Order", "RULES"]

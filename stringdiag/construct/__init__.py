@@ -9,10 +9,10 @@ The records and the input format import without torch; the construction itself l
 """
 from __future__ import annotations
 
-from .instance import FORMAT, Instance, Target, make_instance, read_instance
+from .instance import FORMAT, ClassificationInstance, TargetBall, make_instance, read_instance
 
-__all__ = ["Construction", "hardmax_classifier", "write", "FORMAT", "Instance", "Target", "make_instance",
-           "read_instance"]
+__all__ = ["Construction", "hardmax_classifier", "write", "FORMAT", "ClassificationInstance", "TargetBall",
+           "make_instance", "read_instance"]
 
 
 def __getattr__(name: str):

@@ -20,7 +20,7 @@ from .blocks import Block, apply_all
 from .classify import classify
 from .collapse import cluster, match_labels
 from .geometry import groups, tolerance
-from .instance import Instance, make_instance, overflow_named
+from .instance import ClassificationInstance, make_instance, overflow_named
 from .separate import preprocess, separate
 
 # each stage's number of blocks in the paper's count (Sec. 3.1, "Complexity of the construction")
@@ -32,7 +32,7 @@ PAPER = {"preprocessing": lambda n: 1, "separation": lambda n: 2 * (n - 1), "clu
 class Construction:
     """The transformer built for an instance, the compiled module, and what it did on the data."""
 
-    instance: Instance
+    instance: ClassificationInstance
     blocks: tuple[Block, ...]
     source: str = field(repr=False)
     weights: dict[str, torch.Tensor] = field(repr=False)
@@ -57,7 +57,7 @@ class Construction:
         return int(sum(int((t != 0).sum()) for t in self.weights.values()))
 
 
-def choose_blocks(inst: Instance, seed: int = 0) -> list[Block]:
+def choose_blocks(inst: ClassificationInstance, seed: int = 0) -> list[Block]:
     """The blocks of (3.1), each stage chosen on the tokens the previous stages produce."""
     rng = np.random.default_rng(seed)
     zs = [z.copy() for z in inst.sequences]
@@ -72,7 +72,7 @@ def choose_blocks(inst: Instance, seed: int = 0) -> list[Block]:
     return [pre, *sep, clu, *lab, *cla]
 
 
-def verify(module: torch.nn.Module, inst: Instance) -> np.ndarray:
+def verify(module: torch.nn.Module, inst: ClassificationInstance) -> np.ndarray:
     """Every sequence through the compiled module; each readout must lie in its label's target set."""
     with torch.no_grad():
         out = np.array([module(torch.as_tensor(z, dtype=torch.float64)).numpy() for z in inst.sequences])
@@ -90,7 +90,7 @@ def verify(module: torch.nn.Module, inst: Instance) -> np.ndarray:
 
 def hardmax_classifier(sequences, labels, targets=None, seed: int = 0) -> Construction:
     """Build, compile and check the classifier for ``sequences`` (each (len, d)) with ``labels``;
-    ``targets`` maps each label to a Target or {"center": [...], "radius": r} (default: see FORMAT)."""
+    ``targets`` maps each label to a TargetBall or {"center": [...], "radius": r} (default: see FORMAT)."""
     with overflow_named(sequences):
         inst = make_instance(sequences, labels, targets)
         blocks = _generic_blocks(inst, seed)

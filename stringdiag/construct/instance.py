@@ -39,7 +39,7 @@ are refused."""
 
 
 @dataclass(frozen=True)
-class Target:
+class TargetBall:
     """An open ball S^c = {y : |y - centre| < radius}."""
 
     centre: np.ndarray = field(repr=False)
@@ -50,10 +50,10 @@ class Target:
 
 
 @dataclass(frozen=True)
-class Instance:
+class ClassificationInstance:
     sequences: tuple[np.ndarray, ...] = field(repr=False)
     labels: tuple[str, ...]
-    targets: dict[str, Target]
+    targets: dict[str, TargetBall]
 
     @property
     def d(self) -> int:
@@ -77,12 +77,12 @@ def _label(raw, what: str) -> str:
     return str(raw)
 
 
-def default_targets(labels, d: int) -> dict[str, Target]:
+def default_targets(labels, d: int) -> dict[str, TargetBall]:
     order = list(dict.fromkeys(labels))
-    return {c: Target(np.eye(d)[0] * 2.0 * k, 0.5) for k, c in enumerate(order)}
+    return {c: TargetBall(np.eye(d)[0] * 2.0 * k, 0.5) for k, c in enumerate(order)}
 
 
-def _target(raw, label: str, d: int) -> Target:
+def _target(raw, label: str, d: int) -> TargetBall:
     what = f"the target of label {json.dumps(label)}"
     if not isinstance(raw, dict) or set(raw) != {"center", "radius"}:
         raise DiagError(f'{what} is not an object {{"center": [...], "radius": r}}')
@@ -92,10 +92,10 @@ def _target(raw, label: str, d: int) -> Target:
         raise DiagError(f"{what} has a center in R^{centre.shape[0]}, but the tokens are in R^{d}")
     if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r <= 0:
         raise DiagError(f"{what} has radius {json.dumps(r)}; an open ball needs a finite radius > 0")
-    return Target(centre, float(r))
+    return TargetBall(centre, float(r))
 
 
-def make_instance(sequences, labels, targets=None) -> Instance:
+def make_instance(sequences, labels, targets=None) -> ClassificationInstance:
     """The checked instance (raises DiagError naming the violated assumption)."""
     seqs = tuple(_points(getattr(s, "tolist", lambda s=s: s)(), f"sequence {n + 1}") for n, s in enumerate(sequences))
     labs = tuple(_label(c, f"sequence {n + 1}") for n, c in enumerate(labels))
@@ -108,13 +108,13 @@ def make_instance(sequences, labels, targets=None) -> Instance:
     if d < 2:
         raise DiagError(f"the tokens are in R^{d}; Theorem 2.4 needs d >= 2")
     tg = default_targets(labs, d) if targets is None else {
-        str(c): t if isinstance(t, Target) else _target(t, str(c), d) for c, t in targets.items()}
-    inst = Instance(seqs, labs, tg)
+        str(c): t if isinstance(t, TargetBall) else _target(t, str(c), d) for c, t in targets.items()}
+    inst = ClassificationInstance(seqs, labs, tg)
     check(inst)
     return inst
 
 
-def check(inst: Instance) -> None:
+def check(inst: ClassificationInstance) -> None:
     """Theorem 2.4's assumptions, and that the target sets are disjoint and cover every label."""
     tol = RELATIVE * max(float(np.abs(np.concatenate(inst.sequences)).max()), 1e-300)
     for n, s in enumerate(inst.sequences):
@@ -188,7 +188,7 @@ def too_deep(text: str, limit: int = MAX_DEPTH) -> tuple[int, int] | None:
     return None
 
 
-def read_instance(path: str | Path) -> Instance:
+def read_instance(path: str | Path) -> ClassificationInstance:
     """An instance from FILE.json (the format is FORMAT); bad JSON is reported at its line and column."""
     path = Path(path)
     try:

@@ -36,7 +36,7 @@ class Member:
 
 
 @dataclass(frozen=True)
-class Edge:
+class ReductionEdge:
     decl: T.Edge
     derivation: Derivation
     changed: frozenset[int]  # boxes of the child's diagram that differ from the parent's
@@ -51,7 +51,7 @@ class Taxonomy:
     path: str
     root: str
     members: dict[str, Member]
-    edges: list[Edge]  # parents before children
+    edges: list[ReductionEdge]  # parents before children
     verify: bool = False  # whether the equalities were evaluated
 
     def summary(self) -> str:
@@ -181,7 +181,7 @@ class _Loader:
             level = [e.child.text for e in nxt]
         return out
 
-    def edge(self, e: T.Edge, members: dict[str, Member]) -> Edge:
+    def edge(self, e: T.Edge, members: dict[str, Member]) -> ReductionEdge:
         path = locate(e.deriv.value, self.base, e.deriv.pos, self.text, (".deriv",))
         if not path.is_file():
             raise self.err(f"no such file {e.deriv.value} (looked for {path.resolve()})", e.deriv.pos)
@@ -196,4 +196,4 @@ class _Loader:
         if not expand(deriv.result).isomorphic(expand(child)):
             raise self.err(f"{e.deriv.value} does not end at the child '{child.name}': its result "
                            f"({deriv.result.signature()}) is not isomorphic to it", e.deriv.pos)
-        return Edge(e, deriv, changed_boxes(parent, child))
+        return ReductionEdge(e, deriv, changed_boxes(parent, child))

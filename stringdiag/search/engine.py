@@ -41,7 +41,7 @@ class Node:
 
 
 @dataclass
-class Outcome:
+class SearchOutcome:
     """What the search found: the chain (``found``) or the closest state (``closest``)."""
 
     found: Node | None
@@ -60,7 +60,7 @@ Expand = Callable[[Diagram, Diagram], Iterable[Move]]
 
 
 def search(start: Diagram, target: Diagram, moves: Expand, bounds: Bounds,
-           progress: Callable[[int, int], None] | None = None) -> Outcome:
+           progress: Callable[[int, int], None] | None = None) -> SearchOutcome:
     """A chain of ``moves`` from ``start`` to a diagram isomorphic to ``target``, within ``bounds``."""
     t0 = time.process_time()
     want = profile(target)
@@ -71,13 +71,13 @@ def search(start: Diagram, target: Diagram, moves: Expand, bounds: Bounds,
     frontier = [(_priority(first), next(tie), first)]
     seen = {canonical_hash(start)}
     if _reached(start, goal, goal_flat):
-        return Outcome(first, first, 0, time.process_time() - t0)
+        return SearchOutcome(first, first, 0, time.process_time() - t0)
     closest, states = first, 0
     while frontier:
         if time.process_time() - t0 > bounds.time_budget:
-            return Outcome(None, closest, states, time.process_time() - t0, f"the time budget of {bounds.time_budget:g} CPU s spent")
+            return SearchOutcome(None, closest, states, time.process_time() - t0, f"the time budget of {bounds.time_budget:g} CPU s spent")
         if states >= bounds.max_states:
-            return Outcome(None, closest, states, time.process_time() - t0, f"--max-states {bounds.max_states:,} reached")
+            return SearchOutcome(None, closest, states, time.process_time() - t0, f"--max-states {bounds.max_states:,} reached")
         _, _, node = heapq.heappop(frontier)
         states += 1
         if progress is not None:
@@ -96,9 +96,9 @@ def search(start: Diagram, target: Diagram, moves: Expand, bounds: Bounds,
             if child.distance < closest.distance:
                 closest = child
             if _reached(mv.diagram, goal, goal_flat):
-                return Outcome(child, child, states, time.process_time() - t0)
+                return SearchOutcome(child, child, states, time.process_time() - t0)
             heapq.heappush(frontier, (_priority(child), next(tie), child))
-    return Outcome(None, closest, states, time.process_time() - t0,
+    return SearchOutcome(None, closest, states, time.process_time() - t0,
                    f"every chain of at most {bounds.max_steps} steps tried")
 
 
@@ -111,4 +111,4 @@ def _reached(d: Diagram, goal: str, goal_flat: Diagram) -> bool:
     return canonical_hash(flat) == goal and flat.isomorphic(goal_flat)
 
 
-__all__ = ["Bounds", "Node", "Outcome", "search"]
+__all__ = ["Bounds", "Node", "SearchOutcome", "search"]

@@ -16,7 +16,7 @@ from ..graph.diagram import Diagram
 from ..graph.difference import first_difference
 from ..graph.expand import expand
 from .distance import distance
-from .engine import Bounds, Outcome, search
+from .engine import Bounds, SearchOutcome, search
 from .holes import ops, projections, suggestions, trivial
 from .moves import Move, rule_moves, structural_moves
 from .session import Ref, Session
@@ -26,7 +26,7 @@ from .session import Ref, Session
 class Found:
     """The search's outcome and, where it found a chain, the checked derivation."""
 
-    outcome: Outcome
+    outcome: SearchOutcome
     text: str                      # the .deriv written (the chain, or the closest one)
     derivation: Derivation | None  # the chain as ``derive --verify`` read it back
     refused: str = ""              # the checker's refusal of a chain the search proposed

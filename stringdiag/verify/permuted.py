@@ -16,7 +16,7 @@ from typing import Mapping
 
 import torch
 
-from ..analysis.equivariance import Verdict, equivariance, overall
+from ..analysis.equivariance import OrderVerdict, equivariance, overall
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..lower import compile
@@ -32,8 +32,8 @@ class Measured:
     """One dimension: the verdict measured, the static one, and the largest relative gaps."""
 
     dim: str
-    measured: Verdict
-    claimed: Verdict
+    measured: OrderVerdict
+    claimed: OrderVerdict
     equivariance_gap: float  # max over draws and outputs of |f(pi x) - pi f(x)| / max |f(x)|
     invariance_gap: float    # the same for |f(pi x) - f(x)|
     draws: int
