@@ -7,7 +7,6 @@ definition may be used before it appears; recursion is reported as an error. The
 """
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from ..errors import DiagError, Pos
 from ..resources import PREFIX, argument, locate, shipped
 from ..syntax import ast as A
 from ..syntax.astcache import read_cached
+from ..syntax.records import replace
 from ..syntax.source import read_source  # the public place to read a file
 from ..graph.decls import Definition, DimDecl, Program
 from ..graph.types import DimKind
@@ -170,7 +170,7 @@ def _qualify_boxes(sub: Program, alias: str) -> None:
     one by a shared name. Its diagrams are elaborated after, so they use the qualified boxes."""
     for name, decl in list(sub.boxes.items()):
         if decl.box in (Kind.LEARN, Kind.ABSTRACT) and "." not in decl.name:
-            sub.boxes[name] = dataclasses.replace(decl, name=f"{alias}.{decl.name}")
+            sub.boxes[name] = replace(decl, name=f"{alias}.{decl.name}")
 
 
 def _import_target(prog: Program, rel: str, pos: Pos, stack: tuple[str, ...]) -> tuple[Path, str]:

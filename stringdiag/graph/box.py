@@ -14,10 +14,10 @@ use of a definition, the weights of its :class:`Instance`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Mapping, NamedTuple
 
+from ..syntax.records import Record
 from .clusters import Cluster
 
 
@@ -53,16 +53,14 @@ KINDS = tuple(Kind)  # in the order boxes are listed (summaries)
 
 
 # -- loops ------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Scan:
+class Scan(Record):
     """The innermost SIMD index iterated in sequence, a state carried on port 0."""
 
     def tag(self) -> str:
         return "scan"
 
 
-@dataclass(frozen=True, slots=True)
-class Repeat:
+class Repeat(Record):
     """The definition applied ``count`` times in sequence (one weight set if ``shared``)."""
 
     count: Any  # a Dim
@@ -76,22 +74,19 @@ Loop = Scan | Repeat
 
 
 # -- weights ----------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Global:
+class Global(Record):
     """A learnable's weights, one set per name wherever the name appears."""
 
     param: str
 
 
-@dataclass(frozen=True, slots=True)
-class Local:
+class Local(Record):
     """A learnable's weights, fresh in each instance of the definition declaring it."""
 
     param: str
 
 
-@dataclass(frozen=True, slots=True)
-class Instance:
+class Instance(Record):
     """A use of a definition: the weights of that instance (``""``: its loop's own)."""
 
     path: str

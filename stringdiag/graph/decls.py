@@ -9,7 +9,6 @@ imports elaboration.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from .box import Kind
@@ -43,8 +42,7 @@ class Approximator(Record):
 OPTIONS = {"linear": ("bias",), "mlp": ("bias", "hidden")}  # the options each policy takes
 
 
-@dataclass(frozen=True)
-class BoxDecl:
+class BoxDecl(Record):
     """A declared box: learnable (``learn``), abstract family (``abstract``), ``fixed``, or
     ``random``: a tensor drawn from N(0, 1) by ``seed``, fixed and never trained."""
 

@@ -15,7 +15,7 @@ from .hypergraph import BOX_CLASSES, Axes, Hypergraph
 from .weights import weight_sets
 
 
-class Diagram(Hypergraph):
+class Diagram(Hypergraph, frozen=False):
     """An open diagram: a graph with ordered input and output wires (``hypergraph.py``)."""
 
     cell_pattern: bool = False  # a rule's cell pattern (``where diagram``), matched against the cells scans run

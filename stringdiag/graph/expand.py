@@ -14,10 +14,10 @@ at ``B#1/`` when shared (one set). One pass, linear in the size of the result.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Mapping, Union
 
 from ..errors import DiagError
+from ..syntax.records import Record
 from .box import Box, Instance, Kind, Local, Repeat
 from .budget import MAX_LOWERED, Build, refuse_above
 from .clusters import Cluster, DefFrame
@@ -102,8 +102,7 @@ def _fresh_label(label: str, taken: set[str]) -> str:
     return label
 
 
-@dataclass(frozen=True)
-class _Scope:
+class _Scope(Record):
     """Where one definition's boxes are being copied to: its wires' places in the target
     (``env``), the SIMD ``context`` around it, its generics' values (``sub``), its instance
     path, and ``outer``, the lexical nesting (SIMD boxes and definitions) drawn around it."""

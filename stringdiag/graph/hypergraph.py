@@ -30,11 +30,11 @@ broadcast) and ``const`` (a symbolic number).
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass, field
 from functools import wraps
 from typing import Any, Callable, Iterable, Iterator, Mapping, Self, TypeVar
 
 from ..errors import Pos
+from ..syntax.records import Mutable, field
 from .box import KINDS, Box, Identity, Instance, Kind, Wire
 from .multigraph import MultiDiGraph, topological_sort
 from .types import Dim, TensorType, show_type
@@ -91,8 +91,7 @@ def per_graph_cache(fn: Callable | None = None, *, key: Callable | None = None, 
     return cached
 
 
-@dataclass
-class Hypergraph:
+class Hypergraph(Mutable, frozen=False):
     """An open diagram as data: a graph with ordered input and output wires.
 
     Everything that builds or reads the graph lives here; operations that need the

@@ -21,10 +21,10 @@ learnable and fixed boxes (their types) and the bodies of definitions used as bo
 """
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from ..syntax.records import replace
 from .box import Box, Repeat
 from .constants import substitute
 from .decls import BoxDecl
@@ -80,7 +80,7 @@ class _Resizer:
         if set(decl.generics) & self.sub.keys():
             return decl
         if id(decl) not in self.done:
-            self.done[id(decl)] = dataclasses.replace(
+            self.done[id(decl)] = replace(
                 decl, ins=tuple(substitute_type(t, self.sub) for t in decl.ins),
                 outs=tuple(substitute_type(t, self.sub) for t in decl.outs))
         return self.done[id(decl)]

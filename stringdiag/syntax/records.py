@@ -12,7 +12,7 @@ not import ``dataclasses`` (and ``inspect``) at all.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, dataclass_transform
+from typing import Any, Callable, TypeVar, dataclass_transform
 
 
 class Factory:
@@ -32,7 +32,8 @@ def field(*, default_factory: Callable[[], Any]) -> Any:
 @dataclass_transform(frozen_default=True, field_specifiers=(field,))
 class RecordType(type):
     """Makes ``__slots__``, ``__match_args__`` and the field list from a class's annotations.
-    ``frozen=False`` (a class keyword, for type checkers) goes with the :class:`Mutable` base."""
+    ``frozen=False``, a class keyword, tells type checkers that a :class:`Mutable` record (and
+    each subclass of one) is not frozen."""
 
     _fields: tuple[str, ...]
     _defaults: dict[str, Any]
@@ -117,11 +118,14 @@ class Mutable(_Fields, frozen=False):
     __hash__ = None  # type: ignore[assignment]
 
 
+R = TypeVar("R", bound=_Fields)
+
+
 def fields(record: Record | type[Record]) -> tuple[str, ...]:
     """The field names of a record (or record class), in order."""
     return record._fields
 
 
-def replace(record: Record, **changes: Any) -> Record:
+def replace(record: R, **changes: Any) -> R:
     """A copy of ``record`` with some fields changed."""
     return type(record)(**{f: changes.pop(f, getattr(record, f)) for f in record._fields}, **changes)
