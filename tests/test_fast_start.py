@@ -36,6 +36,19 @@ def test_commands_that_evaluate_nothing_import_no_heavy_library(argv, tmp_path):
     assert line == "LOADED [] 0", (line, r.stderr[-2000:])
 
 
+@pytest.mark.parametrize("argv", [["check", "gallery/attention.diag"], ["info", "gallery/attention.diag"]])
+def test_checking_a_diagram_imports_none_of_the_slow_standard_modules(argv, tmp_path):
+    """dataclasses (with inspect, ast and dis) and shutil (with zlib, bz2, lzma, through argparse's
+    terminal width) were a tenth of check's start-up; the records are syntax/records.py's."""
+    slow = ("dataclasses", "inspect", "shutil", "difflib", "tempfile")
+    env = {"XDG_CACHE_HOME": str(tmp_path), "PATH": ""}
+    subprocess.run([sys.executable, "-m", "stringdiag.cli.main", *argv], cwd=ROOT, capture_output=True, env=env)
+    r = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, heavy=slow)], cwd=ROOT,
+                       capture_output=True, text=True, env=env)  # (the first run wrote the prelude's cache)
+    line = next(l for l in r.stdout.splitlines() if l.startswith("LOADED"))
+    assert line == "LOADED [] 0", (line, r.stderr[-2000:])
+
+
 def test_lark_is_imported_without_regex_and_regex_stays_importable():
     """The command line hides `regex` from lark's import only: transformers (trace) imports it after."""
     probe = ("import importlib.util, sys\nfrom stringdiag.syntax import import_lark_without_regex\n"
