@@ -18,7 +18,7 @@ from stringdiag.graph.iso import canonical_hash
 from stringdiag.search.engine import Bounds, search
 from stringdiag.search.find import moves_of
 from stringdiag.search.moves import rule_moves, structural_moves
-from stringdiag.search.session import Ref, Session
+from stringdiag.search.session import DiagramRef, Session
 
 SIZES = {"s": 4, "d": 3, "k": 2, "t": 3}
 WALK = Bounds(max_steps=3, time_budget=30.0, max_boxes=80, max_states=150)
@@ -51,7 +51,7 @@ def walk(session: Session, rng: random.Random, length: int):
 def test_equal_pairs_from_random_walks_are_found(tmp_path):
     rng = random.Random(40)
     for start in STARTS:
-        session = Session(Ref.parse(start), None, tmp_path / "walk.deriv", WALK.max_boxes)
+        session = Session(DiagramRef.parse(start), None, tmp_path / "walk.deriv", WALK.max_boxes)
         target = walk(session, rng, 2)
         assert canonical_hash(target) != canonical_hash(session.start)
         assert np.allclose(value(session.start), value(target), atol=1e-9)  # the judge: equal
@@ -102,7 +102,7 @@ def test_pairs_that_differ_are_never_reported_equal(tmp_path):
             break
         src = tmp_path / f"pair{n}.diag"
         src.write_text(variant(rng))
-        session = Session(Ref.parse(f"{src}:Base"), Ref.parse(f"{src}:Other"), tmp_path / "p.deriv", 40)
+        session = Session(DiagramRef.parse(f"{src}:Base"), DiagramRef.parse(f"{src}:Other"), tmp_path / "p.deriv", 40)
         equal = bool(np.allclose(value(session.start, n), value(session.target, n), atol=1e-9))
         if seen[equal] >= 3:
             continue

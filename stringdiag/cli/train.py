@@ -138,13 +138,13 @@ def run(args: argparse.Namespace) -> int:
     (head,) = pick(prog, args.diagram)
     if any(head.id_range(w) is not None for w in head.inputs):  # token ids in: a whole language model
         from ..train.lm import vocab_dim
-        from .train_lm import Recipe, run_lm
+        from .train_lm import HeadParts, run_lm
 
         if vocab_dim(head) is None:
             raise DiagError(f"'{head.name}' reads token ids but is no language model: train takes one of type "
                             f"[s] of v -> [s, v] (not {head.signature().split(' : ', 1)[1]})")
-        return run_lm(args, head, started, Recipe(_config, _test, check_windows, memory_errors, device,
-                                                          timing, cut_short))
+        return run_lm(args, head, started, HeadParts(_config, _test, check_windows, memory_errors, device,
+                                                     timing, cut_short))
     dims = options.parse_dims(args.dims, head)
     after = norm_after(args.norm_after, prog)
     feature = head.input_types[0][-1].name if len(head.inputs) == 1 and head.input_types[0] else None

@@ -21,7 +21,7 @@ from . import config, options
 HEAD_ONLY = {"layers": 2, "heads": 4, "d_ff": None, "norm_after": None}  # the head recipe's options, defaults
 
 
-class Recipe(NamedTuple):
+class HeadParts(NamedTuple):
     """The head mode's parts this mode shares (``cli/train.py``, which imports this module: passed
     in, so that imports run one way)."""
 
@@ -34,7 +34,7 @@ class Recipe(NamedTuple):
     cut_short: Callable  # history -> what the verdict adds when --time-budget stopped training early
 
 
-def run_lm(args: argparse.Namespace, diagram, started: float, recipe: Recipe) -> int:
+def run_lm(args: argparse.Namespace, diagram, started: float, recipe: HeadParts) -> int:
     import torch
 
     from ..data import load_corpus

@@ -44,7 +44,7 @@ class Examples:
 
 
 @dataclass(frozen=True)
-class Spec:
+class MqarSpec:
     """The sizes of an MQAR task (the defaults fit a CPU study: 64-token sequences)."""
 
     pairs: int = 16
@@ -72,7 +72,7 @@ class Task:
     valid: Examples
     test: Examples
     name: str
-    spec: Spec
+    spec: MqarSpec
 
     @property
     def context(self) -> int:
@@ -92,7 +92,7 @@ class Task:
         return asdict(self.spec)
 
 
-def examples(spec: Spec, n: int, g: torch.Generator) -> Examples:
+def examples(spec: MqarSpec, n: int, g: torch.Generator) -> Examples:
     """``n`` sequences of ``spec``, drawn from ``g``."""
     p, q = spec.pairs, spec.queries
     keys = torch.rand(n, spec.keys, generator=g).argsort(dim=1)[:, :p]                  # distinct keys
@@ -107,9 +107,9 @@ def examples(spec: Spec, n: int, g: torch.Generator) -> Examples:
 
 
 def mqar(**sizes) -> Task:
-    """An MQAR task; keyword arguments are :class:`Spec`'s fields. Train, valid and test are drawn
+    """An MQAR task; keyword arguments are :class:`MqarSpec`'s fields. Train, valid and test are drawn
     from one generator seeded by ``seed``, in that order: the same sizes give the same task."""
-    spec = Spec(**sizes)
+    spec = MqarSpec(**sizes)
     spec.check()
     g = torch.Generator().manual_seed(spec.seed)
     vocab = [f"k{i}" for i in range(spec.keys)] + [f"v{i}" for i in range(spec.values)]
@@ -118,9 +118,9 @@ def mqar(**sizes) -> Task:
     return Task(vocab, train, valid, test, name, spec)
 
 
-def parse_spec(text: str) -> Spec:
-    """``pairs=16,queries=8``: sizes of :class:`Spec` by name (the rest default)."""
-    fields = Spec.__dataclass_fields__
+def parse_spec(text: str) -> MqarSpec:
+    """``pairs=16,queries=8``: sizes of :class:`MqarSpec` by name (the rest default)."""
+    fields = MqarSpec.__dataclass_fields__
     sizes: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, eq, value = (s.strip() for s in part.partition("="))
@@ -128,6 +128,6 @@ def parse_spec(text: str) -> Spec:
             raise DiagError(f"--mqar: expected NAME=INTEGER,... with NAME one of {', '.join(fields)}, "
                             f"got {part!r}")
         sizes[name] = int(value)
-    spec = Spec(**sizes)
+    spec = MqarSpec(**sizes)
     spec.check()
     return spec

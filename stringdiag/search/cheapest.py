@@ -27,7 +27,7 @@ from ..graph.diagram import Diagram
 from ..graph.iso import canonical_hash
 from .engine import Bounds
 from .moves import rule_moves, structural_moves
-from .session import Ref, Session
+from .session import DiagramRef, Session
 
 SEQ, FIXED = 4096, 64  # the sizes at which costs are compared
 
@@ -78,7 +78,7 @@ class Optimised:
 def optimize(source: str, kind: Cost, out: Path, bounds: Bounds,
              progress: Callable[[int, float], None] | None = None) -> Optimised:
     """Search from ``source`` (``FILE.diag:NAME``) for the cheapest ≡ form; write and check it."""
-    session = Session(Ref.parse(source), None, out, bounds.max_boxes)
+    session = Session(DiagramRef.parse(source), None, out, bounds.max_boxes)
     t0, tie = time.process_time(), itertools.count()
     start = session.start
     best = (cost(start, kind), 0, start, ())

@@ -19,7 +19,7 @@ from .distance import distance
 from .engine import Bounds, SearchOutcome, search
 from .holes import ops, projections, suggestions, trivial
 from .moves import Move, rule_moves, structural_moves
-from .session import Ref, Session
+from .session import DiagramRef, Session
 
 
 @dataclass
@@ -83,7 +83,7 @@ def find(start: str, target: str, out: Path, bounds: Bounds, verify: bool = True
     """Search from ``start`` to ``target`` (``FILE.diag:NAME`` each), write the ``.deriv`` to
     ``out`` and, where a chain was found, read it back with the checker (``verify``: every
     equality also evaluated by the oracle)."""
-    session = Session(Ref.parse(start), Ref.parse(target), out, bounds.max_boxes)
+    session = Session(DiagramRef.parse(start), DiagramRef.parse(target), out, bounds.max_boxes)
     result = search(session.start, session.target, moves_of(session, bounds), bounds, progress)
     node = result.found or result.closest
     relation = "⇒" if result.reduction else "≡"
@@ -106,7 +106,7 @@ def find(start: str, target: str, out: Path, bounds: Bounds, verify: bool = True
 
 def closest_difference(found: Found, start: str, target: str, out: Path) -> str:
     """Where the closest form reached first differs from the target."""
-    session = Session(Ref.parse(start), Ref.parse(target), out)
+    session = Session(DiagramRef.parse(start), DiagramRef.parse(target), out)
     cur = found.outcome.closest.diagram
     return first_difference(expand(cur), expand(session.target))
 
@@ -114,7 +114,7 @@ def closest_difference(found: Found, start: str, target: str, out: Path) -> str:
 def has_abstract_box(ref: str) -> bool:
     """Whether a diagram holds an abstract family: reaching a concrete target from it takes a
     ``specialise`` step, a reduction (⇒) that the search tries only when reductions are allowed."""
-    d = expand(Session(Ref.parse(ref), None, Path("unused.deriv")).start)
+    d = expand(Session(DiagramRef.parse(ref), None, Path("unused.deriv")).start)
     return any(d.record(b).kind is Kind.ABSTRACT for b in d.boxes())
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import DiagError
 from .engine import Bounds, search
 from .find import moves_of
-from .session import Ref, Session
+from .session import DiagramRef, Session
 
 # the primitives discover knows how to evaluate (NumPy), by arity; all of ``[] -> []`` or ``[], [] -> []``
 UNARY: dict[str, Callable] = {"neg": np.negative, "exp": np.exp, "relu": lambda a: np.maximum(a, 0.0),
@@ -119,8 +119,8 @@ def derivable(lhs: str, rhs: str, folder: Path, bounds: Bounds, kept: list[Disco
     src.write_text(f"diagram L(x: [], y: []) -> [] {{\n  return {lhs}\n}}\n"
                    f"diagram R(x: [], y: []) -> [] {{\n  return {rhs}\n}}\n")
     found.write_text("\n".join(rule_text(f"kept_{k}", d.lhs, d.rhs) for k, d in enumerate(kept)))
-    session = Session(Ref(src.resolve(), "L"), Ref(src.resolve(), "R"), folder / "pair.deriv", bounds.max_boxes,
-                      (found.resolve(),) if kept else ())
+    session = Session(DiagramRef(src.resolve(), "L"), DiagramRef(src.resolve(), "R"), folder / "pair.deriv",
+                      bounds.max_boxes, (found.resolve(),) if kept else ())
     return search(session.start, session.target, moves_of(session, bounds), bounds).found is not None
 
 

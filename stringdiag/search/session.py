@@ -20,14 +20,14 @@ from ..syntax import deriv_ast as D
 
 
 @dataclass(frozen=True)
-class Ref:
+class DiagramRef:
     """``FILE.diag:NAME`` as given on the command line."""
 
     file: Path
     name: str
 
     @staticmethod
-    def parse(text: str) -> "Ref":
+    def parse(text: str) -> "DiagramRef":
         file, sep, name = text.rpartition(":")
         if not sep or not file.endswith(".diag") or not name.isidentifier():
             raise DiagError(f"'{text}' is not FILE.diag:NAME")
@@ -36,7 +36,7 @@ class Ref:
         path = Path(argument(file))
         if not path.is_file():
             raise DiagError(f"no such file {file}")
-        return Ref(path.resolve(), name)
+        return DiagramRef(path.resolve(), name)
 
     def written(self, base: Path) -> str:
         """The reference as a ``.deriv`` in ``base`` writes it."""
@@ -55,7 +55,7 @@ class Applied:
 class Session:
     """The start, the target and the files in use, ready to run steps written as text."""
 
-    def __init__(self, start: Ref, target: Ref | None, out: Path, max_boxes: int = MAX_DERIVED,
+    def __init__(self, start: DiagramRef, target: DiagramRef | None, out: Path, max_boxes: int = MAX_DERIVED,
                  rules: tuple[Path, ...] = ()):
         self.out, self.base = out, out.parent
         self.start_ref, self.target_ref = start, target
@@ -70,7 +70,7 @@ class Session:
         self.start = deriv.steps[0].diagram
         self.target = None if target is None else self.diagram(target, self.runner if together else None)
 
-    def diagram(self, ref: Ref, runner: Runner | None = None) -> Diagram:
+    def diagram(self, ref: DiagramRef, runner: Runner | None = None) -> Diagram:
         """The diagram ``ref`` read by ``runner`` (its files then in scope of the bodies it
         reads), or apart from the steps (by a runner of its own)."""
         (decl,) = [i for i in D.read_deriv(f"start {ref.written(self.base)}\n", str(self.out))]
@@ -107,4 +107,4 @@ def flat(d: Diagram) -> Diagram:
     return expand(d)
 
 
-__all__ = ["Ref", "Session", "Applied", "flat", "EQ"]
+__all__ = ["DiagramRef", "Session", "Applied", "flat", "EQ"]
