@@ -212,11 +212,16 @@ def detour(tail: Point, head: Point, walls: list[Rect], box: Rect) -> list[Point
     cost = np.full((4, len(xs), len(ys)), math.inf)  # by the way it moves: right, left, down, up
     cost[0][start] = 0.0
     lanes = [_Lane(free, d) for d in range(4)]
+    src, ran = np.empty_like(cost), np.empty_like(cost)
     for _ in range(MAX_BENDS):
-        src = np.minimum(cost, _others(cost) + BEND)  # a turn into each way: the cheapest of the other three
+        _others(cost, out=src)  # a turn into each way: the cheapest of the other three
+        src += BEND
+        np.minimum(cost, src, out=src)
         if np.array_equal(src, cost):  # no turn lowers a cost: nor would runs from them (the costs are
             break  # the runs' already: running minima of running minima change nothing)
-        cost = np.minimum(cost, np.stack([lanes[d].runs(src[d]) for d in range(4)]))
+        for d in range(4):
+            ran[d] = lanes[d].runs(src[d])
+        cost = np.minimum(cost, ran)
     end = cost[:, goal[0], goal[1]] + BEND * (np.arange(4) != 0)
     if not math.isfinite(end.min()):
         return None
@@ -227,12 +232,14 @@ def detour(tail: Point, head: Point, walls: list[Rect], box: Rect) -> list[Point
 MAX_BENDS = 16
 
 
-def _others(cost: np.ndarray) -> np.ndarray:
-    """For each way (the first axis, four long), the cheapest of the other three ways: minima of
-    the ways before it and of those after it, no sort."""
+def _others(cost: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """For each way (the first axis, four long), the cheapest of the other three ways (into
+    ``out``): minima of the ways before it and of those after it, no sort."""
     a, b, c, d = cost
     ab, cd = np.minimum(a, b), np.minimum(c, d)
-    return np.stack([np.minimum(b, cd), np.minimum(a, cd), np.minimum(ab, d), np.minimum(ab, c)])
+    for k, (x, y) in enumerate(((b, cd), (a, cd), (ab, d), (ab, c))):
+        np.minimum(x, y, out=out[k])
+    return out
 AHEAD = ((1, 0), (-1, 0), (0, 1), (0, -1))
 
 
