@@ -32,7 +32,7 @@ from .box import Box, Kind
 from .diagram import Diagram
 from .expand import expand, untouched
 from .weights import WeightKey, tie, weight_key, weight_sets
-from .weightuse import Use, Holder, learner_key, uses
+from .weightuse import WeightUse, Holder, learner_key, uses
 
 
 class Fill(NamedTuple):
@@ -127,7 +127,7 @@ def refuse_partial_ties(out: Diagram, ties: Iterable[Iterable[WeightKey]]) -> No
                             f"leave the uses of '{k.name}' {where} apart: one set of weights split in two")
 
 
-def _where(found: list[Use]) -> str:
+def _where(found: list[WeightUse]) -> str:
     """Where the first nested use of a set is (``inside 'H' (a definition box)``), else ''."""
     return next((u.where() for u in found if u.nested), "")
 

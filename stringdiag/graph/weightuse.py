@@ -40,7 +40,7 @@ class Holder(str, Enum):
     STACK = "a repeat stack"
 
 
-class Use(NamedTuple):
+class WeightUse(NamedTuple):
     """One top-level box that computes with the set: itself (``within`` empty), or through the
     boxes ``within`` (outermost first: each a name and how it holds the next)."""
 
@@ -56,7 +56,7 @@ class Use(NamedTuple):
         return ", ".join(f"inside '{op}' ({via.value})" for op, via in self.within)
 
 
-def uses(d, key: WeightKey) -> list[Use]:
+def uses(d, key: WeightKey) -> list[WeightUse]:
     """Every top-level box of ``d`` that computes with the weight set ``key`` (a key of
     ``d``'s own level, as ``weights.weight_key`` gives it), with where inside it the set is
     used. One entry per top-level box: the first path found inside it names it."""
@@ -65,15 +65,15 @@ def uses(d, key: WeightKey) -> list[Use]:
     for b in d.boxes():
         box = d.record(b)
         if weight_key(box) == key:
-            found.append(Use(b))
+            found.append(WeightUse(b))
             continue
         within = _inside(box, key)
         if within is not None:
-            found.append(Use(b, within))
+            found.append(WeightUse(b, within))
     return found
 
 
-def nested_uses(d, key: WeightKey) -> list[Use]:
+def nested_uses(d, key: WeightKey) -> list[WeightUse]:
     """The uses of ``key`` inside a definition box, a scanned cell or a stack of ``d``."""
     return [u for u in uses(d, key) if u.nested]
 
@@ -144,4 +144,4 @@ def globals_in(defn) -> frozenset[str]:
     return frozenset(names)
 
 
-__all__ = ["Holder", "Use", "uses", "nested_uses", "used", "learner_key", "via", "globals_in"]
+__all__ = ["Holder", "WeightUse", "uses", "nested_uses", "used", "learner_key", "via", "globals_in"]

@@ -11,11 +11,11 @@ import torch
 from torch import fx, nn
 
 from ..errors import DiagError
-from .body import Body
+from .body import TracedBody
 from .capture import ModuleCall
 from ..graph.types import DimKind
 from .dims import Axis, classify
-from .values import Val, aligned, letters_for, number, out_axes
+from .values import TracedValue, aligned, letters_for, number, out_axes
 
 
 def _options(m: nn.MultiheadAttention, call: ModuleCall) -> dict:
@@ -37,7 +37,7 @@ def multihead(em, m: nn.MultiheadAttention, calls: list[ModuleCall]):
     sizes.product(dim, [h, dim // h])
     axes = [tuple(classify([c.args[k].shape if k < len(c.args) else c.kwargs[n].shape for c in calls], n))
             for k, n in enumerate(("query", "key", "value"))]
-    body = Body(em)
+    body = TracedBody(em)
     D, H, K = sizes.expr(dim), sizes.expr(h), sizes.expr(dim // h)
     bias = str(m.in_proj_bias is not None).lower()
     body.decls += [f"learn WQ, WK, WV : [{D}] -> [{H}, {K}] via linear(bias = {bias})",
@@ -74,13 +74,13 @@ def multihead(em, m: nn.MultiheadAttention, calls: list[ModuleCall]):
 SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
 
 
-def _heads_in_order(body: Body, v: Val) -> Val:
+def _heads_in_order(body: TracedBody, v: TracedValue) -> TracedValue:
     """``v`` with its last two axes in torch's order on the wire, as ``sdpa``'s ports want them."""
     p = [v.pos[t] for t in (len(v.axes) - 2, len(v.axes) - 1)]
     return v if None not in p and p[0] < p[1] else body.ordered(v)
 
 
-def sdpa(em, body: Body, cap, node, args, kwargs) -> Val:
+def sdpa(em, body: TracedBody, cap, node, args, kwargs) -> TracedValue:
     """``F.scaled_dot_product_attention``: the prelude's ``sdpa``/``causal_sdpa`` per head when it
     scales by 1/sqrt(E) and has no mask; otherwise written out (scores, mask, softmax, sum)."""
     a = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None,
@@ -90,7 +90,7 @@ def sdpa(em, body: Body, cap, node, args, kwargs) -> Val:
     return attend(em, body, cap, node, a)
 
 
-def attend(em, body: Body, cap, node, a: dict) -> Val:
+def attend(em, body: TracedBody, cap, node, a: dict) -> TracedValue:
     """Attention with the arguments of ``F.scaled_dot_product_attention`` (and ``bool_mask``)."""
     q, k, v = a["query"], a["key"], a["value"]
     axes = out_axes(cap, node)
@@ -104,7 +104,7 @@ def attend(em, body: Body, cap, node, a: dict) -> Val:
     S = em.sizes.axis
     E = S(q.axes[-1])
     default = a["scale"] is None or math.isclose(a["scale"], 1 / math.sqrt(q.axes[-1].size), rel_tol=1e-12)
-    mask = a["attn_mask"].mask if isinstance(a["attn_mask"], Val) else None
+    mask = a["attn_mask"].mask if isinstance(a["attn_mask"], TracedValue) else None
     if (a["attn_mask"] is None or mask) and default and not (mask and a["is_causal"]):
         q, k, v = (_heads_in_order(body, t) for t in (q, k, v))
         if mask and mask[0] == "window":  # computed on the band only: O(s·w)
@@ -118,7 +118,7 @@ def attend(em, body: Body, cap, node, a: dict) -> Val:
     return _written_out(body, node, axes, lead, a, E if default else None)
 
 
-def _heads_repeated(body: Body, node, x: Val, heads: Axis) -> Val:
+def _heads_repeated(body: TracedBody, node, x: TracedValue, heads: Axis) -> TracedValue:
     """Grouped-query attention's keys or values, [.., G, s, E], each of the G heads repeated for
     the H / G query heads of its group (as torch's ``enable_gqa`` and Hugging Face's ``repeat_kv``):
     a product with ``ones<H / G>()``, the group and its copies flattened into H heads."""
@@ -141,17 +141,17 @@ def _heads_repeated(body: Body, node, x: Val, heads: Axis) -> Val:
     axes = list(x.axes)
     axes[g_axis] = heads
     order = sorted(rest) + [g_axis]  # the wire holds the other axes, then the heads
-    return Val(flat, tuple(axes), tuple(order.index(t) if a.kept else None for t, a in enumerate(axes)))
+    return TracedValue(flat, tuple(axes), tuple(order.index(t) if a.kept else None for t, a in enumerate(axes)))
 
 
-def _written_out(body: Body, node, axes, lead: dict, a: dict, root: str | None) -> Val:
+def _written_out(body: TracedBody, node, axes, lead: dict, a: dict, root: str | None) -> TracedValue:
     """Scores, scale, mask, softmax over the keys, and the weighted sum of the values."""
     q, k, v, mask = a["query"], a["key"], a["value"], a["attn_mask"]
     n = len(axes)
     L = ", ".join(lead[t] for t in sorted(lead))
     head = L + ", " if L else ""
 
-    def read(t: Val, last2: tuple) -> str:
+    def read(t: TracedValue, last2: tuple) -> str:
         r = len(t.axes)
         return t.index({**aligned(r - 2, lead, n - 2), r - 2: last2[0], r - 1: last2[1]})
     e = body.fresh(f"{node.name}_scores")
@@ -161,7 +161,7 @@ def _written_out(body: Body, node, axes, lead: dict, a: dict, root: str | None) 
         mk = body.fresh("causal_mask")
         body.say(f"{mk} = causal<{body.em.sizes.axis(q.axes[-2])}>()")
         x = f"where({x}, {mk}[i])"
-    if isinstance(mask, Val):
+    if isinstance(mask, TracedValue):
         m = mask.index({**aligned(len(mask.axes) - 2, lead, n - 2), len(mask.axes) - 2: "i"})
         x = f"where({x}, {m})" if a["bool_mask"] else f"{x} + {m}"
     att = body.fresh(f"{node.name}_weights")
@@ -169,13 +169,13 @@ def _written_out(body: Body, node, axes, lead: dict, a: dict, root: str | None) 
     return _weighted(body, node, axes, head, att, read(v, ("j", "f")))
 
 
-def _weighted(body: Body, node, axes, head: str, att: str, value: str) -> Val:
+def _weighted(body: TracedBody, node, axes, head: str, att: str, value: str) -> TracedValue:
     wire = body.fresh(node.name)
     body.say(f"{wire}[{head}i, f] = sum_j {att}[{head}i, j] * {value}")
-    return Val.whole(wire, axes)
+    return TracedValue.whole(wire, axes)
 
 
-def attention_of(em, body: Body, cap, node, found: dict, env: dict) -> Val:
+def attention_of(em, body: TracedBody, cap, node, found: dict, env: dict) -> TracedValue:
     """The eager attention ``eager_attention.py`` found, ending at ``node`` (its product with the values)."""
     a = {name: (env[n] if isinstance(n, fx.Node) else n) for name, n in found.items()}
     m = found["attn_mask"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from .dims import Axis
-from .values import Val, letters_for
+from .values import TracedValue, letters_for
 
 RESERVED = {"dim", "fixed", "seq", "learn", "abstract", "random", "diagram", "return", "scan", "repeat", "shared",
             "import", "as", "via", "where", "seed", "sqrt", "s"}
@@ -23,14 +23,14 @@ def prefixed(prefix: str, ours):
 
 
 @dataclass
-class Definition:
+class TracedDefinition:
     name: str
     inputs: list[int]  # which tensors of the call it takes
     weights: list
 
 
 @dataclass
-class Use:
+class TracedUse:
     """A use of a definition, kept structured so that uses in sequence can become a ``repeat``."""
 
     name: str  # the definition
@@ -44,13 +44,13 @@ class Use:
 
 
 @dataclass
-class Body:
+class TracedBody:
     em: "Emitter"  # noqa: F821 (emit.Emitter, which imports this module)
     module: object = None  # the torch module this definition is of (its constants are kept by it)
     taken: set = field(default_factory=set)
     attrs: set = field(default_factory=set)  # the submodules' names: kept for their boxes and uses
     decls: list = field(default_factory=list)
-    lines: list = field(default_factory=list)  # str or Use
+    lines: list = field(default_factory=list)  # str or TracedUse
     weights: list = field(default_factory=list)  # (ours, theirs, transposed)
 
     def fresh(self, base: str, claim: bool = False) -> str:
@@ -65,30 +65,30 @@ class Body:
     def say(self, line: str) -> None:
         self.lines.append(line)
 
-    def assign(self, base: str, axes, expr_of) -> Val:
+    def assign(self, base: str, axes, expr_of) -> TracedValue:
         """``wire[letters] = expr`` for a value with torch ``axes``; ``expr_of(letters)`` writes the right side."""
         letters = letters_for(axes)
         wire = self.fresh(base)
         lhs = f"{wire}[{', '.join(letters[t] for t in sorted(letters))}]" if letters else wire
         self.say(f"{lhs} = {expr_of(letters)}")
-        return Val.whole(wire, axes)
+        return TracedValue.whole(wire, axes)
 
-    def assign_lead(self, base: str, axes, keep: dict, rhs: str) -> Val:
+    def assign_lead(self, base: str, axes, keep: dict, rhs: str) -> TracedValue:
         """``wire[keep] = rhs``, where ``rhs`` leaves the axes not in ``keep`` free (at the end, in order)."""
         wire = self.fresh(base)
         lhs = ", ".join(keep[t] for t in sorted(keep))
         self.say(f"{wire}{f'[{lhs}]' if lhs else ''} = {rhs}")
-        return Val.whole(wire, axes)
+        return TracedValue.whole(wire, axes)
 
-    def whole(self, v: Val, base: str | None = None) -> str:
+    def whole(self, v: TracedValue, base: str | None = None) -> str:
         """The wire of ``v`` holding its axes in torch's order (a transposing statement if they are not:
         ``query_states_t``, the wire's name and ``_t``)."""
         if v.in_order:
             return v.wire
         return self.assign(base or f"{ident(v.wire)}_t", v.axes, lambda L: v.index(L)).wire
 
-    def ordered(self, v: Val, base: str | None = None) -> Val:
-        return Val.whole(self.whole(v, base), v.axes)
+    def ordered(self, v: TracedValue, base: str | None = None) -> TracedValue:
+        return TracedValue.whole(self.whole(v, base), v.axes)
 
     def learn(self, name: str, sig: str, theirs: list[tuple[str, str, bool]]) -> str:
         """A learnable box declared here (fresh for every use of this definition)."""

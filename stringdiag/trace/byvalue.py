@@ -4,7 +4,7 @@ triangle), a constant table (RoPE's ``inv_freq``, GPT-J's sines), a scale.
 
 Torch makes them with shape-dependent Python; the trace reads each by its values in every run
 (the examples, one more row of batch, another length) as what it is in the language:
-``positions<s>()`` (scaled and shifted), ``causal<s>()`` or a sliding window (marked on the Val,
+``positions<s>()`` (scaled and shifted), ``causal<s>()`` or a sliding window (marked on the TracedValue,
 so that attention under it is the prelude's fused one), a number, or (its shape fixed) a
 constant stored in the weights file and read through ``detach`` (never trained). What is none
 of these and changes with the length is written as computed from what made it (RoPE's angles
@@ -21,7 +21,7 @@ from torch import fx
 from ..errors import DiagError
 from ..graph.types import DimKind
 from .dims import classify
-from .values import Val, number, where_
+from .values import TracedValue, number, where_
 
 CONSTANT = "@constant"  # the weight map's name for a constant: its buffer's (or node's) name and this
 
@@ -70,7 +70,7 @@ def _core(t: torch.Tensor, axes) -> torch.Tensor | None:
 
 
 def materialise(em, body, cap, node: fx.Node):
-    """The value of an input-free node as the language says it (a Val, or a Python number), or
+    """The value of an input-free node as the language says it (a TracedValue, or a Python number), or
     None when it changes with the length and is none of those (then it is written as computed)."""
     values = [run[node] for run in cap.values]
     axes = tuple(classify([v.shape for v in values], f"'{node.name}'"))
@@ -144,7 +144,7 @@ def _affine(cores) -> tuple[float, float] | None:
     return a, b
 
 
-def _positions(em, body, node: fx.Node, axes, a: float, b: float) -> Val:
+def _positions(em, body, node: fx.Node, axes, a: float, b: float) -> TracedValue:
     n = next(x for x in axes if x.kind is DimKind.SEQ)
     p = body.assign_lead(node.name if (a, b) == (1, 0) else f"{node.name}_0", axes, {},
                          f"positions<{em.sizes.axis(n)}>()")
@@ -154,7 +154,7 @@ def _positions(em, body, node: fx.Node, axes, a: float, b: float) -> Val:
     return body.assign_lead(node.name, axes, {next(t for t, x in enumerate(axes) if x.kept): "i"}, expr)
 
 
-def _stored(em, body, node: fx.Node, axes, value: torch.Tensor) -> Val:
+def _stored(em, body, node: fx.Node, axes, value: torch.Tensor) -> TracedValue:
     """A constant tensor of fixed shape: a tensor of the weights file, read through ``detach``."""
     name = _buffer_name(node) or f"{node.name}_table"
     key = f"{name}{CONSTANT}"

@@ -54,7 +54,7 @@ def _tokens(b: int, bb: int, ss: int) -> bool:
 
 
 @dataclass
-class Sizes:
+class SizeSpelling:
     """How each fixed size is written: an atom, or the product or sum of smaller ones.
 
     Filled in a first pass over the module (``frozen`` False), read in the second."""

@@ -1,7 +1,7 @@
 """Writing a captured module as ``.diag`` text: one definition per submodule, one statement
 (or none, for what only moves axes) per operation.
 
-Two passes over the same captures: the first learns how sizes are cut (``dims.Sizes``), the
+Two passes over the same captures: the first learns how sizes are cut (``dims.SizeSpelling``), the
 second writes with those cuts frozen, so that a size is written the same way everywhere."""
 from __future__ import annotations
 
@@ -16,16 +16,16 @@ from torch.utils import _pytree as pytree
 
 from ..errors import DiagError
 from .attention import attention_of, multihead
-from .body import Body, Definition, Use, ident, prefixed
+from .body import TracedBody, TracedDefinition, TracedUse, ident, prefixed
 from .capture import Capture, ModuleCall, capture
-from .dims import Sizes, classify
+from .dims import SizeSpelling, classify
 from .byvalue import input_free, materialise
 from .modules import emit_module
 from .ops import RELABEL
 from .nodes import IGNORES_ARGS, emit_node, is_tensorish
 from .eager_attention import plan
 from .repeat import stack
-from .values import Val, lookup as _lookup, op_name, where_
+from .values import TracedValue, lookup as _lookup, op_name, where_
 
 
 @dataclass
@@ -47,7 +47,7 @@ class Tied:
 
 @dataclass
 class Emitter:
-    sizes: Sizes = field(default_factory=Sizes)
+    sizes: SizeSpelling = field(default_factory=SizeSpelling)
     captures: dict = field(default_factory=dict)  # id(module) -> Capture
     texts: dict = field(default_factory=dict)  # definition name -> text
     fixed: dict = field(default_factory=dict)  # opaque box name -> Opaque
@@ -80,13 +80,13 @@ class Emitter:
     def warn(self, node: fx.Node, message: str) -> None:
         self.warnings.append(f"{where_(node)}: warning: {message}")
 
-    def define(self, module: nn.Module, calls: list[ModuleCall], free_inputs: frozenset = frozenset()) -> Definition:
+    def define(self, module: nn.Module, calls: list[ModuleCall], free_inputs: frozenset = frozenset()) -> TracedDefinition:
         """The definition of ``module`` as called in ``calls`` (one per run), written once per text;
         ``free_inputs``: the call's tensors (by position) that its caller made from sizes alone."""
         if isinstance(module, nn.MultiheadAttention):
             return multihead(self, module, calls)
         cap = self.capture(module, calls)
-        body = Body(self, module=module)
+        body = TracedBody(self, module=module)
         body.attrs |= {ident(n.target.removeprefix("inner.")) for n in cap.graph.nodes if n.op == "call_module"}
         env: dict[fx.Node, Any] = {}
         inputs, ins = [], []
@@ -117,7 +117,7 @@ class Emitter:
             elif node.op == "placeholder":
                 env[node] = cap.values[0][node]
             elif node.op == "output":
-                outs = [v for v in pytree.tree_leaves(_lookup(env, node.args[0])) if isinstance(v, Val)]
+                outs = [v for v in pytree.tree_leaves(_lookup(env, node.args[0])) if isinstance(v, TracedValue)]
                 body.say("return " + ", ".join(body.whole(v, "out") for v in outs))
                 sig = ", ".join(body.type_of(v.axes) for v in outs)
             elif node.op == "call_module":
@@ -128,15 +128,15 @@ class Emitter:
         return self.write(type(module).__name__, [d for n, d in ins if n in read],
                           sig, body, [k for k, (n, _) in zip(inputs, ins) if n in read])
 
-    def _input(self, body: Body, cap: Capture, node: fx.Node, k: int) -> tuple[Val, str]:
+    def _input(self, body: TracedBody, cap: Capture, node: fx.Node, k: int) -> tuple[TracedValue, str]:
         """The k-th tensor input of a definition, and its declaration (``x: [s, d]``, ``ids: [s] of v``)."""
         value = cap.values[0][node]
         axes = classify([run[node].shape for run in cap.values], node.name)
         name = body.fresh(cap.inputs[k] if k < len(cap.inputs) else node.name)
         ids = self.ids(value) if any(_takes_ids(cap, u) for u in node.users) else ""
-        return Val.whole(name, axes, ids=bool(ids)), f"{name}: {body.type_of(axes)}{ids}"
+        return TracedValue.whole(name, axes, ids=bool(ids)), f"{name}: {body.type_of(axes)}{ids}"
 
-    def _said(self, body: Body, cap: Capture, env: dict, free: set, a: fx.Node) -> Any:
+    def _said(self, body: TracedBody, cap: Capture, env: dict, free: set, a: fx.Node) -> Any:
         """A node made from sizes alone as the language says it (written once, where first used)."""
         if a not in env:
             value = materialise(self, body, cap, a)
@@ -151,9 +151,9 @@ class Emitter:
             env[a] = value
         return env[a]
 
-    def write(self, cls: str, ins: list[str], sig: str, body: Body, inputs: list[int]) -> Definition:
+    def write(self, cls: str, ins: list[str], sig: str, body: TracedBody, inputs: list[int]) -> TracedDefinition:
         lines = stack(body)
-        inner = "\n".join("  " + s for s in body.decls + [x.text() if isinstance(x, Use) else x for x in lines])
+        inner = "\n".join("  " + s for s in body.decls + [x.text() if isinstance(x, TracedUse) else x for x in lines])
         text = f"({', '.join(ins)}) -> {sig} {{\n{inner}\n}}"
         name, k = ident(cls), 1
         while name in self.texts and self.texts[name] != text:
@@ -161,9 +161,9 @@ class Emitter:
             name = f"{ident(cls)}_{k}"
         self.texts[name] = text
         self.reserved.add(name)
-        weights = body.weights + [(prefixed(u.outs[0], o), f"{u.attr}.{t}", tr) for u in lines if isinstance(u, Use)
+        weights = body.weights + [(prefixed(u.outs[0], o), f"{u.attr}.{t}", tr) for u in lines if isinstance(u, TracedUse)
                                   for o, t, tr in u.weights]
-        return Definition(name, inputs, weights)
+        return TracedDefinition(name, inputs, weights)
 
     def source(self) -> str:
         """The whole file: dimensions, opaque boxes, definitions (each after those it uses)."""
@@ -199,7 +199,7 @@ def _is_leaf_box(m: nn.Module) -> bool:
     return isinstance(m, (nn.Linear, nn.LayerNorm, nn.Dropout, nn.Identity))
 
 
-def _reads(body: Body, wire: str) -> bool:
+def _reads(body: TracedBody, wire: str) -> bool:
     """Whether a statement of the body reads ``wire``."""
     pattern = re.compile(rf"(?<![\w.]){re.escape(wire)}(?!\w)")
-    return any(pattern.search(x.text() if isinstance(x, Use) else x.split("=", 1)[-1]) for x in body.lines)
+    return any(pattern.search(x.text() if isinstance(x, TracedUse) else x.split("=", 1)[-1]) for x in body.lines)

@@ -8,11 +8,11 @@ from typing import Any
 from torch import fx, nn
 from torch.utils import _pytree as pytree
 
-from .body import Body, Use, ident
+from .body import TracedBody, TracedUse, ident
 from .capture import Capture
 from .dims import classify
 from .ops import SCALAR, rows, scalar
-from .values import Val, aligned, number, out_axes
+from .values import TracedValue, aligned, number, out_axes
 
 ACTIVATIONS = {  # class name -> the scalar template
     "ReLU": "relu({0})", "Tanh": "tanh({0})", "Sigmoid": "sigmoid({0})", "SiLU": "{0} * sigmoid({0})",
@@ -21,17 +21,17 @@ ACTIVATIONS = {  # class name -> the scalar template
 }
 
 
-def _linear(body: Body, attr: str, x: Val, n_in: int, n_out: int, bias: bool, transposed: bool,
-            node: fx.Node, cap: Capture) -> Val:
+def _linear(body: TracedBody, attr: str, x: TracedValue, n_in: int, n_out: int, bias: bool, transposed: bool,
+            node: fx.Node, cap: Capture) -> TracedValue:
     S = body.em.sizes.expr
     weights = [("weight", f"{attr}.weight", transposed)] + ([("bias", f"{attr}.bias", False)] if bias else [])
     box = body.learn(ident(attr), f"[{S(n_in)}] -> [{S(n_out)}] via linear(bias = {str(bias).lower()})", weights)
     wire = body.fresh(f"{ident(attr)}_out")
     body.say(f"{wire} = {box}({body.whole(x)})")
-    return Val.whole(wire, out_axes(cap, node))
+    return TracedValue.whole(wire, out_axes(cap, node))
 
 
-def _tied_linear(body: Body, attr: str, x: Val, table: str, m: nn.Linear, node: fx.Node, cap: Capture) -> Val:
+def _tied_linear(body: TracedBody, attr: str, x: TracedValue, table: str, m: nn.Linear, node: fx.Node, cap: Capture) -> TracedValue:
     """A linear map whose weight is another submodule's too (a head tied to the embedding): a
     contraction with that one tensor, ``y[.., v] = sum_z x[.., z] * E()[v, z]`` (+ its own bias)."""
     axes = out_axes(cap, node)
@@ -49,7 +49,7 @@ def _tied_linear(body: Body, attr: str, x: Val, table: str, m: nn.Linear, node: 
     return body.assign(f"{ident(attr)}_out", axes, expr)
 
 
-def emit_module(em, body: Body, cap: Capture, node: fx.Node, env: dict, free: set, said) -> Any:
+def emit_module(em, body: TracedBody, cap: Capture, node: fx.Node, env: dict, free: set, said) -> Any:
     """A submodule's call: a box the language has, or a use of the submodule's own definition
     (the arguments its caller made from sizes alone are made again inside it)."""
     attr = node.target.removeprefix("inner").lstrip(".")
@@ -72,7 +72,7 @@ def emit_module(em, body: Body, cap: Capture, node: fx.Node, env: dict, free: se
         wire = body.fresh(attr, claim=True)
         body.weights += [(f"{wire}.weight", f"{attr}.weight", False), (f"{wire}.bias", f"{attr}.bias", False)]
         body.say(f"{wire} = layernorm_eps({body.whole(x)}, {number(m.eps)})")
-        return Val.whole(wire, out_axes(cap, node))
+        return TracedValue.whole(wire, out_axes(cap, node))
     if isinstance(m, nn.Embedding):  # the padding row (padding_idx) changes the gradient only
         S = body.em.sizes.expr
         if id(m.weight) in em.tied:
@@ -106,9 +106,9 @@ def _is_box(m: nn.Module) -> bool:
         cls == "Conv1D" and hasattr(m, "nf"))
 
 
-def _definition(em, body: Body, cap: Capture, node: fx.Node, m: nn.Module, attr: str, args, kwargs) -> Any:
+def _definition(em, body: TracedBody, cap: Capture, node: fx.Node, m: nn.Module, attr: str, args, kwargs) -> Any:
     """A use of the submodule's own definition: ``out = Name(inputs)``."""
-    vals = [v for v in pytree.tree_leaves((args, kwargs)) if isinstance(v, (Val, FreeRef))]
+    vals = [v for v in pytree.tree_leaves((args, kwargs)) if isinstance(v, (TracedValue, FreeRef))]
     d = em.define(m, cap.calls[node], frozenset(k for k, v in enumerate(vals) if isinstance(v, FreeRef)))
     ins = [body.whole(vals[k]) for k in d.inputs]
     value = cap.values[0][node]
@@ -122,6 +122,6 @@ def _definition(em, body: Body, cap: Capture, node: fx.Node, m: nn.Module, attr:
         axes = classify([pytree.tree_leaves(run[node])[k].shape for run in cap.values], attr)
         wire = body.fresh(attr, claim=True) if not wires else body.fresh(f"{first}_{len(wires)}")
         wires.append(wire)
-        outs.append(Val.whole(wire, axes))
-    body.lines.append(Use(d.name, wires, ins, attr, d.weights))
+        outs.append(TracedValue.whole(wire, axes))
+    body.lines.append(TracedUse(d.name, wires, ins, attr, d.weights))
     return pytree.tree_unflatten(outs, spec)

@@ -10,10 +10,10 @@ from torch.utils import _pytree as pytree
 
 from ..errors import DiagError
 from .attention import sdpa
-from .body import Body, ident
+from .body import TracedBody, ident
 from .capture import Capture
 from .ops import OPS, constant, opaque
-from .values import Val, lookup, op_name, out_axes
+from .values import TracedValue, lookup, op_name, out_axes
 
 
 HANDLERS = {**OPS, "scaled_dot_product_attention": sdpa}
@@ -25,7 +25,7 @@ def is_tensorish(value: Any) -> bool:
     return any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(value))
 
 
-def emit_node(em, body: Body, cap: Capture, node: fx.Node, env: dict) -> Any:
+def emit_node(em, body: TracedBody, cap: Capture, node: fx.Node, env: dict) -> Any:
     value = cap.values[0][node]
     if node.op == "get_attr":
         return _attribute(em, body, cap, node)
@@ -35,7 +35,7 @@ def emit_node(em, body: Body, cap: Capture, node: fx.Node, env: dict) -> Any:
         env = {**{a: None for a in node.all_input_nodes}, **env}
     args, kwargs = lookup(env, node.args), lookup(env, dict(node.kwargs))
     handler = HANDLERS.get(op_name(node))
-    if not any(isinstance(v, Val) for v in pytree.tree_leaves((args, kwargs))) and op_name(node) not in MADE:
+    if not any(isinstance(v, TracedValue) for v in pytree.tree_leaves((args, kwargs))) and op_name(node) not in MADE:
         return opaque(em, body, cap, node, args, kwargs, "it makes a tensor from nothing")
     if handler is None:
         return opaque(em, body, cap, node, args, kwargs, "the language has no box for it")
@@ -46,7 +46,7 @@ def emit_node(em, body: Body, cap: Capture, node: fx.Node, env: dict) -> Any:
     return result
 
 
-def _attribute(em, body: Body, cap: Capture, node: fx.Node) -> Any:
+def _attribute(em, body: TracedBody, cap: Capture, node: fx.Node) -> Any:
     """A parameter read in the forward: a learnable tensor of this definition."""
     path = node.target.removeprefix("inner").lstrip(".")
     value = cap.values[0][node]
@@ -56,7 +56,7 @@ def _attribute(em, body: Body, cap: Capture, node: fx.Node) -> Any:
         return constant(em, body, cap, node, value, path) if isinstance(value, torch.Tensor) else value
     axes = out_axes(cap, node)
     if id(value) in em.tied:
-        return Val.whole(em.tied[id(value)].read(em), axes)
+        return TracedValue.whole(em.tied[id(value)].read(em), axes)
     squeezed = "squeeze" if any(not a.kept for a in axes) else False  # a class token [1, 1, d]: stored [d]
     box = body.learn(ident(path), f"-> {body.type_of(axes)}", [("weight", path, squeezed)])
-    return Val.whole(f"{box}()", axes)
+    return TracedValue.whole(f"{box}()", axes)

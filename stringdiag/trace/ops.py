@@ -13,11 +13,11 @@ from torch import fx
 from torch.utils import _pytree as pytree
 
 from ..errors import DiagError
-from .body import Body, ident
+from .body import TracedBody, ident
 from .capture import Capture
 from ..graph.types import DimKind
 from .dims import Axis, classify
-from .values import Empty, Opaque, Slot, Val, aligned, letters_for, number, op_name, out_axes, where_
+from .values import Empty, Opaque, Slot, TracedValue, aligned, letters_for, number, op_name, out_axes, where_
 
 SCALAR = {  # name -> template over the operands
     "add": "{0} + {1}", "iadd": "{0} + {1}", "radd": "{1} + {0}", "sub": "{0} - {1}", "isub": "{0} - {1}",
@@ -33,31 +33,31 @@ RELABEL = {"contiguous", "clone", "detach", "unsqueeze", "squeeze", "expand", "e
 
 
 def operand(v: Any, out_letters: dict[int, str], out_ndim: int) -> str:
-    if isinstance(v, Val):
+    if isinstance(v, TracedValue):
         return v.index(aligned(len(v.axes), out_letters, out_ndim))
     return number(v)
 
 
 def scalar(template: str):
-    def handler(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+    def handler(em, body: TracedBody, cap: Capture, node: fx.Node, args, kwargs) -> TracedValue:
         if set(kwargs) - {"approximate", "inplace", "out"} or kwargs.get("out") is not None:
             raise DiagError(f"'{node.target}' with {sorted(kwargs)}")
         axes = out_axes(cap, node)
-        if template == SCALAR["mul"] and 1 in args[1:] and isinstance(args[0], Val):  # x * 1.0: x itself
+        if template == SCALAR["mul"] and 1 in args[1:] and isinstance(args[0], TracedValue):  # x * 1.0: x itself
             return args[0].relabel(axes)
         return body.assign(node.name, axes,
                            lambda L: template.format(*[operand(a, L, len(axes)) for a in args]))
     return handler
 
 
-def gelu(em, body, cap, node, args, kwargs) -> Val:
+def gelu(em, body, cap, node, args, kwargs) -> TracedValue:
     tanh = kwargs.get("approximate", args[1] if len(args) > 1 else "none") == "tanh"
     return scalar("gelu_tanh({0})" if tanh else "gelu({0})")(em, body, cap, node, args[:1], {})
 
 
-def matmul(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+def matmul(em, body: TracedBody, cap: Capture, node: fx.Node, args, kwargs) -> TracedValue:
     a, b = args[0], args[1]
-    if not (isinstance(a, Val) and isinstance(b, Val)) or len(a.axes) < 2 or len(b.axes) < 2:
+    if not (isinstance(a, TracedValue) and isinstance(b, TracedValue)) or len(a.axes) < 2 or len(b.axes) < 2:
         raise DiagError("a product of vectors")
     axes = out_axes(cap, node)
     n = len(axes)
@@ -73,13 +73,13 @@ def matmul(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
     return body.assign(node.name, axes, expr)
 
 
-def linear(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+def linear(em, body: TracedBody, cap: Capture, node: fx.Node, args, kwargs) -> TracedValue:
     """``F.linear(x, W, b)`` with W, b tensors of the module (learnable tensors):
     ``y[..., a] = sum_z x[..., z] * W[a, z] + b[a]``."""
     x, w = args[0], args[1] if len(args) > 1 else kwargs.get("weight")
     b = args[2] if len(args) > 2 else kwargs.get("bias")
-    if not (isinstance(x, Val) and isinstance(w, Val)) or len(w.axes) != 2 or not all(a.kept for a in w.axes) \
-            or not x.axes[-1].kept or not (b is None or isinstance(b, Val) and len(b.axes) == 1):
+    if not (isinstance(x, TracedValue) and isinstance(w, TracedValue)) or len(w.axes) != 2 or not all(a.kept for a in w.axes) \
+            or not x.axes[-1].kept or not (b is None or isinstance(b, TracedValue) and len(b.axes) == 1):
         raise DiagError("linear of these operands")
     axes = out_axes(cap, node)
     n = len(axes)
@@ -92,7 +92,7 @@ def linear(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
     return body.assign(node.name, axes, expr)
 
 
-def einsum(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+def einsum(em, body: TracedBody, cap: Capture, node: fx.Node, args, kwargs) -> TracedValue:
     eq, ops = args[0], args[1:]
     ops = ops[0] if len(ops) == 1 and isinstance(ops[0], (list, tuple)) else ops
     if "..." in eq:
@@ -112,14 +112,14 @@ def einsum(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
     return body.assign(node.name, axes, expr)
 
 
-def _dim(v: Val, d: int) -> int:
+def _dim(v: TracedValue, d: int) -> int:
     d = d % len(v.axes)
     if not v.axes[d].kept:
         raise DiagError("an operation along an axis of size one")
     return d
 
 
-def softmax(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+def softmax(em, body: TracedBody, cap: Capture, node: fx.Node, args, kwargs) -> TracedValue:
     x, d = args[0], kwargs.get("dim", args[1] if len(args) > 1 else -1)
     if kwargs.get("dtype") is not None and kwargs["dtype"] != cap.values[0][node.args[0]].dtype:
         _dropped_cast(em, node, cap.values[0][node.args[0]].dtype, kwargs["dtype"])
@@ -129,15 +129,15 @@ def softmax(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
     lhs = ", ".join(letters[t] for t in sorted(letters))
     body.say(f"{wire}{f'[{lhs}]' if lhs else ''} = softmax({x.index(letters)})")
     order = sorted(letters) + [d]
-    return Val(wire, x.axes, tuple(order.index(t) if x.axes[t].kept else None for t in range(len(x.axes))))
+    return TracedValue(wire, x.axes, tuple(order.index(t) if x.axes[t].kept else None for t in range(len(x.axes))))
 
 
-def _letters(v: Val) -> dict[int, str]:
+def _letters(v: TracedValue) -> dict[int, str]:
     return letters_for(v.axes)
 
 
 def reduce(kind: str):
-    def handler(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+    def handler(em, body: TracedBody, cap: Capture, node: fx.Node, args, kwargs) -> TracedValue:
         x = args[0]
         dims = kwargs.get("dim", args[1] if len(args) > 1 else None)
         dims = range(len(x.axes)) if dims is None else [dims] if isinstance(dims, int) else dims
@@ -153,11 +153,11 @@ def reduce(kind: str):
         wire = body.fresh(node.name)
         lhs = ", ".join(L[t] for t in keep)
         body.say(f"{wire}{f'[{lhs}]' if lhs else ''} = {total}")
-        return Val.whole(wire, axes)
+        return TracedValue.whole(wire, axes)
     return handler
 
 
-def relabel(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+def relabel(em, body: TracedBody, cap: Capture, node: fx.Node, args, kwargs) -> TracedValue:
     """A reshape: pure relabelling when it only adds or drops axes of size one; otherwise
     ``flatten``/``unflatten`` of one group of axes."""
     x, axes = args[0], out_axes(cap, node)
@@ -180,15 +180,15 @@ def relabel(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
     xk, ok = x.kept, [t for t, a in enumerate(axes) if a.kept]
     x_order = xk[:p] + xk[len(xk) - q:] + xk[p:len(xk) - q]
     o_order = ok[:p] + ok[len(ok) - q:] + ok[p:len(ok) - q]
-    moved = Val(x.wire, tuple(x.axes[t] for t in x_order), tuple(x.pos[t] for t in x_order), x.ids)
+    moved = TracedValue(x.wire, tuple(x.axes[t] for t in x_order), tuple(x.pos[t] for t in x_order), x.ids)
     r = reshape(body, node, moved, tuple(axes[t] for t in o_order))
     pos: list = [None] * len(axes)
     for k, t in enumerate(o_order):
         pos[t] = r.pos[k]
-    return Val(r.wire, tuple(axes), tuple(pos))
+    return TracedValue(r.wire, tuple(axes), tuple(pos))
 
 
-def expand(body: Body, node: fx.Node, x: Val, axes) -> Val:
+def expand(body: TracedBody, node: fx.Node, x: TracedValue, axes) -> TracedValue:
     """``expand``: an axis of size one made n copies (``repeat_kv`` of grouped-query attention)
     is a product with ``ones<n>()``; one expanded over the batch or the sequence stays a broadcast."""
     shift = len(axes) - len(x.axes)
@@ -203,7 +203,7 @@ def expand(body: Body, node: fx.Node, x: Val, axes) -> Val:
         [x.index(aligned(len(x.axes), L, len(axes)))] + [ones[t].index({0: L[t]}) for t in new]))
 
 
-def reshape(body: Body, node: fx.Node, x: Val, axes) -> Val:
+def reshape(body: TracedBody, node: fx.Node, x: TracedValue, axes) -> TracedValue:
     """One group of trailing axes merged into one (``flatten``, two at a time from the right) or
     one split into several (``unflatten``, one part at a time from the left)."""
     sin = [x.axes[t].size for t in x.kept]
@@ -241,7 +241,7 @@ def _factor(e: str) -> str:
     return f"({e})" if "+" in e else e
 
 
-def transpose(em, body, cap, node, args, kwargs) -> Val:
+def transpose(em, body, cap, node, args, kwargs) -> TracedValue:
     """``transpose``/``permute``/``t``: no statement, only the places of the axes on the wire move."""
     x = args[0]
     n = len(x.axes)
@@ -254,7 +254,7 @@ def transpose(em, body, cap, node, args, kwargs) -> Val:
         a, b = args[1] % n, args[2] % n
         dims = list(range(n))
         dims[a], dims[b] = b, a
-    return Val(x.wire, tuple(x.axes[d % n] for d in dims), tuple(x.pos[d % n] for d in dims))
+    return TracedValue(x.wire, tuple(x.axes[d % n] for d in dims), tuple(x.pos[d % n] for d in dims))
 
 
 def cast(em, body, cap, node, args, kwargs) -> Any:
@@ -262,7 +262,7 @@ def cast(em, body, cap, node, args, kwargs) -> Any:
     after = cap.values[0][node]
     if before.dtype != after.dtype:
         _dropped_cast(em, node, before.dtype, after.dtype)
-    return args[0].relabel(out_axes(cap, node)) if isinstance(args[0], Val) else args[0]
+    return args[0].relabel(out_axes(cap, node)) if isinstance(args[0], TracedValue) else args[0]
 
 
 def _dropped_cast(em, node: fx.Node, before: torch.dtype, after: torch.dtype) -> None:
@@ -270,7 +270,7 @@ def _dropped_cast(em, node: fx.Node, before: torch.dtype, after: torch.dtype) ->
                   "compiled with")
 
 
-def dropout(em, body, cap, node, args, kwargs) -> Val:
+def dropout(em, body, cap, node, args, kwargs) -> TracedValue:
     p = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
     training = kwargs.get("training", args[2] if len(args) > 2 else True)
     if p == 0 or not training:
@@ -280,15 +280,15 @@ def dropout(em, body, cap, node, args, kwargs) -> Val:
 
 def getitem(em, body, cap, node, args, kwargs) -> Any:
     x, key = args
-    if not isinstance(x, Val):
+    if not isinstance(x, TracedValue):
         return x[key]
-    if (isinstance(key, Val) or isinstance(key, (float, int)) and not isinstance(node.args[1], (int, type(None))))\
+    if (isinstance(key, TracedValue) or isinstance(key, (float, int)) and not isinstance(node.args[1], (int, type(None))))\
             and len(x.axes) == 2 and all(a.kept for a in x.axes):  # table[ids]: rows of a table
         return rows(body, node.name, body.whole(x), x.axes[0].size, key, out_axes(cap, node))
     return cut(body, node, x, key if isinstance(key, tuple) else (key,), out_axes(cap, node))
 
 
-def cut(body: Body, node: fx.Node, x: Val, key: tuple, axes) -> Val:
+def cut(body: TracedBody, node: fx.Node, x: TracedValue, key: tuple, axes) -> TracedValue:
     """``x[..., p:q]`` (a slice of the last axis) or ``x[:, 1]`` (integer indices), with ``None``
     for new axes of size one."""
     n, t, spans, picks = len(x.axes), 0, [], {}
@@ -334,7 +334,7 @@ def cut(body: Body, node: fx.Node, x: Val, key: tuple, axes) -> Val:
     return _slice(body, node.name, x, start, stop - start, axes)
 
 
-def _strided(body: Body, node: fx.Node, x: Val, start: int, stop: int, step: int, axes) -> Val:
+def _strided(body: TracedBody, node: fx.Node, x: TracedValue, start: int, stop: int, step: int, axes) -> TracedValue:
     """``x[..., start::step]`` (GPT-J's ``x[..., ::2]``, ``x[..., 1::2]``): the last axis cut into
     rows of ``step`` (``unflatten``), and the ``start``-th of each row picked."""
     n = x.axes[-1].size
@@ -350,12 +350,12 @@ def _strided(body: Body, node: fx.Node, x: Val, start: int, stop: int, step: int
                                                                len(rows.axes) - 1: str(start)}))
 
 
-def repeat_interleave(em, body, cap, node, args, kwargs) -> Val:
+def repeat_interleave(em, body, cap, node, args, kwargs) -> TracedValue:
     """``repeat_interleave(x, r, dim=-1)``: each entry of the last axis r times in a row
     (``y[.., a, k] = x[.., a] * ones<r>()[k]``, the two axes flattened)."""
     a = dict(zip(("input", "repeats", "dim"), args), **kwargs)
     x, r, d = a["input"], a["repeats"], a.get("dim")
-    if not isinstance(x, Val) or not isinstance(r, int) or d is None or d % len(x.axes) != len(x.axes) - 1:
+    if not isinstance(x, TracedValue) or not isinstance(r, int) or d is None or d % len(x.axes) != len(x.axes) - 1:
         raise DiagError("repeat_interleave other than a number of times along the last axis")
     sizes = body.em.sizes
     sizes.product(x.axes[-1].size * r, [x.axes[-1].size, r])
@@ -369,12 +369,12 @@ def repeat_interleave(em, body, cap, node, args, kwargs) -> Val:
     return body.assign_lead(node.name, out_axes(cap, node), keep, f"flatten({read})")
 
 
-def stack(em, body, cap, node, args, kwargs) -> Val:
+def stack(em, body, cap, node, args, kwargs) -> TracedValue:
     """``torch.stack(xs, dim=-1)``: a new last axis t of len(xs) entries,
     ``y[.., t] = x0[..] * eq(p[t], 0) + x1[..] * eq(p[t], 1) + ...`` with p = positions."""
     xs, d = args[0], kwargs.get("dim", args[1] if len(args) > 1 else 0)
     axes = out_axes(cap, node)
-    if d % len(axes) != len(axes) - 1 or not all(isinstance(v, Val) for v in xs):
+    if d % len(axes) != len(axes) - 1 or not all(isinstance(v, TracedValue) for v in xs):
         raise DiagError("a stack other than along a new last axis")
     p = body.assign_lead(f"{node.name}_at", (axes[-1],), {}, f"positions<{body.em.sizes.axis(axes[-1])}>()")
     n = len(axes)
@@ -382,7 +382,7 @@ def stack(em, body, cap, node, args, kwargs) -> Val:
         f"{v.index(aligned(len(v.axes), L, n - 1))} * eq({p.wire}[{L[n - 1]}], {k})" for k, v in enumerate(xs)))
 
 
-def _index(body: Body, node: fx.Node, x: Val, picks: dict, spans: list, axes) -> Val:
+def _index(body: TracedBody, node: fx.Node, x: TracedValue, picks: dict, spans: list, axes) -> TracedValue:
     """Integer indices: ``y[i, b] = x[i, 1, b]`` (the picked axes disappear)."""
     if spans:
         raise DiagError("integer indices and a slice together")
@@ -396,7 +396,7 @@ def _index(body: Body, node: fx.Node, x: Val, picks: dict, spans: list, axes) ->
     return body.assign(node.name, axes, expr)
 
 
-def _slice_axis(body: Body, base: str, x: Val, d: int, start: int, length: int, axes) -> Val:
+def _slice_axis(body: TracedBody, base: str, x: TracedValue, d: int, start: int, length: int, axes) -> TracedValue:
     """``x[:, start:start + length, :]`` along an axis other than the last (Falcon's fused heads):
     the other axes named, the slice in its place; the wire holds the sliced axis last."""
     sizes = body.em.sizes
@@ -410,10 +410,10 @@ def _slice_axis(body: Body, base: str, x: Val, d: int, start: int, length: int, 
     lhs = ", ".join(keep[t] for t in sorted(keep))
     body.say(f"{wire}{f'[{lhs}]' if lhs else ''} = {x.index({**keep, d: f'{lo}:{hi}'})}")
     order = sorted(keep) + [d]
-    return Val(wire, tuple(axes), tuple(order.index(t) if a.kept else None for t, a in enumerate(axes)))
+    return TracedValue(wire, tuple(axes), tuple(order.index(t) if a.kept else None for t, a in enumerate(axes)))
 
 
-def _slice(body: Body, base: str, x: Val, start: int, length: int, axes, lo: str | None = None) -> Val:
+def _slice(body: TracedBody, base: str, x: TracedValue, start: int, length: int, axes, lo: str | None = None) -> TracedValue:
     """``x[..., start:start + length]``; ``lo`` writes the start where the cut has several parts."""
     sizes = body.em.sizes
     size = x.axes[-1].size
@@ -447,7 +447,7 @@ def split(em, body, cap, node, args, kwargs) -> tuple:
     return tuple(out) if isinstance(value, tuple) else out
 
 
-def cat(em, body, cap, node, args, kwargs) -> Val:
+def cat(em, body, cap, node, args, kwargs) -> TracedValue:
     """``torch.cat(xs, dim)`` along any axis: the prelude's ``cat`` (nested for more than two),
     the other axes indexed; a part broadcast along that axis (a class token) an axis of one."""
     xs, d = args[0], kwargs.get("dim", args[1] if len(args) > 1 else 0)
@@ -455,13 +455,13 @@ def cat(em, body, cap, node, args, kwargs) -> Val:
     n = len(axes)
     d %= n
     xs = [v for v in xs if not isinstance(v, Empty)]
-    if len(xs) == 1 and isinstance(xs[0], Val):
+    if len(xs) == 1 and isinstance(xs[0], TracedValue):
         return xs[0].relabel(axes)
-    if not all(isinstance(v, Val) and len(v.axes) == n for v in xs) or not axes[d].kept:
+    if not all(isinstance(v, TracedValue) and len(v.axes) == n for v in xs) or not axes[d].kept:
         raise DiagError("a cat of tensors of different ranks, or along a broadcast axis")
     xs = [v if v.axes[d].kept else _unit_axis(body, v, d) for v in xs]
     body.em.sizes.total(axes[d].size, [v.axes[d].size for v in xs])
-    L = {t: c for t, c in _letters(Val.whole("", axes)).items() if t != d}
+    L = {t: c for t, c in _letters(TracedValue.whole("", axes)).items() if t != d}
     reads = [v.index({t: c for t, c in L.items() if v.axes[t].kept}) for v in xs]
     expr = reads[0]
     for r in reads[1:]:
@@ -470,10 +470,10 @@ def cat(em, body, cap, node, args, kwargs) -> Val:
     lhs = ", ".join(L[t] for t in sorted(L))
     body.say(f"{wire}{f'[{lhs}]' if lhs else ''} = {expr}")
     order = sorted(L) + [d]  # the wire: the other axes, then the one cut along
-    return Val(wire, axes, tuple(order.index(t) if a.kept else None for t, a in enumerate(axes)))
+    return TracedValue(wire, axes, tuple(order.index(t) if a.kept else None for t, a in enumerate(axes)))
 
 
-def _unit_axis(body: Body, v: Val, d: int) -> Val:
+def _unit_axis(body: TracedBody, v: TracedValue, d: int) -> TracedValue:
     """``v`` with its broadcast axis ``d`` (of size one) on the wire: a product with ``ones<1>()``."""
     if v.axes[d].size != 1:
         raise DiagError("a cat of a part broadcast along the axis cut")
@@ -483,10 +483,10 @@ def _unit_axis(body: Body, v: Val, d: int) -> Val:
     wire = body.fresh(f"{v.wire.rstrip('()')}_row")
     body.say(f"{wire}[{', '.join([L[t] for t in sorted(L)] + ['r'])}] = {v.index(L)} * {one.wire}[r]")
     order = sorted(L) + [d]
-    return Val(wire, axes, tuple(order.index(t) if a.kept else None for t, a in enumerate(axes)))
+    return TracedValue(wire, axes, tuple(order.index(t) if a.kept else None for t, a in enumerate(axes)))
 
 
-def conv2d(em, body, cap, node, args, kwargs) -> Val:
+def conv2d(em, body, cap, node, args, kwargs) -> TracedValue:
     """``F.conv2d`` of patches (stride = kernel, no padding: a ViT's patch embedding): the image cut
     into patches by ``unflatten`` and each patch contracted with the kernel,
     ``y[o, m, g] = sum_{c, u, e} x[c, m, u, g, e] * W[o, c, u, e] + b[o]``."""
@@ -511,14 +511,14 @@ def conv2d(em, body, cap, node, args, kwargs) -> Val:
     body.say(f"{rows}[{c}, g, e] = unflatten<{sizes.expr(H // kh)}, {sizes.expr(kh)}>({cols}[{c}, :, g, e])")
     kernel = body.whole(w)
     out = f"sum_{{zc, zu, ze}} {rows}[zc, g, ze, m, zu] * {kernel}[o, zc, zu, ze]"
-    if isinstance(b, Val):
+    if isinstance(b, TracedValue):
         out += f" + {b.index({0: 'o'})}"
     wire = body.fresh(node.name)
     body.say(f"{wire}[o, m, g] = {out}")
-    return Val.whole(wire, out_axes(cap, node))
+    return TracedValue.whole(wire, out_axes(cap, node))
 
 
-def opaque(em, body: Body, cap: Capture, node: fx.Node, args, kwargs, why: str) -> Any:
+def opaque(em, body: TracedBody, cap: Capture, node: fx.Node, args, kwargs, why: str) -> Any:
     """A ``fixed`` box named after the operation, run by torch itself when compiled; warned at its line."""
     value = cap.values[0][node]
     for a in pytree.tree_leaves((node.args, node.kwargs)):
@@ -536,13 +536,13 @@ def opaque(em, body: Body, cap: Capture, node: fx.Node, args, kwargs, why: str) 
     return _opaque_one(em, body, cap, node, args, kwargs, why, None)
 
 
-def _opaque_one(em, body: Body, cap: Capture, node: fx.Node, args, kwargs, why: str, k: int | None) -> Val:
+def _opaque_one(em, body: TracedBody, cap: Capture, node: fx.Node, args, kwargs, why: str, k: int | None) -> TracedValue:
     """One output (the k-th of a tuple, or the only one) of an opaque operation."""
     shapes = [run[node] if k is None else run[node][k] for run in cap.values]
     axes = tuple(classify([t.shape for t in shapes], node.name))
-    ins = [v for v in pytree.tree_leaves((args, kwargs)) if isinstance(v, Val)]
+    ins = [v for v in pytree.tree_leaves((args, kwargs)) if isinstance(v, TracedValue)]
     slots = iter(range(len(ins)))
-    marked = pytree.tree_map(lambda a: Slot(next(slots)) if isinstance(a, Val) else a, (args, kwargs))
+    marked = pytree.tree_map(lambda a: Slot(next(slots)) if isinstance(a, TracedValue) else a, (args, kwargs))
     name = _fixed_name(em, op_label(node))
     target = node.target if node.op == "call_function" else _method(node.target)
     em.fixed[name] = Opaque(name, op_label(node), target if k is None else _pick(target, k), marked[0], marked[1],
@@ -551,10 +551,10 @@ def _opaque_one(em, body: Body, cap: Capture, node: fx.Node, args, kwargs, why: 
                   f"'{name}' (abstract in the file; Traced.compile runs it with torch)")
     wire = body.fresh(node.name if k is None else f"{node.name}_{k}")
     body.say(f"{wire} = {name}({', '.join(body.whole(v) for v in ins)})")
-    return Val.whole(wire, axes)
+    return TracedValue.whole(wire, axes)
 
 
-def constant(em, body: Body, cap: Capture, node: fx.Node, value: torch.Tensor, path: str) -> Val:
+def constant(em, body: TracedBody, cap: Capture, node: fx.Node, value: torch.Tensor, path: str) -> TracedValue:
     """A buffer (RoPE's ``inv_freq``, say): a marked box with no inputs that gives its values."""
     axes = out_axes(cap, node)
     name = _fixed_name(em, ident(path))
@@ -563,14 +563,14 @@ def constant(em, body: Body, cap: Capture, node: fx.Node, value: torch.Tensor, p
                   f"'{name}' (abstract in the file; Traced.compile gives its values)")
     wire = body.fresh(path)
     body.say(f"{wire} = {name}()")
-    return Val.whole(wire, axes)
+    return TracedValue.whole(wire, axes)
 
 
 def _const(t: torch.Tensor):
     return lambda: t
 
 
-def arange(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
+def arange(em, body: TracedBody, cap: Capture, node: fx.Node, args, kwargs) -> TracedValue:
     """``torch.arange(n)`` for n the sequence's length or a fixed size: the prelude's ``positions``."""
     if len(args) != 1 or set(kwargs) - {"device", "dtype"}:
         raise DiagError("an arange other than torch.arange(n)")
@@ -578,7 +578,7 @@ def arange(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Val:
     return body.assign_lead(node.name, axes, {}, f"positions<{body.em.sizes.axis(axes[0])}>()")
 
 
-def causal_mask(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> Any:
+def causal_mask(em, body: TracedBody, cap: Capture, node: fx.Node, args, kwargs) -> Any:
     """Hugging Face's ``create_causal_mask`` with no padding and no cache: None (the attention is
     then causal by itself), the prelude's ``causal`` mask (boolean), or the same added to the
     scores (0 where a query sees a key, -inf or the dtype's least number elsewhere: ``where(0, causal)``),
@@ -603,11 +603,11 @@ def causal_mask(em, body: Body, cap: Capture, node: fx.Node, args, kwargs) -> An
     return body.assign(f"{node.name}_added", axes, lambda L: f"where(0, {mask.index(L)})")
 
 
-def rows(body: Body, base: str, table: str, n_rows: int, ids, axes) -> Val:
+def rows(body: TracedBody, base: str, table: str, n_rows: int, ids, axes) -> TracedValue:
     """``embed``: a row of ``table`` (``n_rows`` rows) per id. Token ids are read as they are; a
     computed number (positions, say) through ``bucket``; one number for every position is one row."""
     V = body.em.sizes.expr(n_rows)
-    if not isinstance(ids, Val):  # the same id everywhere (token type 0): one row, broadcast
+    if not isinstance(ids, TracedValue):  # the same id everywhere (token type 0): one row, broadcast
         flat = tuple(a if t == len(axes) - 1 or not a.kept else Axis(DimKind.ONE, a.size) for t, a in enumerate(axes))
         return body.assign_lead(base, flat, {}, f"embed(bucket<{V}>({number(ids)}), {table})")
     keep = {t: c for t, c in letters_for(axes).items() if t < len(axes) - 1}  # the ids' axes; a row each
@@ -615,23 +615,23 @@ def rows(body: Body, base: str, table: str, n_rows: int, ids, axes) -> Val:
     return body.assign_lead(base, axes, keep, f"embed({read if ids.ids else f'bucket<{V}>({read})'}, {table})")
 
 
-def embedding(em, body, cap, node, args, kwargs) -> Val:
+def embedding(em, body, cap, node, args, kwargs) -> TracedValue:
     """``F.embedding(ids, weight, padding_idx, ...)`` (an ``nn.Embedding`` subclass's forward): its
     rows as ``embed`` (the padding row changes the gradient only)."""
     ids, w = args[0], args[1] if len(args) > 1 else kwargs["weight"]
     rest = dict(zip(("padding_idx", "max_norm"), args[2:]), **kwargs)
-    if not isinstance(w, Val) or len(w.axes) != 2 or rest.get("max_norm") is not None:
+    if not isinstance(w, TracedValue) or len(w.axes) != 2 or rest.get("max_norm") is not None:
         raise DiagError("an embedding with max_norm, or of a table not of the module")
     return rows(body, node.name, body.whole(w), w.axes[0].size, ids, out_axes(cap, node))
 
 
-def rms_norm(em, body, cap, node, args, kwargs) -> Val:
+def rms_norm(em, body, cap, node, args, kwargs) -> TracedValue:
     """``F.rms_norm(x, shape, weight, eps)`` over the last axis: x / sqrt(mean(x²) + eps) * weight
     (eps None: the dtype's machine epsilon, as torch takes it)."""
     a = dict(zip(("input", "normalized_shape", "weight", "eps"), args), **kwargs)
     x, w = a["input"], a.get("weight")
     shape = a["normalized_shape"]
-    if not isinstance(x, Val) or len(shape if isinstance(shape, (list, tuple)) else [shape]) != 1:
+    if not isinstance(x, TracedValue) or len(shape if isinstance(shape, (list, tuple)) else [shape]) != 1:
         raise DiagError("rms_norm over more than the last axis")
     eps = a.get("eps")
     eps = torch.finfo(cap.values[0][node.args[0]].dtype).eps if eps is None else eps
@@ -651,29 +651,29 @@ def rms_norm(em, body, cap, node, args, kwargs) -> Val:
     return body.assign(node.name, axes, expr)
 
 
-def where(em, body, cap, node, args, kwargs) -> Val:
+def where(em, body, cap, node, args, kwargs) -> TracedValue:
     """``torch.where(mask, x, y)`` with a mask the trace recognised (causal, a window): ``where(x, mask)``
     when y is -inf or the dtype's least number (masked scores), else ``mask * x + (1 - mask) * y``."""
     c, x, y = (list(args) + [kwargs.get(k) for k in ("condition", "input", "other")][len(args):])[:3]
-    if not isinstance(c, Val) or c.mask is None:
+    if not isinstance(c, TracedValue) or c.mask is None:
         raise DiagError("torch.where of a condition other than a causal or window mask")
     axes = out_axes(cap, node)
     n = len(axes)
 
     def read(v, L):
-        return v.index(aligned(len(v.axes), L, n)) if isinstance(v, Val) else number(v)
-    if not isinstance(y, Val) and y <= torch.finfo(cap.values[0][node].dtype).min:
+        return v.index(aligned(len(v.axes), L, n)) if isinstance(v, TracedValue) else number(v)
+    if not isinstance(y, TracedValue) and y <= torch.finfo(cap.values[0][node].dtype).min:
         return body.assign(node.name, axes, lambda L: f"where({read(x, L)}, {read(c, L)})")
     return body.assign(node.name, axes, lambda L: f"{read(c, L)} * {read(x, L)} + (1 - {read(c, L)}) * {read(y, L)}")
 
 
-def layer_norm(em, body, cap, node, args, kwargs) -> Val:
+def layer_norm(em, body, cap, node, args, kwargs) -> TracedValue:
     """``F.layer_norm`` over the last axis (a LayerNorm without gain or bias, OLMo's): centred,
     divided by sqrt(variance + eps), times the weight and plus the bias when there are."""
     a = dict(zip(("input", "normalized_shape", "weight", "bias", "eps"), args), **kwargs)
     x, w, b = a["input"], a.get("weight"), a.get("bias")
     shape = a["normalized_shape"]
-    if not isinstance(x, Val) or len(shape if isinstance(shape, (list, tuple)) else [shape]) != 1:
+    if not isinstance(x, TracedValue) or len(shape if isinstance(shape, (list, tuple)) else [shape]) != 1:
         raise DiagError("layer_norm over more than the last axis")
     axes = out_axes(cap, node)
     L = _letters(x)
@@ -714,7 +714,7 @@ def getattr_(em, body, cap, node, args, kwargs) -> Any:
     obj, key = args[0], args[1]
     if isinstance(obj, tuple):
         return obj[_field(cap.values[0][node.args[0]], key)]
-    if not isinstance(obj, Val):  # a model output: a record of values
+    if not isinstance(obj, TracedValue):  # a model output: a record of values
         return getattr(obj, key)
     raise DiagError(f"the attribute '{key}' of a tensor")
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import re
 
-from .body import Body, Use, prefixed
+from .body import TracedBody, TracedUse, prefixed
 
 
 def _reads(lines: list, wire: str) -> int:
     pattern = re.compile(rf"(?<![\w.]){re.escape(wire)}(?![\w])")
-    return sum(len(pattern.findall(x.text().split("=", 1)[1] if isinstance(x, Use) else x.split("=", 1)[-1]))
+    return sum(len(pattern.findall(x.text().split("=", 1)[1] if isinstance(x, TracedUse) else x.split("=", 1)[-1]))
                for x in lines)
 
 
-def _chained(prev: Use, x: Use, lines: list) -> bool:
+def _chained(prev: TracedUse, x: TracedUse, lines: list) -> bool:
     """``x`` continues a stack ending at ``prev``: the same definition, one output each, ``x``
     reading ``prev``'s output first and the same other inputs, that output read nowhere else."""
     return (x.name == prev.name and len(x.outs) == len(prev.outs) == 1 and x.ins[:1] == prev.outs
@@ -24,14 +24,14 @@ def _chains(lines: list) -> list:
     runs: list = []
     for x in lines:
         prev = runs[-1][-1] if runs else None
-        if isinstance(x, Use) and isinstance(prev, Use) and _chained(prev, x, lines):
+        if isinstance(x, TracedUse) and isinstance(prev, TracedUse) and _chained(prev, x, lines):
             runs[-1].append(x)
         else:
             runs.append([x])
     return runs
 
 
-def stack(body: Body) -> list:
+def stack(body: TracedBody) -> list:
     out = []
     """The body's statements with each stack of two or more uses as one ``repeat``."""
     for run in _chains(body.lines):

@@ -26,7 +26,7 @@ class Slot:
 
 
 @dataclass(frozen=True)
-class Val:
+class TracedValue:
     wire: str  # a wire name, or a learnable tensor's use `W()`
     axes: tuple[Axis, ...]  # torch's axes, in torch's order
     pos: tuple[int | None, ...]  # each torch axis's place on the wire (None: not on it)
@@ -34,7 +34,7 @@ class Val:
     mask: tuple | None = None  # a mask the trace recognised: ("causal",) or ("window", w), to pick a fused attention
 
     @classmethod
-    def whole(cls, wire: str, axes, ids: bool = False) -> "Val":
+    def whole(cls, wire: str, axes, ids: bool = False) -> "TracedValue":
         """A value whose wire holds its kept axes in torch's order."""
         k, pos = 0, []
         for a in axes:
@@ -59,10 +59,10 @@ class Val:
             slots.pop()
         return f"{self.wire}[{', '.join(slots)}]" if slots else self.wire
 
-    def relabel(self, axes) -> "Val":
+    def relabel(self, axes) -> "TracedValue":
         """The same wire under other torch axes whose kept ones are these, in order."""
         places = iter(self.pos[t] for t in self.kept)
-        return Val(self.wire, tuple(axes), tuple(next(places) if a.kept else None for a in axes), self.ids, self.mask)
+        return TracedValue(self.wire, tuple(axes), tuple(next(places) if a.kept else None for a in axes), self.ids, self.mask)
 
 
 @dataclass(frozen=True)
