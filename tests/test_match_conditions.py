@@ -4,7 +4,6 @@ conditions would let the match through, the test lifts the condition (monkeypatc
 always hold) and the match appears; otherwise it names the condition that rejects."""
 from __future__ import annotations
 
-import dataclasses
 
 import stringdiag
 from stringdiag.graph.types import Dim
@@ -13,6 +12,7 @@ from stringdiag.rewrite import context, search
 from stringdiag.rewrite.match import Index, find_matches, pattern
 from stringdiag.rewrite.rule import library, loads_rules
 from stringdiag.rewrite.unify import Unifier, bind_function, identity
+from stringdiag.syntax.records import replace
 
 HEAD = """dim s : seq
 dim d, e : fixed
@@ -87,7 +87,7 @@ def test_same_scan_a_scan_is_not_its_simd_box():
     p = program(SCANNED)["Scanned"]
     v = Index(p).view(box_of(p, "H"))
     assert v.scan and C.same_scan(v, v)
-    assert not C.same_scan(v, dataclasses.replace(v, scan=False))
+    assert not C.same_scan(v, replace(v, scan=False))
 
 
 def test_same_shape_summed_indices_count():
@@ -165,7 +165,7 @@ def test_scan_kept():
     v = Index(p).view(box_of(p, "H"))
     (lab, dim), = v.labels
     assert C.scan_kept(v, v, {lab: lab})
-    wider = dataclasses.replace(v, labels=v.labels + (("other", dim),))
+    wider = replace(v, labels=v.labels + (("other", dim),))
     assert not C.scan_kept(v, wider, {lab: lab})
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import ChainMap
 from collections.abc import MutableMapping
-from dataclasses import dataclass, field
+from ..syntax.records import Mutable, field
 from pathlib import Path
 
 from ..analysis.combine import expanded_box_count
@@ -39,8 +39,7 @@ from .specialise import specialise as specialise_step, uses_of
 from .steps import ABSORB, EQ, RED, REWIRE  # noqa: F401  (the relations, re-exported for callers)
 
 
-@dataclass
-class Step:
+class Step(Mutable, frozen=False):
     number: int
     text: str           # the step as written
     relation: str       # ≡, ⇒ or ≠ (a rewiring: not a reduction)
@@ -52,8 +51,7 @@ class Step:
     changes: steps.Changes = field(default_factory=steps.Changes)  # what it replaced (for its picture)
 
 
-@dataclass
-class Derivation:
+class Derivation(Mutable, frozen=False):
     path: str
     steps: list[Step] = field(default_factory=list)
     target: Diagram | None = None

@@ -8,7 +8,7 @@ differing box highlighted as a box the next step replaces, the target's as one t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..syntax.records import Mutable
 
 from ..errors import DiagError
 from ..graph.diagram import Diagram
@@ -19,8 +19,7 @@ from .steps import Changes
 NOT_ISO = "≇"  # the relation drawn between the result and a target it is not isomorphic to
 
 
-@dataclass
-class Missed:
+class Missed(Mutable, frozen=False):
     """The result of a derivation against its target: the sentence, and the box of each (as written)."""
 
     text: str

@@ -26,7 +26,7 @@ both sides the same weights.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from ..syntax.records import Mutable, Record, field
 
 from ..errors import DiagError
 from ..graph.box import Global, Instance, Kind
@@ -49,8 +49,7 @@ EQ, RED, REWIRE = "≡", "⇒", "≠"
 ABSORB = "⇔"  # as expressive, given a stated assumption (absorb.py): neither ≡ nor ⇒
 
 
-@dataclass
-class Outcome:
+class Outcome(Mutable, frozen=False):
     diagram: Diagram
     relation: str                  # ≡, ⇒ or ≠
     note: str = ""                 # what the step did to weights, when it matters
@@ -58,8 +57,7 @@ class Outcome:
     kept: dict[int, int] | None = None  # untouched box before -> the same box after; None: same ids
 
 
-@dataclass(frozen=True)
-class Changes:
+class Changes(Record):
     """What a step did to the boxes (for its picture): the boxes of the diagram before that it
     replaced (a rule's match, an opened or specialised box), the boxes of the result that are
     new, and each untouched box of the diagram before with its id in the result."""

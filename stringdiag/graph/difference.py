@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass
+from ..syntax.records import Record
 
 from ..errors import shown
 from .box import Kind
@@ -67,8 +67,7 @@ def _sharing(d) -> dict[str, tuple[int, ...]]:
     return {name: tuple(sorted(sizes)) for name, sizes in out.items()}
 
 
-@dataclass(frozen=True)
-class Difference:
+class Difference(Record):
     """Where two diagrams part: a sentence, and the box of each it names (None where it names none)."""
 
     text: str

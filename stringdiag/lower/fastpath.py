@@ -14,7 +14,6 @@ in every order (a product is the same in any order; ``commuted``).
 """
 from __future__ import annotations
 
-import dataclasses
 from functools import lru_cache
 from typing import Callable
 
@@ -24,6 +23,7 @@ from ..rewrite import cell
 from ..rewrite.dpo import rewrite
 from ..rewrite.match import Index, Match, find_matches, iter_matches
 from ..rewrite.rule import RULES_DIR, Rule, load_rules
+from ..syntax.records import replace
 from .table import native
 
 RULES = RULES_DIR / "fastpath.rules"
@@ -31,7 +31,7 @@ RULES = RULES_DIR / "fastpath.rules"
 
 def commuted(rule: Rule) -> list[Rule]:
     """The rule once for every order of the factors of each product on its left side."""
-    return [dataclasses.replace(rule, lhs=side) for side in cell.commuted(rule.lhs, _product)]
+    return [replace(rule, lhs=side) for side in cell.commuted(rule.lhs, _product)]
 
 
 def _product(box) -> bool:

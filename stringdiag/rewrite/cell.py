@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import dataclass, field
+from ..syntax.records import Mutable, field
 from typing import Callable, Iterator
 
 from ..graph.box import Box, Instance, Kind
@@ -29,8 +29,7 @@ from .unify import Unifier
 SYMMETRIC = frozenset({"mul", "add"})
 
 
-@dataclass
-class CellMatch:
+class CellMatch(Mutable, frozen=False):
     """A cell pattern's body found as a target cell's whole body."""
 
     dims: dict[str, Dim] = field(default_factory=dict)       # the pattern's dimension parameters

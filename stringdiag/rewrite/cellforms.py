@@ -11,7 +11,7 @@ same side (the same boxes and weights), so a match of it is a match of the rule.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from ..syntax.records import Record
 from typing import Iterator
 
 from ..graph.box import Kind
@@ -20,8 +20,7 @@ from ..graph.diagram import Diagram
 MAX_FORMS = 240  # forms tried per side (inputs of a 5-input cell in every order, state both ways)
 
 
-@dataclass(frozen=True)
-class Form:
+class Form(Record):
     """One choice: input ``k`` of the rule's cell is read at port ``ins[k]``, output ``k`` written
     at port ``outs[k]``, the state's axis ``k`` is the rule's axis ``state[k]``, and the initial
     state's producer reads its inputs in the order ``init`` (a product: any order)."""

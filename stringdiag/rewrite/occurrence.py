@@ -1,7 +1,7 @@
 """What matching finds: an occurrence of a pattern in a target (:class:`Match`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from ..syntax.records import Mutable, field
 from typing import Any
 
 from ..graph.box import Box
@@ -10,8 +10,7 @@ from ..graph.types import Dim
 from .view import Perm
 
 
-@dataclass
-class Match:
+class Match(Mutable, frozen=False):
     """An occurrence of a pattern in a target.
 
     ``boundary`` gives, for each input and output wire of the pattern, its target wire, the

@@ -51,7 +51,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from ..syntax.records import Mutable, field
 from pathlib import Path
 
 from ..errors import DiagError, DiagWarning, Pos
@@ -73,8 +73,7 @@ EQUATION, REDUCTION = "equation", "reduction"
 _RELATIONS = {"==": EQUATION, "≡": EQUATION, "=>": REDUCTION, "⇒": REDUCTION}
 
 
-@dataclass
-class Rule:
+class Rule(Mutable, frozen=False):
     """A named rule: two open diagrams with one boundary, over dimension variables ``dims``."""
 
     name: str

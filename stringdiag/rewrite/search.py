@@ -9,7 +9,7 @@ transposed use. The conditions a placement and a whole match must meet are in
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from ..syntax.records import Mutable, field
 from typing import Any, Iterator
 
 from .conditions import (context_links, every_label_placed, holds, same_box, same_cell, same_constant, same_definition,
@@ -27,8 +27,7 @@ from .unify import Unifier, bind_function, identity
 from .view import Perm
 
 
-@dataclass
-class SearchState:
+class SearchState(Mutable, frozen=False):
     """A partial match: what is placed so far, shared by the states that extend it."""
 
     boxes: dict[int, int] = field(default_factory=dict)

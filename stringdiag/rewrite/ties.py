@@ -6,7 +6,7 @@ rule says as plain data (the boxes a reduction fills). The derive floor classifi
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from ..syntax.records import Record, field
 
 from ..graph.box import Box, Kind
 from ..graph.diagram import Diagram
@@ -17,8 +17,7 @@ from .occurrence import Match
 from .rule import EQUATION, Rule
 
 
-@dataclass(frozen=True)
-class Spliced:
+class Spliced(Record):
     """A rule applied at one match: the result, whether the match tied weight sets (then the
     step is a reduction whatever the rule), what it did to weights (for the step's note),
     each untouched box of the diagram before with its id in the result (None: the same ids),

@@ -6,7 +6,7 @@ so the two spellings of one contraction match each other.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..syntax.records import Record
 
 from ..graph.box import Kind
 from ..graph.diagram import Diagram
@@ -16,8 +16,7 @@ LOCAL = "\u00b7"  # label prefix standing for a contraction's local axis k: "·k
 Perm = tuple[int, ...]  # pattern wire axis p -> target wire axis perm[p]
 
 
-@dataclass(frozen=True)
-class View:
+class View(Record):
     """A box with a contraction's local axes turned into iterated labels."""
 
     labels: tuple[tuple[str, Dim], ...]  # iterated labels, in the order of the output's axes
