@@ -19,7 +19,7 @@ from stringdiag import DiagError
 from stringdiag.cli.main import main
 from stringdiag.data import synthetic_corpus
 from stringdiag.study import results as R
-from stringdiag.study.runner import Recipe, Run, Study, plan, shard
+from stringdiag.study.runner import Recipe, StudyRun, Study, plan, shard
 from stringdiag.train.model import LanguageModel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -209,7 +209,7 @@ def test_shards_are_disjoint_and_cover_every_run():
         assert sorted((r for s in shares for r in s), key=runs.index) == runs
         assert sum(len(s) for s in shares) == len(runs)
     assert [r.name for r in runs[:4]] == ["M0-L1", "M0-L2", "M0-L3", "M1-L1"]
-    assert runs.index(Run("M2", 1)) < runs.index(Run("M10", 1))
+    assert runs.index(StudyRun("M2", 1)) < runs.index(StudyRun("M10", 1))
 
 
 @pytest.mark.slow
@@ -379,4 +379,4 @@ def test_the_device_is_not_part_of_the_recipe(tmp_path):
     recipe = Recipe(d_model=8, heads=2, context=8, batch_size=8, max_steps=2, eval_every=2, approximator="linear")
     here = Study({"M1": anatomy["M1"]}, synthetic_corpus(), recipe, tmp_path, device="cpu")
     there = Study({"M1": anatomy["M1"]}, synthetic_corpus(), recipe, tmp_path, device="cuda")
-    assert here.identity(Run("M1", 1)) == there.identity(Run("M1", 1))
+    assert here.identity(StudyRun("M1", 1)) == there.identity(StudyRun("M1", 1))

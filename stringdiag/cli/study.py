@@ -316,7 +316,7 @@ def show_plan(study, args: argparse.Namespace) -> int:
 
     import torch
 
-    from ..study.runner import CHECKPOINT, TRAINED, Run, plan
+    from ..study.runner import CHECKPOINT, TRAINED, StudyRun, plan
     from ..study.timing import measure
     from ..train import checkpoint
     from ..data.corpus import eval_windows
@@ -331,7 +331,7 @@ def show_plan(study, args: argparse.Namespace) -> int:
         key = (run.mechanism, run.layers)
         if key not in per_step:
             print(f"timing {run.mechanism} at {run.layers} layer(s) ...", file=sys.stderr)
-            per_step[key] = measure(lambda: study.make(Run(*key), check_causal=False), windows, r.batch_size,
+            per_step[key] = measure(lambda: study.make(StudyRun(*key), check_causal=False), windows, r.batch_size,
                                     PLAN_STEPS, warmup=1, clock=time.process_time)[0]
     torch.set_num_threads(threads)
     if study.recipe.task == "lm":
@@ -426,14 +426,14 @@ def _recipe(args: argparse.Namespace, dims: dict[str, int], after: tuple[str, ..
 
 def _check_sizes(study, args: argparse.Namespace, vocab: int) -> None:
     """Every mechanism at the deepest layer count must fit this machine's memory."""
-    from ..study.runner import Run
+    from ..study.runner import StudyRun
 
     deepest = max(args.layers)
     sizes = argparse.Namespace(approximator=args.approximator, layers=deepest, batch_size=args.batch_size,
                                context=args.context, d_model=args.d_model, heads=args.heads, d_ff=args.d_ff)
     for name in study.heads:
         def make(approximator=args.approximator, check_causal=False, layers=deepest, name=name):
-            return study.make(Run(name, layers), approximator=approximator, check_causal=check_causal)
+            return study.make(StudyRun(name, layers), approximator=approximator, check_causal=check_causal)
 
         with memory_errors():
             check_size(make, sizes, vocab)
@@ -442,13 +442,13 @@ def _check_sizes(study, args: argparse.Namespace, vocab: int) -> None:
 def _drop_non_causal(study, dims: dict[str, int], args: argparse.Namespace) -> None:
     """Build each mechanism at one layer: one that is not causal is an error when named by ``-d``,
     else a warning, and it leaves the study."""
-    from ..study.runner import Run
+    from ..study.runner import StudyRun
     from ..train.model import head_dims
 
     for name, head in list(study.heads.items()):
         head_dims(head, args.d_model // args.heads, dims)
         try:
-            study.make(Run(name, 1))
+            study.make(StudyRun(name, 1))
         except DiagError as e:
             if args.diagram is not None:
                 raise

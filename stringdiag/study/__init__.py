@@ -10,7 +10,7 @@ This package imports neither torch nor matplotlib until it is used.
 """
 from __future__ import annotations
 
-__all__ = ["Recipe", "Run", "Study", "plan", "shard"]
+__all__ = ["Recipe", "StudyRun", "Study", "plan", "shard"]
 
 
 def __getattr__(name: str):

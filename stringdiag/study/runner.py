@@ -152,7 +152,7 @@ class Recipe:
 
 
 @dataclass(frozen=True)
-class Run:
+class StudyRun:
     """One trained model: a mechanism at a depth, from one seed (an offset added to the recipe's)."""
 
     mechanism: str
@@ -169,7 +169,7 @@ class Run:
         return f"{self.mechanism}, {self.layers} layer{'' if self.layers == 1 else 's'}{seed}"
 
 
-def plan(mechanisms: Iterable[str], layers: Iterable[int], seeds: int = 1) -> list[Run]:
+def plan(mechanisms: Iterable[str], layers: Iterable[int], seeds: int = 1) -> list[StudyRun]:
     """Every (mechanism, layers, seed), sorted by mechanism (M2 before M10), then layers, then seed.
 
     >>> [r.name for r in plan(["M10", "M2"], [2, 1])]
@@ -177,11 +177,11 @@ def plan(mechanisms: Iterable[str], layers: Iterable[int], seeds: int = 1) -> li
     >>> [r.name for r in plan(["M1"], [1], seeds=2)]
     ['M1-L1', 'M1-L1-s1']
     """
-    runs = {Run(m, n, k) for m in mechanisms for n in layers for k in range(seeds)}
+    runs = {StudyRun(m, n, k) for m in mechanisms for n in layers for k in range(seeds)}
     return sorted(runs, key=lambda r: (R.natural(r.mechanism), r.layers, r.seed))
 
 
-def shard(runs: list[Run], k: int, n: int) -> list[Run]:
+def shard(runs: list[StudyRun], k: int, n: int) -> list[StudyRun]:
     """Shard ``k`` of ``n`` (1-based): every n-th run from the k-th. The shards are disjoint and
     cover all runs.
 
@@ -234,14 +234,14 @@ def recipe_hash(description: Mapping) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def expected(run: Run, description: Mapping) -> dict:
+def expected(run: StudyRun, description: Mapping) -> dict:
     """What a run's files must say to be this run of the study ``description`` (study.json)."""
     return {"mechanism": run.mechanism, "layers": run.layers, "seed": run.seed,
             "diagram": (description.get("mechanisms") or {}).get(run.mechanism),
             "recipe": recipe_hash(description)}
 
 
-def check_run_files(d: Path, run: Run, want: Mapping) -> None:
+def check_run_files(d: Path, run: StudyRun, want: Mapping) -> None:
     """Refuse, naming the file, a ``trained.json``/``result.json`` in ``d`` that is another run's
     (copied over, say when shard directories are merged by hand). A file written before runs
     carried their recipe's hash is not refused for lacking it."""
@@ -264,7 +264,7 @@ def check_study_files(out: Path, description: Mapping) -> None:
     for path in sorted(out.glob(f"*/{RESULT}")):
         found = R.read_json(path)
         try:
-            run = Run(str(found["mechanism"]), int(found["layers"]), int(found.get("seed", 0)))
+            run = StudyRun(str(found["mechanism"]), int(found["layers"]), int(found.get("seed", 0)))
         except (KeyError, TypeError, ValueError):
             raise DiagError(f"{path} is damaged: it does not name its mechanism, layers and seed") from None
         if run.name != path.parent.name:
@@ -297,7 +297,7 @@ class SweepProgress:
     def __init__(self, total: int, log: Callable[[str], None]):
         self.total, self.log, self.t0 = total, log, time.time()
 
-    def show(self, i: int, run: Run, note: str = "") -> None:
+    def show(self, i: int, run: StudyRun, note: str = "") -> None:
         prefix, elapsed = f"run {i}/{self.total}: {run}{note}", time.time() - self.t0
         try:
             from tqdm import tqdm
@@ -313,13 +313,13 @@ class SweepProgress:
 class StudyOutcome:
     """What a session did with its share of the runs."""
 
-    runs: list[Run]
-    trained: list[Run] = field(default_factory=list)   # trained to the end (and tested) in this session
-    resumed: list[Run] = field(default_factory=list)   # of those, continued from a checkpoint
-    skipped: list[Run] = field(default_factory=list)   # trained before this session: not trained again
-    timed: list[Run] = field(default_factory=list)
-    pending: list[Run] = field(default_factory=list)   # left for the next session (time budget spent)
-    elsewhere: list[Run] = field(default_factory=list)  # being trained by another process (see claim)
+    runs: list[StudyRun]
+    trained: list[StudyRun] = field(default_factory=list)   # trained to the end (and tested) in this session
+    resumed: list[StudyRun] = field(default_factory=list)   # of those, continued from a checkpoint
+    skipped: list[StudyRun] = field(default_factory=list)   # trained before this session: not trained again
+    timed: list[StudyRun] = field(default_factory=list)
+    pending: list[StudyRun] = field(default_factory=list)   # left for the next session (time budget spent)
+    elsewhere: list[StudyRun] = field(default_factory=list)  # being trained by another process (see claim)
     csv: Path | None = None
     figures: list[Path] = field(default_factory=list)
 
@@ -354,7 +354,7 @@ class Study:
         self._description: dict | None = None  # study.json's content, computed once (hashes every mechanism)
 
     # -- models ---------------------------------------------------------------------
-    def make(self, run: Run, approximator: str | None = None, check_causal: bool = True,
+    def make(self, run: StudyRun, approximator: str | None = None, check_causal: bool = True,
              layers: int | None = None) -> LanguageModel:
         r = self.recipe
         return LanguageModel(self.heads[run.mechanism], vocab=len(self.corpus.vocab), d_model=r.d_model,
@@ -379,7 +379,7 @@ class Study:
         total = self.steps_per_epoch * self.recipe.epochs
         return total if self.recipe.max_steps is None else min(total, self.recipe.max_steps)
 
-    def train_config(self, budget: float | None, run: Run) -> TrainConfig:
+    def train_config(self, budget: float | None, run: StudyRun) -> TrainConfig:
         r = self.recipe
         return TrainConfig(context=r.context, batch_size=r.batch_size, epochs=r.epochs, lr_scale=r.lr_scale,
                            warmup=r.warmup, seed=r.seed + run.seed, eval_every=r.eval_every, time_budget=budget,
@@ -395,7 +395,7 @@ class Study:
         """Each mechanism's canonical hash, every definition it uses opened: a changed generator shows."""
         return {m: d.expand().canonical_hash() for m, d in self.heads.items()}
 
-    def identity(self, run: Run) -> dict:
+    def identity(self, run: StudyRun) -> dict:
         """What a run's ``trained.json``/``result.json`` must say to be this run of this study."""
         if self._description is None:
             self._description = self.description()
@@ -433,7 +433,7 @@ class Study:
         R.write_json(path, mine)
 
     # -- a session --------------------------------------------------------------------
-    def run(self, runs: list[Run], time_budget: float | None = None) -> StudyOutcome:
+    def run(self, runs: list[StudyRun], time_budget: float | None = None) -> StudyOutcome:
         """Train (or resume, or skip) every run in order, time the trained ones, write the results."""
         self.open()
         start = time.time()
@@ -486,7 +486,7 @@ class Study:
         outcome.csv, outcome.figures = self.write_results()
         return outcome
 
-    def retime(self, runs: list[Run]) -> list[Run]:
+    def retime(self, runs: list[StudyRun]) -> list[StudyRun]:
         """Time again every trained run among ``runs`` (interleaved, as :meth:`time_runs`), so that
         one study's timings come from one clock and one session; the results are rewritten."""
         self.open()
@@ -498,12 +498,12 @@ class Study:
             self.write_results()
         return trained
 
-    def check_identity(self, run: Run) -> None:
+    def check_identity(self, run: StudyRun) -> None:
         """A finished run's files must be this run's (not another's copied over, say when shard
         directories are merged by hand): mechanism, depth, seed, diagram and recipe hash."""
         check_run_files(self.out / run.name, run, self.identity(run))
 
-    def train_run(self, run: Run, budget: float | None = None) -> bool:
+    def train_run(self, run: StudyRun, budget: float | None = None) -> bool:
         """Train one run to the end (resuming its checkpoint) and test it; False if the budget ran out first."""
         d = self.out / run.name
         ckpt = d / CHECKPOINT
@@ -534,7 +534,7 @@ class Study:
         self.log(f"{run}: test perplexity {test:.2f}{acc} after {step} steps")
         return True
 
-    def test(self, run: Run, model: LanguageModel) -> tuple[float, float | None, int]:
+    def test(self, run: StudyRun, model: LanguageModel) -> tuple[float, float | None, int]:
         """Test perplexity, accuracy (a task's examples only) and the number of targets scored."""
         if isinstance(self.corpus, Task):
             self.log(f"{run}: test recall on {self.corpus.test.numel():,} answers ...")
@@ -544,13 +544,13 @@ class Study:
         self.log(f"{run}: test perplexity (stride {self.recipe.test_stride}, {ids.numel():,} tokens) ...")
         return evaluate(model, ids, self.recipe.context, stride=self.recipe.test_stride), None, ids.numel()
 
-    def time_runs(self, runs: list[Run]) -> None:
+    def time_runs(self, runs: list[StudyRun]) -> None:
         """Time every run ``timing_repeats`` times, interleaved; write each one's ``result.json``."""
         r = self.recipe
         windows = self.train_windows()
         per_epoch = self.steps_per_epoch
-        seconds: dict[Run, list[float]] = {run: [] for run in runs}
-        memory: dict[Run, list[int]] = {run: [] for run in runs}
+        seconds: dict[StudyRun, list[float]] = {run: [] for run in runs}
+        memory: dict[StudyRun, list[int]] = {run: [] for run in runs}
         method = ""
         # on a CPU, the process's CPU time: what a step costs, whatever else the machine is doing
         # (wall-clock ratios on a shared CPU are the machine's load); on a GPU, the wall clock
