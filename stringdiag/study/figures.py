@@ -42,8 +42,11 @@ def _save(fig, out: Path, name: str) -> list[Path]:
     paths = []
     for ext, meta in (("svg", {"Date": None}), ("png", {"Software": None})):
         path = out / f"{name}.{ext}"
-        write_atomic(path, lambda tmp, ext=ext, meta=meta: fig.savefig(tmp, format=ext, metadata=meta, dpi=150),
-                     what="figure")
+
+        def save(tmp: str, ext: str = ext, meta: dict = meta) -> None:
+            fig.savefig(tmp, format=ext, metadata=meta, dpi=150)
+
+        write_atomic(path, save, what="figure")
         paths.append(path)
     return paths
 

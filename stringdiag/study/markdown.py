@@ -39,7 +39,7 @@ def cell(r: Mapping, acc: bool) -> str:
         return text + (" (one seed)" if r.get("pairs") == 1 else "")
     text += f" [{scale * r['diff_low']:+.1f}, {scale * r['diff_high']:+.1f}]"
     # perplexity: lower is better; accuracy: higher is better (the verdict already says which)
-    word = {BEATS: "better", LOSES: "worse"}.get(r.get("verdict"))
+    word = {BEATS: "better", LOSES: "worse"}.get(str(r.get("verdict")))
     return text + (f" **{word}**" if word else "")
 
 

@@ -135,7 +135,7 @@ def _decided(c: Comparison, p_holm: float | None) -> Comparison:
     def read(significant: bool) -> str:
         return (BEATS if c.better else LOSES) if significant else TIES
 
-    v95 = read(not (c.low <= 0 <= c.high)) if c.low is not None else ONE
+    v95 = read(not (c.low <= 0 <= c.high)) if c.low is not None and c.high is not None else ONE
     v = read(p_holm < ALPHA) if p_holm is not None else ONE
     return Comparison(**{**c.__dict__, "p_holm": p_holm, "verdict": v, "verdict_95": v95})
 
@@ -157,8 +157,8 @@ def comparisons(rows: Iterable[dict], references: Sequence[str], metric: str) ->
             pairs = pair(mine, theirs)
             if pairs:
                 out.append(compare_one(mech, layers, ref, metric, pairs))
-    tested = [i for i, c in enumerate(out) if c.p is not None]
-    adjusted = holm([out[i].p for i in tested])
-    for i, p in zip(tested, adjusted):
+    tested = [(i, c.p) for i, c in enumerate(out) if c.p is not None]
+    adjusted = holm([p for _, p in tested])
+    for (i, _), p in zip(tested, adjusted):
         out[i] = _decided(out[i], p)
     return out

@@ -128,8 +128,8 @@ def _means(rows: list[dict]) -> dict:
     """The reference at one depth: each column's mean over its seeds."""
     out: dict = {}
     for col in ("test_ppl", "seconds_per_epoch", "peak_memory_bytes"):
-        vals = [r.get(col) for r in rows]
-        out[col] = None if any(v is None for v in vals) else sum(vals) / len(vals)
+        vals = [v for r in rows if (v := r.get(col)) is not None]
+        out[col] = sum(vals) / len(vals) if len(vals) == len(rows) else None
     return out
 
 

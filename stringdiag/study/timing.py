@@ -20,12 +20,12 @@ import gc
 import resource
 import sys
 import time
-from typing import Callable
+from typing import Callable, Literal
 
 import torch
 import torch.nn.functional as F
 
-_LIBC = None
+_LIBC: ctypes.CDLL | Literal[False] | None = None  # False: no C library to trim with
 
 
 def _trim(collect: bool = True) -> None:
