@@ -11,9 +11,10 @@ from ..errors import DiagError
 from ..graph.budget import MAX_EXPANDED, Build, refuse_above
 from ..graph.diagram import Diagram
 from ..syntax.source import write_atomic
-from . import html, tikz
 from .draw import MAX_DRAWN, chain_svg, grid_svg, render, strip, write, write_text
-from .tree import tree, tree_svg
+
+# html.py (with importlib.resources and xml.etree), tikz.py and tree.py are imported by the
+# functions that write those pictures: a third of drawing one SVG's start-up otherwise
 
 STY = "stringdiag.sty"
 
@@ -23,6 +24,8 @@ def _suffix(out: str | Path) -> str:
 
 
 def _tikz(pictures: list[str], out: Path, body: bool) -> list[Path]:
+    from . import tikz
+
     """A document of its own, or (``body``) the pictures alone with ``stringdiag.sty`` beside."""
     if not body:
         return [write_atomic(out, tikz.document(pictures))]
@@ -30,6 +33,8 @@ def _tikz(pictures: list[str], out: Path, body: bool) -> list[Path]:
 
 
 def _page(title: str, fragment: str, out: Path) -> list[Path]:
+    from . import html
+
     return [write_atomic(out, html.page(title, fragment))]
 
 
@@ -72,8 +77,12 @@ def save_diagram(d: Diagram, out: str | Path, expand: bool = False, tikz_body: b
         refuse_to_draw(d.name, drawn_boxes(d, expand))
     with graphviz_errors(d.name):
         if _suffix(out) == ".html":
+            from . import html
+
             return _page(d.name, html.diagram_view(d.expand(unroll={}, limit=MAX_EXPANDED) if expand else d), out)
         if _suffix(out) == ".tex":
+            from . import tikz
+
             return _tikz([tikz.diagram(d, expand)], out, tikz_body)
         return [render(d, out, expand)]
 
@@ -88,8 +97,12 @@ def save_chain(heading: str, frames: list[tuple[str, str, Diagram]], rows: list[
     refuse_to_draw(heading.partition(":")[0], sum(len(d) for _, _, d in frames), MAX_CHAIN, "boxes in its steps")
     with graphviz_errors(heading.partition(":")[0]):
         if _suffix(out) == ".html":
+            from . import html
+
             return _page(heading, html.derivation_view(heading, frames, rows, changes), out)
         if _suffix(out) == ".tex":
+            from . import tikz
+
             return _tikz([tikz.chain(frames)], out, tikz_body)
         # an SVG chain reads top to bottom; other formats are one Graphviz strip, left to right
         return [write_text(chain_svg(frames, changes), out) if _suffix(out) == ".svg" else write(strip(frames), out)]
@@ -97,6 +110,9 @@ def save_chain(heading: str, frames: list[tuple[str, str, Diagram]], rows: list[
 
 def save_tree(title: str, nodes: list, edges: list, out: str | Path, tikz_body: bool = False) -> list[Path]:
     """A family tree (``tree.py``'s members and edges)."""
+    from . import html, tikz
+    from .tree import tree, tree_svg
+
     out = Path(out)
     if _suffix(out) == ".html":
         return _page(title, html.members_view(title, html.taxonomy_members(nodes, edges)), out)
@@ -108,6 +124,8 @@ def save_tree(title: str, nodes: list, edges: list, out: str | Path, tikz_body: 
 
 def save_grid(title: str, frames: list[tuple[str, Diagram]], out: str | Path, progress=None) -> list[Path]:
     """Many diagrams (captioned): a grid in SVG, or a page opening one at a time."""
+    from . import html
+
     out = Path(out)
     if _suffix(out) == ".html":
         members = [html.Member(str(k), caption, d) for k, (caption, d) in enumerate(frames)]
