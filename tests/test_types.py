@@ -1,5 +1,5 @@
 """The type checker runs: mypy, configured in pyproject.toml, finds no error in the rooms held to
-it (graph/, analysis/, rewrite/, syntax/, elaborate/, verify/, data/, construct/, study/);
+it (graph/, analysis/, rewrite/, syntax/, elaborate/, verify/, data/, construct/, study/, search/);
 docs/architecture.md lists the others' counts.
 
 The package ships ``py.typed``, so its users' checkers read these annotations: in these rooms
@@ -13,7 +13,7 @@ import pytest
 api = pytest.importorskip("mypy.api", reason="mypy is in the test extra")
 
 ROOT = Path(__file__).resolve().parent.parent
-TYPED = ("graph", "analysis", "rewrite", "syntax", "elaborate", "verify", "data", "construct", "study")
+TYPED = ("graph", "analysis", "rewrite", "syntax", "elaborate", "verify", "data", "construct", "study", "search")
 
 
 def mypy(*args: str) -> tuple[str, int]:

@@ -82,7 +82,7 @@ def optimize(source: str, kind: Cost, out: Path, bounds: Bounds,
     t0, tie = time.process_time(), itertools.count()
     start = session.start
     best = (cost(start, kind), 0, start, ())
-    frontier = [(best[0], 0, next(tie), start, ())]
+    frontier: list[tuple] = [(best[0], 0, next(tie), start, ())]
     seen, states = {canonical_hash(start)}, 0
     while frontier and states < bounds.max_states and time.process_time() - t0 <= bounds.time_budget:
         c, _, _, cur, steps = heapq.heappop(frontier)

@@ -84,12 +84,12 @@ def find(start: str, target: str, out: Path, bounds: Bounds, verify: bool = True
     ``out`` and, where a chain was found, read it back with the checker (``verify``: every
     equality also evaluated by the oracle)."""
     session = Session(DiagramRef.parse(start), DiagramRef.parse(target), out, bounds.max_boxes)
-    result = search(session.start, session.target, moves_of(session, bounds), bounds, progress)
+    result = search(session.start, session.goal, moves_of(session, bounds), bounds, progress)
     node = result.found or result.closest
     relation = "⇒" if result.reduction else "≡"
     if result.found is not None:
         note = (f"Found by stringdiag derive --find in {result.seconds:.1f} CPU s ({result.states} states): "
-                f"{session.start.name} {relation} {session.target.name}.")
+                f"{session.start.name} {relation} {session.goal.name}.")
         text = session.text(list(node.steps), note)
     else:
         note = f"Not found within the bound: the closest form reached ({node.distance} boxes apart) by these steps."
@@ -108,7 +108,7 @@ def closest_difference(found: Found, start: str, target: str, out: Path) -> str:
     """Where the closest form reached first differs from the target."""
     session = Session(DiagramRef.parse(start), DiagramRef.parse(target), out)
     cur = found.outcome.closest.diagram
-    return first_difference(expand(cur), expand(session.target))
+    return first_difference(expand(cur), expand(session.goal))
 
 
 def has_abstract_box(ref: str) -> bool:

@@ -20,7 +20,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -93,8 +93,8 @@ def proposals(found: list[Term]) -> Iterator[tuple[str, str]]:
 def _renamed(a: str, b: str) -> tuple[str, str]:
     """The pair with its inputs renamed in order of first use: x ↔ y swaps are one rule."""
     swap = {"x": "y", "y": "x"}
-    swapped = tuple(re.sub(r"\b[xy]\b", lambda m: swap[m.group()], s) for s in (a, b))
-    return min((a, b), swapped)
+    sa, sb = (re.sub(r"\b[xy]\b", lambda m: swap[m.group()], s) for s in (a, b))
+    return min((a, b), (sa, sb))
 
 
 def rule_text(name: str, lhs: str, rhs: str, note: str = "") -> str:
@@ -112,7 +112,7 @@ def verified(lhs: str, rhs: str) -> float | None:
     return v.error if v.same else None
 
 
-def derivable(lhs: str, rhs: str, folder: Path, bounds: Bounds, kept: list[Discovered] = ()) -> bool:
+def derivable(lhs: str, rhs: str, folder: Path, bounds: Bounds, kept: Sequence[Discovered] = ()) -> bool:
     """Whether ``derive --find`` derives rhs from lhs within ``bounds``, with the library and
     the rules ``kept`` so far (TASO's pruning: a rule that follows from others adds nothing)."""
     src, found = folder / "pair.diag", folder / "kept.rules"
@@ -121,7 +121,7 @@ def derivable(lhs: str, rhs: str, folder: Path, bounds: Bounds, kept: list[Disco
     found.write_text("\n".join(rule_text(f"kept_{k}", d.lhs, d.rhs) for k, d in enumerate(kept)))
     session = Session(DiagramRef(src.resolve(), "L"), DiagramRef(src.resolve(), "R"), folder / "pair.deriv",
                       bounds.max_boxes, (found.resolve(),) if kept else ())
-    return search(session.start, session.target, moves_of(session, bounds), bounds).found is not None
+    return search(session.start, session.goal, moves_of(session, bounds), bounds).found is not None
 
 
 def discover(primitives: list[str], size: int, seed: int = 0, bounds: Bounds | None = None,

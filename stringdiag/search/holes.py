@@ -167,7 +167,8 @@ def _outputs(cur: Diagram, target: Diagram, use: int, to_target: dict[int, int],
                 for o in target.box_outputs(b) if target.wire_type(o) == cur.wire_type(outs[0])][:most]
     if not ins or any(w not in to_target for w in ins):
         return []
-    want, found, todo, seen = cur.wire_type(outs[0]), [], [to_target[w] for w in ins], set()
+    want, todo, seen = cur.wire_type(outs[0]), [to_target[w] for w in ins], set()
+    found: list[int] = []
     while todo and len(found) < most:
         w = todo.pop(0)
         for b, _ in target.consumers(w):

@@ -54,7 +54,8 @@ class _Writer:
 
     def labels(self, b: int) -> dict[str, str]:
         """Each label of box ``b`` read from an outer axis: which outer label it is."""
-        rec, seen = self.d.record(b), {}
+        rec = self.d.record(b)
+        seen: dict[str, str] = {}
         summed = {lab for lab, _ in rec.summed}
         for w, axes in self.d.box_inputs(b):
             if w not in self.outer:

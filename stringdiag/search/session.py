@@ -70,19 +70,29 @@ class Session:
         self.start = deriv.steps[0].diagram
         self.target = None if target is None else self.diagram(target, self.runner if together else None)
 
+    @property
+    def goal(self) -> Diagram:
+        """The target (a search towards one is made with one)."""
+        if self.target is None:
+            raise DiagError("this search has no target diagram")
+        return self.target
+
     def diagram(self, ref: DiagramRef, runner: Runner | None = None) -> Diagram:
         """The diagram ``ref`` read by ``runner`` (its files then in scope of the bodies it
         reads), or apart from the steps (by a runner of its own)."""
-        (decl,) = [i for i in D.read_deriv(f"start {ref.written(self.base)}\n", str(self.out))]
+        (decl,) = [i for i in D.read_deriv(f"start {ref.written(self.base)}\n", str(self.out))
+                   if isinstance(i, D.StartDecl)]
         if runner is None:
             runner = Runner(f"start {ref.written(self.base)}\n", str(self.out), False, None)
         return runner.diagram(decl.ref)
 
     def run(self, cur: Diagram, text: str, number: int = 1) -> Applied:
         """The step ``text`` on ``cur``; a :class:`DiagError` where the checker refuses it."""
-        items = D.read_deriv(f"start x.diag:X\n{text}\n", str(self.out))
-        step = self.runner.step(items[-1], cur, number)
-        return Applied(items[-1].text, step.relation, step.diagram)
+        last = D.read_deriv(f"start x.diag:X\n{text}\n", str(self.out))[-1]
+        if isinstance(last, (D.StartDecl, D.TargetDecl, D.UseDecl)):
+            raise DiagError(f"'{text}' is not a step")
+        step = self.runner.step(last, cur, number)
+        return Applied(last.text, step.relation, step.diagram)
 
     def text(self, steps: list[str], comment: str = "") -> str:
         """The ``.deriv`` file of these steps (with the target line when there is one)."""
