@@ -136,6 +136,7 @@ def _decl(d: Diagram, learner: BoxDecl | str, u: int, w: int, readers: list[int]
     """The learner that replaces ``R ∘ X``: its type is ``R``'s with ``u``'s rows for ``w``'s."""
     row = d.wire_type(u)[1:]
     r = d.record(readers[0])
+    ins: tuple
     if matrix:
         ins, outs = (row,), (d.wire_type(d.box_outputs(readers[0])[0])[1:],)
     else:

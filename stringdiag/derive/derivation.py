@@ -73,7 +73,7 @@ class Derivation(Mutable, frozen=False):
 
     def text_rows(self) -> list[tuple[str, ...]]:
         """The table as text: its header, then one row per step (the CLI's table, a notebook's)."""
-        rows = [("step", "", "boxes", "time", "memory", "time (all dims)", "weights")]
+        rows: list[tuple[str, ...]] = [("step", "", "boxes", "time", "memory", "time (all dims)", "weights")]
         for r in self.rows():
             rel = r["relation"] + (" ✓" if r["verified"] is not None else "")
             rel += " (unverified rule)" if r["unverified_rule"] else ""
@@ -170,7 +170,8 @@ class Runner:
         self.explain = explain  # a refusal lists every candidate of the closest match, not three
         self.log = log or (lambda s: None)
         self.names = Resolver(text, file)  # what the script's names mean (resolve.py)
-        self.rules: MutableMapping[str, Rule] = ChainMap({}, _library())  # own rules first
+        # own rules first (a ChainMap writes to its first map only: the library is read)
+        self.rules: MutableMapping[str, Rule] = ChainMap({}, _library())  # type: ignore[arg-type]
         self.unchecked: set[str] = set()  # the user's equations not evaluated (without --verify)
 
     def err(self, msg: str, pos: Pos | None) -> DiagError:
@@ -302,7 +303,7 @@ class Runner:
             raise self.err(f"rule '{rule.name}' does not match anywhere (without tying weights)", name.pos)
         return res
 
-    def located(self, name: A.Name, fn, *args) -> steps.Outcome:
+    def located(self, name: A.Name | D.Ref | D.Prune, fn, *args) -> steps.Outcome:
         """A step function's refusal, positioned at the name it was given."""
         try:
             return fn(*args)
@@ -373,8 +374,10 @@ class Runner:
         try:
             prog = loads(src, self.file)
         except DiagError as e:
-            ours = e.pos is not None and e.pos.file == self.file
-            pos = body.pos if ours and e.pos.line < line else e.pos  # the generated header: at the body
+            pos = e.pos
+            ours = pos is not None and pos.file == self.file
+            if pos is not None and ours and pos.line < line:
+                pos = body.pos  # the generated header: at the body
             raise DiagError(e.message, pos, self.text if ours else e.source) from None
         return prog[f"__{name}"]
 

@@ -18,6 +18,7 @@ from ..graph.diagram import Diagram
 from ..graph.diff import changed_boxes
 from ..graph.expand import expand
 from ..elaborate.loader import load
+from ..graph.decls import Program
 from ..syntax import tax_ast as T
 from ..resources import argument, locate
 from ..syntax.source import read_source
@@ -101,7 +102,7 @@ class _Loader:
     def __init__(self, file: str, text: str, verify: bool):
         self.file, self.text, self.verify = file, text, verify
         self.base = Path(file).parent
-        self.programs: dict[str, object] = {}
+        self.programs: dict[str, Program] = {}
 
     def err(self, msg: str, pos: Pos) -> DiagError:
         return DiagError(msg, pos, self.text)
@@ -128,6 +129,8 @@ class _Loader:
         return out
 
     def diagram(self, m: T.Member) -> Diagram:
+        if m.ref.file is None:
+            raise self.err(f"member '{m.name.text}' names no file: write FILE.diag:DIAGRAM", m.ref.pos)
         target = (self.base / m.ref.file).resolve()
         if str(target) not in self.programs:
             if not target.is_file():

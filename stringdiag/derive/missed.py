@@ -29,7 +29,8 @@ class Missed(Mutable, frozen=False):
 
 def missed_target(cur: Diagram, target: Diagram) -> Missed | None:
     """None where ``cur`` is ``target`` up to isomorphism (both opened); else where they first part."""
-    ours, theirs = {}, {}
+    ours: dict[int, list[int]] = {}
+    theirs: dict[int, list[int]] = {}
     mine, other = expand(cur, trace=ours), expand(target, trace=theirs)
     if mine.isomorphic(other):
         return None
@@ -61,7 +62,8 @@ class TargetMissed(DiagError):
         frames = deriv.frames() + [(caption, NOT_ISO, self.target)]
         rows = deriv.text_rows() + [(f"target {self.target.name}", NOT_ISO, str(len(self.target)), "", "", "",
                                      m.text.splitlines()[-1])]
-        marked = Changes(frozenset({m.result_box} - {None}), frozenset({m.target_box} - {None}), {})
+        marked = Changes(frozenset(b for b in (m.result_box,) if b is not None),
+                         frozenset(b for b in (m.target_box,) if b is not None), {})
         return frames, rows, [s.changes for s in deriv.steps] + [marked]
 
 

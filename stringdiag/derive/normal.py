@@ -38,7 +38,8 @@ def normalize(d: Diagram, rules: list[str] | tuple[str, ...] = DEFAULT_RULES, ma
     """``rules`` by name, from ``files`` (.rules) first, then the standard library. With ``trace``
     (and a ``log``), a rule that does not fire in a round says why: its closest partial match."""
     own = {r.name: r for f in files for r in load_rules(f)}
-    lib = ChainMap(own, standard_library()) if own else standard_library()
+    # (a ChainMap writes to its first map only: the library is read)
+    lib = ChainMap(own, standard_library()) if own else standard_library()  # type: ignore[arg-type]
     chosen = []
     for spec in rules:
         name, _, how = spec.partition(":")

@@ -53,6 +53,7 @@ def specialise(cur: Diagram, name: str, defn: Diagram, definitions: frozenset[st
     for b in top:
         node = out.record(b)
         w = node.weights  # the composite's instance: one per weight set
+        assert not isinstance(w, Instance)  # (a learnable's or an abstract family's: global, local or none)
         path = name if w is None else ("~" if isinstance(w, Local) else "") + str(w.param)
         out.reset(b, node._replace(kind=Kind.DIAGRAM, op=op, ref=defn, weights=Instance(path)))
     for b in loops:
@@ -168,7 +169,7 @@ def uses_of(d: Diagram, name: str) -> Iterator[Box]:
             yield from uses_of(node.ref, name)
 
 
-def _weights_at(cur: Diagram, name: str, uses: list[int], at: str) -> WeightKey:
+def _weights_at(cur: Diagram, name: str, uses: list[int], at: str) -> WeightKey | None:
     """The weight set of the box ``name`` that makes the wire ``at`` (named in full,
     ``ConcatFF#2/y``, or by its own name where that is unambiguous)."""
     at = at.strip()
@@ -191,7 +192,7 @@ def _weights_at(cur: Diagram, name: str, uses: list[int], at: str) -> WeightKey:
     if any(cur.record(b).kind is Kind.ABSTRACT for b in uses):
         raise DiagError(f"'{name}' is an abstract family, one function wherever it is used: specialise every use "
                         f"(without 'at')")
-    keys = {weight_key(cur.record(cur.producer(w))) for w in made}
+    keys = {weight_key(cur.record(p)) for w in made if (p := cur.producer(w)) is not None}
     if len(keys) > 1:
         raise DiagError(f"'{at}' names wires made by {len(keys)} different weight sets of '{name}' "
                         f"({', '.join(sorted(full[w] for w in made))}); name one in full")

@@ -237,7 +237,7 @@ def _weight_pairs(cur: Diagram, match: Match) -> dict[WeightKey, WeightKey]:
         if not pn.kind.is_process:
             continue
         kp, kt = weight_key(pn), weight_key(tn)
-        if kp is None or isinstance(pn.weights, Global):
+        if kp is None or kt is None or isinstance(pn.weights, Global):
             if kp != kt:
                 raise DiagError(f"'{pn.op}' of '{match.pattern.name}' is not the box it matched here")
             continue

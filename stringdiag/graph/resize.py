@@ -28,11 +28,11 @@ from ..syntax.records import replace
 from .box import Box, Repeat
 from .constants import substitute
 from .decls import BoxDecl
-from .hypergraph import Hypergraph
+from .hypergraph import HG, Hypergraph
 from .types import Dim, substitute_type
 
 
-def resized(d: Hypergraph, sub: Mapping[str, Dim]) -> Hypergraph:
+def resized(d: HG, sub: Mapping[str, Dim]) -> HG:
     """``d`` with the dimensions named in ``sub`` replaced; definitions used as boxes are
     resized too (each once), except where a generic parameter of theirs has the name."""
     return _Resizer(dict(sub)).diagram(d)
@@ -43,7 +43,7 @@ class _Resizer:
         self.sub = sub
         self.done: dict[int, Any] = {}  # id of a definition or declaration -> its resized copy
 
-    def diagram(self, d: Hypergraph) -> Hypergraph:
+    def diagram(self, d: HG) -> HG:
         if set(d.generics) & self.sub.keys():  # the name is the definition's own parameter
             return d
         if id(d) in self.done:

@@ -54,7 +54,7 @@ import math
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Collection, Mapping, Union
+from typing import Any, Collection, Mapping, Union
 
 import torch
 
@@ -302,7 +302,7 @@ def _one_thread():
 
 def compare(a: Diagram, b: Diagram, dims: dict[str, int] | None = None, trials: int = 1, seed: int = 0,
             instantiate: Mapping[str, Instance] | None = None, tol: float = RTOL,
-            fast: bool = False, correspond: Mapping[tuple, tuple] | None = None,
+            fast: bool = False, correspond: Mapping[Any, tuple] | None = None,
             nonzero: Collection[int] = (), reuse: Reuse | None = None) -> Verdict:
     """Evaluate both diagrams entry by entry on the same inputs with shared weights, at every
     size of :func:`size_rounds` and on every distribution of :data:`DISTRIBUTIONS` (``trials``
@@ -319,7 +319,7 @@ def compare(a: Diagram, b: Diagram, dims: dict[str, int] | None = None, trials: 
 
 
 def _compare(a: Diagram, b: Diagram, dims, trials: int, seed: int, instantiate, tol: float, fast: bool,
-             correspond: Mapping[tuple, tuple], nonzero: Collection[int], reuse: Reuse) -> Verdict:
+             correspond: Mapping[Any, tuple], nonzero: Collection[int], reuse: Reuse) -> Verdict:
     if a.input_types != b.input_types or a.output_types != b.output_types:
         raise DiagError(f"the diagrams have different boundaries: {a.signature()} and {b.signature()}")
     reuse.keep(a, b)
@@ -418,7 +418,7 @@ def _example(xs: list[torch.Tensor], entry: tuple[int, ...]) -> str:
 
 def equal(a: Diagram, b: Diagram, dims: dict[str, int] | None = None, trials: int = 1, seed: int = 0,
           instantiate: Mapping[str, Instance] | None = None, tol: float = RTOL,
-          fast: bool = False, correspond: Mapping[tuple, tuple] | None = None,
+          fast: bool = False, correspond: Mapping[Any, tuple] | None = None,
           nonzero: Collection[int] = ()) -> tuple[bool, float]:
     """:func:`compare`, as whether the diagrams agree and the worst entry's relative error."""
     v = compare(a, b, dims, trials, seed, instantiate, tol, fast, correspond, nonzero)
@@ -517,7 +517,7 @@ def draw(m: torch.nn.Module, gen: torch.Generator, dist: Distribution | None = N
             p.copy_(x if dist.weights else x / dist.scale)
 
 
-def translate(key: tuple, correspond: Mapping[tuple, tuple]) -> tuple:
+def translate(key: tuple, correspond: Mapping[Any, tuple]) -> tuple:
     """The weight set of the first side that ``key`` of the second stands for: itself, unless
     a step renamed it or the instance it lies in (``I/W`` for a renamed instance ``I``)."""
     if key in correspond:
@@ -529,7 +529,7 @@ def translate(key: tuple, correspond: Mapping[tuple, tuple]) -> tuple:
     return key
 
 
-def share_sets(src: torch.nn.Module, dst: torch.nn.Module, correspond: Mapping[tuple, tuple]) -> int:
+def share_sets(src: torch.nn.Module, dst: torch.nn.Module, correspond: Mapping[Any, tuple]) -> int:
     """Give every weight set of ``dst`` the weights of the same set of ``src``."""
     have = getattr(src, "weight_sets", {})
     n = 0
