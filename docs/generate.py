@@ -3,8 +3,13 @@
 gallery page (every gallery file with its source and pictures) and the architecture page's
 table of floors (``tests/test_layers.py``'s ``LAYERS``, the list the import checks hold the code to).
 
-    python docs/generate.py              # the pages (tests/test_docs.py fails when they are stale)
-    python docs/generate.py --pictures   # and the pictures of the rules, docs/rules/NAME.svg
+The first two are not committed: ``mkdocs build`` (``make docs``) makes them as it builds the
+site, through this file's ``on_files`` hook (``mkdocs.yml``), so they cannot go stale; the floor
+table lives inside a written page and is rewritten in place.
+
+    python docs/generate.py                  # the two pages into build/docs/, the floor table in place
+    python docs/generate.py --out DIR        # the two pages into DIR
+    python docs/generate.py --pictures       # and the pictures of the rules, docs/rules/NAME.svg
 
 Run from the repository root with this checkout importable. The rules' pictures need Graphviz.
 """
@@ -128,9 +133,33 @@ def architecture_page() -> str:
     return f"{head}{FLOORS[0]}\n{floor_table()}\n{FLOORS[1]}{tail}"
 
 
+def pages() -> dict[str, str]:
+    """The generated pages, by their path under ``docs/``."""
+    return {"rule-library.md": rule_page(), "gallery.md": gallery_page()}
+
+
+def on_files(files, config):
+    """mkdocs hook: the generated pages join (or replace) the site's files as it is built."""
+    from mkdocs.structure.files import File
+
+    for name, text in pages().items():
+        written = files.get_file_from_path(name)
+        if written is not None:
+            files.remove(written)
+        files.append(File.generated(config, name, content=text))
+    return files
+
+
+def write_pages(out: Path) -> list[Path]:
+    """The generated pages written into ``out`` (to read them without building the site)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in pages().items():
+        (out / name).write_text(text, encoding="utf-8")
+    return sorted(out / name for name in pages())
+
+
 def main(argv: list[str]) -> int:
-    (DOCS / "rule-library.md").write_text(rule_page(), encoding="utf-8")
-    (DOCS / "gallery.md").write_text(gallery_page(), encoding="utf-8")
+    write_pages(Path(argv[argv.index("--out") + 1]) if "--out" in argv else ROOT / "build" / "docs")
     (DOCS / "architecture.md").write_text(architecture_page(), encoding="utf-8")
     if "--pictures" in argv:
         rule_pictures()
