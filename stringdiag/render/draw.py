@@ -20,6 +20,7 @@ from pathlib import Path
 import graphviz
 
 from ..graph.box import Box, Kind
+from ..graph.clusters import Cluster
 from ..graph.budget import MAX_EXPANDED
 from ..errors import DiagError
 from ..graph.diagram import Diagram
@@ -218,11 +219,11 @@ def _digraph(name: str, label: str) -> graphviz.Digraph:
     return g
 
 
-def _cluster_attrs(key: tuple) -> dict:
+def _cluster_attrs(frame: Cluster) -> dict:
     """A frame's look: an opened definition (rounded, named) or a SIMD box (dashed; bold when scanned)."""
-    if key[0] == "def":
-        return {"label": key[2], "style": "rounded", "color": "#777777", "fontname": FONT}
-    _, _frame, label, dim, scan = key
+    if not frame.is_simd:
+        return {"label": frame.name, "style": "rounded", "color": "#777777", "fontname": FONT}
+    label, dim, scan = frame.label, frame.dim, frame.scan
     text = f"{'scan ' if scan else ''}{label} : {dim}" if label != str(dim) else f"{'scan ' if scan else ''}{dim}"
     return {"label": text, "style": "dashed,bold" if scan else "dashed", "color": "#555555",
             "fontname": FONT, "fontsize": "10", "labeljust": "l"}
