@@ -169,7 +169,7 @@ def test_a_crowded_picture_settles_with_no_edge_through_a_frame():
     # RetentionChunkwise: making the crossing edges heavy pushed others through frames round after
     # round (two wires crossed after the last round); cutting them all at once settles
     d = stringdiag.load(str(GALLERY / "recurrent.diag"))["RetentionChunkwise"]
-    assert crossings(to_graphviz(d).pipe(format="svg", encoding="utf-8"))  # dot alone routes some through
+    assert crossings(to_graphviz(d).pipe(format="svg").decode())  # dot alone routes some through
     assert not {e for e in crossings(to_svg(d)) if _wire(e)}
 
 

@@ -14,12 +14,30 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import graphviz
-
 PROGRAMS = {"dot": ["dot", "-Tsvg"], "placed": ["dot", "-Tsvg", "-Tdot"],
             "neato": ["neato", "-n2", "-Gsplines=true", "-Tsvg"]}
 _MEMO: dict[tuple[str, str], tuple[str, ...]] = {}  # (program, source) -> its documents: the last few
 MEMO_SIZE = 4
+
+
+class DotNotFound(Exception):
+    """Graphviz's programs are not installed (no ``dot`` on the PATH)."""
+
+
+def piped(source: str, fmt: str, quiet: bool = False) -> bytes:
+    """``dot -T{fmt}``'s output for ``source``; its warnings go to stderr unless ``quiet``. Raises
+    ``subprocess.CalledProcessError`` (with Graphviz's stderr) where it exits with an error."""
+    cmd = ["dot", "-Kdot", f"-T{fmt}"]
+    try:
+        done = subprocess.run(cmd, input=source.encode(), capture_output=True)
+    except FileNotFoundError:
+        raise DotNotFound("dot") from None
+    if done.stderr and not quiet:
+        sys.stderr.write(done.stderr.decode(getattr(sys.stderr, "encoding", None) or "utf-8", errors="replace"))
+        sys.stderr.flush()
+    if done.returncode:
+        raise subprocess.CalledProcessError(done.returncode, cmd, done.stdout, done.stderr)
+    return done.stdout
 
 
 def laid_out(source: str, program: str = "dot", quiet: bool = True) -> tuple[str, ...]:
@@ -31,7 +49,7 @@ def laid_out(source: str, program: str = "dot", quiet: bool = True) -> tuple[str
         try:
             done = subprocess.run(PROGRAMS[program], input=source.encode(), capture_output=True)
         except FileNotFoundError:
-            raise graphviz.ExecutableNotFound(PROGRAMS[program]) from None
+            raise DotNotFound(PROGRAMS[program][0]) from None
         err = done.stderr.decode(errors="replace")
         if done.returncode:
             raise subprocess.CalledProcessError(done.returncode, PROGRAMS[program], "", err)

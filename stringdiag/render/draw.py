@@ -17,8 +17,6 @@ import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import graphviz
-
 from ..graph.box import Box, Kind
 from ..graph.clusters import Cluster
 from ..graph.budget import MAX_EXPANDED
@@ -30,7 +28,8 @@ from ..graph.types import Dim
 from ..syntax.source import write_atomic
 from .crossings import centres, crossings
 from .dag import Dag
-from .dotrun import laid_out
+from .dotrun import DotNotFound, laid_out
+from .dotsource import Dot
 from .formats import FORMATS
 from .frames import copy_points, frames, placed, rows
 
@@ -123,7 +122,7 @@ class Marks:
 
 
 def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str | None = None,
-                cuts: Cuts | None = None, marks: Marks | None = None) -> graphviz.Digraph:
+                cuts: Cuts | None = None, marks: Marks | None = None) -> Dot:
     """The diagram as a Graphviz graph (open definitions with ``expand``).
 
     With ``cluster`` the graph is a cluster of that name, node names start with ``prefix``,
@@ -149,7 +148,7 @@ def to_graphviz(d: Diagram, expand: bool = False, prefix: str = "", cluster: str
     return g
 
 
-def _mark(g: graphviz.Digraph, d: Diagram, P: str, marks: Marks) -> None:
+def _mark(g: Dot, d: Diagram, P: str, marks: Marks) -> None:
     """Highlight what a derivation step changed, and keep the untouched boxes in the order
     they had in the previous picture: invisible edges of length 0 or more (``minlen=0``) from
     every box of one column there to every box of the next, and down each column (weighted:
@@ -210,8 +209,8 @@ def misplaced(now: dict[str, tuple[float, float]], before: dict[int, tuple[float
 EPS = 1.0  # points: the boxes of one column of dot's layout share their x
 
 
-def _digraph(name: str, label: str) -> graphviz.Digraph:
-    g = graphviz.Digraph(name=name)
+def _digraph(name: str, label: str) -> Dot:
+    g = Dot(name=name)
     g.attr(rankdir="LR", fontname=FONT, nodesep="0.25", ranksep="0.35", label=label,
            labelloc="t", fontsize="12", newrank="true")
     g.attr("node", fontname=FONT, fontsize="11")
@@ -286,7 +285,7 @@ class _Frames:
             graph.node(stub)
 
 
-def _boundary(g: graphviz.Digraph, d: Diagram, P: str, ranked: bool) -> None:
+def _boundary(g: Dot, d: Diagram, P: str, ranked: bool) -> None:
     """The input names on the left, the outputs on the right (ranked, unless a cluster)."""
     with g.subgraph(name=f"{P}inputs") as src:
         if ranked:
@@ -301,7 +300,7 @@ def _boundary(g: graphviz.Digraph, d: Diagram, P: str, ranked: bool) -> None:
             snk.node(f"{P}out{k}", label=f"out{k + 1}" if len(d.outputs) > 1 else "out", shape="plaintext")
 
 
-def _wire(g: graphviz.Digraph, d: Diagram, w: int, P: str, row: dict, cuts: Cuts | None = None) -> None:
+def _wire(g: Dot, d: Diagram, w: int, P: str, row: dict, cuts: Cuts | None = None) -> None:
     """A wire from its producer (or input) to its readers: a copy point when several read
     it, a deletion dot when none does. A wire between two rows of a wrapped picture
     (``frames.rows``) does not constrain their ranks."""
@@ -328,7 +327,7 @@ def _wire_label(d: Diagram, w: int, producer: int | None) -> str:
     return type_label(a.type, d, a.name)
 
 
-def _fan(g: graphviz.Digraph, P: str, w: int, src: str, readers: list[str], label: str,
+def _fan(g: Dot, P: str, w: int, src: str, readers: list[str], label: str,
          attrs: dict[str, dict] | None = None, cuts: "Cuts | None" = None) -> None:
     """Edges from ``src`` to the readers: through a copy point when there are several, into a
     deletion dot when there are none."""
@@ -367,7 +366,7 @@ ROUNDS = 8  # of untangling: most pictures settle in two or three
 HEAVY = "8"  # the weight of an edge that crossed a frame: dot keeps it short and straight
 
 
-def _edge(g: graphviz.Digraph, a: str, b: str, cuts: Cuts | None, **attrs) -> None:
+def _edge(g: Dot, a: str, b: str, cuts: Cuts | None, **attrs) -> None:
     if cuts is not None and (a, b) in cuts.heavy and "constraint" not in attrs:
         attrs["weight"] = HEAVY
     if cuts is None or (a, b) not in cuts.edges:
@@ -383,7 +382,7 @@ def _edge(g: graphviz.Digraph, a: str, b: str, cuts: Cuts | None, **attrs) -> No
 # -- a long stack, one row per layer ------------------------------------------------------------
 
 def stacked_rows(d: Diagram, cut: set[tuple[str, str]] = frozenset(),
-                 heavy: set[tuple[str, str]] = frozenset()) -> list[graphviz.Digraph] | None:
+                 heavy: set[tuple[str, str]] = frozenset()) -> list[Dot] | None:
     """A long stack of layers (``frames.rows``) as one Graphviz graph per row, top to bottom;
     None when the picture is one row. A wire between rows leaves its row at a numbered stub
     and enters the other at the same number, so no edge runs through a frame of another row."""
@@ -441,7 +440,7 @@ def _home(number: dict[int, int], producer: int | None, readers: list) -> int:
     return min((number[b] for _, b in readers if b is not None), default=0)
 
 
-def _row_wire(g: graphviz.Digraph, d: Diagram, w: int, number: dict, r: int, tag: int | None,
+def _row_wire(g: Dot, d: Diagram, w: int, number: dict, r: int, tag: int | None,
               cuts: Cuts) -> None:
     producer, src, readers = _ends(d, w, "")
     home = _home(number, producer, readers)
@@ -463,11 +462,11 @@ def _row_wire(g: graphviz.Digraph, d: Diagram, w: int, number: dict, r: int, tag
         _fan(g, "", w, f"from{w}", here, label, cuts=cuts)
 
 
-def strip(frames: list[tuple[str, str, Diagram]]) -> graphviz.Digraph:
+def strip(frames: list[tuple[str, str, Diagram]]) -> Dot:
     """Several diagrams left to right, each framed and captioned, joined by a relation
     (``≡``, ``⇒``): the chain of pictures of a derivation. ``frames`` are (caption,
     relation to the previous frame, diagram)."""
-    g = graphviz.Digraph(name="derivation")
+    g = Dot(name="derivation")
     g.attr(rankdir="LR", fontname=FONT, newrank="true", nodesep="0.25", ranksep="0.35")
     g.attr("node", fontname=FONT, fontsize="11")
     g.attr("edge", fontname=FONT, fontsize="10", arrowsize="0.5")
@@ -684,7 +683,7 @@ def grid_svg(frames: list[tuple[str, Diagram]], columns: int = 6, progress=None)
     return _document(parts, sum(widths), y)
 
 
-def _stack(graphs: list[graphviz.Digraph]) -> str:
+def _stack(graphs: list[Dot]) -> str:
     """Row pictures one under another, as one SVG."""
     parts, y, width = [], 0.0, 0.0
     for g in graphs:
@@ -698,7 +697,7 @@ def write_text(text: str, out: str | Path) -> Path:
     return write_atomic(out, text)
 
 
-def write(g: graphviz.Digraph, out: str | Path) -> Path:
+def write(g: Dot, out: str | Path) -> Path:
     """Write a Graphviz graph in the format the extension names, atomically."""
     out = Path(out)
     fmt = FORMATS.get(out.suffix.lower())
@@ -707,7 +706,7 @@ def write(g: graphviz.Digraph, out: str | Path) -> Path:
                         + ", ".join(sorted(FORMATS)))
     try:
         data = g.source.encode() if fmt == "dot" else g.pipe(format=fmt)
-    except graphviz.ExecutableNotFound:
+    except DotNotFound:
         raise DiagError("Graphviz's 'dot' is not installed: apt-get install -y graphviz "
                         "(or your platform's graphviz package)") from None
     return write_atomic(out, data)
@@ -778,6 +777,6 @@ def render(d: Diagram, out: str | Path, expand: bool = False) -> Path:
     if Path(out).suffix.lower() == ".svg":
         try:
             return write_text(to_svg(d, expand), out)
-        except graphviz.ExecutableNotFound:
+        except DotNotFound:
             return write(to_graphviz(d, expand), out)  # says how to install Graphviz
     return write(to_graphviz(d, expand), out)

@@ -18,9 +18,8 @@ import json
 import re
 import unicodedata
 
-import graphviz
-
 from ..graph.diagram import Diagram
+from .dotsource import Dot
 from .draw import (ABSTRACT_FILL, FIXED_COLOUR, LEARN_FILL, OTHER_COLOUR, RANDOM_FILL, SEQ_COLOUR,
                    to_graphviz)
 
@@ -171,7 +170,7 @@ def _colour(value: str) -> str:
 
 # -- a Graphviz layout as TikZ ---------------------------------------------------------------
 
-def layout(g: graphviz.Digraph) -> dict:
+def layout(g: Dot) -> dict:
     """Graphviz's layout of ``g`` (its JSON output)."""
     return json.loads(g.pipe(format="json"))
 
@@ -276,7 +275,7 @@ def diagram(d: Diagram, expand: bool = False) -> str:
     return picture(commands(layout(to_graphviz(d, expand))))
 
 
-def graph(g: graphviz.Digraph) -> str:
+def graph(g: Dot) -> str:
     """Any picture ``draw.py`` or ``tree.py`` builds as one ``tikzpicture``."""
     return picture(commands(layout(g)))
 

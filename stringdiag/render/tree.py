@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import graphviz
-
 from ..graph.diagram import Diagram
 from .dotrun import laid_out
+from .dotsource import Dot
 from .draw import FONT, Cuts, _box_style, to_graphviz, untangled
 
 CHANGED = "#d62728"
@@ -41,9 +40,9 @@ def tree_svg(nodes: list[TreeNode], edges: list[TreeEdge]) -> str:
                      keep=lambda e: e[0].split("_")[0] == e[1].split("_")[0])  # wires, not the ⇒ arrows
 
 
-def tree(nodes: list[TreeNode], edges: list[TreeEdge], cuts: Cuts | None = None) -> graphviz.Digraph:
+def tree(nodes: list[TreeNode], edges: list[TreeEdge], cuts: Cuts | None = None) -> Dot:
     """The members as framed clusters, joined parent to child by grey ⇒ arrows."""
-    g = graphviz.Digraph(name="taxonomy")
+    g = Dot(name="taxonomy")
     g.attr(rankdir="LR", fontname=FONT, newrank="true", compound="true", nodesep="0.3", ranksep="0.6")
     g.attr("node", fontname=FONT, fontsize="11")
     g.attr("edge", fontname=FONT, fontsize="10", arrowsize="0.5")
