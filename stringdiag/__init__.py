@@ -23,7 +23,7 @@ __all__ = ["DiagError", "Pos", "Diagram", "Program", "load", "loads", "compile",
 # read on first use (PEP 562), so that `stringdiag --version`, `--help` or a bad command line
 # never wait for networkx and lark, which the graph layer imports
 _LAZY = {"Diagram": ".graph.diagram", "Program": ".graph.decls", "load": ".elaborate.loader",
-         "loads": ".elaborate.loader", "__version__": ".version",  # the version: importlib.metadata
+         "loads": ".elaborate.loader", "__version__": ".version",  # the version: a constant (version.py)
          "trace": ".trace"}  # the function (torch is imported then, not before)
 
 

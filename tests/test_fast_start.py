@@ -166,3 +166,17 @@ def _positions(x):
     elif hasattr(x, "_fields"):
         for f in x._fields:
             yield from _positions(getattr(x, f))
+
+
+def test_the_version_constant_is_the_projects_and_the_installed_distributions():
+    """``--version`` reads a constant, not importlib.metadata: the three numbers agree."""
+    import tomllib
+    from importlib import metadata
+
+    from stringdiag.version import __version__
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert __version__ == project == metadata.version("stringdiag")
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "stringdiag.cli.main", "--version"], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.stdout.split() == ["stringdiag", __version__] and "importlib.metadata" not in r.stderr, r.stderr[-2000:]

@@ -65,7 +65,7 @@ def command(name: str) -> ModuleType:
 
 
 class Version(argparse.Action):
-    """``--version``, read (through importlib.metadata) only when asked for."""
+    """``--version`` (``version.py``'s constant, read only when asked for)."""
 
     def __init__(self, option_strings, dest, **kwargs):
         super().__init__(option_strings, dest, nargs=0, help="show the version and exit")
