@@ -1,6 +1,6 @@
 """The type checker runs: mypy, configured in pyproject.toml, finds no error in the rooms held to
 it (graph/, analysis/, rewrite/, syntax/, elaborate/, verify/, data/, construct/, study/, search/,
-derive/); docs/architecture.md lists the others' counts.
+derive/, train/); docs/architecture.md lists the others' counts.
 
 The package ships ``py.typed``, so its users' checkers read these annotations: in these rooms
 they are checked, not just written."""
@@ -14,7 +14,7 @@ api = pytest.importorskip("mypy.api", reason="mypy is in the test extra")
 
 ROOT = Path(__file__).resolve().parent.parent
 TYPED = ("graph", "analysis", "rewrite", "syntax", "elaborate", "verify", "data", "construct", "study", "search",
-         "derive")
+         "derive", "train")
 
 
 def mypy(*args: str) -> tuple[str, int]:

@@ -16,7 +16,7 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -85,7 +85,7 @@ def _bad(path: Path, why: str) -> DiagError:
     return DiagError(f"{path} is not a valid checkpoint: {why}")
 
 
-def _whole(x: Any) -> bool:
+def _whole(x: Any) -> TypeGuard[int]:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
@@ -197,10 +197,10 @@ def _validate_optimizer(path: Path, meta: dict, tensors: dict[str, torch.Tensor]
     for k, v in tensors.items():
         if not k.startswith("optim."):
             continue
-        _, pid, name = (k.split(".", 2) + ["", ""])[:3]
-        if not (pid.isascii() and pid.isdigit()) or int(pid) >= len(params) or not name:
+        _, number, name = (k.split(".", 2) + ["", ""])[:3]
+        if not (number.isascii() and number.isdigit()) or int(number) >= len(params) or not name:
             raise _bad(path, f"optimizer tensor '{k}' belongs to no parameter")
-        per.setdefault(int(pid), {})[name] = v
+        per.setdefault(int(number), {})[name] = v
     want = None
     if isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)):
         want = {"step", "exp_avg", "exp_avg_sq"} | (

@@ -40,11 +40,15 @@ class StringdiagForCausalLM(PreTrainedModel, GenerationMixin):
     config_class = StringdiagConfig
     main_input_name = "input_ids"
     _no_split_modules: list[str] = []
+    _net: torch.nn.Module  # the compiled diagram (set in __init__, not registered as a submodule)
 
     def __init__(self, config: StringdiagConfig):
         super().__init__(config)
+        from stringdiag.errors import DiagError
         from stringdiag.train.lm import Spec, WholeModel, diagram_of
 
+        if config.stringdiag is None:
+            raise DiagError("this config.json carries no stringdiag spec (save_pretrained writes one)")
         spec = Spec.from_json(config.stringdiag)
         with tempfile.TemporaryDirectory(prefix="stringdiag-hf-") as tmp:
             net = WholeModel(diagram_of(spec, Path(tmp)), spec, check_causal=False).net

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 import torch
 from torch import nn
@@ -57,7 +57,7 @@ def sizes(d: Diagram, given: Mapping[str, int], vocab: int) -> Sizes:
     """Each fixed dimension the compiled model needs: the vocabulary's from the tokenizer, the
     others as ``given``, else their declared default; one with neither is an error naming it."""
     v = vocab_dim(d)
-    if v in given and given[v] != vocab:
+    if v is not None and v in given and given[v] != vocab:
         raise DiagError(f"--dims: '{v}' is the vocabulary's size, {vocab:,} here (the tokenizer's); leave it out")
     dims, defaulted, missing = {}, [], []
     for name, owner in dimensions(d).items():
@@ -69,7 +69,8 @@ def sizes(d: Diagram, given: Mapping[str, int], vocab: int) -> Sizes:
         elif name in given:
             dims[name] = given[name]
         elif decl.default is not None:
-            dims[name], _ = decl.default, defaulted.append(name)
+            dims[name] = decl.default
+            defaulted.append(name)
         else:
             missing.append(name)
     if missing:
@@ -163,7 +164,9 @@ class WholeModel(nn.Module):
         self.spec = spec
         self.net = compile(diagram, dims=spec.dims, approximator=spec.approximator)
         v = vocab_dim(diagram)
-        self.config = {"kind": "lm", "head": diagram.name, "diagram": diagram.name, "vocab": spec.dims[v],
+        if v is None:
+            raise DiagError(f"'{diagram.name}' is no language model: one of type [s] of v -> [s, v] is")
+        self.config: dict[str, Any] = {"kind": "lm", "head": diagram.name, "diagram": diagram.name, "vocab": spec.dims[v],
                        "d_model": spec.d_model, "dims": dict(spec.dims), "approximator": spec.approximator,
                        "spec": spec.to_json()}
         if check_causal:

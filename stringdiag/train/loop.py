@@ -22,7 +22,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
@@ -133,7 +133,7 @@ def _nll(model: torch.nn.Module, chunk: torch.Tensor, keep: torch.Tensor) -> flo
     hidden = getattr(model, "hidden", None)
     with torch.no_grad():
         if hidden is not None:  # unembed only the scored positions (1 in 35 at stride 1)
-            logits = model.unembed(hidden(chunk[:, :-1])[keep])
+            logits = getattr(model, "unembed")(hidden(chunk[:, :-1])[keep])  # the head a hidden goes with
         else:
             logits = model(chunk[:, :-1])[keep]
         return F.cross_entropy(logits, targets, reduction="sum").double().item()
@@ -218,7 +218,7 @@ class _Training:
         self.rank, self.world = distributed(self.device)
         torch.manual_seed(cfg.seed)
         self.model = make_model().to(self.device)  # built on the CPU: the same weights on every device
-        self.d_model = self.model.config["d_model"]
+        self.d_model: int = _config(self.model)["d_model"]
         self.cfg, self.log = cfg, log
         self.opt = torch.optim.Adam(self.model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9,
                                     weight_decay=cfg.weight_decay)
@@ -241,7 +241,7 @@ class _Training:
         self.sched = self.schedule(self.step, meta.get("scheduler"))
         if self.scaler.is_enabled() and isinstance(meta.get("scaler"), dict):
             self.scaler.load_state_dict(meta["scaler"])
-        if self.rank == 0:  # the log as of the checkpoint: rows a failed run wrote after it are dropped
+        if self.rank == 0 and self.out:  # the log as of the checkpoint: rows a failed run wrote after it are dropped
             _write_log(self.out / "log.csv", self.history.rows)
         self.log(f"resumed from {self.ckpt} at step {self.step}")
 
@@ -263,15 +263,16 @@ class _Training:
             sched.load_state_dict({**state, "lr_lambdas": [None]})
         return sched
 
-    def prepare(self, train_ids: torch.Tensor, valid_ids: torch.Tensor) -> None:
+    def prepare(self, train_ids: torch.Tensor | Examples, valid_ids: torch.Tensor | Examples) -> None:
         """The training windows, the steps they make, and the validation prefix; the clock starts."""
         cfg = self.cfg
-        self.net = self.model
+        self.net: Callable[..., torch.Tensor] = self.model
         if self.world > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.net = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=ids)
         if cfg.compile:
             self.net = torch.compile(self.net)
+        self.scored: torch.Tensor | None
         if isinstance(train_ids, Examples):
             self.windows, self.scored = train_ids.windows, train_ids.scored
         else:
@@ -282,10 +283,10 @@ class _Training:
                             f"fewer than one batch of {cfg.batch_size * self.world}")
         steps = self.per_epoch * cfg.epochs
         self.total = steps if cfg.max_steps is None else min(steps, cfg.max_steps)
-        examples = isinstance(valid_ids, Examples)
-        self.valid = valid_ids[: cfg.valid_tokens] if cfg.valid_tokens and not examples else valid_ids
+        self.valid = valid_ids if isinstance(valid_ids, Examples) or not cfg.valid_tokens else \
+            valid_ids[: cfg.valid_tokens]
         self.bar = progress_bar(self.total, self.step) if self.rank == 0 else None
-        self.t0, self.tokens, self.losses = time.time(), 0, []
+        self.t0, self.tokens, self.losses = time.time(), 0, list[float]()
         self.clock = CLOCKS[cfg.clock]
         self.c0, self.cpu0, self.history.planned = self.clock(), time.process_time(), self.total
 
@@ -372,13 +373,23 @@ class _Training:
             dist.barrier()
 
     def save(self) -> None:
-        """The checkpoint first: the log never runs ahead of it."""
-        meta = {"step": self.step, "config": self.model.config, "train": asdict(self.cfg),
+        """The checkpoint first: the log never runs ahead of it (nothing without an output folder)."""
+        if self.out is None or self.ckpt is None:
+            return
+        meta = {"step": self.step, "config": _config(self.model), "train": asdict(self.cfg),
                 "history": self.history.rows, "scheduler": _json_state(self.sched.state_dict())}
         if self.scaler.is_enabled():
             meta["scaler"] = self.scaler.state_dict()
         checkpoint.save(self.ckpt, self.model, self.opt, meta)
         _write_log(self.out / "log.csv", self.history.rows)
+
+
+def _config(model: torch.nn.Module) -> dict[str, Any]:
+    """The settings a model of ``train/`` was built with (``LanguageModel``, ``WholeModel``)."""
+    config = getattr(model, "config", None)
+    if not isinstance(config, dict):
+        raise DiagError(f"{type(model).__name__} has no config: train/ trains the models it builds")
+    return config
 
 
 def _mean(xs: list[float]) -> float:

@@ -25,10 +25,10 @@ import math
 import warnings
 from dataclasses import dataclass
 from enum import Enum
-from typing import Iterable
+from typing import Any, Iterable
 
 import torch
-from torch import nn
+from torch import fx, nn
 from torch.func import functional_call
 
 from ..graph.box import Box, Kind
@@ -167,7 +167,7 @@ class BatchedHeads(nn.Module):
     and only then stacked: a seed gives the same weights, and consumes the same random numbers,
     either way. Weight ``NAME`` of head i is row i of ``NAME`` here (``heads.i.NAME`` per head)."""
 
-    def __init__(self, heads: list[nn.Module]):
+    def __init__(self, heads: list[fx.GraphModule]):
         super().__init__()
         self.n_heads = len(heads)
         self.head = copy.deepcopy(heads[0])  # the code, and the holder of the stacked weights
@@ -247,10 +247,10 @@ class Layer(nn.Module):
         return not isinstance(self.heads, nn.ModuleList)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.batched:
-            y = self.heads(x)
-        else:
+        if isinstance(self.heads, nn.ModuleList):  # not batched: one module per head, in turn
             y = torch.cat([h(s) for h, s in zip(self.heads, x.chunk(self.n_heads, dim=-1))], dim=-1)
+        else:
+            y = self.heads(x)
         x = self.norm1(x + self.out(y))
         return self.norm2(x + self.ff(x))
 
@@ -270,7 +270,7 @@ class LanguageModel(nn.Module):
         normed = normed_ops(head, norm_after)
         if extra_norm is None:  # a norm wherever the head uses a named definition
             extra_norm = bool(normed)
-        self.config = {"head": head.name, "vocab": vocab, "d_model": d_model, "n_layers": n_layers,
+        self.config: dict[str, Any] = {"head": head.name, "vocab": vocab, "d_model": d_model, "n_layers": n_layers,
                        "n_heads": n_heads, "d_ff": d_ff or 4 * d_model, "approximator": str(approximator),
                        "norm_after": normed if extra_norm else []}
         if extra_norm:
@@ -367,10 +367,11 @@ def _per_head_order(model: nn.Module) -> list[tuple[int, int]]:
 
 
 @torch.no_grad()
-def assert_causal(model: LanguageModel, s: int = 6) -> None:
+def assert_causal(model: nn.Module, s: int = 6) -> None:
     """A language model must not see the future: changing later tokens leaves earlier outputs."""
     g = torch.Generator().manual_seed(0)
-    vocab = model.config["vocab"]
+    config: dict[str, Any] = getattr(model, "config")  # a LanguageModel's or lm.WholeModel's
+    vocab = config["vocab"]
     a = torch.randint(vocab, (1, s), generator=g)
     b = a.clone()
     b[0, s // 2:] = torch.randint(vocab, (s - s // 2,), generator=g)
@@ -379,5 +380,5 @@ def assert_causal(model: LanguageModel, s: int = 6) -> None:
     ya, yb = model(a)[0, : s // 2], model(b)[0, : s // 2]
     model.train(was)
     if not torch.allclose(ya, yb, atol=1e-5, rtol=1e-4):
-        raise DiagError(f"'{model.config['head']}' is not causal: a position's output changes when later tokens "
+        raise DiagError(f"'{config['head']}' is not causal: a position's output changes when later tokens "
                         "change. A language model needs a masked head (e.g. MaskedSelfAttention, causal<s>())")

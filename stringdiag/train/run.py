@@ -12,7 +12,7 @@ import tempfile
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeAlias
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -100,7 +100,8 @@ def load_run(folder: str | Path) -> Run:
     if not ckpt.is_file():
         raise DiagError(f"{folder} holds no training run (no checkpoint.safetensors)")
     meta = checkpoint.read_meta(ckpt)
-    config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
+    saved = meta.get("config")
+    config = saved if isinstance(saved, dict) else {}
     if config.get("kind") != "lm" or "spec" not in config:
         raise DiagError(f"{folder} is a run of the head recipe (App. C), not of a whole language model; "
                         "load_run reads runs of diagrams [s] of v -> [s, v]")
@@ -115,7 +116,7 @@ def load_run(folder: str | Path) -> Run:
     return Run(model.eval(), Tokenizer.read(folder), context if isinstance(context, int) else None, result)
 
 
-Prompt = "list[int] | torch.Tensor"
+Prompt: TypeAlias = "list[int] | torch.Tensor"
 _FORMS: "weakref.WeakKeyDictionary[torch.nn.Module, Any]" = weakref.WeakKeyDictionary()
 
 
@@ -142,7 +143,7 @@ def incremental_of(model: torch.nn.Module):
     ref = next(model.parameters(), None)
     if ref is not None:
         inc.to(device=ref.device, dtype=ref.dtype)
-    inc.load_state_dict(model.net.state_dict())
+    inc.load_state_dict(getattr(model, "net").state_dict())  # a WholeModel's compiled diagram
     return inc.eval()
 
 
