@@ -3,6 +3,7 @@ test dependency as the reference: the same IDs quoted the same way, and the same
 picture the drawing code builds (the package's ``Digraph`` put in place of ours)."""
 from __future__ import annotations
 
+import html
 import warnings
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 import stringdiag
 from stringdiag.derive.derivation import load_derivation
 from stringdiag.render import draw, tree
-from stringdiag.render.dotsource import Dot, endpoint, quote
+from stringdiag.render.dotsource import Dot, endpoint, escape, quote
 from stringdiag.render.draw import Cuts, Marks, stacked_rows, strip, to_graphviz
 from stringdiag.render.tree import TreeEdge, TreeNode
 
@@ -36,6 +37,12 @@ def test_an_id_is_quoted_as_the_package_quotes_it(text):
         warnings.simplefilter("ignore")  # the package warns of a final odd backslash (and quotes it the same)
         assert quote(text) == their_quote(text)
         assert endpoint(text) == their_edge(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXT | st.text(alphabet="&<>\"'a;#x", max_size=12))
+def test_label_text_is_escaped_as_html_escape_does(text):
+    assert escape(text) == html.escape(text)
 
 
 @settings(max_examples=200, deadline=None)

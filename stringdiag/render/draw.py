@@ -10,11 +10,9 @@ several boxes splits at a copy point; a wire read by none ends in a deletion dot
 """
 from __future__ import annotations
 
-import html
 import math
 import re
 import subprocess
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..graph.box import Box, Kind
@@ -25,11 +23,12 @@ from ..graph.diagram import Diagram
 from ..graph.hypergraph import repeated
 from ..graph.multigraph import topological_sort
 from ..graph.types import Dim
+from ..syntax.records import Record, field, replace
 from ..syntax.source import write_atomic
 from .crossings import centres, crossings
 from .dag import Dag
 from .dotrun import DotNotFound, laid_out
-from .dotsource import Dot
+from .dotsource import Dot, escape
 from .formats import FORMATS
 from .frames import copy_points, frames, placed, rows
 
@@ -63,8 +62,8 @@ def _dim_colour(d: Dim, diagram: Diagram) -> str:
 
 def type_label(t, diagram: Diagram, name: str | None = None) -> str:
     """An HTML label: the wire's name, then one coloured tick per index."""
-    ticks = ", ".join(f'<font color="{_dim_colour(d, diagram)}">{html.escape(str(d))}</font>' for d in t)
-    head = f"{html.escape(name)} " if name and not name.startswith("_") else ""
+    ticks = ", ".join(f'<font color="{_dim_colour(d, diagram)}">{escape(str(d))}</font>' for d in t)
+    head = f"{escape(name)} " if name and not name.startswith("_") else ""
     # brackets as entities: Graphviz's HTML lexer trips over a literal ']'
     return f"<{head}<font point-size='10'>&#91;{ticks}&#93;</font>>"
 
@@ -88,14 +87,14 @@ def _box_style(node: Box) -> dict:
         style.update(peripheries="3", style="rounded,bold", label=f"{label} ×{node.repeat.count}{shared}")
     elif box is Kind.RANDOM:
         style.update(style="rounded,filled,dashed", fillcolor=RANDOM_FILL, color="#566573",
-                     label=f"<{html.escape(label)}<font point-size='9'> seed {node.seed}</font>>")
+                     label=f"<{escape(label)}<font point-size='9'> seed {node.seed}</font>>")
     elif box is Kind.DIAGRAM:
         style.update(peripheries="2", style="rounded,bold")
     elif box is Kind.CONTRACT:
         summed = ",".join((node.display or {}).get(lab, lab) for lab, _ in node.summed)
         style.update(shape="circle", style="filled", fillcolor="black", fontcolor="white", width="0.3",
                      label="Σ" + (f"<sub>{summed}</sub>" if summed else ""), fixedsize="false")
-        style["label"] = f"<Σ<font point-size='9'>{html.escape(summed)}</font>>" if summed else "Σ"
+        style["label"] = f"<Σ<font point-size='9'>{escape(summed)}</font>>" if summed else "Σ"
     elif box is Kind.REINDEX:
         style.update(label="⤨", shape="box", style="rounded", fontsize="10")
     elif box is Kind.CONST:
@@ -107,8 +106,7 @@ MATCHED = "#d62728"  # a derivation's picture: the boxes the next step replaces 
 ADDED = "#2ca02c"    # ... and the boxes this step put in
 
 
-@dataclass(frozen=True)
-class Marks:
+class Marks(Record):
     """One picture of a derivation: the boxes the next step replaces (``matched``), those
     this step put in (``added``), and where each untouched box was in the previous picture
     (``before``: its centre), so that it keeps its place relative to the others."""
@@ -516,10 +514,10 @@ def chain_svg(frames: list[tuple[str, str, Diagram]], changes: list | None = Non
     for k, ((caption, relation, _), svg) in enumerate(zip(frames, chain_pictures(frames, changes))):
         body, w, h = _embedded(svg)
         if k:
-            parts.append(f'<text x="20" y="{y + 26:.0f}" font-family="{FONT}" font-size="26">{html.escape(relation)}</text>')
+            parts.append(f'<text x="20" y="{y + 26:.0f}" font-family="{FONT}" font-size="26">{escape(relation)}</text>')
             y += 36
         parts.append(f'<text x="4" y="{y + 16:.0f}" font-family="{FONT}" font-size="14" font-weight="bold">'
-                     f"{html.escape(caption)}</text>")
+                     f"{escape(caption)}</text>")
         y += 22
         parts.append(_place(body, 0, y))
         y += h
@@ -676,7 +674,7 @@ def grid_svg(frames: list[tuple[str, Diagram]], columns: int = 6, progress=None)
         x = 0.0
         for k, (caption, body, _, _) in enumerate(row):
             parts.append(f'<text x="{x + 4:.0f}" y="{y + 16:.0f}" font-family="{FONT}" font-size="14" '
-                         f'font-weight="bold">{html.escape(caption)}</text>')
+                         f'font-weight="bold">{escape(caption)}</text>')
             parts.append(_place(body, x, y + 22))
             x += widths[k]
         y += 22 + max(c[3] for c in row) + 12

@@ -34,13 +34,11 @@ def write_atomic(path: str | Path, data: str | bytes | Callable[[str], None], ke
     everyone, as a picture or a result is. A failure (a full disk, a name too long) is the
     tool's error naming ``what`` the file is; ``kept`` says what survives it, e.g. " (the
     previous log is kept)"."""
-    import tempfile  # here: with random and shutil, a few ms of every start, and most runs write nothing
-
     out = Path(path)
     tmp = None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name[:100]}.")
+        fd, tmp = _fresh(out.parent, f".{out.name[:100]}.")
         with os.fdopen(fd, "wb") as f:
             if callable(data):
                 data(tmp)
@@ -49,7 +47,7 @@ def write_atomic(path: str | Path, data: str | bytes | Callable[[str], None], ke
             f.flush()
         with open(tmp, "rb") as f:  # on disk before it replaces the previous file
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it private
+        os.chmod(tmp, 0o644)  # made private
         os.replace(tmp, out)
         tmp = None
     except OSError as e:
@@ -59,6 +57,18 @@ def write_atomic(path: str | Path, data: str | bytes | Callable[[str], None], ke
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
     return out
+
+
+def _fresh(folder: Path, prefix: str) -> tuple[int, str]:
+    """A new file of our own in ``folder`` (private, opened for writing), as ``tempfile.mkstemp``
+    makes one: tempfile brings random and shutil (with zlib, bz2, lzma), a few ms of a drawing's start."""
+    for _ in range(100):
+        name = str(folder / f"{prefix}{os.urandom(6).hex()}")
+        try:
+            return os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no unused temporary name in {folder}")
 
 
 def read_source(path: str | Path, limit: int = 16 * 2 ** 20) -> str:
