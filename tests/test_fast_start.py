@@ -180,3 +180,23 @@ def test_the_version_constant_is_the_projects_and_the_installed_distributions():
     r = subprocess.run([sys.executable, "-X", "importtime", "-m", "stringdiag.cli.main", "--version"], cwd=ROOT,
                        capture_output=True, text=True)
     assert r.stdout.split() == ["stringdiag", __version__] and "importlib.metadata" not in r.stderr, r.stderr[-2000:]
+
+
+def test_an_inline_body_takes_the_start_file_as_read_not_a_second_reading(monkeypatch):
+    """``specialise f(x) := { ... }`` imports the files the derivation read: with one file read,
+    its program is used as it is (its text parsed once), and the derivation ends as before."""
+    from stringdiag.derive.derivation import load_derivation
+    from stringdiag.elaborate.loader import load, loads_beside
+    from stringdiag.syntax import parser
+
+    parsed = []
+    real = parser.lalr_parse
+    monkeypatch.setattr(parser, "lalr_parse", lambda text, grammar: parsed.append(text) or real(text, grammar))
+    deriv = load_derivation(str(ROOT / "gallery" / "linearize.deriv"))
+    similarity = (ROOT / "gallery" / "similarity.diag").read_text()
+    assert parsed.count(similarity) == 1 and deriv.target is not None
+    start = load(ROOT / "gallery" / "similarity.diag")                      # and the program is the one given
+    path = str((ROOT / "gallery" / "similarity.diag").resolve())
+    body = loads_beside(f'import "{path}"\n', "<inline>", {path: start})
+    assert body.defs["LinearAttention"] is start.defs["LinearAttention"]
+    assert body.boxes["Q"] is start.boxes["Q"]

@@ -23,7 +23,7 @@ from ..errors import DiagError, Pos, shown
 from ..graph.box import Box, Instance, Kind
 from ..graph.diagram import Diagram
 from ..graph.decls import Definition, suggest
-from ..elaborate.loader import loads, prelude
+from ..elaborate.loader import loads_beside, prelude
 from ..graph.types import Dim, DimKind, show_type
 from ..rewrite.match import find_matches, select
 from ..rewrite.rule import EQUATION, RULES_DIR, Library, Rule, library, load_rules
@@ -372,7 +372,7 @@ class Runner:
         src = ("\n" * max(line - 2, 0) + f"diagram __{name}{generics}({header}) -> {outs}\n" + " " * (col - 1) + body.text
                + "\n" + imports + "\n")
         try:
-            prog = loads(src, self.file)
+            prog = loads_beside(src, self.file, self.names.shareable())  # not read again
         except DiagError as e:
             pos = e.pos
             ours = pos is not None and pos.file == self.file

@@ -116,6 +116,12 @@ class Resolver:
                 return defn
         raise self.err(f"no definition named '{name.text}' to fold", name.pos)
 
+    def shareable(self) -> dict[str, Program]:
+        """The programs read so far that an inline body importing them may take as they are (by
+        path): the one file read, if only one was. Files read apart each hold their own reading
+        of a file they both import, whose names would clash in one program."""
+        return dict(self.programs) if len(self.programs) == 1 else {}
+
     def imports(self) -> str:
         """The import lines that give an inline body the names the script sees: every file read
         but those used only under an alias (which may clash), and the aliased ones as aliases."""

@@ -55,11 +55,22 @@ def loads(text: str, file: str = "<string>") -> Program:
     >>> p["Id"].signature()
     'Id : [s, d] -> [s, d]'
     """
+    return _loads(text, file, {})
+
+
+def loads_beside(text: str, file: str, read: dict[str, Program]) -> Program:
+    """:func:`loads`, where an import of a file in ``read`` (by its resolved path) is that program,
+    read already: a derivation's inline body imports the files the derivation has read, and gets
+    their declarations rather than a second reading of each."""
+    return _loads(text, file, dict(read))
+
+
+def _loads(text: str, file: str, loaded: dict[str, Program]) -> Program:
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, DEPTH))  # long expressions nest deeply; Python frames are cheap
     try:
         with gc_paused():
-            prog = _load_text(text, file, prelude(), stack=())
+            prog = _load_text(text, file, prelude(), stack=(), loaded=loaded)
             for name in prog.own:
                 prog[name]  # elaborate now, so that every error is reported by check
     except RecursionError:  # deep outside a statement (the elaborator reports those at the statement)
@@ -211,4 +222,4 @@ def _dim_decl(prog: Program, item: A.DimDecl) -> None:
         _define(prog, d.name, d.pos, prog.dims, d)
 
 
-__all__ = ["load", "loads", "prelude", "declare", "definition", "PRELUDE", "DEPTH"]
+__all__ = ["load", "loads", "loads_beside", "prelude", "declare", "definition", "PRELUDE", "DEPTH"]
