@@ -139,12 +139,12 @@ class Library(Mapping[str, Rule]):
         for f in files:
             for name in _DECLARED.findall(read_source(f)):
                 self._where[name] = f
-        self._read: dict[Path, dict[str, Rule]] = {}
+        self._read: dict[Path, _FileRules] = {}
 
     def __getitem__(self, name: str) -> Rule:
         file = self._where[name]
         if file not in self._read:
-            self._read[file] = {r.name: r for r in load_rules(file)}
+            self._read[file] = _FileRules(file)
         return self._read[file][name]
 
     def __iter__(self) -> Iterator[str]:
@@ -155,6 +155,51 @@ class Library(Mapping[str, Rule]):
 
 
 _DECLARED = re.compile(r"^rule\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
+
+
+class _FileRules:
+    """One library file's rules, each elaborated when first asked for: a derivation names a few of
+    a file's rules (linearize three of contraction.rules' eight). The file is parsed, its helper
+    definitions checked and its names checked unique at once, as :func:`load_rules` does."""
+
+    def __init__(self, file: Path):
+        self.prog, self.items = _deep(_declared, read_source(file), str(file))
+        self.made: dict[str, Rule] = {}
+
+    def __getitem__(self, name: str) -> Rule:
+        if name not in self.made:
+            self.made[name] = _deep(_rule, self.items[name], self.prog)
+        return self.made[name]
+
+
+def _deep(fn, *args):
+    """``fn(*args)`` with room for deeply nested expressions and the collector paused."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, P.DEPTH))
+    try:
+        with gc_paused():
+            return fn(*args)
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _declared(text: str, file: str) -> tuple[Program, dict[str, RA.RuleDecl]]:
+    """A rules file's program (its helper definitions checked) and its rules' syntax by name."""
+    prog = Program(path=file, source=text, prelude=P.prelude())
+    loaded: dict = {}
+    shipped = Path(file).parent == RULES_DIR  # the library's parse is cached (syntax/astcache.py)
+    items = read_cached(text, file, RA.read_rules) if shipped else RA.read_rules(text, file)
+    rule_items = [item for item in items if not P.declare(prog, item, (), loaded)]
+    for name in prog.own:
+        prog[name]  # type-check helper definitions first: their errors are theirs
+    rules: dict[str, RA.RuleDecl] = {}
+    for item in rule_items:
+        assert isinstance(item, RA.RuleDecl)  # (declare took every other item)
+        if item.name.text in rules:
+            raise DiagError(f"rule '{item.name.text}' is already defined (at {rules[item.name.text].name.pos})",
+                            item.name.pos, text)
+        rules[item.name.text] = item
+    return prog, rules
 
 
 def loads_rules(text: str, file: str = "<string>") -> list[Rule]:
@@ -169,23 +214,8 @@ def loads_rules(text: str, file: str = "<string>") -> list[Rule]:
 
 
 def _load(text: str, file: str) -> list[Rule]:
-    prog = Program(path=file, source=text, prelude=P.prelude())
-    loaded: dict = {}
-    shipped = Path(file).parent == RULES_DIR  # the library's parse is cached (syntax/astcache.py)
-    items = read_cached(text, file, RA.read_rules) if shipped else RA.read_rules(text, file)
-    rule_items = [item for item in items if not P.declare(prog, item, (), loaded)]
-    for name in prog.own:
-        prog[name]  # type-check helper definitions first: their errors are theirs
-    rules: list[Rule] = []
-    seen: dict[str, Pos | None] = {}
-    for item in rule_items:
-        assert isinstance(item, RA.RuleDecl)  # (declare took every other item)
-        r = _rule(item, prog)
-        if r.name in seen:
-            raise DiagError(f"rule '{r.name}' is already defined (at {seen[r.name]})", r.pos, text)
-        seen[r.name] = r.pos
-        rules.append(r)
-    return rules
+    prog, items = _declared(text, file)
+    return [_rule(item, prog) for item in items.values()]
 
 
 def _rule(item: RA.RuleDecl, prog: Program) -> Rule:
