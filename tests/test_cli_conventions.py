@@ -323,7 +323,7 @@ def test_prelude_cache_is_checked_json_and_equals_a_fresh_parse(tmp_path, monkey
     assert astcache.read_cached(text, file) == fresh                # parsed, then written
     (cached,) = (tmp_path / "stringdiag").glob("ast-*.json")
     head, _, payload = cached.read_bytes().partition(b"\n")
-    json.loads(head), json.loads(payload)                             # data only
+    json.loads(head), [json.loads(line) for line in payload.split(b"\n")]  # data only: lines of JSON
     calls = []
     monkeypatch.setattr(A, "read", lambda *a: calls.append(a) or fresh)
     assert astcache.read_cached(text, file) == fresh and not calls   # read back, not parsed

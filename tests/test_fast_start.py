@@ -79,7 +79,7 @@ def test_the_librarys_parse_is_cached_and_a_users_rules_file_never_is(tmp_path, 
     fresh = RA.read_rules(shipped.read_text(), str(shipped))
     first = load_rules(shipped)                                        # parsed, then written
     (cached,) = astcache.cache_dir().glob("ast-contraction.rules-*.json")
-    json.loads(cached.read_bytes().partition(b"\n")[2])               # data only
+    [json.loads(line) for line in cached.read_bytes().split(b"\n")]  # data only: lines of JSON
     calls = []
     monkeypatch.setattr(RA, "read_rules", lambda *a: calls.append(a) or fresh)
     again = load_rules(shipped)                                        # read back, not parsed
@@ -200,3 +200,19 @@ def test_an_inline_body_takes_the_start_file_as_read_not_a_second_reading(monkey
     body = loads_beside(f'import "{path}"\n', "<inline>", {path: start})
     assert body.defs["LinearAttention"] is start.defs["LinearAttention"]
     assert body.boxes["Q"] is start.boxes["Q"]
+
+
+def test_the_prelude_from_the_cache_decodes_only_the_bodies_it_elaborates(tmp_path):
+    """Each definition's body is a line of the cache file of its own, decoded (a ``Later``
+    until then) when the definition is first elaborated, and then the parsed body."""
+    probe = ("from stringdiag import loads\nfrom stringdiag.elaborate.loader import PRELUDE, prelude\n"
+             "from stringdiag.syntax.ast import read\nfrom stringdiag.syntax.astcache import Later\n"
+             "loads('dim s : seq\\ndim d : fixed\\ndiagram D(x: [s, d]) -> [s, d] {\\n  return softmax(x)\\n}')\n"
+             "defs = prelude().defs\nprint(sorted(n for n, d in defs.items() if not isinstance(d.node.body, Later)))\n"
+             "fresh = {i.name.text: i for i in read(PRELUDE.read_text(), str(PRELUDE)) if hasattr(i, 'body')}\n"
+             "print(all(defs[n].node == fresh[n] for n in ('softmax', 'sum')), len(fresh) > 10)")
+    env = {"XDG_CACHE_HOME": str(tmp_path), "PATH": ""}
+    runs = [subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, env=env)
+            for _ in range(2)]                                          # the first parses and writes the cache
+    assert runs[1].stdout.splitlines() == ["['softmax', 'sum']", "True True"], runs[1].stderr[-2000:]
+    assert runs[0].stdout.splitlines()[1] == "True True"

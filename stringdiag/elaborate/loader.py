@@ -14,10 +14,11 @@ from ..graph.box import Kind
 from ..errors import DiagError, Pos
 from ..resources import PREFIX, argument, locate, shipped
 from ..syntax import ast as A
-from ..syntax.astcache import read_cached
+from ..syntax.astcache import Later, read_cached
 from ..syntax.records import replace
 from ..syntax.source import read_source  # the public place to read a file
 from ..graph.decls import Definition, DimDecl, Program
+from ..graph.diagram import Diagram
 from ..graph.types import DimKind
 from ..graph.gcpause import gc_paused
 from .declarations import box_decls, generic_names
@@ -35,7 +36,7 @@ def prelude() -> Program:
     """The shipped prelude, its diagrams elaborated when first used (a command that uses two of
     its forty definitions does not pay for the rest; tests/test_primitives.py elaborates all)."""
     if not _prelude_cache:
-        prog = _load_text(PRELUDE.read_text(), str(PRELUDE), prelude_prog=None, stack=(), read=read_cached)
+        prog = _load_text(PRELUDE.read_text(), str(PRELUDE), prelude_prog=None, stack=(), read=_cached_lazily)
         _prelude_cache.append(prog)
     return _prelude_cache[0]
 
@@ -91,9 +92,22 @@ def _load_text(text: str, file: str, prelude_prog: Program | None, stack: tuple[
     return prog
 
 
+def _cached_lazily(text: str, file: str) -> tuple:
+    return read_cached(text, file, lazy=True)  # each diagram's body decoded when it is first used
+
+
 def definition(node: A.DiagramDecl, prog: Program) -> Definition:
     """A diagram definition in ``prog``'s scope, elaborated when first used."""
-    return Definition(node, prog, elaborate, generic_names(node.generics, prog))
+    return Definition(node, prog, _decoded if isinstance(node.body, Later) else elaborate,
+                      generic_names(node.generics, prog))
+
+
+def _decoded(defn: Definition) -> Diagram:
+    """A prelude definition whose body the cache left encoded: decoded, then elaborated."""
+    n, later = defn.node, defn.node.body
+    assert isinstance(later, Later)
+    defn.node = A.DiagramDecl(n.name, n.generics, n.params, n.outs, later.read(), n.pos)
+    return elaborate(defn)
 
 
 def declare(prog: Program, item, stack: tuple[str, ...] = (), loaded: dict | None = None) -> bool:

@@ -3,7 +3,8 @@
 The prelude is most of what a short command parses, and the rule library (``rules/*.rules``,
 read by ``derive``) needs a grammar of its own whose tables cost more than the parse of a
 user's file. Their items (:mod:`.ast`'s and :mod:`.rules_ast`'s frozen records) are kept as
-JSON data under the user's cache directory (``$XDG_CACHE_HOME/stringdiag`` or
+lines of JSON data (each diagram's body a line of its own, which the prelude decodes when the
+diagram is first used) under the user's cache directory (``$XDG_CACHE_HOME/stringdiag`` or
 ``~/.cache/stringdiag``), one file a source (named by its path too, at most :data:`KEPT` files),
 keyed by a hash of the text, its file name and the record definitions (``ast.py``, ``rules_ast.py``); the file
 carries a BLAKE2b digest of its payload. Reading it runs no code: every object is one of the records
@@ -25,7 +26,7 @@ from . import rules_ast as RA
 from .records import Record
 from .source import write_atomic
 
-FORMAT = 4
+FORMAT = 5
 RECORDS = {c.__name__: c for m in (A, RA) for c in vars(m).values()
            if isinstance(c, type) and issubclass(c, Record) and c.__module__ == m.__name__} | {"Pos": Pos}
 Reader = Callable[[str, str], tuple]
@@ -51,10 +52,47 @@ def encode(x, file: str | None = None):
     raise Unkept(name)
 
 
-def decode(payload: bytes, file: str | None = None) -> tuple:
-    """The items ``encode`` wrote (positions in ``file``); KeyError for a record not known here.
-    A position met twice is one (frozen) object."""
+def to_lines(items: tuple, file: str | None = None) -> bytes:
+    """The items as lines of JSON: the first holds them all (``encode``), each diagram's body
+    written ``{"b": k}``; line ``k + 1`` holds body ``k`` (so that it can be read on its own)."""
+    bodies: list[bytes] = []
+
+    def item(x):
+        if type(x) is not A.DiagramDecl:
+            return encode(x, file)
+        bodies.append(_dumps(encode(x.body, file)))
+        return {"r": "DiagramDecl", "f": [{"b": len(bodies) - 1} if f == "body" else encode(getattr(x, f), file)
+                                          for f in x._fields]}
+
+    return b"\n".join([_dumps({"t": [item(x) for x in items]}), *bodies])
+
+
+def _dumps(x) -> bytes:
+    return json.dumps(x, separators=(",", ":")).encode()  # (no newline: strings' are escaped)
+
+
+class Later:
+    """A diagram's body left encoded until its definition is elaborated (``decode(lazy=True)``: a
+    command uses a few of the prelude's definitions, and their bodies are most of its payload)."""
+
+    __slots__ = ("_read",)
+
+    def __init__(self, read: Callable[[], tuple]):
+        self._read = read
+
+    def read(self) -> tuple:
+        return self._read()
+
+
+def decode(payload: bytes, file: str | None = None, lazy: bool = False) -> tuple:
+    """The items ``to_lines`` wrote (positions in ``file``); KeyError for a record not known here.
+    A position met twice is one (frozen) object. With ``lazy`` each diagram's body is a
+    :class:`Later`, decoded when read."""
+    head, *bodies = payload.split(b"\n")
     places: dict[tuple, Pos] = {}
+
+    def body(k: int) -> tuple:
+        return json.loads(bodies[k], object_hook=hook)
 
     def hook(obj: dict):
         if "t" in obj:
@@ -66,9 +104,12 @@ def decode(payload: bytes, file: str | None = None) -> tuple:
                     raise ValueError("a position with no file to place it in")
                 places[at] = Pos(file, *at)
             return places[at]
+        if "b" in obj:
+            k = obj["b"]
+            return Later(lambda: body(k)) if lazy else body(k)
         return RECORDS[obj["r"]](*obj["f"])
 
-    items = json.loads(payload, object_hook=hook)
+    items = json.loads(head, object_hook=hook)
     if not isinstance(items, tuple):
         raise ValueError("not a tuple of items")
     return items
@@ -120,16 +161,17 @@ def _prune(folder: Path) -> None:
         pass
 
 
-def read_cached(text: str, file: str, read: Reader | None = None) -> tuple:
+def read_cached(text: str, file: str, read: Reader | None = None, lazy: bool = False) -> tuple:
     """``read(text, file)`` (``ast.read`` or ``rules_ast.read_rules``), from the cache when it
-    holds this text. The file is a line of JSON (its key and the payload's digest), then the payload."""
+    holds this text; ``lazy``: each diagram's body a :class:`Later` (``decode``). The file is a
+    line of JSON (its key and the payload's digest), then the payload."""
     read = read or A.read
     path, k = _path(file), key(text, file)
     try:
         head, _, payload = path.read_bytes().partition(b"\n")
         saved = json.loads(head)
         if saved["key"] == k and saved["digest"] == digest(payload):
-            return decode(payload, file)
+            return decode(payload, file, lazy)
     except Exception:  # absent, stale, damaged or foreign: parse the text
         pass
     items = read(text, file)
@@ -139,12 +181,12 @@ def read_cached(text: str, file: str, read: Reader | None = None) -> tuple:
 
 def _write(path: Path, k: str, items: tuple, file: str) -> None:
     try:
-        payload = json.dumps(encode(items, file), separators=(",", ":")).encode()
+        data = to_lines(items, file)
     except Unkept:
         return
-    head = json.dumps({"key": k, "digest": digest(payload)}).encode()
+    head = json.dumps({"key": k, "digest": digest(data)}).encode()
     try:
-        write_atomic(path, head + b"\n" + payload)
+        write_atomic(path, head + b"\n" + data)
     except DiagError:
         return  # a read-only home: parse each time
     _prune(path.parent)
