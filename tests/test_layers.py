@@ -344,13 +344,14 @@ def test_one_editing_dialect():
 SET_TAGS = {"learn", "diagram", "cell"}  # a weight set's kinds (``graph.weights.SetKind``)
 FRAME_TAGS = {"simd", "def"}  # a picture's frames (``graph/clusters.py``)
 LAYOUT_TAGS = {"p", "s", "l", "i"}  # a splice's layout entries (``rewrite/layouts.py``)
-RECORD_OWNERS = {"graph/weights.py", "rewrite/layouts.py", "graph/clusters.py"}  # the records' tuples made here
+CONST_TAGS = {"num", "dim"}  # a constant's leaves (``graph/constants.py``)
+RECORD_OWNERS = {"graph/weights.py", "rewrite/layouts.py", "graph/clusters.py", "graph/constants.py"}  # the records' tuples made here
 # other encodings that use the layout's letters, for other things: a wire's axis order in the
 # shape fold, a box's numbered labels in the reduction check's signature
 LAYOUT_LETTERS_STILL = {"analysis/shape.py", "rewrite/reduction.py"}
 
 
-def tagged_tuples(tree: ast.AST, tags: set[str] = SET_TAGS | FRAME_TAGS) -> list[tuple[int, str]]:
+def tagged_tuples(tree: ast.AST, tags: set[str] = SET_TAGS | FRAME_TAGS | CONST_TAGS) -> list[tuple[int, str]]:
     """A record built by hand as a tuple led by its tag (``("learn", local, name)``), not a
     tuple of words (``("i", "j")``)."""
     return [(node.lineno, ast.unparse(node)[:60]) for node in ast.walk(tree)
@@ -362,8 +363,8 @@ def tagged_tuples(tree: ast.AST, tags: set[str] = SET_TAGS | FRAME_TAGS) -> list
 def test_no_record_is_a_tagged_tuple():
     """A weight set is a ``WeightSet`` (made by ``weight_key``, ``learner_key`` or its
     constructor), a picture's frame a ``SimdFrame`` or ``DefFrame``, a splice's layout entry a
-    ``RuleAxis``, ``ContextSlot``, ``BoxLabel`` or ``OwnAxis``: read by their fields, never
-    spelled as the tuples underneath."""
+    ``RuleAxis``, ``ContextSlot``, ``BoxLabel`` or ``OwnAxis``, a constant a ``ConstNum``,
+    ``ConstDim`` or ``ConstOp``: read by their fields, never spelled as the tuples underneath."""
     wrong = _outside(RECORD_OWNERS.__contains__, tagged_tuples)
     wrong += _outside((RECORD_OWNERS | LAYOUT_LETTERS_STILL).__contains__,
                       lambda tree: tagged_tuples(tree, LAYOUT_TAGS))
@@ -382,6 +383,9 @@ def test_no_record_is_a_tagged_tuple():
     ("frame = SimdFrame(('box', b), label, dim, False)", 0),
     ("lay[q] = CONTEXT_SLOT[s]", 0),
     ("names = ('i', 'j')", 0),
+    ("const = ('num', e.value)", 1),
+    ("c = ('div', ('num', 1.0), ('sqrt', ('dim', k)))", 2),
+    ("c = ConstOp('sqrt', ConstDim(k))", 0),
 ])
 def test_the_tagged_tuple_check_can_fail(source, offences):
     tree = ast.parse(source)

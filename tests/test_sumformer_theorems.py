@@ -196,11 +196,13 @@ def test_prune_with_nothing_to_delete_is_refused_where_it_is_written(tmp_path):
 
 
 def test_a_constant_that_is_a_polynomial_of_dimensions_is_that_dimension():
+    from stringdiag.graph.constants import ConstDim as D, ConstNum as N, ConstOp as Op
+
     d, k = Dim.var("d"), Dim.var("k")
-    assert as_dim(("add", ("add", ("num", 1.0), ("dim", d)), ("dim", k))) == d + k + 1
-    assert as_dim(("mul", ("num", 2.0), ("dim", d))) == d * 2
-    assert as_dim(("num", 0.5)) is None and as_dim(("sqrt", ("dim", d))) is None
-    assert as_dim(("sub", ("dim", d), ("num", 1.0))) is None
+    assert as_dim(Op("add", Op("add", N(1.0), D(d)), D(k))) == d + k + 1
+    assert as_dim(Op("mul", N(2.0), D(d))) == d * 2
+    assert as_dim(N(0.5)) is None and as_dim(Op("sqrt", D(d))) is None
+    assert as_dim(Op("sub", D(d), N(1.0))) is None
 
 
 def test_a_rule_dimension_in_a_constant_matches_a_sum_of_dimensions_written_out():

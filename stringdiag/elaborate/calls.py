@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..errors import DiagError, Pos
 from ..graph.box import Box, Global, Instance, Kind, Local, Repeat, Scan
-from ..graph.constants import OPERATORS
+from ..graph.constants import OPERATORS, ConstOp
 from ..syntax.records import Mutable
 from ..graph.decls import BoxDecl, Definition, suggest, unknown_qualified
 from ..graph.types import Dim, DimKind, TensorType, show_type, substitute_type
@@ -127,7 +127,7 @@ class Calls(ElabState):
                            f"{len(explicit)} were given", pos)
         # constants fold: sqrt(k), 1 / 2
         if use.rec.kind is Kind.FIXED and use.name in OPERATORS and vals and all(v.wire is None for v in vals):
-            return [Val(None, const=(use.name, *[v.const for v in vals]))]
+            return [Val(None, const=ConstOp(use.name, *[v.const for v in vals]))]
         vals = self.wired(vals, pos)
         locs = [self.local_type(v) for v in vals]
         sub = dict(zip(use.generics, explicit))

@@ -5,6 +5,7 @@ A mixin of the elaborator: box applications (``call``, ``apply_prim``) are ``cal
 from __future__ import annotations
 
 from ..graph.box import Box, Kind
+from ..graph.constants import ConstDim, ConstNum
 from ..graph.decls import suggest
 from ..graph.types import Dim, show_type
 from ..syntax import ast as A
@@ -16,7 +17,7 @@ class Expressions(ElabState):
     def expr(self, e: A.Expr, scope: Scope) -> Val:
         match e:
             case A.Number():
-                return Val(None, const=("num", e.value))
+                return Val(None, const=ConstNum(e.value))
             case A.Var(name):
                 return self.var(name)
             case A.Indexed():
@@ -37,7 +38,7 @@ class Expressions(ElabState):
             w = self.names[name]
             return Val(w, (None,) * len(self.d.wire_type(w)))
         if name in self.generics or self.prog.lookup_dim(name):
-            return Val(None, const=("dim", Dim.var(name)))
+            return Val(None, const=ConstDim(Dim.var(name)))
         if name in self.local_boxes or self.prog.lookup_box(name) or self.prog.lookup_def(name):
             raise self.err(f"'{name}' is a box; apply it to its inputs: {name}(...)", n.pos)
         hint = suggest(name, list(self.names) + list(self.prog.dims))

@@ -28,7 +28,7 @@ class Val(Mutable, frozen=False):
 
     wire: int | None
     view: tuple[str | None, ...] = ()
-    const: Any = None  # a constant expression tree, when wire is None
+    const: Any = None  # a constant expression tree (graph/constants.py's Const), when wire is None
 
     def labels(self) -> set[str]:
         return {v for v in self.view if v is not None}

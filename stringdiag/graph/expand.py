@@ -241,8 +241,9 @@ def _placed(node: Box, rename: dict, scope: _Scope, instance: str | None, **new)
     if node.generics:
         new["generics"] = tuple((g, dim.substitute(sub)) for g, dim in node.generics)
     if node.value is not None:
-        new["value"] = substitute_const(node.value, sub)
-        new["op"] = show_const(new["value"])
+        value = substitute_const(node.value, sub)
+        if value is not node.value:  # (the same constant when nothing is substituted: its text stands)
+            new["value"], new["op"] = value, show_const(value)
     if node.kind is Kind.DIAGRAM:
         new["weights"] = Instance(f"{path}{instance}")
     elif isinstance(node.weights, Local):

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..syntax.records import replace
 from .box import Box, Repeat
-from .constants import substitute
+from .constants import Const, substitute
 from .decls import BoxDecl
 from .hypergraph import HG, Hypergraph
 from .types import Dim, substitute_type
@@ -68,7 +68,7 @@ class _Resizer:
                                           for c in box.clusters))
         if box.repeat is not None:
             box = box._replace(loop=Repeat(self.dim(box.repeat.count), box.repeat.shared))
-        if isinstance(box.value, tuple):
+        if isinstance(box.value, Const):
             box = box._replace(value=substitute(box.value, self.sub))
         if isinstance(box.ref, BoxDecl):
             box = box._replace(ref=self.decl(box.ref))

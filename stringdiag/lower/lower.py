@@ -119,7 +119,7 @@ class PrimitiveCall:
         return float(v) if isinstance(v, (int, float)) else None
 
     def sqrt(self, name: str) -> Any:
-        return self.constant(("sqrt", ("dim", self.generics[name])))
+        return self.constant(constants.ConstOp("sqrt", constants.ConstDim(self.generics[name])))
 
     def call(self, fn, *args, **kwargs) -> fx.Node:
         return self.g.call_function(fn, args, kwargs or None)

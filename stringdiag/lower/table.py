@@ -24,6 +24,7 @@ from torch import fx, nn
 
 from ..errors import DiagError
 from ..graph.box import Box
+from ..graph.constants import ConstDim, ConstNum, ConstOp
 from ..graph.iso import definition_key
 from ..elaborate.loader import prelude
 from . import chunked
@@ -46,7 +47,7 @@ def sdpa(causal: bool) -> Entry:
 
 def _score_scale(c: "Call") -> object:
     """1/sqrt(c), the scale of a fused attention's scores (its dimension parameter c)."""
-    return c.constant(("div", ("num", 1.0), ("sqrt", ("dim", c.generics["c"]))))
+    return c.constant(ConstOp("div", ConstNum(1.0), ConstOp("sqrt", ConstDim(c.generics["c"]))))
 
 
 def _layernorm(c: "PrimitiveCall") -> fx.Node:

@@ -25,7 +25,7 @@ from ..graph.box import Box, Instance, Kind, Repeat
 from ..graph.clusters import SimdFrame
 from ..graph.diagram import Diagram
 from ..graph.hypergraph import per_graph_cache
-from ..graph.constants import show as show_const, substitute as substitute_const
+from ..graph.constants import dims_in, show as show_const, substitute as substitute_const
 from ..graph.types import Dim, show_type
 from ..graph.weights import fresh_instance, instances, renamed, renaming, tie
 from .cell import build_cell
@@ -297,10 +297,11 @@ class _Splice:
         if box.repeat is not None:
             box = box._replace(loop=Repeat(self.dim(box.repeat.count), box.repeat.shared))
         if box.value is not None:
-            for x in _value_dims(box.value):
+            for x in dims_in(box.value):
                 self.dim(x)  # a constant's dimension must be determined too (sqrt(m))
             value = substitute_const(box.value, self.sub)
-            box = box._replace(value=value, op=show_const(value))
+            if value is not box.value:  # (the same constant when nothing is substituted: its text stands)
+                box = box._replace(value=value, op=show_const(value))
         return box
 
     def new_box(self, box: Box, inputs: list, out_locals: list, direct: dict, claimed: set, scan: bool,
@@ -361,15 +362,6 @@ class _Splice:
         if self.ix is not None:
             self.ix.add(b)
         return [b]
-
-
-def _value_dims(c) -> list:
-    """The dimensions a constant expression mentions."""
-    if not isinstance(c, tuple) or not c or c[0] == "num":
-        return []
-    if c[0] == "dim":
-        return [c[1]]
-    return [x for a in c[1:] for x in _value_dims(a)]
 
 
 def g_uses(d: Diagram, w: int) -> bool:

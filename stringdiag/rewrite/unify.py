@@ -6,7 +6,7 @@ every process (``given f``); a match binds each variable once and then holds it 
 """
 from __future__ import annotations
 
-from ..graph.constants import as_dim
+from ..graph.constants import ConstDim, ConstOp, as_dim
 from ..graph.box import Box
 from ..graph.iso import definition_key
 from ..graph.types import Dim
@@ -82,16 +82,15 @@ class Unifier:
     def unify_value(self, r, t) -> bool:
         """Constant expressions (``sqrt(k)``) with dimensions in them; a dimension in the rule
         also matches a sum or product of dimensions written out (``sqrt(1 + d + e)``)."""
-        if isinstance(r, tuple) and r and r[0] == "dim" and isinstance(t, tuple) and t and t[0] in ("add", "mul"):
-            t_dim = as_dim(t)
-            return t_dim is not None and self.unify(r[1], t_dim)
-        if not (isinstance(r, tuple) and isinstance(t, tuple)) or len(r) != len(t) or r[0] != t[0]:
-            return r == t
-        if r[0] == "dim":
-            return self.unify(r[1], t[1])
-        if r[0] == "num":
-            return r == t
-        return all(self.unify_value(a, b) for a, b in zip(r[1:], t[1:]))
+        match r, t:
+            case ConstDim(), ConstOp() if t.op in ("add", "mul"):
+                t_dim = as_dim(t)
+                return t_dim is not None and self.unify(r.dim, t_dim)
+            case ConstDim(), ConstDim():
+                return self.unify(r.dim, t.dim)
+            case ConstOp(), ConstOp() if r.op == t.op and len(r) == len(t):
+                return all(self.unify_value(a, b) for a, b in zip(r[1:], t[1:]))
+        return r == t  # numbers, and constants of different shapes
 
 
 def solve_for(r: Dim, v: str, t: Dim) -> Dim | None:

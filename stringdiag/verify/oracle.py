@@ -60,6 +60,7 @@ import torch
 
 from ..errors import DiagError
 from ..graph.box import Global, Kind
+from ..graph.constants import dims_in
 from ..graph.diagram import Diagram
 from ..graph.types import Dim, show_type
 from ..lower import compile
@@ -80,17 +81,8 @@ def dim_names(d: Diagram) -> set[str]:
         for _, dim in tuple(a.simd) + tuple(a.summed) + tuple(a.generics):
             names |= dim.names()
         if a.kind is Kind.CONST:  # sqrt(k): a size only a constant names
-            names |= _const_dims(a.value)
+            names |= {n for dim in dims_in(a.value) for n in dim.names()}
     return names
-
-
-def _const_dims(c) -> set[str]:
-    """The dimension names a constant expression mentions."""
-    if not isinstance(c, tuple) or not c or c[0] == "num":
-        return set()
-    if c[0] == "dim":
-        return set(c[1].names())
-    return set().union(*(_const_dims(x) for x in c[1:]))
 
 
 def default_sizes(names: set[str], given: Mapping[str, int] | None = None) -> dict[str, int]:
