@@ -216,3 +216,32 @@ def test_the_prelude_from_the_cache_decodes_only_the_bodies_it_elaborates(tmp_pa
             for _ in range(2)]                                          # the first parses and writes the cache
     assert runs[1].stdout.splitlines() == ["['softmax', 'sum']", "True True"], runs[1].stderr[-2000:]
     assert runs[0].stdout.splitlines()[1] == "True True"
+
+
+def test_the_collector_is_paused_while_a_command_that_evaluates_nothing_runs(monkeypatch, capsys):
+    """(and running again when it returns); a command that evaluates keeps it running."""
+    import gc
+
+    from stringdiag.cli import main as cli
+
+    seen = []
+    real = cli.command
+
+    class Spy:
+        def __init__(self, name):
+            self.name, self.module = name, real(name)
+
+        def run(self, args):
+            seen.append((self.name, gc.isenabled()))
+            return self.module.run(args)
+
+        def __getattr__(self, attr):  # the rest of the command's module (its help, its options)
+            return getattr(self.module, attr)
+
+    monkeypatch.setattr(cli, "command", Spy)
+    assert gc.isenabled()
+    for argv in (["check", "gallery/attention.diag"], ["info", "gallery/attention.diag", "-d", "SelfAttention"]):
+        assert cli.main([str(ROOT / a) if a.startswith("gallery") else a for a in argv]) == 0 and gc.isenabled()
+    monkeypatch.setattr(cli, "COLLECTOR_PAUSED", frozenset())
+    assert cli.main(["check", str(ROOT / "gallery/attention.diag")]) == 0
+    assert seen == [("check", False), ("info", False), ("check", True)]
