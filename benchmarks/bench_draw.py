@@ -4,7 +4,7 @@ In one process, the derivation loaded first (not counted), then ``chain_svg`` dr
 times (the medians printed): the process's own CPU time (``time.process_time``) split by the
 parts below (each wrapped; a part's time includes what it calls), and the CPU of the Graphviz
 processes it ran (user + system of the children) with their count. The imports drawing adds
-(numpy, graphviz) are timed in a fresh process. The whole command against ``derive`` alone is
+(numpy) are timed in a fresh process. The whole command against ``derive`` alone is
 ``bench_verify.py``'s row; this says what that figure is made of.
 
     .venv/bin/python benchmarks/bench_draw.py [--rounds 3] [gallery/sumformer_thm45_performer.deriv]
@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 PARTS = [  # (module, function, what it is)
     ("stacked", "_way", "routing wires round frames (route, detour, taut, bezier)"),
     ("crossings", "_read", "reading Graphviz's SVG (boxes' places, wires through frames)"),
-    ("draw", "to_graphviz", "building each step's Graphviz graph (the graphviz package)"),
+    ("draw", "to_graphviz", "building each step's Graphviz graph (render/dotsource.py)"),
     ("stacked", "parse", "parsing dot's placed layout (-Tdot)"),
     ("stacked", "_place", "stacking the blocks in the order before"),
     ("draw", "_mark", "the order hints"),
@@ -58,8 +58,8 @@ def _forget(stacked, crossings, dotrun) -> None:
 
 
 def imports() -> float:
-    """CPU of importing what drawing adds (numpy, graphviz), in a fresh process."""
-    code = "import time; t = time.process_time(); import numpy, graphviz; print(time.process_time() - t)"
+    """CPU of importing what drawing adds (numpy; the DOT text is our own), in a fresh process."""
+    code = "import time; t = time.process_time(); import numpy; print(time.process_time() - t)"
     return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
 
 
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
                         *((f"  of which {k} ({n} runs)", cpu[k]) for k, n in runs.items())]:
             rows.setdefault(what, []).append(v)
         print(f"  round {r + 1}: {total:.2f} s CPU here, {kids:.2f} s in Graphviz", flush=True)
-    print(f"importing numpy and graphviz: {imports():.2f} s CPU (a fresh process)")
+    print(f"importing numpy: {imports():.2f} s CPU (a fresh process)")
     print(f"starting dot (a graph of one box): {1000 * dot_start():.1f} ms CPU (median of 10)")
     for what, v in rows.items():
         print(f"{what}: {statistics.median(v):.2f} s CPU (median of {len(v)})")
