@@ -130,3 +130,16 @@ def test_every_gallery_diagram_and_derivation_step_writes_the_packages_text(monk
     assert len(ours) == len(theirs) > 500
     wrong = [k for k, (a, b) in enumerate(zip(ours, theirs)) if a != b]
     assert not wrong, (len(wrong), ours[wrong[0]][:2000], theirs[wrong[0]][:2000])
+
+
+@pytest.mark.parametrize("suffix", ["svg", "png", "tex"])
+def test_a_missing_dot_is_one_line_saying_how_to_install_it(tmp_path, suffix):
+    import subprocess
+    import sys
+
+    out = tmp_path / f"a.{suffix}"
+    r = subprocess.run([sys.executable, "-m", "stringdiag.cli.main", "render", str(GALLERY / "attention.diag"),
+                        "-d", "SelfAttention", "-o", str(out)], cwd=ROOT, capture_output=True, text=True,
+                       env={"PATH": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path)})
+    assert (r.returncode, r.stderr) == (1, "error: Graphviz's 'dot' is not installed: apt-get install -y graphviz "
+                                           "(or your platform's graphviz package)\n") and not out.exists()

@@ -14,24 +14,36 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from ..errors import DiagError
+
 PROGRAMS = {"dot": ["dot", "-Tsvg"], "placed": ["dot", "-Tsvg", "-Tdot"],
             "neato": ["neato", "-n2", "-Gsplines=true", "-Tsvg"]}
 _MEMO: dict[tuple[str, str], tuple[str, ...]] = {}  # (program, source) -> its documents: the last few
 MEMO_SIZE = 4
 
 
-class DotNotFound(Exception):
-    """Graphviz's programs are not installed (no ``dot`` on the PATH)."""
+class DotNotFound(DiagError):
+    """Graphviz's programs are not installed (no ``dot`` on the PATH): the tool's error, saying
+    how to install them, whichever picture (SVG, PNG, TikZ, a page) needed them."""
+
+    def __init__(self, program: str):
+        super().__init__(f"Graphviz's '{program}' is not installed: apt-get install -y graphviz "
+                         "(or your platform's graphviz package)")
+
+
+def _run(cmd: list[str], source: str) -> subprocess.CompletedProcess:
+    """``cmd`` (a Graphviz program) with ``source`` on its stdin; DotNotFound where it is not installed."""
+    try:
+        return subprocess.run(cmd, input=source.encode(), capture_output=True)
+    except FileNotFoundError:
+        raise DotNotFound(cmd[0]) from None
 
 
 def piped(source: str, fmt: str, quiet: bool = False) -> bytes:
     """``dot -T{fmt}``'s output for ``source``; its warnings go to stderr unless ``quiet``. Raises
     ``subprocess.CalledProcessError`` (with Graphviz's stderr) where it exits with an error."""
     cmd = ["dot", "-Kdot", f"-T{fmt}"]
-    try:
-        done = subprocess.run(cmd, input=source.encode(), capture_output=True)
-    except FileNotFoundError:
-        raise DotNotFound("dot") from None
+    done = _run(cmd, source)
     if done.stderr and not quiet:
         sys.stderr.write(done.stderr.decode(getattr(sys.stderr, "encoding", None) or "utf-8", errors="replace"))
         sys.stderr.flush()
@@ -46,10 +58,7 @@ def laid_out(source: str, program: str = "dot", quiet: bool = True) -> tuple[str
     exits with an error; its warnings go to stderr unless ``quiet``."""
     key = (program, source)
     if key not in _MEMO:
-        try:
-            done = subprocess.run(PROGRAMS[program], input=source.encode(), capture_output=True)
-        except FileNotFoundError:
-            raise DotNotFound(PROGRAMS[program][0]) from None
+        done = _run(PROGRAMS[program], source)
         err = done.stderr.decode(errors="replace")
         if done.returncode:
             raise subprocess.CalledProcessError(done.returncode, PROGRAMS[program], "", err)
