@@ -583,12 +583,11 @@ def test_render_refuses_a_picture_over_its_limit_before_graphviz(tmp_path, suffi
 
 
 def test_a_graphviz_failure_is_one_line(tmp_path, capsys, monkeypatch):
-    import subprocess as sp
-
     import stringdiag.render.output as output
+    from stringdiag.render.dotrun import GraphvizFailed
 
     def fails(*args, **kwargs):
-        raise sp.CalledProcessError(-9, ["dot", "-Tsvg"], stderr=b"\nout of memory in gvLayout\nmore\n")
+        raise GraphvizFailed(-9, ["dot", "-Tsvg"], stderr=b"\nout of memory in gvLayout\nmore\n")
 
     monkeypatch.setattr(output, "render", fails)
     src = tmp_path / "f.diag"

@@ -9,8 +9,9 @@ numbered stubs instead, so that no edge of the finished picture crosses a frame.
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
 from functools import lru_cache
+
+from . import svgtree as ET  # xml.etree's calls on Graphviz's SVG, without importing xml.etree
 
 SVG = "{http://www.w3.org/2000/svg}"
 Box = tuple[float, float, float, float]  # x0, x1, y0, y1

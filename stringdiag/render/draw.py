@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import re
-import subprocess
 from pathlib import Path
 
 from ..graph.box import Box, Kind
@@ -27,7 +26,7 @@ from ..syntax.records import Record, field, replace
 from ..syntax.source import write_atomic
 from .crossings import centres, crossings
 from .dag import Dag
-from .dotrun import DotNotFound, laid_out
+from .dotrun import DotNotFound, GraphvizFailed, laid_out
 from .dotsource import Dot, escape
 from .formats import FORMATS
 from .frames import copy_points, frames, placed, rows
@@ -588,7 +587,7 @@ def _hinted(d: Diagram, marks: Marks, raw: str | None = None) -> str | None:
     where its edge router gives up."""
     try:
         return to_svg(d, marks=marks, first=raw)
-    except subprocess.CalledProcessError:
+    except GraphvizFailed:
         return None
 
 
@@ -597,7 +596,7 @@ def _raw(d: Diagram, marks: Marks, tried: dict) -> str | None:
     source kept in ``tried`` for ``_stacked``)."""
     try:
         return _drawn(d, marks, set(), set(), tried)
-    except subprocess.CalledProcessError:
+    except GraphvizFailed:
         return None
 
 
@@ -613,7 +612,7 @@ def _stacked(d: Diagram, m: Marks, tried: dict) -> str | None:
         try:
             source = tried[SOURCE][1] if tried.get(SOURCE, (None,))[0] is m else to_graphviz(d, marks=m).source
             tried[key] = stacked(source, m.before)
-        except (subprocess.CalledProcessError, ValueError, IndexError, KeyError):
+        except (GraphvizFailed, ValueError, IndexError, KeyError):
             tried[key] = None
     return tried[key]
 

@@ -3,7 +3,6 @@ interactive page (``html.py``) or TikZ (``tikz.py``). One function per kind of p
 diagram, a derivation's chain, a family tree, a grid), each returning the files it wrote."""
 from __future__ import annotations
 
-import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from ..errors import DiagError
 from ..graph.budget import MAX_EXPANDED, Build, refuse_above
 from ..graph.diagram import Diagram
 from ..syntax.source import write_atomic
+from .dotrun import GraphvizFailed
 from .draw import MAX_DRAWN, chain_svg, grid_svg, render, strip, write, write_text
 
 # html.py (with importlib.resources and xml.etree), tikz.py and tree.py are imported by the
@@ -62,7 +62,7 @@ def graphviz_errors(name: str):
     """Graphviz failing (out of memory, a layout it cannot make) as one line, not a traceback."""
     try:
         yield
-    except subprocess.CalledProcessError as e:
+    except GraphvizFailed as e:
         err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else str(e.stderr or "")
         first = next((ln.strip() for ln in err.splitlines() if ln.strip()), "")
         raise DiagError(f"Graphviz's dot failed drawing '{name}' (exit status {e.returncode})"
