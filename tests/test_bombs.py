@@ -597,6 +597,21 @@ def test_a_graphviz_failure_is_one_line(tmp_path, capsys, monkeypatch):
     assert err == "error: Graphviz's dot failed drawing 'F' (exit status -9): out of memory in gvLayout\n", err
 
 
+def test_a_graphviz_failure_drawing_a_taxonomy_is_one_line(tmp_path, capsys, monkeypatch):
+    import stringdiag.render.tree as tree
+    from stringdiag.render.dotrun import GraphvizFailed
+
+    def fails(*args, **kwargs):
+        raise GraphvizFailed(-9, ["dot", "-Tsvg"], stderr=b"\nout of memory in gvLayout\nmore\n")
+
+    monkeypatch.setattr(tree, "tree_svg", fails)
+    out = tmp_path / "t.svg"
+    assert main(["taxonomy", str(GALLERY / "taxonomy.tax"), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: Graphviz's dot failed drawing ") and err.count("\n") == 1, err
+    assert err.endswith("(exit status -9): out of memory in gvLayout\n") and not out.exists(), err
+
+
 def test_an_import_over_the_size_cap_is_refused_without_reading_it(tmp_path):
     (tmp_path / "big.diag").write_text("dim d : fixed\n# " + "x" * (20 * 2 ** 20) + "\n")
     (tmp_path / "a.diag").write_text('import "big.diag"\ndim d : fixed\n')

@@ -106,7 +106,7 @@ def _decoded(defn: Definition) -> Diagram:
     """A prelude definition whose body the cache left encoded: decoded, then elaborated."""
     n, later = defn.node, defn.node.body
     assert isinstance(later, Later)
-    defn.node = A.DiagramDecl(n.name, n.generics, n.params, n.outs, later.read(), n.pos)
+    defn.node = replace(n, body=later.read())
     return elaborate(defn)
 
 

@@ -130,11 +130,6 @@ def boxes_by_weights(d) -> dict[WeightKey, list[int]]:
     return out
 
 
-def rename_key(key: WeightKey, name: str) -> WeightKey:
-    """The weight key of the same kind as ``key``, naming the set ``name``."""
-    return WeightSet.of(key).renamed(name)
-
-
 def weights_of_key(key: WeightKey):
     """The :mod:`~stringdiag.graph.box` weights record a weight key names."""
     if key.kind is SetKind.LEARN:
@@ -188,4 +183,4 @@ def instances(d, rename: Mapping[WeightKey, WeightKey] | None = None) -> set[str
 
 
 __all__ = ["SetKind", "WeightSet", "weight_key", "weight_sets", "boxes_by_weights", "has_local_weights", "weights_of_key",
-           "rename_key", "renaming", "renamed", "tie", "fresh_instance", "instances", "WeightKey"]
+           "renaming", "renamed", "tie", "fresh_instance", "instances", "WeightKey"]

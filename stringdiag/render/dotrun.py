@@ -76,7 +76,8 @@ def _run(cmd: list[str], source: str) -> Done:
 
 def _exchange(stdin: int, stdout: int, stderr: int, data: bytes) -> tuple[bytes, bytes]:
     """``data`` written to ``stdin`` while ``stdout`` and ``stderr`` are read to their ends (no
-    pipe left full while another waits); every descriptor closed."""
+    pipe left full while another waits: a write of at most PIPE_BUF bytes to a pipe that polls
+    writable does not block); every descriptor closed."""
     poll = select.poll()
     got: dict[int, list[bytes]] = {stdout: [], stderr: []}
     for fd in got:
@@ -91,7 +92,7 @@ def _exchange(stdin: int, stdout: int, stderr: int, data: bytes) -> tuple[bytes,
         for fd, _ in poll.poll():
             if fd == stdin:
                 try:
-                    sent += os.write(stdin, data[sent:sent + 65536])
+                    sent += os.write(stdin, data[sent:sent + select.PIPE_BUF])  # never blocks: POLLOUT
                 except BrokenPipeError:  # the program stopped reading: its exit status tells why
                     sent = len(data)
                 if sent < len(data):
@@ -133,8 +134,11 @@ def laid_out(source: str, program: str = "dot", quiet: bool = True) -> tuple[str
         if err and not quiet:
             sys.stderr.write(err)
         out = done.stdout.decode()
-        cut = out.index("</svg>") + len("</svg>\n")
-        _MEMO[key] = (out[:cut], out[cut:]) if program == "placed" else (out,)
+        if program == "placed":  # the SVG, then the placed DOT
+            cut = out.index("</svg>") + len("</svg>\n")
+            _MEMO[key] = (out[:cut], out[cut:])
+        else:
+            _MEMO[key] = (out,)
         while len(_MEMO) > MEMO_SIZE:
             del _MEMO[next(iter(_MEMO))]
     return _MEMO[key]

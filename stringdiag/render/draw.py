@@ -26,7 +26,7 @@ from ..syntax.records import Record, field, replace
 from ..syntax.source import write_atomic
 from .crossings import centres, crossings
 from .dag import Dag
-from .dotrun import DotNotFound, GraphvizFailed, laid_out
+from .dotrun import GraphvizFailed, laid_out
 from .dotsource import Dot, escape
 from .formats import FORMATS
 from .frames import copy_points, frames, placed, rows
@@ -701,11 +701,7 @@ def write(g: Dot, out: str | Path) -> Path:
     if fmt is None:
         raise DiagError(f"cannot tell the picture format from '{out.name}': use one of "
                         + ", ".join(sorted(FORMATS)))
-    try:
-        data = g.source.encode() if fmt == "dot" else g.pipe(format=fmt)
-    except DotNotFound:
-        raise DiagError("Graphviz's 'dot' is not installed: apt-get install -y graphviz "
-                        "(or your platform's graphviz package)") from None
+    data = g.source.encode() if fmt == "dot" else g.pipe(format=fmt)  # DotNotFound says how to install it
     return write_atomic(out, data)
 
 
@@ -772,8 +768,5 @@ def render(d: Diagram, out: str | Path, expand: bool = False) -> Path:
     long stack of layers is drawn row by row (``stacked_rows``); the other formats are one
     Graphviz graph, its rows held apart by unconstrained edges."""
     if Path(out).suffix.lower() == ".svg":
-        try:
-            return write_text(to_svg(d, expand), out)
-        except DotNotFound:
-            return write(to_graphviz(d, expand), out)  # says how to install Graphviz
+        return write_text(to_svg(d, expand), out)
     return write(to_graphviz(d, expand), out)

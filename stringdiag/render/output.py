@@ -24,9 +24,9 @@ def _suffix(out: str | Path) -> str:
 
 
 def _tikz(pictures: list[str], out: Path, body: bool) -> list[Path]:
+    """A document of its own, or (``body``) the pictures alone with ``stringdiag.sty`` beside."""
     from . import tikz
 
-    """A document of its own, or (``body``) the pictures alone with ``stringdiag.sty`` beside."""
     if not body:
         return [write_atomic(out, tikz.document(pictures))]
     return [write_atomic(out, tikz.body(pictures)), write_atomic(out.parent / STY, tikz.package())]
@@ -114,12 +114,13 @@ def save_tree(title: str, nodes: list, edges: list, out: str | Path, tikz_body: 
     from .tree import tree, tree_svg
 
     out = Path(out)
-    if _suffix(out) == ".html":
-        return _page(title, html.members_view(title, html.taxonomy_members(nodes, edges)), out)
-    if _suffix(out) == ".tex":
-        return _tikz([tikz.graph(tree(nodes, edges))], out, tikz_body)
-    # SVG: wires through frames become stubs
-    return [write_text(tree_svg(nodes, edges), out) if _suffix(out) == ".svg" else write(tree(nodes, edges), out)]
+    with graphviz_errors(title):
+        if _suffix(out) == ".html":
+            return _page(title, html.members_view(title, html.taxonomy_members(nodes, edges)), out)
+        if _suffix(out) == ".tex":
+            return _tikz([tikz.graph(tree(nodes, edges))], out, tikz_body)
+        # SVG: wires through frames become stubs
+        return [write_text(tree_svg(nodes, edges), out) if _suffix(out) == ".svg" else write(tree(nodes, edges), out)]
 
 
 def save_grid(title: str, frames: list[tuple[str, Diagram]], out: str | Path, progress=None) -> list[Path]:

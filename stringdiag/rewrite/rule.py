@@ -204,13 +204,7 @@ def _declared(text: str, file: str) -> tuple[Program, dict[str, RA.RuleDecl]]:
 
 def loads_rules(text: str, file: str = "<string>") -> list[Rule]:
     """Like :func:`load_rules`, from a string."""
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, P.DEPTH))
-    try:
-        with gc_paused():
-            return _load(text, file)
-    finally:
-        sys.setrecursionlimit(limit)
+    return _deep(_load, text, file)
 
 
 def _load(text: str, file: str) -> list[Rule]:

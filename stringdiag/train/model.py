@@ -160,7 +160,8 @@ def normed_ops(head: Diagram, after: Iterable[str] = STABILISED) -> list[str]:
 
 class BatchedHeads(nn.Module):
     """The h heads of a layer as one module: every weight stacked on a leading head axis, the head's
-    code run once over all of them by ``torch.vmap`` (the paper's multi-head is a SIMD box over heads
+    code run once over all of them, on the head axis (``lower/headaxis.py``) where every op has a
+    head-axis form, else by ``torch.vmap`` (the paper's multi-head is a SIMD box over heads
     with per-head weights), so one set of kernels runs all heads.
 
     The heads are compiled and initialised one after another, exactly as the per-head path does,
@@ -201,8 +202,7 @@ def _owner(module: nn.Module, name: str) -> tuple[nn.Module, str]:
 
 def _replace(module: nn.Module, name: str, value: torch.Tensor) -> None:
     """Put ``value`` where the parameter or buffer ``name`` was (a buffer keeps its persistence)."""
-    owner_name, _, leaf = name.rpartition(".")
-    owner = module.get_submodule(owner_name)
+    owner, leaf = _owner(module, name)
     if isinstance(value, nn.Parameter):
         setattr(owner, leaf, value)
     else:
