@@ -80,7 +80,7 @@ def rule_pictures() -> None:
     out = DOCS / "rules"
     out.mkdir(exist_ok=True)
     for rule in load_rules(ROOT / "rules"):
-        svg = strip([("left", "", rule.lhs), ("right", rule.symbol, rule.rhs)]).pipe(format="svg", encoding="utf-8")
+        svg = strip([("left", "", rule.lhs), ("right", rule.symbol, rule.rhs)]).pipe(format="svg").decode()
         (out / f"{rule.name}.svg").write_text(svg, encoding="utf-8")
 
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from stringdiag.render import dotrun
+from stringdiag.render import dotrun, gvplugins
 
 pytestmark = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed")
 
@@ -20,11 +20,12 @@ def big(n: int) -> str:
 @pytest.mark.parametrize("source", ["digraph G { a -> b }", big(3000)])
 def test_the_documents_are_subprocess_runs(source):
     assert len(source) < 1000 or len(source) > 2 * 65536
-    done = dotrun._run(["dot", "-Tsvg"], source)
+    done = dotrun.spawn(["dot", "-Tsvg"], source)
     ref = subprocess.run(["dot", "-Tsvg"], input=source.encode(), capture_output=True)
     assert (done.returncode, done.stdout, done.stderr) == (ref.returncode, ref.stdout, ref.stderr)
+    layout = gvplugins.layout_environ(dotrun.spawn)  # (a layout runs with the layout plugins only: test_gvplugins.py)
     assert dotrun.piped(source, "dot", quiet=True) == subprocess.run(["dot", "-Kdot", "-Tdot"], input=source.encode(),
-                                                                     capture_output=True).stdout
+                                                                     capture_output=True, env=layout).stdout
 
 
 def test_a_failure_is_graphviz_failed_with_its_status_and_stderr():
@@ -37,4 +38,4 @@ def test_a_failure_is_graphviz_failed_with_its_status_and_stderr():
 def test_a_program_not_installed_is_dot_not_found(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(dotrun.DotNotFound, match="Graphviz's 'dot' is not installed"):
-        dotrun._run(["dot", "-Tsvg"], "digraph {}")
+        dotrun.spawn(["dot", "-Tsvg"], "digraph {}")

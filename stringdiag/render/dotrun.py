@@ -7,7 +7,8 @@ ask for both: Graphviz 2.43 orders frames by where their names lie in memory, so
 second format can reorder a large picture's frames in its SVG (the taxonomy's did; no step of
 the gallery's derivations), and for the same reason each graph gets a process of its own (one
 ``dot`` reading graph after graph would save its start, ~12 ms of CPU, but lays a graph out
-differently after others).
+differently after others). Layouts run with Graphviz's layout plugins only (``gvplugins.py``):
+labels measured by Graphviz's own metrics, not the machine's fonts.
 """
 from __future__ import annotations
 
@@ -18,9 +19,12 @@ import sys
 import _signal  # type: ignore[import-not-found]  # signal's C half: signal.py builds enums (0.8 ms)
 
 from ..errors import DiagError
+from . import gvplugins
 
 PROGRAMS = {"dot": ["dot", "-Tsvg"], "placed": ["dot", "-Tsvg", "-Tdot"],
             "neato": ["neato", "-n2", "-Gsplines=true", "-Tsvg"]}
+LAYOUT_FORMATS = frozenset({"svg", "dot", "gv", "xdot", "plain", "json"})  # the core plugin's: no fonts needed
+PLUGIN_TROUBLE = (b"Could not load", b"not recognized", b"no layout engine")
 _MEMO: dict[tuple[str, str], tuple[str, ...]] = {}  # (program, source) -> its documents: the last few
 MEMO_SIZE = 4
 
@@ -56,14 +60,15 @@ class Done:
         self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
 
 
-def _run(cmd: list[str], source: str) -> Done:
-    """``cmd`` (a Graphviz program) with ``source`` on its stdin; DotNotFound where it is not
-    installed. Started by ``os.posix_spawnp`` with three pipes, fed and drained by ``select.poll``."""
+def spawn(cmd: list[str], source: str, env=None) -> Done:
+    """``cmd`` (a Graphviz program) with ``source`` on its stdin, in ``env`` (the process's own by
+    default); DotNotFound where it is not installed. Started by ``os.posix_spawnp`` with three
+    pipes, fed and drained by ``select.poll``."""
     pipes = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr (each close-on-exec)
     child = [pipes[0][0], pipes[1][1], pipes[2][1]]
     actions = [(os.POSIX_SPAWN_DUP2, fd, k) for k, fd in enumerate(child)]
     try:
-        pid = os.posix_spawnp(cmd[0], cmd, os.environ, file_actions=actions,  # as subprocess restores them:
+        pid = os.posix_spawnp(cmd[0], cmd, os.environ if env is None else env, file_actions=actions,  # as subprocess restores them:
                               setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ))
     except FileNotFoundError:
         raise DotNotFound(cmd[0]) from None
@@ -72,6 +77,16 @@ def _run(cmd: list[str], source: str) -> Done:
             os.close(fd)
     out, err = _exchange(pipes[0][1], pipes[1][0], pipes[2][0], source.encode())
     return Done(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), out, err)
+
+
+def _laid(cmd: list[str], source: str) -> Done:
+    """A layout run (SVG, placed DOT) with the layout plugins only; run again with Graphviz as
+    installed where that failed as a missing or broken plugin would (a signal, or Graphviz's words)."""
+    done = spawn(cmd, source, gvplugins.layout_environ(spawn))
+    if done.returncode < 0 or (done.returncode and any(w in done.stderr for w in PLUGIN_TROUBLE)):
+        gvplugins.forget()
+        done = spawn(cmd, source)
+    return done
 
 
 def _exchange(stdin: int, stdout: int, stderr: int, data: bytes) -> tuple[bytes, bytes]:
@@ -112,7 +127,7 @@ def piped(source: str, fmt: str, quiet: bool = False) -> bytes:
     """``dot -T{fmt}``'s output for ``source``; its warnings go to stderr unless ``quiet``. Raises
     ``GraphvizFailed`` (with Graphviz's stderr) where it exits with an error."""
     cmd = ["dot", "-Kdot", f"-T{fmt}"]
-    done = _run(cmd, source)
+    done = _laid(cmd, source) if fmt in LAYOUT_FORMATS else spawn(cmd, source)
     if done.stderr and not quiet:
         sys.stderr.write(done.stderr.decode(getattr(sys.stderr, "encoding", None) or "utf-8", errors="replace"))
         sys.stderr.flush()
@@ -127,7 +142,7 @@ def laid_out(source: str, program: str = "dot", quiet: bool = True) -> tuple[str
     exits with an error; its warnings go to stderr unless ``quiet``."""
     key = (program, source)
     if key not in _MEMO:
-        done = _run(PROGRAMS[program], source)
+        done = _laid(PROGRAMS[program], source)
         err = done.stderr.decode(errors="replace")
         if done.returncode:
             raise GraphvizFailed(done.returncode, PROGRAMS[program], "", err)

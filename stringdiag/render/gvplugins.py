@@ -1,0 +1,116 @@
+"""Graphviz with its layout plugins only, so that a picture does not depend on the machine's fonts.
+
+Graphviz measures a label with its text-layout plugin (pango, through fontconfig) when one is
+installed, and with its own Helvetica metrics when none is. The plugin makes the same picture
+differ from machine to machine (the font that answers to "Helvetica" there) and costs about
+12 ms of every ``dot`` run's 15 ms of CPU, loading pango, cairo and the font cache. So layouts
+(SVG, placed DOT) run with ``GVBINDIR`` at a folder of the user's cache that offers Graphviz only
+its core, ``dot`` and ``neato`` plugins: the same picture on every machine with the same Graphviz.
+PNG and PDF, which need a rasteriser and fonts, run with Graphviz as installed.
+
+The folder holds links to the installed plugin libraries and the configuration ``dot -c`` writes
+for them; it is made on first use (two short ``dot`` runs), named by the ``dot`` found on the
+PATH and remade when the installed configuration changes. Where it cannot be made, or a run with
+it fails as a missing plugin would, Graphviz runs as installed. A ``GVBINDIR`` of the user's own
+is left as it is.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+Spawn = Callable[..., Any]  # dotrun.spawn: (cmd, source, env) -> its Done (passed in: dotrun imports this module)
+
+PLUGINS = ("core", "dot_layout", "neato_layout")  # the SVG and DOT writers, and the two layouts used
+STAMP = "installed"  # the folder's record: the installed configuration it was made from, and its state
+_made: dict[str, str | None] = {}  # dot's path -> the folder (None: Graphviz as installed), this process
+
+
+def layout_environ(spawn: Spawn) -> dict[str, str] | os._Environ[str]:
+    """The environment for a layout run: ``GVBINDIR`` at the layout-only folder where there is
+    one, else the process's own. ``spawn`` runs ``dot`` when the folder must be made."""
+    if "GVBINDIR" in os.environ:
+        return os.environ
+    dot = _which("dot")
+    if dot is None:
+        return os.environ  # (the run itself says Graphviz is missing)
+    if dot not in _made:
+        _made[dot] = _ready(dot, spawn)
+    folder = _made[dot]
+    return os.environ if folder is None else {**os.environ, "GVBINDIR": folder}
+
+
+def forget() -> None:
+    """After a run with the folder failed as a missing plugin would: remove it (the next command
+    makes it again) and run Graphviz as installed for the rest of this process."""
+    for dot, folder in list(_made.items()):
+        if folder is not None:
+            _remove(Path(folder))
+        _made[dot] = None
+
+
+def _which(program: str) -> str | None:
+    for d in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(d or ".", program)
+        if os.access(path, os.X_OK) and not os.path.isdir(path):
+            return os.path.realpath(path)
+    return None
+
+
+def _ready(dot: str, spawn: Spawn) -> str | None:
+    """The folder for this ``dot``, made or remade when its record does not match the installed
+    configuration; None where Graphviz must run as installed."""
+    from ..syntax.astcache import cache_dir, digest
+
+    folder = cache_dir() / f"graphviz-{digest(dot.encode())[:16]}"
+    try:
+        libdir, state, seen = (folder / STAMP).read_text().split("\n")[:3]
+        if seen == _signature(Path(libdir)):
+            return str(folder) if state == "ok" else None
+    except (OSError, ValueError):
+        pass
+    return _make(dot, folder, spawn)
+
+
+def _signature(libdir: Path) -> str:
+    """What changes when Graphviz is installed again: its configuration files' sizes and times."""
+    try:
+        files = sorted(p for p in libdir.iterdir() if p.name.startswith("config"))
+        return ";".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files)
+    except OSError:
+        return "-"
+
+
+def _make(dot: str, folder: Path, spawn: Spawn) -> str | None:
+    """Links to the layout plugins and ``dot -c``'s configuration of them, written beside the
+    folder and renamed into place; the record says "unavailable" where that fails."""
+    found = re.search(r'libdir = "([^"]+)"', spawn([dot, "-v", "-Tdot"], "digraph {}").stderr.decode(errors="replace"))
+    libdir = Path(found.group(1)) if found else None
+    state = "unavailable"
+    tmp = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")
+    try:
+        _remove(tmp)
+        tmp.mkdir(parents=True)
+        libs = [p for p in (libdir.iterdir() if libdir else ())
+                if any(p.name.startswith(f"libgvplugin_{n}.") for n in PLUGINS)]
+        for lib in libs:
+            (tmp / lib.name).symlink_to(lib)
+        code = spawn([dot, "-c"], "", {**os.environ, "GVBINDIR": str(tmp)}).returncode
+        if libs and code == 0 and any(p.name.startswith("config") for p in tmp.iterdir()):
+            state = "ok"
+        (tmp / STAMP).write_text(f"{libdir or '-'}\n{state}\n{_signature(libdir) if libdir else '-'}\n")
+        _remove(folder)
+        tmp.rename(folder)
+    except OSError:  # a read-only cache, a file system without links: Graphviz as installed
+        _remove(tmp)
+        return None
+    return str(folder) if state == "ok" else None
+
+
+def _remove(folder: Path) -> None:
+    if folder.is_dir():
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
