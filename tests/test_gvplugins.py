@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,15 @@ def test_an_unwritable_cache_runs_graphviz_as_installed(cache, monkeypatch):
     cache.write_text("a file where the folder would be")
     assert gvplugins.layout_environ(dotrun.spawn) is os.environ
     assert dotrun.piped(SOURCE, "svg", quiet=True).startswith(b"<?xml")
+
+
+def test_commands_starting_at_once_each_lay_out_with_the_layout_plugins(cache):
+    """Several processes making the folder at the same moment (a suite's workers): none takes
+    away a folder another is using, so every picture is the layout-plugin one."""
+    code = f"import sys; from stringdiag.render import dotrun; sys.stdout.buffer.write(dotrun.piped({SOURCE!r}, 'svg'))"
+    runs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            for _ in range(6)]
+    outs = [r.communicate(timeout=60) for r in runs]
+    assert all(r.returncode == 0 for r in runs), [err for _, err in outs]
+    assert {out for out, _ in outs} == {dotrun.piped(SOURCE, "svg", quiet=True)}
+    assert [p.name for p in cache.iterdir() if p.name.endswith(".tmp")] == []

@@ -65,13 +65,20 @@ def _ready(dot: str, spawn: Spawn) -> str | None:
     from ..syntax.astcache import cache_dir, digest
 
     folder = cache_dir() / f"graphviz-{digest(dot.encode())[:16]}"
+    state = _recorded(folder)
+    if state is None:
+        return _make(dot, folder, spawn)
+    return str(folder) if state == "ok" else None
+
+
+def _recorded(folder: Path) -> str | None:
+    """The folder's state ("ok" or "unavailable") where its record matches the installed
+    configuration; None where it is absent, damaged or stale."""
     try:
         libdir, state, seen = (folder / STAMP).read_text().split("\n")[:3]
-        if seen == _signature(Path(libdir)):
-            return str(folder) if state == "ok" else None
     except (OSError, ValueError):
-        pass
-    return _make(dot, folder, spawn)
+        return None
+    return state if seen == _signature(Path(libdir)) else None
 
 
 def _signature(libdir: Path) -> str:
@@ -101,12 +108,28 @@ def _make(dot: str, folder: Path, spawn: Spawn) -> str | None:
         if libs and code == 0 and any(p.name.startswith("config") for p in tmp.iterdir()):
             state = "ok"
         (tmp / STAMP).write_text(f"{libdir or '-'}\n{state}\n{_signature(libdir) if libdir else '-'}\n")
-        _remove(folder)
-        tmp.rename(folder)
+        _install(tmp, folder)
     except OSError:  # a read-only cache, a file system without links: Graphviz as installed
         _remove(tmp)
         return None
     return str(folder) if state == "ok" else None
+
+
+def _install(tmp: Path, folder: Path) -> None:
+    """``tmp`` renamed to ``folder`` (a rename fails where the folder is there). Where another
+    process put a current one there first (two commands, or a suite's workers, starting at once),
+    theirs stays, as it may be in use; a stale one (Graphviz reinstalled) is set aside first."""
+    try:
+        tmp.rename(folder)
+        return
+    except OSError:
+        if _recorded(folder) is not None:
+            _remove(tmp)
+            return
+    aside = folder.with_name(f"{folder.name}.{os.getpid()}.old")
+    folder.rename(aside)
+    _remove(aside)
+    tmp.rename(folder)
 
 
 def _remove(folder: Path) -> None:
