@@ -43,7 +43,7 @@ class GraphvizFailed(Exception):
     it), the command, what it wrote to stdout and to stderr (``subprocess.CalledProcessError``'s
     fields, without importing ``subprocess``: 4 ms of every picture's start-up)."""
 
-    def __init__(self, returncode: int, cmd: list[str], output: bytes | str = b"", stderr: bytes | str = b""):
+    def __init__(self, returncode: int, cmd: list[str], output: bytes = b"", stderr: bytes = b""):
         super().__init__(returncode, cmd)
         self.returncode, self.cmd, self.output, self.stderr = returncode, cmd, output, stderr
 
@@ -127,28 +127,17 @@ def piped(source: str, fmt: str, quiet: bool = False) -> bytes:
     """``dot -T{fmt}``'s output for ``source``; its warnings go to stderr unless ``quiet``. Raises
     ``GraphvizFailed`` (with Graphviz's stderr) where it exits with an error."""
     cmd = ["dot", "-Kdot", f"-T{fmt}"]
-    done = _laid(cmd, source) if fmt in LAYOUT_FORMATS else spawn(cmd, source)
-    if done.stderr and not quiet:
-        sys.stderr.write(done.stderr.decode(getattr(sys.stderr, "encoding", None) or "utf-8", errors="replace"))
-        sys.stderr.flush()
-    if done.returncode:
-        raise GraphvizFailed(done.returncode, cmd, done.stdout, done.stderr)
-    return done.stdout
+    return _checked(cmd, _laid(cmd, source) if fmt in LAYOUT_FORMATS else spawn(cmd, source), quiet)
 
 
 def laid_out(source: str, program: str = "dot", quiet: bool = True) -> tuple[str, ...]:
     """``program``'s documents for ``source``: (SVG,) for ``dot``; (SVG, placed DOT) for ``placed``
-    (dot with ``-Tdot`` too); (SVG,) for ``neato`` (``-n2``: places and curves as given). Raises ``GraphvizFailed`` where Graphviz
-    exits with an error; its warnings go to stderr unless ``quiet``."""
+    (dot with ``-Tdot`` too); (SVG,) for ``neato`` (``-n2``: places and curves as given). Raises
+    ``GraphvizFailed`` where Graphviz exits with an error; its warnings go to stderr unless ``quiet``."""
     key = (program, source)
     if key not in _MEMO:
-        done = _laid(PROGRAMS[program], source)
-        err = done.stderr.decode(errors="replace")
-        if done.returncode:
-            raise GraphvizFailed(done.returncode, PROGRAMS[program], "", err)
-        if err and not quiet:
-            sys.stderr.write(err)
-        out = done.stdout.decode()
+        cmd = PROGRAMS[program]
+        out = _checked(cmd, _laid(cmd, source), quiet).decode()
         if program == "placed":  # the SVG, then the placed DOT
             cut = out.index("</svg>") + len("</svg>\n")
             _MEMO[key] = (out[:cut], out[cut:])
@@ -157,3 +146,14 @@ def laid_out(source: str, program: str = "dot", quiet: bool = True) -> tuple[str
         while len(_MEMO) > MEMO_SIZE:
             del _MEMO[next(iter(_MEMO))]
     return _MEMO[key]
+
+
+def _checked(cmd: list[str], done: Done, quiet: bool) -> bytes:
+    """A run's stdout; its warnings echoed to stderr unless ``quiet``; ``GraphvizFailed`` (stderr
+    as bytes) where it exited with an error."""
+    if done.stderr and not quiet:
+        sys.stderr.write(done.stderr.decode(getattr(sys.stderr, "encoding", None) or "utf-8", errors="replace"))
+        sys.stderr.flush()
+    if done.returncode:
+        raise GraphvizFailed(done.returncode, cmd, done.stdout, done.stderr)
+    return done.stdout

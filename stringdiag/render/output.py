@@ -63,7 +63,7 @@ def graphviz_errors(name: str):
     try:
         yield
     except GraphvizFailed as e:
-        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else str(e.stderr or "")
+        err = e.stderr.decode(errors="replace")
         first = next((ln.strip() for ln in err.splitlines() if ln.strip()), "")
         raise DiagError(f"Graphviz's dot failed drawing '{name}' (exit status {e.returncode})"
                         + (f": {first[:200]}" if first else "")) from None
