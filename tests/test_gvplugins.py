@@ -71,7 +71,7 @@ def test_a_changed_installation_makes_the_folder_again(cache, monkeypatch):
     assert (folder / gvplugins.STAMP).read_text().split("\n")[2] == gvplugins._signature(Path(libdir))
 
 
-def test_a_broken_folder_gives_way_to_graphviz_as_installed(cache, monkeypatch):
+def test_a_broken_folder_gives_way_to_graphviz_as_installed_until_graphviz_changes(cache, monkeypatch):
     folder = Path(gvplugins.layout_environ(dotrun.spawn)["GVBINDIR"])
     for link in folder.iterdir():
         if link.is_symlink():  # the libraries gone (Graphviz removed under it, a half-copied cache)
@@ -79,9 +79,29 @@ def test_a_broken_folder_gives_way_to_graphviz_as_installed(cache, monkeypatch):
             link.symlink_to("/nonexistent")
     installed = subprocess.run(["dot", "-Kdot", "-Tsvg"], input=SOURCE.encode(), capture_output=True).stdout
     assert dotrun.piped(SOURCE, "svg", quiet=True) == installed
-    assert not folder.exists() and gvplugins.layout_environ(dotrun.spawn) is os.environ  # this process: as installed
+    assert gvplugins.layout_environ(dotrun.spawn) is os.environ  # this process: as installed
     monkeypatch.setattr(gvplugins, "_made", {})
-    assert Path(gvplugins.layout_environ(dotrun.spawn)["GVBINDIR"]) == folder  # the next command makes it again
+    assert gvplugins.layout_environ(dotrun.spawn) is os.environ  # the next command: recorded, not tried again
+    libdir, state, _ = (folder / gvplugins.STAMP).read_text().split("\n")[:3]
+    assert state == "unavailable"
+    (folder / gvplugins.STAMP).write_text(f"{libdir}\n{state}\nconfig6a:1:1\n")  # Graphviz installed again
+    monkeypatch.setattr(gvplugins, "_made", {})
+    assert Path(gvplugins.layout_environ(dotrun.spawn)["GVBINDIR"]) == folder  # made again
+
+
+def test_a_graphs_own_failure_leaves_the_folder_in_use(cache, monkeypatch):
+    folder = Path(gvplugins.layout_environ(dotrun.spawn)["GVBINDIR"])
+    with pytest.raises(dotrun.GraphvizFailed):  # a syntax error: Graphviz's words, not a plugin's
+        dotrun.piped("digraph { a -> }", "svg", quiet=True)
+    spawn = dotrun.spawn
+    killed = dotrun.Done(-9, b"", b"")  # dot killed (out of memory): the folder still lays out an empty graph
+    monkeypatch.setattr(dotrun, "spawn", lambda cmd, source, env=None: killed if source == SOURCE else spawn(cmd, source, env))
+    with pytest.raises(dotrun.GraphvizFailed) as e:
+        dotrun.piped(SOURCE, "svg", quiet=True)
+    assert e.value.returncode == -9
+    monkeypatch.setattr(gvplugins, "_made", {})
+    assert gvplugins.layout_environ(spawn)["GVBINDIR"] == str(folder)
+    assert (folder / gvplugins.STAMP).read_text().split("\n")[1] == "ok"
 
 
 def test_a_gvbindir_of_the_users_own_is_kept(cache, monkeypatch, tmp_path):

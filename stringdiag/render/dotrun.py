@@ -6,7 +6,7 @@ stacked by ``stacked.py`` from dot's placed layout (``-Tdot``) of the same sourc
 ask for both: Graphviz 2.43 orders frames by where their names lie in memory, so asking for a
 second format can reorder a large picture's frames in its SVG (the taxonomy's did; no step of
 the gallery's derivations), and for the same reason each graph gets a process of its own (one
-``dot`` reading graph after graph would save its start, ~12 ms of CPU, but lays a graph out
+``dot`` reading graph after graph would save its start, 1.5 ms of CPU, but lays a graph out
 differently after others). Layouts run with Graphviz's layout plugins only (``gvplugins.py``):
 labels measured by Graphviz's own metrics, not the machine's fonts.
 """
@@ -80,11 +80,15 @@ def spawn(cmd: list[str], source: str, env=None) -> Done:
 
 
 def _laid(cmd: list[str], source: str) -> Done:
-    """A layout run (SVG, placed DOT) with the layout plugins only; run again with Graphviz as
-    installed where that failed as a missing or broken plugin would (a signal, or Graphviz's words)."""
-    done = spawn(cmd, source, gvplugins.layout_environ(spawn))
-    if done.returncode < 0 or (done.returncode and any(w in done.stderr for w in PLUGIN_TROUBLE)):
-        gvplugins.forget()
+    """A layout run (SVG, placed DOT) with the layout plugins only. Where it fails (a signal, or
+    Graphviz's words for a missing plugin) and the folder cannot lay out an empty graph either,
+    the folder is given up and the run made again with Graphviz as installed; a failure of the
+    graph's own (killed for memory, say) is left to the caller."""
+    env = gvplugins.layout_environ(spawn)
+    done = spawn(cmd, source, env)
+    trouble = done.returncode < 0 or (done.returncode and any(w in done.stderr for w in PLUGIN_TROUBLE))
+    if trouble and env is not os.environ and not gvplugins.works(spawn):
+        gvplugins.give_up()
         done = spawn(cmd, source)
     return done
 

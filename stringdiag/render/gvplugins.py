@@ -11,8 +11,8 @@ PNG and PDF, which need a rasteriser and fonts, run with Graphviz as installed.
 The folder holds links to the installed plugin libraries and the configuration ``dot -c`` writes
 for them; it is made on first use (two short ``dot`` runs), named by the ``dot`` found on the
 PATH and remade when the installed configuration changes. Where it cannot be made, or a run with
-it fails as a missing plugin would, Graphviz runs as installed. A ``GVBINDIR`` of the user's own
-is left as it is.
+it fails and so does an empty graph (``works``), its record says so and Graphviz runs as
+installed until the installation changes. A ``GVBINDIR`` of the user's own is left as it is.
 """
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ import os
 import re
 from pathlib import Path
 from typing import Any, Callable
+
+from ..errors import DiagError
 
 Spawn = Callable[..., Any]  # dotrun.spawn: (cmd, source, env) -> its Done (passed in: dotrun imports this module)
 
@@ -42,12 +44,23 @@ def layout_environ(spawn: Spawn) -> dict[str, str] | os._Environ[str]:
     return os.environ if folder is None else {**os.environ, "GVBINDIR": folder}
 
 
-def forget() -> None:
-    """After a run with the folder failed as a missing plugin would: remove it (the next command
-    makes it again) and run Graphviz as installed for the rest of this process."""
+def works(spawn: Spawn) -> bool:
+    """Whether the folder lays out an empty graph: after a run with it failed, whether the
+    failure was the folder's (a plugin missing or broken) or the graph's own (too large, say)."""
+    env = layout_environ(spawn)
+    return "GVBINDIR" in env and spawn(["dot", "-Tsvg"], "digraph {}", env).returncode == 0
+
+
+def give_up() -> None:
+    """The folder does not work: its record says "unavailable" (kept until the installation
+    changes, so that no command makes it again and fails again) and Graphviz runs as installed."""
     for dot, folder in list(_made.items()):
         if folder is not None:
-            _remove(Path(folder))
+            try:
+                libdir, _, seen = (Path(folder) / STAMP).read_text().split("\n")[:3]
+                _write_stamp(Path(folder), libdir, "unavailable", seen)
+            except (OSError, ValueError, DiagError):
+                pass
         _made[dot] = None
 
 
@@ -96,10 +109,15 @@ def _make(dot: str, folder: Path, spawn: Spawn) -> str | None:
     found = re.search(r'libdir = "([^"]+)"', spawn([dot, "-v", "-Tdot"], "digraph {}").stderr.decode(errors="replace"))
     libdir = Path(found.group(1)) if found else None
     state = "unavailable"
-    tmp = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")
     try:
-        _remove(tmp)
-        tmp.mkdir(parents=True)
+        import tempfile
+
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{folder.name}.", dir=folder.parent))
+        tmp.chmod(0o755)  # (mkdtemp makes it private; the cache is not secret)
+    except OSError:  # a read-only cache: Graphviz as installed
+        return None
+    try:
         libs = [p for p in (libdir.iterdir() if libdir else ())
                 if any(p.name.startswith(f"libgvplugin_{n}.") for n in PLUGINS)]
         for lib in libs:
@@ -107,12 +125,18 @@ def _make(dot: str, folder: Path, spawn: Spawn) -> str | None:
         code = spawn([dot, "-c"], "", {**os.environ, "GVBINDIR": str(tmp)}).returncode
         if libs and code == 0 and any(p.name.startswith("config") for p in tmp.iterdir()):
             state = "ok"
-        (tmp / STAMP).write_text(f"{libdir or '-'}\n{state}\n{_signature(libdir) if libdir else '-'}\n")
+        _write_stamp(tmp, str(libdir or "-"), state, _signature(libdir) if libdir else "-")
         _install(tmp, folder)
-    except OSError:  # a read-only cache, a file system without links: Graphviz as installed
+    except (OSError, DiagError):  # a file system without links: Graphviz as installed
         _remove(tmp)
         return None
     return str(folder) if state == "ok" else None
+
+
+def _write_stamp(folder: Path, libdir: str, state: str, seen: str) -> None:
+    from ..syntax.source import write_atomic
+
+    write_atomic(folder / STAMP, f"{libdir}\n{state}\n{seen}\n")
 
 
 def _install(tmp: Path, folder: Path) -> None:
