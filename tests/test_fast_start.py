@@ -257,3 +257,25 @@ def test_drawing_one_diagram_runs_dot_without_subprocess_and_reads_its_svg_witho
                        text=True, env={"XDG_CACHE_HOME": str(tmp_path), "PATH": os.environ.get("PATH", "")})
     line = next(l for l in r.stdout.splitlines() if l.startswith("LOADED"))
     assert line == "LOADED [] 0", (line, r.stderr[-2000:])
+
+
+COMPILES = """
+import builtins, sys
+from stringdiag.cli.main import main
+compiled, real = [], builtins.compile
+builtins.compile = lambda source, *a, **k: (isinstance(source, str) and compiled.append(source)) or real(source, *a, **k)
+code = main({argv!r})
+print("COMPILED", compiled, code)
+"""
+
+
+@pytest.mark.parametrize("argv", [["check", "gallery/attention.diag"], ["info", "gallery/attention.diag", "-d", "SelfAttention"],
+                                  ["derive", "gallery/linearize.deriv"]])
+def test_commands_that_evaluate_nothing_compile_no_python_source(argv, tmp_path):
+    """A process's first compile() sets up the interpreter's syntax-tree types (about 1 ms); typing
+    compiles each string annotation of a NamedTuple's fields (and a TypeVar's bound named by a
+    string), so the records on these paths are declared with their annotations evaluated."""
+    r = subprocess.run([sys.executable, "-c", COMPILES.format(argv=argv)], cwd=ROOT, capture_output=True, text=True,
+                       env={"XDG_CACHE_HOME": str(tmp_path), "PATH": ""})
+    line = next((l for l in r.stdout.splitlines() if l.startswith("COMPILED")), r.stderr[-2000:])
+    assert line == "COMPILED [] 0", line
