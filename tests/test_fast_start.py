@@ -1,7 +1,7 @@
 """Commands that evaluate nothing start fast: they never import torch, networkx, lark or `regex` (a
 diagram's graph is plain dicts; the parser is syntax/lalr.py over tables shipped as JSON), and the
 rule library reads only the files a derivation names."""
-import json
+import marshal
 import os
 import subprocess
 import sys
@@ -36,11 +36,13 @@ def test_commands_that_evaluate_nothing_import_no_heavy_library(argv, tmp_path):
     assert line == "LOADED [] 0", (line, r.stderr[-2000:])
 
 
-@pytest.mark.parametrize("argv", [["check", "gallery/attention.diag"], ["info", "gallery/attention.diag"]])
+@pytest.mark.parametrize("argv", [["check", "gallery/attention.diag"], ["info", "gallery/attention.diag"],
+                                  ["derive", "gallery/linearize.deriv"]])
 def test_checking_a_diagram_imports_none_of_the_slow_standard_modules(argv, tmp_path):
     """dataclasses (with inspect, ast and dis) and shutil (with zlib, bz2, lzma, through argparse's
-    terminal width) were a tenth of check's start-up; the records are syntax/records.py's."""
-    slow = ("dataclasses", "inspect", "shutil", "difflib", "tempfile")
+    terminal width) were a tenth of check's start-up; the records are syntax/records.py's. json
+    (decoder, scanner, encoder and their patterns): the caches are syntax/datacache.py's."""
+    slow = ("dataclasses", "inspect", "shutil", "difflib", "tempfile", "json")
     env = {"XDG_CACHE_HOME": str(tmp_path), "PATH": ""}
     subprocess.run([sys.executable, "-m", "stringdiag.cli.main", *argv], cwd=ROOT, capture_output=True, env=env)
     r = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, heavy=slow)], cwd=ROOT,
@@ -78,8 +80,8 @@ def test_the_librarys_parse_is_cached_and_a_users_rules_file_never_is(tmp_path, 
     shipped = RULES_DIR / "contraction.rules"
     fresh = RA.read_rules(shipped.read_text(), str(shipped))
     first = load_rules(shipped)                                        # parsed, then written
-    (cached,) = astcache.cache_dir().glob("ast-contraction.rules-*.json")
-    [json.loads(line) for line in cached.read_bytes().split(b"\n")]  # data only: lines of JSON
+    (cached,) = astcache.cache_dir().glob("ast-contraction.rules-*.marshal")
+    assert astcache.decode(marshal.loads(cached.read_bytes().partition(b"\n")[2]), str(shipped)) == fresh
     calls = []
     monkeypatch.setattr(RA, "read_rules", lambda *a: calls.append(a) or fresh)
     again = load_rules(shipped)                                        # read back, not parsed
@@ -109,7 +111,7 @@ def test_two_copies_of_a_source_keep_a_cache_file_each_and_the_cache_stays_bound
     for n, copy in enumerate(copies):
         astcache.read_cached(text, copy, read)
         os.utime(astcache._path(copy), (1000 + n, 1000 + n))  # written in this order
-    kept = sorted(astcache.cache_dir().glob("ast-*.json"))
+    kept = sorted(astcache.cache_dir().glob("ast-*"))
     assert kept == sorted(astcache._path(c) for c in copies[2:])  # the three newest
 
 
