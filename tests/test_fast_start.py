@@ -281,3 +281,34 @@ def test_commands_that_evaluate_nothing_compile_no_python_source(argv, tmp_path)
                        env={"XDG_CACHE_HOME": str(tmp_path), "PATH": ""})
     line = next((l for l in r.stdout.splitlines() if l.startswith("COMPILED")), r.stderr[-2000:])
     assert line == "COMPILED [] 0", line
+
+
+GETTEXT = """
+import sys
+{first}
+from stringdiag.cli.main import main
+try:
+    code = main({argv!r})
+except SystemExit as e:
+    code = e.code
+print("IMPORTED", sorted({{'gettext', 'locale'}} & set(sys.modules)), code)
+import gettext
+print("GETTEXT", callable(gettext.translation), gettext.gettext("usage: "))
+"""
+
+
+@pytest.mark.parametrize("argv", [["check", "gallery/attention.diag"], ["check", "--frob", "x.diag"], ["--help"],
+                                  ["derive", "--help"], ["render", "gallery/attention.diag", "-o", "x.jpg"],
+                                  ["check"], ["chek", "x.diag"]])
+def test_argparse_says_what_it_said_without_gettext(argv, tmp_path):
+    """argparse is imported with gettext's functions as NullTranslations has them (cli/main.py):
+    gettext and locale are then not imported, every message and help text is what argparse with
+    gettext prints, and gettext itself stays the real module for whoever imports it later."""
+    env = {"XDG_CACHE_HOME": str(tmp_path), "PATH": "", "COLUMNS": "100", "LANG": "C.UTF-8"}
+    runs = [subprocess.run([sys.executable, "-c", GETTEXT.format(first=first, argv=argv)], cwd=ROOT,
+                           capture_output=True, text=True, env=env) for first in ("", "import gettext")]
+    (out, err), (real_out, real_err) = [(r.stdout.splitlines(), r.stderr) for r in runs]
+    assert out[:-2] == real_out[:-2] and err == real_err and out[-2].split()[-1] == real_out[-2].split()[-1]
+    assert "gettext" not in out[-2] and real_out[-2].startswith("IMPORTED ['gettext', 'locale'] ")
+    assert out[-2].startswith("IMPORTED [] ") or argv == ["--help"]  # (every command's module: regex imports locale)
+    assert out[-1] == real_out[-1] == "GETTEXT True usage: "

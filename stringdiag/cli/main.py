@@ -13,7 +13,6 @@ completion (``stringdiag --completion bash``).
 """
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import re
@@ -21,6 +20,32 @@ import sys
 from importlib import import_module
 from types import ModuleType
 from typing import NoReturn
+
+
+class _Untranslated(ModuleType):
+    """What argparse takes from gettext, as gettext's NullTranslations has it: messages as written."""
+
+    @staticmethod
+    def gettext(message: str) -> str:
+        return message
+
+    @staticmethod
+    def ngettext(singular: str, plural: str, n: int) -> str:
+        return singular if n == 1 else plural
+
+
+if "argparse" not in sys.modules and "gettext" not in sys.modules:
+    # argparse takes gettext's two functions when it is imported; gettext imports locale and compiles
+    # a pattern, and then every message looks on disk for a 'messages' catalogue in the user's
+    # language (Python ships none): ~1.5 ms of every start, for messages that stay as written. So
+    # argparse gets them as written; gettext stays importable, unchanged, for everything else.
+    sys.modules["gettext"] = _Untranslated("gettext")
+    try:
+        import argparse
+    finally:
+        del sys.modules["gettext"]
+else:
+    import argparse
 
 from ..errors import DiagError
 from ..graph.gcpause import gc_paused
