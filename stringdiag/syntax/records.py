@@ -58,6 +58,7 @@ class _Fields(metaclass=RecordType):
     __slots__ = ()
     _fields = ()  # type: tuple[str, ...]  # (not annotations: those would be fields)
     _defaults = {}  # type: dict[str, Any]
+    _setters = ()  # type: tuple[Callable[[Any, Any], None], ...]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         setters = self._setters
