@@ -41,7 +41,8 @@ def test_every_shipped_source_reads_back_as_its_parse(path):
 
 FILE = "here.diag"
 names = st.text(min_size=0, max_size=5)
-places = st.builds(Pos, st.sampled_from([FILE, "elsewhere.diag"]), st.integers(1, 9), st.integers(1, 9))
+numbers = st.integers(1, 9) | st.sampled_from([0, 2**20 - 1, 2**20, 2**40])  # (a column past 2^20: a Pos record)
+places = st.builds(Pos, st.sampled_from([FILE, "elsewhere.diag"]), numbers, numbers)
 leaves = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False), names, places)
 trees = st.recursive(leaves, lambda inner: st.one_of(st.tuples(inner, inner).map(tuple),
                                                      st.lists(inner, max_size=4).map(tuple),

@@ -25,21 +25,24 @@ from . import datacache
 from .datacache import cache_dir, digest
 from .records import Record
 
-FORMAT = 6
+FORMAT = 7
 RECORDS = {c.__name__: c for m in (A, RA) for c in vars(m).values()
            if isinstance(c, type) and issubclass(c, Record) and c.__module__ == m.__name__} | {"Pos": Pos}
 Reader = Callable[[str, str], tuple]
 
 # A program is (ops, values): ``ops`` bytes, one a node in post-order, ``values`` the plain values
-# they take in turn. VALUE pushes the next value; PLACE a position in the cached file (its line
-# and column: nearly every node has one); TUPLE the last n pushed (n the next value) as a tuple;
+# they take in turn. VALUE pushes the next value; PLACE a position in the cached file (its line and
+# column as one number, line << 20 | column: nearly every node has one; a position past column
+# 2^20 is a Pos record); TUPLE the last n pushed (n the next value) as a tuple;
 # BODY the diagram body numbered by the next value; RECORD + i a record of class CLASSES[i], its
 # fields the last pushed.
 VALUE, PLACE, TUPLE, BODY, RECORD = range(5)
 CLASSES = tuple(RECORDS[name] for name in sorted(RECORDS))
 _OPCODE = {cls: RECORD + i for i, cls in enumerate(CLASSES)}
-_ARITY = tuple(len(cls._fields) for cls in CLASSES)
+_SETTERS = tuple(tuple(getattr(cls, f).__set__ for f in cls._fields) for cls in CLASSES)  # each field's slot
 _PLAIN = frozenset({str, int, float, bool, type(None)})
+_COLUMN_BITS = 20
+_COLUMN_MASK = (1 << _COLUMN_BITS) - 1
 
 
 class Unkept(Exception):
@@ -57,9 +60,9 @@ def encode(x, file: str | None, ops: bytearray, values: list, bodies: list | Non
             encode(v, file, ops, values, bodies)
         ops.append(TUPLE)
         values.append(len(x))
-    elif type(x) is Pos and x.file == file:
+    elif type(x) is Pos and x.file == file and type(x.line) is type(x.col) is int and 0 <= x.col <= _COLUMN_MASK:
         ops.append(PLACE)
-        values.extend((x.line, x.col))
+        values.append(x.line << _COLUMN_BITS | x.col)
     elif _OPCODE.get(type(x)) is None or RECORDS.get(type(x).__name__) is not type(x):
         raise Unkept(type(x).__name__)
     else:
@@ -120,35 +123,42 @@ def decode(data: tuple, file: str | None = None, lazy: bool = False) -> tuple:
 
 
 def run(prog: tuple, file: str | None, places: dict, body: Callable[[int], object] | None):
-    """The one object ``prog`` (from :func:`program`) makes; ValueError if it is not one of ours."""
+    """The one object ``prog`` (from :func:`program`) makes; ValueError if it is not one of ours.
+    (The ops most frequent first: the loop is most of reading a cache.)"""
     ops, values = prog
-    if type(ops) is not bytes or type(values) is not tuple or not all(type(v) in _PLAIN for v in values):
+    if type(ops) is not bytes or type(values) is not tuple or not _PLAIN.issuperset(map(type, values)):
         raise ValueError("not a program of plain values")
     stack: list = []
-    push, take = stack.append, iter(values).__next__
+    push, take, new = stack.append, iter(values).__next__, object.__new__
     for op in ops:
-        if op == VALUE:
-            push(take())
-        elif op == PLACE:
-            at = (take(), take())
+        if op == PLACE:
+            at = take()
             pos = places.get(at)
             if pos is None:
                 if file is None:
                     raise ValueError("a position with no file to place it in")
-                pos = places[at] = Pos(file, *at)
+                pos = places[at] = Pos(file, at >> _COLUMN_BITS, at & _COLUMN_MASK)
             push(pos)
         elif op >= RECORD:
             if op - RECORD >= len(CLASSES):
                 raise ValueError("a record of no class known here")
-            n = _ARITY[op - RECORD]
-            fields = stack[len(stack) - n:]
-            del stack[len(stack) - n:]
-            push(CLASSES[op - RECORD](*fields))
+            made = new(CLASSES[op - RECORD])  # (what __init__ does with every field given, without its call)
+            setters = _SETTERS[op - RECORD]
+            if setters:
+                for put, value in zip(setters, stack[-len(setters):]):
+                    put(made, value)
+                del stack[-len(setters):]
+            push(made)
+        elif op == VALUE:
+            push(take())
         elif op == TUPLE:
             n = take()
-            made = tuple(stack[len(stack) - n:]) if n else ()
-            del stack[len(stack) - n:]
-            push(made)
+            if n:
+                made = tuple(stack[-n:])
+                del stack[-n:]
+                push(made)
+            else:
+                push(())
         elif body is not None:
             push(body(take()))
         else:
