@@ -38,7 +38,7 @@ Reader = Callable[[str, str], tuple]
 # fields the last pushed.
 VALUE, PLACE, TUPLE, BODY, RECORD = range(5)
 CLASSES = tuple(RECORDS[name] for name in sorted(RECORDS))
-_OPCODE = {cls: RECORD + i for i, cls in enumerate(CLASSES)}
+_OPCODE = {cls: RECORD + i for i, cls in enumerate(CLASSES) if RECORD + i < 256}  # (one byte an op; past it, unkept)
 _SETTERS = tuple(tuple(getattr(cls, f).__set__ for f in cls._fields) for cls in CLASSES)  # each field's slot
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 _COLUMN_BITS = 20
