@@ -1,7 +1,5 @@
 """``python -m stringdiag`` (and ``torchrun -m stringdiag train ...``): the ``stringdiag`` command."""
-import sys
-
-from .cli.main import main
+from .cli.main import entry
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

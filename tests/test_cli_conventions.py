@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import marshal
 import re
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 
 from stringdiag.cli import main as M
 from stringdiag.cli.main import build_parser, main
+from stringdiag.errors import Pos
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTENTION = str(ROOT / "gallery" / "attention.diag")
@@ -312,7 +314,7 @@ def test_what_reads_no_file_imports_no_graph_library(tmp_path, argv, code):
     assert r.stdout.splitlines()[-1] == f"LOADED [] {code}", (r.stdout, r.stderr[-2000:])
 
 
-def test_prelude_cache_is_checked_json_and_equals_a_fresh_parse(tmp_path, monkeypatch):
+def test_prelude_cache_is_checked_data_and_equals_a_fresh_parse(tmp_path, monkeypatch):
     from stringdiag.elaborate.loader import PRELUDE
     from stringdiag.syntax import ast as A
     from stringdiag.syntax import astcache
@@ -321,25 +323,28 @@ def test_prelude_cache_is_checked_json_and_equals_a_fresh_parse(tmp_path, monkey
     text, file = PRELUDE.read_text(), str(PRELUDE)
     fresh = A.read(text, file)
     assert astcache.read_cached(text, file) == fresh                # parsed, then written
-    (cached,) = (tmp_path / "stringdiag").glob("ast-*.json")
+    (cached,) = (tmp_path / "stringdiag").glob("ast-*.marshal")
     head, _, payload = cached.read_bytes().partition(b"\n")
-    json.loads(head), [json.loads(line) for line in payload.split(b"\n")]  # data only: lines of JSON
+    assert len(head.decode("ascii").split()) == 2                      # KEY DIGEST
+    assert astcache.decode(marshal.loads(payload), file) == fresh     # the data: the items' programs
     calls = []
     monkeypatch.setattr(A, "read", lambda *a: calls.append(a) or fresh)
     assert astcache.read_cached(text, file) == fresh and not calls   # read back, not parsed
-    cached.write_bytes(head + b"\n" + payload.replace(b'"Name"', b'"Neme"', 1))  # checksum no longer holds
+    at = payload.index(b"softmax")
+    cached.write_bytes(head + b"\n" + payload[:at] + b"softmix" + payload[at + 7:])  # checksum no longer holds
     assert astcache.read_cached(text, file) == fresh and len(calls) == 1
-    cached.write_bytes(b'{"key": ')                                   # a run killed mid-write
+    cached.write_bytes(head + b"\n" + payload[:100])                 # a run killed mid-write
     assert astcache.read_cached(text, file) == fresh and len(calls) == 2
     assert astcache.read_cached(text + "\n", file) == fresh and len(calls) == 3  # another text: another key
 
 
 def test_prelude_cache_refuses_records_it_does_not_know():
-    from stringdiag.syntax import astcache
+    from stringdiag.syntax import astcache as C
 
-    with pytest.raises(KeyError):
-        astcache.decode(b'{"r": "Popen", "f": ["rm -rf /"]}')
-    assert astcache.decode(b'{"t": [{"r": "Pos", "f": ["f", 1, 2]}]}')[0].line == 1
+    with pytest.raises(ValueError):                                    # an op past the known records
+        C.decode(((bytes([C.VALUE, C.RECORD + len(C.CLASSES)]), ("rm -rf /",)), ()))
+    pos = C.RECORD + C.CLASSES.index(Pos)
+    assert C.decode(((bytes([C.VALUE, C.VALUE, C.VALUE, pos, C.TUPLE]), ("f", 1, 2, 1)), ()))[0].line == 1
 
 
 def test_a_reader_that_goes_away_is_no_error():

@@ -176,6 +176,23 @@ def test_device_fifo_directory_and_huge_file(capsys, tmp_path):
     assert fails(capsys, ["derive", folder]) == f"error: cannot read {folder}: it is a directory"
 
 
+def test_a_source_is_read_whole_whatever_its_size_says(tmp_path):
+    """read_source asks for what the file holds (and a byte more), not its 16 MiB limit, each read;
+    a file whose size says nothing (/proc's) or that is exactly at the limit is still read whole."""
+    from stringdiag.errors import DiagError
+    from stringdiag.syntax.source import read_source
+
+    for size in (0, 1, 65535, 65536, 65537, 300_001):
+        text = "".join(chr(97 + i % 26) if i % 80 else "\n" for i in range(size))
+        (tmp_path / "a.diag").write_text(text)
+        assert read_source(tmp_path / "a.diag") == text
+        assert read_source(tmp_path / "a.diag", limit=size) == text
+        if size:
+            with pytest.raises(DiagError, match="more than the"):
+                read_source(tmp_path / "a.diag", limit=size - 1)
+    assert Path("/proc/self/status").stat().st_size == 0 and "\nVmPeak:" in read_source("/proc/self/status")
+
+
 def test_fifo_and_bad_option_as_a_real_process(tmp_path):
     """The console script: no hang on a FIFO (no writer ever comes), no traceback, status 1 (2 for
     a bad option)."""

@@ -1,7 +1,7 @@
 """Commands that evaluate nothing start fast: they never import torch, networkx, lark or `regex` (a
 diagram's graph is plain dicts; the parser is syntax/lalr.py over tables shipped as JSON), and the
 rule library reads only the files a derivation names."""
-import json
+import marshal
 import os
 import subprocess
 import sys
@@ -36,11 +36,13 @@ def test_commands_that_evaluate_nothing_import_no_heavy_library(argv, tmp_path):
     assert line == "LOADED [] 0", (line, r.stderr[-2000:])
 
 
-@pytest.mark.parametrize("argv", [["check", "gallery/attention.diag"], ["info", "gallery/attention.diag"]])
+@pytest.mark.parametrize("argv", [["check", "gallery/attention.diag"], ["info", "gallery/attention.diag"],
+                                  ["derive", "gallery/linearize.deriv"]])
 def test_checking_a_diagram_imports_none_of_the_slow_standard_modules(argv, tmp_path):
     """dataclasses (with inspect, ast and dis) and shutil (with zlib, bz2, lzma, through argparse's
-    terminal width) were a tenth of check's start-up; the records are syntax/records.py's."""
-    slow = ("dataclasses", "inspect", "shutil", "difflib", "tempfile")
+    terminal width) were a tenth of check's start-up; the records are syntax/records.py's. json
+    (decoder, scanner, encoder and their patterns): the caches are syntax/datacache.py's."""
+    slow = ("dataclasses", "inspect", "shutil", "difflib", "tempfile", "json")
     env = {"XDG_CACHE_HOME": str(tmp_path), "PATH": ""}
     subprocess.run([sys.executable, "-m", "stringdiag.cli.main", *argv], cwd=ROOT, capture_output=True, env=env)
     r = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, heavy=slow)], cwd=ROOT,
@@ -78,8 +80,8 @@ def test_the_librarys_parse_is_cached_and_a_users_rules_file_never_is(tmp_path, 
     shipped = RULES_DIR / "contraction.rules"
     fresh = RA.read_rules(shipped.read_text(), str(shipped))
     first = load_rules(shipped)                                        # parsed, then written
-    (cached,) = astcache.cache_dir().glob("ast-contraction.rules-*.json")
-    [json.loads(line) for line in cached.read_bytes().split(b"\n")]  # data only: lines of JSON
+    (cached,) = astcache.cache_dir().glob("ast-contraction.rules-*.marshal")
+    assert astcache.decode(marshal.loads(cached.read_bytes().partition(b"\n")[2]), str(shipped)) == fresh
     calls = []
     monkeypatch.setattr(RA, "read_rules", lambda *a: calls.append(a) or fresh)
     again = load_rules(shipped)                                        # read back, not parsed
@@ -109,7 +111,7 @@ def test_two_copies_of_a_source_keep_a_cache_file_each_and_the_cache_stays_bound
     for n, copy in enumerate(copies):
         astcache.read_cached(text, copy, read)
         os.utime(astcache._path(copy), (1000 + n, 1000 + n))  # written in this order
-    kept = sorted(astcache.cache_dir().glob("ast-*.json"))
+    kept = sorted(astcache.cache_dir().glob("ast-*"))
     assert kept == sorted(astcache._path(c) for c in copies[2:])  # the three newest
 
 
@@ -257,3 +259,56 @@ def test_drawing_one_diagram_runs_dot_without_subprocess_and_reads_its_svg_witho
                        text=True, env={"XDG_CACHE_HOME": str(tmp_path), "PATH": os.environ.get("PATH", "")})
     line = next(l for l in r.stdout.splitlines() if l.startswith("LOADED"))
     assert line == "LOADED [] 0", (line, r.stderr[-2000:])
+
+
+COMPILES = """
+import builtins, sys
+from stringdiag.cli.main import main
+compiled, real = [], builtins.compile
+builtins.compile = lambda source, *a, **k: (isinstance(source, str) and compiled.append(source)) or real(source, *a, **k)
+code = main({argv!r})
+print("COMPILED", compiled, code)
+"""
+
+
+@pytest.mark.parametrize("argv", [["check", "gallery/attention.diag"], ["info", "gallery/attention.diag", "-d", "SelfAttention"],
+                                  ["derive", "gallery/linearize.deriv"]])
+def test_commands_that_evaluate_nothing_compile_no_python_source(argv, tmp_path):
+    """A process's first compile() sets up the interpreter's syntax-tree types (about 1 ms); typing
+    compiles each string annotation of a NamedTuple's fields (and a TypeVar's bound named by a
+    string), so the records on these paths are declared with their annotations evaluated."""
+    r = subprocess.run([sys.executable, "-c", COMPILES.format(argv=argv)], cwd=ROOT, capture_output=True, text=True,
+                       env={"XDG_CACHE_HOME": str(tmp_path), "PATH": ""})
+    line = next((l for l in r.stdout.splitlines() if l.startswith("COMPILED")), r.stderr[-2000:])
+    assert line == "COMPILED [] 0", line
+
+
+GETTEXT = """
+import sys
+{first}
+from stringdiag.cli.main import main
+try:
+    code = main({argv!r})
+except SystemExit as e:
+    code = e.code
+print("IMPORTED", sorted({{'gettext', 'locale'}} & set(sys.modules)), code)
+import gettext
+print("GETTEXT", callable(gettext.translation), gettext.gettext("usage: "))
+"""
+
+
+@pytest.mark.parametrize("argv", [["check", "gallery/attention.diag"], ["check", "--frob", "x.diag"], ["--help"],
+                                  ["derive", "--help"], ["render", "gallery/attention.diag", "-o", "x.jpg"],
+                                  ["check"], ["chek", "x.diag"]])
+def test_argparse_says_what_it_said_without_gettext(argv, tmp_path):
+    """argparse is imported with gettext's functions as NullTranslations has them (cli/main.py):
+    gettext and locale are then not imported, every message and help text is what argparse with
+    gettext prints, and gettext itself stays the real module for whoever imports it later."""
+    env = {"XDG_CACHE_HOME": str(tmp_path), "PATH": "", "COLUMNS": "100", "LANG": "C.UTF-8"}
+    runs = [subprocess.run([sys.executable, "-c", GETTEXT.format(first=first, argv=argv)], cwd=ROOT,
+                           capture_output=True, text=True, env=env) for first in ("", "import gettext")]
+    (out, err), (real_out, real_err) = [(r.stdout.splitlines(), r.stderr) for r in runs]
+    assert out[:-2] == real_out[:-2] and err == real_err and out[-2].split()[-1] == real_out[-2].split()[-1]
+    assert "gettext" not in out[-2] and real_out[-2].startswith("IMPORTED ['gettext', 'locale'] ")
+    assert out[-2].startswith("IMPORTED [] ") or argv == ["--help"]  # (every command's module: regex imports locale)
+    assert out[-1] == real_out[-1] == "GETTEXT True usage: "

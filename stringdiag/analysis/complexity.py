@@ -24,7 +24,7 @@ from __future__ import annotations
 
 
 from ..graph.diagram import Diagram
-from .combine import cost_monomials
+from .shape import cost_monomials
 from .monomials import dominant, only, show
 from .support import sparse_cost
 from ..graph.types import DimKind

@@ -17,7 +17,6 @@ computed once. The algebra says what each kind of step contributes:
 ``analysis/shape.py`` (counts and cost), ``analysis/dimensions.py``, ``analysis/learnables.py``
 (weight sets) and ``analysis/parameters.py`` are its algebras.
 """
-from __future__ import annotations
 
 from typing import Any, Callable, Generic, Mapping, NamedTuple, TypeVar
 

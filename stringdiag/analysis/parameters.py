@@ -6,7 +6,6 @@ generics are bound to, so they are computed once per definition and binding. The
 value for a definition is therefore a function of sizes (:class:`Parameters`), evaluated
 at the top with the sizes given.
 """
-from __future__ import annotations
 
 import math
 from typing import Any, Callable, Mapping, NamedTuple
@@ -20,7 +19,7 @@ from ..graph.types import Dim
 from ..errors import DiagError
 from .fold import Algebra, Site, fold
 
-Sizes = Mapping[str, "int | None"]
+Sizes = Mapping[str, int | None]
 
 
 def _box_parameters(shapes_in: list[tuple[int, ...]], shapes_out: list[tuple[int, ...]], make: Callable,

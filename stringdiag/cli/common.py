@@ -1,7 +1,6 @@
 """Helpers shared by the subcommands."""
 from __future__ import annotations
 
-import json
 import sys
 from typing import TYPE_CHECKING, Callable
 
@@ -38,6 +37,8 @@ def diagnostic(e: DiagError, severity: str, file: str) -> dict:
 
 def print_json(data) -> None:
     """``--json``: one document on stdout, as every command writes it."""
+    import json  # (here: a command's start reads no JSON)
+
     print(json.dumps(data, indent=2))
 
 

@@ -10,7 +10,6 @@ The run's options, resolved (defaults included), are written beside its checkpoi
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from ..errors import DiagError
@@ -52,7 +51,8 @@ def keys(parser: argparse.ArgumentParser) -> dict[str, str]:
 
 def read(path: str, parser: argparse.ArgumentParser) -> dict:
     """The file's options as argparse destinations and checked values."""
-    import tomllib  # here: every command asks for keys(), few read a file
+    import json  # here: every command asks for keys(), few read a file
+    import tomllib
 
     text = read_source(path)
     try:
@@ -83,6 +83,8 @@ def _value(action: argparse.Action, key: str, value, path: str):
     if isinstance(value, dict) and action.dest == "dims":  # dims = {k = 32, m = 16}: the table --dims writes k=32,m=16
         value = ",".join(f"{name}={size}" for name, size in value.items())
     if value is None or isinstance(value, (dict, bool)):
+        import json
+
         raise UsageError(f"{where}: expected a value as the command line takes it, not {json.dumps(value)}")
     items = value if isinstance(value, list) and action.nargs not in (None, "?") else [value]
     try:
@@ -119,6 +121,8 @@ def resolved(args: argparse.Namespace, names: dict[str, str]) -> dict:
 def save(args: argparse.Namespace, folder: Path) -> Path:
     """Write the run's resolved options beside its checkpoint (``args.option_keys``: set by the
     command line's parser, :func:`keys`)."""
+    import json
+
     from ..syntax.source import write_atomic
 
     text = json.dumps(resolved(args, getattr(args, "option_keys", {})), indent=2) + "\n"

@@ -17,7 +17,7 @@ from collections.abc import MutableMapping
 from ..syntax.records import Mutable, field
 from pathlib import Path
 
-from ..analysis.combine import expanded_box_count
+from ..analysis.shape import expanded_box_count  # (not combine: its other algebras are not needed here)
 from ..analysis.complexity import analyse
 from ..errors import DiagError, Pos, shown
 from ..graph.box import Box, Instance, Kind

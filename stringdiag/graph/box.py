@@ -12,7 +12,6 @@ Loops and weights are small records rather than flags: a box runs its body once,
 name, everywhere), :class:`Local` ones (fresh in each instance of its definition) or, for a
 use of a definition, the weights of its :class:`Instance`.
 """
-from __future__ import annotations
 
 from enum import Enum
 from typing import Any, Mapping, NamedTuple
@@ -103,7 +102,7 @@ class Identity(NamedTuple):
     kind: Kind
     op: str
     name: str  # op; a global learnable's weight set; a random tensor's op@seed
-    weights: "Weights | None"
+    weights: Weights | None
     ref: Any  # the definition a diagram box uses (compare with ``is``), else None
     simd: tuple  # (label, Dim): the labels are names, the dims structure
     summed: tuple  # (label, Dim)

@@ -47,7 +47,6 @@ _IDENT = "identity"  # a box's identity, once asked for (it goes with the record
 # Reads go to the node dicts (``graph._node``) directly: the public ``graph.nodes[n]`` is a
 # Python call per read, and records are read many times over (isomorphism, matching, lowering).
 _NONE = object()
-HG = TypeVar("HG", bound="Hypergraph")  # a function of a graph that returns one of the same class (a Diagram's a Diagram)
 
 
 def repeated(node: Box) -> bool:
@@ -366,6 +365,12 @@ class Hypergraph(Mutable, frozen=False):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.signature()}, {len(self)} boxes>"
+
+
+# a function of a graph that returns one of the same class (a Diagram's a Diagram); bound to the
+# class itself, not its name, which typing would compile (the first compile() of a process sets up
+# the interpreter's syntax-tree types, a millisecond of every start)
+HG = TypeVar("HG", bound=Hypergraph)
 
 
 def _out_ranges(d: Hypergraph, kind: str, ref: Any, generics, inputs, n: int) -> list[Dim | None]:

@@ -23,7 +23,6 @@ some uses of the set and not others, and is refused:
   same weights under a new name, which the step must report (:func:`enclosed`) so that the
   oracle gives both sides the same weights; such a set must then be used nowhere else.
 """
-from __future__ import annotations
 
 from typing import Callable, Iterable, NamedTuple, Sequence
 

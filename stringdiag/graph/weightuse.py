@@ -22,7 +22,6 @@ of the definitions, not in the size of their expansion.
 >>> [u.where() for u in uses(p["D"], ("learn", False, "R"))]
 ['', "inside 'H' (a definition box)"]
 """
-from __future__ import annotations
 
 from enum import Enum
 from typing import NamedTuple

@@ -137,7 +137,7 @@ class Library(Mapping[str, Rule]):
     def __init__(self, files: list[Path]):
         self._where: dict[str, Path] = {}
         for f in files:
-            for name in _DECLARED.findall(read_source(f)):
+            for name in _DECLARED.findall("\n" + read_source(f)):
                 self._where[name] = f
         self._read: dict[Path, _FileRules] = {}
 
@@ -154,7 +154,9 @@ class Library(Mapping[str, Rule]):
         return len(self._where)
 
 
-_DECLARED = re.compile(r"^rule\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
+# `rule NAME` at the start of a line, found as "\nrule" (in the text after a newline): a literal
+# the matcher searches for, where a line-start anchor is tried at every character (4x slower)
+_DECLARED = re.compile(r"\nrule\s+([A-Za-z_][A-Za-z0-9_]*)")
 
 
 class _FileRules:

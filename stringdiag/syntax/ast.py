@@ -8,41 +8,30 @@ errors keep the order in which the elaborator finds them.
 """
 from __future__ import annotations
 
-from typing import Union, dataclass_transform
+from typing import Union
 
 from ..errors import Pos
 from .parser import parse
 from .parsetree import Token, Walker
-from .records import Record, RecordType
-
-
-@dataclass_transform(frozen_default=True)
-def node(cls):
-    """A syntax node: a frozen, slotted record (``records.py``: a dataclass's behaviour without
-    its per-class code generation, which was a tenth of start-up), made from the class as written."""
-    body = {k: v for k, v in vars(cls).items() if k not in ("__dict__", "__weakref__")}
-    return RecordType(cls.__name__, (Record,), body)
+from .records import Record
 
 
 # -- leaves ------------------------------------------------------------------------------
-@node
-class Name:
+class Name(Record):
     """An identifier as written (in a summation, an index name, not yet checked)."""
 
     text: str
     pos: Pos
 
 
-@node
-class Int:
+class Int(Record):
     """An integer as written: a too-long one is reported by its reader, not converted here."""
 
     text: str
     pos: Pos
 
 
-@node
-class Str:
+class Str(Record):
     """A quoted string (a path)."""
 
     text: str  # with its quotes
@@ -54,30 +43,26 @@ class Str:
 
 
 # -- dimensions and types -------------------------------------------------------------------
-@node
-class DimProduct:
+class DimProduct(Record):
     factors: tuple["Name | Int | DimSum", ...]  # a DimSum is a parenthesised sum: g * (k + k)
     pos: Pos
 
 
-@node
-class DimSum:
+class DimSum(Record):
     """``a * b + c``: a sum of products of dimension names and integers."""
 
     terms: tuple[DimProduct, ...]
     pos: Pos
 
 
-@node
-class OfRange:
+class OfRange(Record):
     """``of v``: the values are token ids, integers in 0, ..., v - 1."""
 
     dim: DimSum
     pos: Pos
 
 
-@node
-class TypeExpr:
+class TypeExpr(Record):
     """``[s, d]``: one dimension expression per axis; ``[s] of v`` (``of`` set): token ids."""
 
     dims: tuple[DimSum, ...]
@@ -85,8 +70,7 @@ class TypeExpr:
     of: OfRange | None = None
 
 
-@node
-class Generics:
+class Generics(Record):
     """``<n, m>``: the dimension parameters of a declaration."""
 
     names: tuple[Name, ...]
@@ -94,30 +78,26 @@ class Generics:
 
 
 # -- declarations ---------------------------------------------------------------------------
-@node
-class Import:
+class Import(Record):
     path: Str
     pos: Pos
     alias: "Name | None" = None  # import "f.diag" as o: its boxes and diagrams are o.NAME
 
 
-@node
-class DimDecl:
+class DimDecl(Record):
     names: tuple[Name, ...]
     kind: str  # "fixed" | "seq"
     default: Int | None
     pos: Pos
 
 
-@node
-class DeclName:
+class DeclName(Record):
     name: Name
     generics: Generics | None
     pos: Pos
 
 
-@node
-class ViaOption:
+class ViaOption(Record):
     """``bias = false`` in ``via linear(bias = false)``: a value as written (a name or a number)."""
 
     name: Name
@@ -125,8 +105,7 @@ class ViaOption:
     pos: Pos
 
 
-@node
-class Via:
+class Via(Record):
     """``via linear(bias = false)``: the approximator of a learnable box, chosen in the file."""
 
     policy: Name
@@ -134,8 +113,7 @@ class Via:
     pos: Pos
 
 
-@node
-class Bound:
+class Bound(Record):
     """``s <= 512``: the largest length a learnable tensor over a seq dimension holds."""
 
     dim: Name
@@ -143,8 +121,7 @@ class Bound:
     pos: Pos
 
 
-@node
-class BoxDecl:
+class BoxDecl(Record):
     """``learn Q, K : [d] -> [k]``; ``kind`` is the keyword (learn, abstract, fixed, random);
     ``seed`` is a random box's ``seed 7``."""
 
@@ -158,15 +135,13 @@ class BoxDecl:
     seed: "Int | None" = None
 
 
-@node
-class Param:
+class Param(Record):
     name: Name
     type: TypeExpr
     pos: Pos
 
 
-@node
-class DiagramDecl:
+class DiagramDecl(Record):
     name: Name
     generics: Generics | None
     params: tuple[Param, ...]
@@ -176,8 +151,7 @@ class DiagramDecl:
 
 
 # -- statements -----------------------------------------------------------------------------
-@node
-class Target:
+class Target(Record):
     """``y[i, j]`` on the left of an assignment."""
 
     name: Name
@@ -185,15 +159,13 @@ class Target:
     pos: Pos
 
 
-@node
-class Assign:
+class Assign(Record):
     targets: tuple[Target, ...]
     value: Expr
     pos: Pos
 
 
-@node
-class Scan:
+class Scan(Record):
     """``h, y[t] = scan Cell(h0, x[t])``."""
 
     targets: tuple[Target, ...]
@@ -201,8 +173,7 @@ class Scan:
     pos: Pos
 
 
-@node
-class Repeat:
+class Repeat(Record):
     """``y = repeat 6 Block(x)``: the definition applied 6 times in sequence, each copy with
     weights of its own (one set for all with ``shared``)."""
 
@@ -213,15 +184,13 @@ class Repeat:
     pos: Pos
 
 
-@node
-class Return:
+class Return(Record):
     values: tuple[Expr, ...]
     pos: Pos
 
 
 # -- expressions ----------------------------------------------------------------------------
-@node
-class Number:
+class Number(Record):
     text: str  # as written: messages quote it
     pos: Pos
 
@@ -230,16 +199,14 @@ class Number:
         return float(self.text)
 
 
-@node
-class Var:
+class Var(Record):
     """A name used as a value: a wire or a dimension."""
 
     name: Name
     pos: Pos
 
 
-@node
-class Indexed:
+class Indexed(Record):
     """``x[i, :]``: indices name the value's free axes in order; ``None`` is ``:``, a
     :class:`Pick` or :class:`Slice` a fixed position or range of the axis."""
 
@@ -248,16 +215,14 @@ class Indexed:
     pos: Pos
 
 
-@node
-class Pick:
+class Pick(Record):
     """``0`` in ``x[i, 0]``: one entry of the axis (which then disappears)."""
 
     at: Int
     pos: Pos
 
 
-@node
-class Slice:
+class Slice(Record):
     """``a:b`` in ``x[:, a:b]``: the entries a, ..., b - 1 (an axis of b - a entries)."""
 
     start: DimSum
@@ -265,8 +230,7 @@ class Slice:
     pos: Pos
 
 
-@node
-class Call:
+class Call(Record):
     """``F<n>(x, y)``: a box applied to its inputs, with explicit dimension arguments."""
 
     box: Name
@@ -275,8 +239,7 @@ class Call:
     pos: Pos
 
 
-@node
-class BinOp:
+class BinOp(Record):
     """Arithmetic; ``op`` is the prelude box it applies (add, sub, mul, div)."""
 
     op: str
@@ -285,14 +248,12 @@ class BinOp:
     pos: Pos
 
 
-@node
-class Neg:
+class Neg(Record):
     operand: Expr
     pos: Pos
 
 
-@node
-class Sum:
+class Sum(Record):
     """``sum_{j, f} body``; every index carries the position of the ``sum_`` token."""
 
     indices: tuple[Name, ...]

@@ -2,73 +2,95 @@
 
 The prelude is most of what a short command parses, and the rule library (``rules/*.rules``,
 read by ``derive``) needs a grammar of its own whose tables cost more than the parse of a
-user's file. Their items (:mod:`.ast`'s and :mod:`.rules_ast`'s frozen records) are kept as
-lines of JSON data (each diagram's body a line of its own, which the prelude decodes when the
-diagram is first used) under the user's cache directory (``$XDG_CACHE_HOME/stringdiag`` or
-``~/.cache/stringdiag``), one file a source (named by its path too, at most :data:`KEPT` files),
-keyed by a hash of the text, its file name and the record definitions (``ast.py``, ``rules_ast.py``); the file
-carries a BLAKE2b digest of its payload. Reading it runs no code: every object is one of the records
-named in those modules (or ``Pos``), built from its fields; anything else, a stale key, a bad
-checksum or a half-written file is ignored and the text parsed again. Written atomically (a
-temporary file renamed over the old one). A user's own files are always parsed.
+user's file. Their items (:mod:`.ast`'s and :mod:`.rules_ast`'s frozen records) are kept as a
+flat program of plain values (:func:`to_data`), each diagram's body a program of its own, which
+the prelude runs when the diagram is first used, in a :mod:`.datacache` file under the user's
+cache directory (``$XDG_CACHE_HOME/stringdiag`` or ``~/.cache/stringdiag``), one file a source
+(named by its path too, at most :data:`KEPT` files), keyed by a hash of the text, its file name,
+the record definitions (``ast.py``, ``rules_ast.py``) and the interpreter, and checked by a
+digest. Reading it runs no code: every object made is one of the records named in those modules
+(or ``Pos``), a tuple, or a plain value; anything else, a stale key, a bad digest or a
+half-written file is ignored and the text parsed again. A user's own files are always parsed.
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
-
-from ..errors import DiagError, Pos
 from typing import Callable
 
+from ..errors import Pos
 from . import ast as A
 from . import rules_ast as RA
+from . import datacache
+from .datacache import cache_dir, digest
 from .records import Record
-from .source import write_atomic
 
-FORMAT = 5
+FORMAT = 7
 RECORDS = {c.__name__: c for m in (A, RA) for c in vars(m).values()
            if isinstance(c, type) and issubclass(c, Record) and c.__module__ == m.__name__} | {"Pos": Pos}
 Reader = Callable[[str, str], tuple]
+
+# A program is (ops, values): ``ops`` bytes, one a node in post-order, ``values`` the plain values
+# they take in turn. VALUE pushes the next value; PLACE a position in the cached file (its line and
+# column as one number, line << 20 | column: nearly every node has one; a position past column
+# 2^20 is a Pos record); TUPLE the last n pushed (n the next value) as a tuple;
+# BODY the diagram body numbered by the next value; RECORD + i a record of class CLASSES[i], its
+# fields the last pushed.
+VALUE, PLACE, TUPLE, BODY, RECORD = range(5)
+CLASSES = tuple(RECORDS[name] for name in sorted(RECORDS))
+_OPCODE = {cls: RECORD + i for i, cls in enumerate(CLASSES) if RECORD + i < 256}  # (one byte an op; past it, unkept)
+_SETTERS = tuple(tuple(getattr(cls, f).__set__ for f in cls._fields) for cls in CLASSES)  # each field's slot
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+_COLUMN_BITS = 20
+_COLUMN_MASK = (1 << _COLUMN_BITS) - 1
 
 
 class Unkept(Exception):
     """A value the cache does not hold (the text is then parsed every time)."""
 
 
-def encode(x, file: str | None = None):
-    """Records as ``{"r": NAME, "f": [fields]}``, tuples as ``{"t": [...]}``, a position in
-    ``file`` (the cached source's, nearly every node's) as ``{"p": [line, col]}``; plain values as
-    they are."""
-    if x is None or type(x) in (str, int, float, bool):
-        return x
-    if type(x) is tuple:
-        return {"t": [encode(v, file) for v in x]}
-    if type(x) is Pos and x.file == file:
-        return {"p": [x.line, x.col]}
-    name = type(x).__name__
-    if RECORDS.get(name) is type(x):
-        return {"r": name, "f": [encode(getattr(x, f), file) for f in x._fields]}  # (a Record, or Pos)
-    raise Unkept(name)
+def encode(x, file: str | None, ops: bytearray, values: list, bodies: list | None = None) -> None:
+    """Append ``x``'s program to ``ops`` and ``values``; with ``bodies``, each diagram's body is
+    encoded there as a program of its own and stands here as BODY."""
+    if x is None or type(x) in _PLAIN:
+        ops.append(VALUE)
+        values.append(x)
+    elif type(x) is tuple:
+        for v in x:
+            encode(v, file, ops, values, bodies)
+        ops.append(TUPLE)
+        values.append(len(x))
+    elif type(x) is Pos and x.file == file and type(x.line) is type(x.col) is int and 0 <= x.col <= _COLUMN_MASK:
+        ops.append(PLACE)
+        values.append(x.line << _COLUMN_BITS | x.col)
+    elif _OPCODE.get(type(x)) is None or RECORDS.get(type(x).__name__) is not type(x):
+        raise Unkept(type(x).__name__)
+    else:
+        for f in x._fields:
+            if bodies is not None and f == "body" and type(x) is A.DiagramDecl:
+                bodies.append(program(getattr(x, f), file))
+                ops.append(BODY)
+                values.append(len(bodies) - 1)
+            else:
+                encode(getattr(x, f), file, ops, values, bodies)
+        ops.append(_OPCODE[type(x)])
 
 
-def to_lines(items: tuple, file: str | None = None) -> bytes:
-    """The items as lines of JSON: the first holds them all (``encode``), each diagram's body
-    written ``{"b": k}``; line ``k + 1`` holds body ``k`` (so that it can be read on its own)."""
-    bodies: list[bytes] = []
-
-    def item(x):
-        if type(x) is not A.DiagramDecl:
-            return encode(x, file)
-        bodies.append(_dumps(encode(x.body, file)))
-        return {"r": "DiagramDecl", "f": [{"b": len(bodies) - 1} if f == "body" else encode(getattr(x, f), file)
-                                          for f in x._fields]}
-
-    return b"\n".join([_dumps({"t": [item(x) for x in items]}), *bodies])
+def program(x, file: str | None) -> tuple[bytes, tuple]:
+    ops: bytearray = bytearray()
+    values: list = []
+    encode(x, file, ops, values)
+    return bytes(ops), tuple(values)
 
 
-def _dumps(x) -> bytes:
-    return json.dumps(x, separators=(",", ":")).encode()  # (no newline: strings' are escaped)
+def to_data(items: tuple, file: str | None = None) -> tuple:
+    """The items as plain data: ``(program, bodies)``, the program making the tuple of items
+    with each diagram's body a BODY, ``bodies`` the body programs."""
+    bodies: list = []
+    ops: bytearray = bytearray()
+    values: list = []
+    encode(items, file, ops, values, bodies)
+    return (bytes(ops), tuple(values)), tuple(bodies)
 
 
 class Later:
@@ -84,59 +106,72 @@ class Later:
         return self._read()
 
 
-def decode(payload: bytes, file: str | None = None, lazy: bool = False) -> tuple:
-    """The items ``to_lines`` wrote (positions in ``file``); KeyError for a record not known here.
-    A position met twice is one (frozen) object. With ``lazy`` each diagram's body is a
-    :class:`Later`, decoded when read."""
-    head, *bodies = payload.split(b"\n")
+def decode(data: tuple, file: str | None = None, lazy: bool = False) -> tuple:
+    """The items ``to_data`` made (positions in ``file``); ValueError for data it could not have
+    made. A position met twice is one (frozen) object. With ``lazy`` each diagram's body is a
+    :class:`Later`, made when read."""
+    head, bodies = data
     places: dict[tuple, Pos] = {}
 
-    def body(k: int) -> tuple:
-        return json.loads(bodies[k], object_hook=hook)
+    def body(k: int):
+        return run(bodies[k], file, places, None)
 
-    def hook(obj: dict):
-        if "t" in obj:
-            return tuple(obj["t"])
-        if "p" in obj:
-            at = tuple(obj["p"])
-            if at not in places:
-                if file is None:
-                    raise ValueError("a position with no file to place it in")
-                places[at] = Pos(file, *at)
-            return places[at]
-        if "b" in obj:
-            k = obj["b"]
-            return Later(lambda: body(k)) if lazy else body(k)
-        return RECORDS[obj["r"]](*obj["f"])
-
-    items = json.loads(head, object_hook=hook)
-    if not isinstance(items, tuple):
+    items = run(head, file, places, (lambda k: Later(lambda: body(k))) if lazy else body)
+    if type(items) is not tuple:
         raise ValueError("not a tuple of items")
     return items
 
 
-def digest(*parts: bytes) -> str:
-    """BLAKE2b (128 bits) of the parts, from the interpreter's own module: hashlib would load
-    OpenSSL, a few ms of every start."""
-    try:
-        from _blake2 import blake2b
-    except ImportError:  # an interpreter without it
-        from hashlib import blake2b
-    h = blake2b(digest_size=16)
-    for p in parts:
-        h.update(p)
-    return h.hexdigest()
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(root) / "stringdiag"
+def run(prog: tuple, file: str | None, places: dict, body: Callable[[int], object] | None):
+    """The one object ``prog`` (from :func:`program`) makes; ValueError if it is not one of ours.
+    (The ops most frequent first: the loop is most of reading a cache.)"""
+    ops, values = prog
+    if type(ops) is not bytes or type(values) is not tuple or not _PLAIN.issuperset(map(type, values)):
+        raise ValueError("not a program of plain values")
+    stack: list = []
+    push, take, new = stack.append, iter(values).__next__, object.__new__
+    for op in ops:
+        if op == PLACE:
+            at = take()
+            pos = places.get(at)
+            if pos is None:
+                if file is None:
+                    raise ValueError("a position with no file to place it in")
+                pos = places[at] = Pos(file, at >> _COLUMN_BITS, at & _COLUMN_MASK)
+            push(pos)
+        elif op >= RECORD:
+            if op - RECORD >= len(CLASSES):
+                raise ValueError("a record of no class known here")
+            made = new(CLASSES[op - RECORD])  # (what __init__ does with every field given, without its call)
+            setters = _SETTERS[op - RECORD]
+            if setters:
+                for put, value in zip(setters, stack[-len(setters):]):
+                    put(made, value)
+                del stack[-len(setters):]
+            push(made)
+        elif op == VALUE:
+            push(take())
+        elif op == TUPLE:
+            n = take()
+            if n:
+                made = tuple(stack[-n:])
+                del stack[-n:]
+                push(made)
+            else:
+                push(())
+        elif body is not None:
+            push(body(take()))
+        else:
+            raise ValueError("a body inside a body")
+    if len(stack) != 1:
+        raise ValueError("not one object")
+    return stack[0]
 
 
 def key(text: str, file: str) -> str:
     """(The reader follows from the file's suffix, which the name in the key holds.)"""
     sources = [Path(m.__file__ or "").read_bytes() for m in (A, RA)]
-    return digest(f"{FORMAT}\0{file}\0".encode(), *sources, text.encode())
+    return digest(f"{FORMAT}\0{datacache.INTERPRETER}\0{file}\0".encode(), *sources, text.encode())
 
 
 KEPT = 64  # the most cache files kept: the oldest go first (every checkout or install has its own)
@@ -147,46 +182,23 @@ def _path(file: str) -> Path:
     otherwise overwrite each other's cache at every run."""
     name = Path(file).name
     label = Path(file).stem if name.endswith(".diag") else name
-    return cache_dir() / f"ast-{label}-{digest(os.path.abspath(file).encode())[:16]}.json"
-
-
-def _prune(folder: Path) -> None:
-    """Keep the :data:`KEPT` most recently written cache files (a cache, not a record of every
-    checkout that ever ran)."""
-    try:
-        files = sorted(folder.glob("ast-*.json"), key=lambda f: f.stat().st_mtime, reverse=True)
-        for old in files[KEPT:]:
-            old.unlink(missing_ok=True)
-    except OSError:
-        pass
+    return cache_dir() / f"ast-{label}-{digest(os.path.abspath(file).encode())[:16]}.marshal"
 
 
 def read_cached(text: str, file: str, read: Reader | None = None, lazy: bool = False) -> tuple:
     """``read(text, file)`` (``ast.read`` or ``rules_ast.read_rules``), from the cache when it
-    holds this text; ``lazy``: each diagram's body a :class:`Later` (``decode``). The file is a
-    line of JSON (its key and the payload's digest), then the payload."""
+    holds this text; ``lazy``: each diagram's body a :class:`Later` (``decode``)."""
     read = read or A.read
     path, k = _path(file), key(text, file)
-    try:
-        head, _, payload = path.read_bytes().partition(b"\n")
-        saved = json.loads(head)
-        if saved["key"] == k and saved["digest"] == digest(payload):
-            return decode(payload, file, lazy)
-    except Exception:  # absent, stale, damaged or foreign: parse the text
-        pass
+    data = datacache.load(path, k)
+    if data is not None:
+        try:
+            return decode(data, file, lazy)
+        except Exception:  # not what to_data makes: parse the text
+            pass
     items = read(text, file)
-    _write(path, k, items, file)
-    return items
-
-
-def _write(path: Path, k: str, items: tuple, file: str) -> None:
     try:
-        data = to_lines(items, file)
+        datacache.store(path, k, to_data(items, file), KEPT)
     except Unkept:
-        return
-    head = json.dumps({"key": k, "digest": digest(data)}).encode()
-    try:
-        write_atomic(path, head + b"\n" + data)
-    except DiagError:
-        return  # a read-only home: parse each time
-    _prune(path.parent)
+        pass
+    return items

@@ -9,13 +9,13 @@ from typing import Union
 
 
 from ..errors import Pos
-from .ast import Name, Reader, Str, node
+from .ast import Name, Reader, Str
+from .records import Record
 from .parser import parse
 from .parsetree import Token
 
 
-@node
-class Ref:
+class Ref(Record):
     """A diagram: ``FILE.diag:NAME``, or ``NAME`` in a file already in use (``file`` None)."""
 
     file: str | None
@@ -23,49 +23,42 @@ class Ref:
     pos: Pos
 
 
-@node
-class Where:
+class Where(Record):
     """What follows ``at``: wire names as matches list them (``ConcatFF#1/y, x``)."""
 
     text: str  # as written, the blank after 'at' included
     pos: Pos
 
 
-@node
-class Body:
+class Body(Record):
     """An inline diagram body ``{ ... }``; its text keeps its line and column."""
 
     text: str
     pos: Pos
 
 
-@node
-class Params:
+class Params(Record):
     names: tuple[Name, ...]
     pos: Pos
 
 
-@node
-class StartDecl:
+class StartDecl(Record):
     ref: Ref
     pos: Pos
 
 
-@node
-class TargetDecl:
+class TargetDecl(Record):
     ref: Ref
     pos: Pos
 
 
-@node
-class UseDecl:
+class UseDecl(Record):
     path: Str
     pos: Pos
     alias: Name | None = None  # use "f.diag" as o: its diagrams are o.NAME
 
 
-@node
-class Apply:
+class Apply(Record):
     rule: Name
     reversed: bool
     everywhere: bool
@@ -74,8 +67,7 @@ class Apply:
     pos: Pos
 
 
-@node
-class Specialise:
+class Specialise(Record):
     box: Name
     params: Params | None
     value: Ref | Body
@@ -84,44 +76,38 @@ class Specialise:
     pos: Pos
 
 
-@node
-class Unfold:
+class Unfold(Record):
     name: Name
     text: str
     pos: Pos
 
 
-@node
-class Fold:
+class Fold(Record):
     name: Name
     at: Where | None
     text: str
     pos: Pos
 
 
-@node
-class Copy:
+class Copy(Record):
     name: Name
     text: str
     pos: Pos
 
 
-@node
-class Prune:
+class Prune(Record):
     text: str
     pos: Pos
 
 
-@node
-class Rewire:
+class Rewire(Record):
     ref: Ref
     why: Str | None
     text: str
     pos: Pos
 
 
-@node
-class Resize:
+class Resize(Record):
     """``dim g := d``: the fixed dimension ``g`` made ``d``."""
 
     name: Name
@@ -130,8 +116,7 @@ class Resize:
     pos: Pos
 
 
-@node
-class Absorb:
+class Absorb(Record):
     """``absorb enc into R as L``: the map making ``enc``, read by ``R``, absorbed into ``L``."""
 
     wire: Name
@@ -141,8 +126,7 @@ class Absorb:
     pos: Pos
 
 
-@node
-class Plug:
+class Plug(Record):
     """``plug x into st``: row i of the input ``x`` where every step read the state ``st``."""
 
     input: Name

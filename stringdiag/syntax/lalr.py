@@ -11,10 +11,10 @@ cause).
 """
 from __future__ import annotations
 
-import json
 import re
 from functools import lru_cache
 
+from . import datacache
 from .parsetree import Token, Tree
 
 
@@ -71,11 +71,30 @@ class Tables:
         return names or {"<END-OF-FILE>"}
 
 
+KEPT = 16  # table files kept in the cache (one a grammar and version of its tables)
+
+
 @lru_cache(maxsize=None)
 def tables(grammar: str) -> Tables:
+    """A grammar's shipped tables (``grammars/NAME.tables.json``), read from a copy in the user's
+    cache (``datacache.py``, keyed by the shipped file's bytes): decoding the JSON, and importing
+    ``json``, were most of reading them."""
     from ..resources import folder
 
-    return Tables(json.loads((folder("grammars") / table_name(grammar)).read_bytes()))
+    shipped = (folder("grammars") / table_name(grammar)).read_bytes()
+    key = datacache.digest(f"{datacache.INTERPRETER}\0".encode(), shipped)
+    path = datacache.cache_dir() / f"tables-{grammar.removesuffix('.lark')}-{key[:16]}.marshal"
+    data = datacache.load(path, key)
+    if type(data) is dict:
+        try:
+            return Tables(data)
+        except (KeyError, TypeError):  # not tables: read the shipped file
+            pass
+    import json
+
+    data = json.loads(shipped)
+    datacache.store(path, key, data, KEPT)
+    return Tables(data)
 
 
 def table_name(grammar: str) -> str:

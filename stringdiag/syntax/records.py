@@ -37,6 +37,7 @@ class RecordType(type):
 
     _fields: tuple[str, ...]
     _defaults: dict[str, Any]
+    _setters: tuple[Callable[[Any, Any], None], ...]
 
     def __new__(mcls, name: str, bases: tuple, ns: dict[str, Any], frozen: bool = True):
         inherited = tuple(f for b in bases for f in getattr(b, "_fields", ()))
@@ -46,6 +47,7 @@ class RecordType(type):
         cls = super().__new__(mcls, name, bases, ns)
         cls._fields = inherited + own
         cls._defaults = {**getattr(cls, "_defaults", {}), **defaults}
+        cls._setters = tuple(getattr(cls, f).__set__ for f in cls._fields)  # each field's slot, set directly
         setattr(cls, "__match_args__", cls._fields)  # (match's positional patterns)
         return cls
 
@@ -56,8 +58,14 @@ class _Fields(metaclass=RecordType):
     __slots__ = ()
     _fields = ()  # type: tuple[str, ...]  # (not annotations: those would be fields)
     _defaults = {}  # type: dict[str, Any]
+    _setters = ()  # type: tuple[Callable[[Any, Any], None], ...]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        setters = self._setters
+        if len(args) == len(setters) and not kwargs:  # every field given in order: most records
+            for put_field, value in zip(setters, args):
+                put_field(self, value)
+            return
         fields = self._fields
         if len(args) > len(fields):
             raise TypeError(f"{type(self).__name__}() takes {len(fields)} fields but {len(args)} were given")

@@ -8,20 +8,19 @@ from __future__ import annotations
 import re
 
 from ..errors import DiagError, Pos
-from .ast import DeclName, DiagramDecl, DiagTree, Generics, Item, Name, Param, Stmt, Str, TypeExpr, node, split_header
+from .ast import DeclName, DiagramDecl, DiagTree, Generics, Item, Name, Param, Stmt, Str, TypeExpr, split_header
+from .records import Record
 from .parser import parse
 
 
-@node
-class Side:
+class Side(Record):
     """One side of a rule: a diagram body between braces."""
 
     body: tuple[Stmt, ...]
     pos: Pos
 
 
-@node
-class Given:
+class Given(Record):
     """``given f, g : [a] -> [b]``: box variables."""
 
     names: tuple[DeclName, ...]
@@ -30,8 +29,7 @@ class Given:
     pos: Pos
 
 
-@node
-class RuleDecl:
+class RuleDecl(Record):
     """``rule NAME<DIMS>(INPUTS) -> OUTPUTS given* { LEFT } REL { RIGHT } [by "FILE.deriv"]``."""
 
     name: Name
@@ -48,8 +46,7 @@ class RuleDecl:
     nonzero: tuple[Name, ...] = ()  # ``assuming z != 0``: inputs the rule holds only away from zero
 
 
-@node
-class NonZero:
+class NonZero(Record):
     """``assuming z != 0``."""
 
     name: Name

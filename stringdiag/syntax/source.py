@@ -79,38 +79,39 @@ def read_source(path: str | Path, limit: int = 16 * 2 ** 20) -> str:
     at its line and column. Line ends are normalised to ``\\n`` as in text mode.
     """
     name = str(path)
-    shown = shown_path(name)
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below
         fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
         if e.errno == errno.ENAMETOOLONG:
-            raise DiagError(f"cannot read {shown}: the file name is too long") from None
+            raise DiagError(f"cannot read {shown_path(name)}: the file name is too long") from None
         missing = hint(name) if e.errno == errno.ENOENT else ""
-        raise DiagError(f"cannot read {shown}: {e.strerror or e}{missing}") from None
+        raise DiagError(f"cannot read {shown_path(name)}: {e.strerror or e}{missing}") from None
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
-            raise DiagError(f"cannot read {shown}: it is a directory")
+            raise DiagError(f"cannot read {shown_path(name)}: it is a directory")
         if not stat.S_ISREG(st.st_mode):
             kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
                     or stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "special")
-            raise DiagError(f"cannot read {shown}: it is {kind}, not a regular file")
+            raise DiagError(f"cannot read {shown_path(name)}: it is {kind}, not a regular file")
         if st.st_size > limit:
-            raise DiagError(f"cannot read {shown}: it is {st.st_size:,} bytes, more than the "
+            raise DiagError(f"cannot read {shown_path(name)}: it is {st.st_size:,} bytes, more than the "
                             f"{limit / 2 ** 20:g} MiB this tool reads from one file")
         chunks, size = [], 0
         while size <= limit:  # the file may grow while it is read
-            chunk = os.read(fd, limit + 1 - size)
+            # as much as is there (and a byte more, to see the end): asking for the whole limit
+            # would make a 16 MiB buffer for every file read
+            chunk = os.read(fd, min(limit + 1 - size, max(st.st_size + 1 - size, 1 << 16)))
             if not chunk:
                 break
             chunks.append(chunk)
             size += len(chunk)
         if size > limit:
-            raise DiagError(f"cannot read {shown}: it is more than the {limit / 2 ** 20:g} MiB this tool reads "
-                            "from one file")
+            raise DiagError(f"cannot read {shown_path(name)}: it is more than the {limit / 2 ** 20:g} MiB this "
+                            "tool reads from one file")
     except OSError as e:
-        raise DiagError(f"cannot read {shown}: {e.strerror or e}") from None
+        raise DiagError(f"cannot read {shown_path(name)}: {e.strerror or e}") from None
     finally:
         os.close(fd)
     data = b"".join(chunks)

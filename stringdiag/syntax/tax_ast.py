@@ -6,14 +6,14 @@ from typing import Union
 
 
 from ..errors import Pos
-from .ast import Name, Reader, Str, node
+from .ast import Name, Reader, Str
+from .records import Record
 from .deriv_ast import Ref
 from .parser import parse
 from .parsetree import Token
 
 
-@node
-class Member:
+class Member(Record):
     """``NAME = FILE.diag:DIAGRAM ["label"] [family "family"]``; ``root`` marks the root."""
 
     name: Name
@@ -24,8 +24,7 @@ class Member:
     pos: Pos
 
 
-@node
-class Edge:
+class Edge(Record):
     """``edge PARENT -> CHILD by "FILE.deriv"``: the child derived from the parent."""
 
     parent: Name
