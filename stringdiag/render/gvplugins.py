@@ -75,7 +75,7 @@ def _which(program: str) -> str | None:
 def _ready(dot: str, spawn: Spawn) -> str | None:
     """The folder for this ``dot``, made or remade when its record does not match the installed
     configuration; None where Graphviz must run as installed."""
-    from ..syntax.astcache import cache_dir, digest
+    from ..syntax.datacache import cache_dir, digest
 
     folder = cache_dir() / f"graphviz-{digest(dot.encode())[:16]}"
     state = _recorded(folder)
