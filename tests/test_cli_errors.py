@@ -190,7 +190,8 @@ def test_a_source_is_read_whole_whatever_its_size_says(tmp_path):
         if size:
             with pytest.raises(DiagError, match="more than the"):
                 read_source(tmp_path / "a.diag", limit=size - 1)
-    assert Path("/proc/self/status").stat().st_size == 0 and "\nVmPeak:" in read_source("/proc/self/status")
+    if sys.platform == "linux":  # a file whose size says nothing
+        assert Path("/proc/self/status").stat().st_size == 0 and "\nVmPeak:" in read_source("/proc/self/status")
 
 
 def test_fifo_and_bad_option_as_a_real_process(tmp_path):

@@ -1,6 +1,8 @@
 """The ``stringdiag`` program ends a command that evaluated nothing without the interpreter's
 teardown (cli/main.py's ``entry``): its output, exit status and errors are those of ``main``
 called in-process, and an ``atexit`` handler or a running thread gets the usual exit."""
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,8 +29,8 @@ cli.entry()
 """
 
 
-def _run(argv: list[str], before: str = "", tmp_path: Path | None = None) -> subprocess.CompletedProcess:
-    env = {"XDG_CACHE_HOME": str(tmp_path), "PATH": ""}
+def _run(argv: list[str], before: str = "", tmp_path: Path | None = None, path: str = "") -> subprocess.CompletedProcess:
+    env = {"XDG_CACHE_HOME": str(tmp_path), "PATH": path}
     return subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, before=before)], cwd=ROOT,
                           capture_output=True, text=True, env=env)
 
@@ -44,6 +46,17 @@ def test_a_command_that_evaluates_nothing_ends_without_teardown_and_says_all_it_
     assert main(argv) == r.returncode == 0
     assert r.stdout == capsys.readouterr().out and r.stdout.endswith("\n")
     assert "torn down" not in r.stderr, r.stderr[-2000:]
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed")
+def test_a_picture_is_written_whole_before_the_quick_exit(tmp_path, capsys):
+    """render writes by another path than stdout (the file, after a Graphviz run): all of it."""
+    quick, here = tmp_path / "quick.svg", tmp_path / "here.svg"
+    r = _run(["render", "gallery/attention.diag", "-d", "SelfAttention", "-o", str(quick)], tmp_path=tmp_path,
+             path=os.environ["PATH"])
+    assert r.returncode == 0 and "torn down" not in r.stderr, r.stderr[-2000:]
+    assert main(["render", "gallery/attention.diag", "-d", "SelfAttention", "-o", str(here)]) == 0
+    assert quick.read_bytes() == here.read_bytes() and here.read_bytes().rstrip().endswith(b"</svg>")
 
 
 def test_errors_keep_their_message_and_exit_status(tmp_path, capsys):

@@ -41,6 +41,7 @@ CLASSES = tuple(RECORDS[name] for name in sorted(RECORDS))
 _OPCODE = {cls: RECORD + i for i, cls in enumerate(CLASSES) if RECORD + i < 256}  # (one byte an op; past it, unkept)
 _SETTERS = tuple(tuple(getattr(cls, f).__set__ for f in cls._fields) for cls in CLASSES)  # each field's slot
 _PLAIN = frozenset({str, int, float, bool, type(None)})
+_RECORD_OPS = bytes(range(RECORD, 256))  # the ops that take no value (VALUE, PLACE, TUPLE and BODY take one)
 _COLUMN_BITS = 20
 _COLUMN_MASK = (1 << _COLUMN_BITS) - 1
 
@@ -63,7 +64,7 @@ def encode(x, file: str | None, ops: bytearray, values: list, bodies: list | Non
     elif type(x) is Pos and x.file == file and type(x.line) is type(x.col) is int and 0 <= x.col <= _COLUMN_MASK:
         ops.append(PLACE)
         values.append(x.line << _COLUMN_BITS | x.col)
-    elif _OPCODE.get(type(x)) is None or RECORDS.get(type(x).__name__) is not type(x):
+    elif _OPCODE.get(type(x)) is None:
         raise Unkept(type(x).__name__)
     else:
         for f in x._fields:
@@ -111,12 +112,23 @@ def decode(data: tuple, file: str | None = None, lazy: bool = False) -> tuple:
     made. A position met twice is one (frozen) object. With ``lazy`` each diagram's body is a
     :class:`Later`, made when read."""
     head, bodies = data
+    if type(bodies) is not tuple or not all(type(b) is tuple and len(b) == 2 for b in bodies):
+        raise ValueError("not a tuple of body programs")
     places: dict[tuple, Pos] = {}
 
     def body(k: int):
         return run(bodies[k], file, places, None)
 
-    items = run(head, file, places, (lambda k: Later(lambda: body(k))) if lazy else body)
+    def stored(k) -> int:
+        if type(k) is not int or not 0 <= k < len(bodies):
+            raise ValueError("a body that was not stored")
+        return k
+
+    def later(k) -> Later:
+        j = stored(k)  # (checked now: a body is read in the middle of elaborating)
+        return Later(lambda: body(j))
+
+    items = run(head, file, places, later if lazy else lambda k: body(stored(k)))
     if type(items) is not tuple:
         raise ValueError("not a tuple of items")
     return items
@@ -128,6 +140,8 @@ def run(prog: tuple, file: str | None, places: dict, body: Callable[[int], objec
     ops, values = prog
     if type(ops) is not bytes or type(values) is not tuple or not _PLAIN.issuperset(map(type, values)):
         raise ValueError("not a program of plain values")
+    if len(values) != len(ops.translate(None, _RECORD_OPS)):
+        raise ValueError("ops and values do not match")
     stack: list = []
     push, take, new = stack.append, iter(values).__next__, object.__new__
     for op in ops:
@@ -144,6 +158,8 @@ def run(prog: tuple, file: str | None, places: dict, body: Callable[[int], objec
                 raise ValueError("a record of no class known here")
             made = new(CLASSES[op - RECORD])  # (what __init__ does with every field given, without its call)
             setters = _SETTERS[op - RECORD]
+            if len(stack) < len(setters):
+                raise ValueError("a record with fewer fields than its class")
             if setters:
                 for put, value in zip(setters, stack[-len(setters):]):
                     put(made, value)
@@ -153,6 +169,8 @@ def run(prog: tuple, file: str | None, places: dict, body: Callable[[int], objec
             push(take())
         elif op == TUPLE:
             n = take()
+            if type(n) is not int or not 0 <= n <= len(stack):
+                raise ValueError("a tuple of more values than were made")
             if n:
                 made = tuple(stack[-n:])
                 del stack[-n:]
@@ -182,7 +200,8 @@ def _path(file: str) -> Path:
     otherwise overwrite each other's cache at every run."""
     name = Path(file).name
     label = Path(file).stem if name.endswith(".diag") else name
-    return cache_dir() / f"ast-{label}-{digest(os.path.abspath(file).encode())[:16]}.marshal"
+    where = f"{datacache.INTERPRETER}\0{os.path.abspath(file)}"  # (two interpreters sharing a cache: a file each)
+    return cache_dir() / f"ast-{label}-{digest(where.encode())[:16]}.marshal"
 
 
 def read_cached(text: str, file: str, read: Reader | None = None, lazy: bool = False) -> tuple:

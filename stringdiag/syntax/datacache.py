@@ -3,7 +3,8 @@
 A short command reads the parser's tables and the cached syntax trees of the prelude and the rule
 library at every start; JSON's decoder (and importing ``json``) was several milliseconds of that.
 A cache file here is one ASCII line, ``KEY DIGEST``, then the data as :mod:`marshal` writes it:
-tuples, lists, dicts, strings, bytes and numbers only, which the readers check before use. The key
+tuples, lists, dicts, strings, bytes and numbers only; each reader checks the shape it uses (the
+syntax trees' programs value by value, the tables their fields) and parses again where it is not. The key
 names what the data was made from and the interpreter (``marshal``'s format is the interpreter's);
 the digest is BLAKE2b of the data, so a damaged, half-written or stale file is never unmarshalled,
 just ignored (the caller makes the data again and stores it). Files are written atomically (a
