@@ -9,7 +9,15 @@ ratios. The caches (the prelude's and the rule library's syntax trees) are warme
 command from another checkout too (a ``git archive`` copy, with its own cache), the two alternating
 in each round, and adds the median of the per-round ratios new / old (under 1: this checkout is faster).
 
-    .venv/bin/python benchmarks/bench_startup.py [--rounds 9] [--cold] [--old ../base]
+``--wheel`` measures what a user who installs the package gets instead: this checkout built into a
+wheel and installed in a fresh virtual environment (the dependencies reached through the running
+environment's site-packages, added as a path: none of its ``.pth`` files runs), every command run
+there as ``python -m stringdiag`` on the shipped files (``stringdiag:gallery/...``) from an empty
+folder, against that environment's own ``python -c pass``. A development environment's bare
+interpreter is slower (its ``.pth`` files, the editable install's among them, import ``pathlib``,
+``typing``, ``re`` and more at every start), so the same milliseconds are a smaller ratio there.
+
+    .venv/bin/python benchmarks/bench_startup.py [--rounds 9] [--cold] [--old ../base] [--wheel]
 """
 from __future__ import annotations
 
@@ -37,30 +45,60 @@ COMMANDS = {
 }
 
 
+PYTHON = {"python": sys.executable}  # the interpreter the commands run with (--wheel: the fresh environment's)
+
+
 def cpu_seconds(args: list[str], env: dict, root: Path = ROOT) -> float:
     """User + system CPU time of one run of the interpreter with ``args``, in checkout ``root``."""
-    proc = subprocess.Popen([sys.executable, *args], cwd=root, env=env, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen([PYTHON["python"], *args], cwd=root, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     _, _, usage = os.wait4(proc.pid, 0)
     proc.returncode = 0  # reaped above
     return usage.ru_utime + usage.ru_stime
 
 
-def environment(root: Path, cache: Path) -> dict:
+def environment(root: Path | None, cache: Path) -> dict:
     """The environment a checkout's commands run in: its own package and cache; bytecode written by
     the warm-up round, as an installed wheel has it compiled (a PYTHONDONTWRITEBYTECODE shell would
     otherwise charge recently edited modules their compilation)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    return env | {"XDG_CACHE_HOME": str(cache), "PYTHONPATH": str(root)}
+    return env | {"XDG_CACHE_HOME": str(cache)} | ({"PYTHONPATH": str(root)} if root else {})
 
 
-def measure(trees: dict[str, Path], rounds: int, cold: bool) -> dict:
+def wheel_environment(scratch: Path) -> tuple[Path, dict[str, list[str]]]:
+    """A fresh virtual environment with this checkout's wheel installed, an empty folder to run
+    in, and the commands on the shipped files (``python -m stringdiag``, as the console script)."""
+    import site
+    import venv
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(scratch / "wheel"), str(ROOT)], check=True, stdout=subprocess.DEVNULL)
+    venv.create(scratch / "venv", with_pip=True)
+    py = scratch / "venv" / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", *map(str, (scratch / "wheel").glob("*.whl"))],
+                   check=True, stdout=subprocess.DEVNULL)
+    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    Path(purelib, "zz_dependencies.pth").write_text("".join(f"{p}\n" for p in site.getsitepackages()))
+    PYTHON["python"] = str(py)
+    empty = scratch / "empty"
+    empty.mkdir()
+    shipped = {name: ["-m", "stringdiag", *(a.replace("gallery/", "stringdiag:gallery/") for a in args[2:])]
+               if args[:2] == ["-m", "stringdiag.cli.main"] else args for name, args in COMMANDS.items()}
+    return empty, shipped
+
+
+def measure(trees: dict[str, Path], rounds: int, cold: bool, wheel: bool = False) -> dict:
     """CPU seconds and ratios to ``python -c pass`` of every command, by tree and command: each round
     runs every command, the trees alternating (the first tree first in even rounds)."""
     scratch = Path(tempfile.mkdtemp(prefix="stringdiag-bench-"))
+    runs = COMMANDS
+    if wheel:
+        empty, runs = wheel_environment(scratch)
+        trees = {"new": empty}
     caches = {tree: scratch / f"cache-{i}" for i, tree in enumerate(trees)}
-    envs = {tree: environment(root, caches[tree]) for tree, root in trees.items()}
-    commands = {name: [a.replace("{scratch}", str(scratch)) for a in args] for name, args in COMMANDS.items()}
+    envs = {tree: environment(None if wheel else root, caches[tree]) for tree, root in trees.items()}
+    commands = {name: [a.replace("{scratch}", str(scratch)) for a in args] for name, args in runs.items()}
     for tree, root in trees.items():  # warm the caches (and the OS's file cache)
         for args in commands.values():
             cpu_seconds(args, envs[tree], root)
@@ -86,9 +124,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--cold", action="store_true", help="empty the cache before every command")
     ap.add_argument("--old", type=Path, help="another checkout to run alternately (e.g. a git archive copy)")
+    ap.add_argument("--wheel", action="store_true", help="this checkout's wheel in a fresh environment, "
+                    "from an empty folder (not with --old)")
     opts = ap.parse_args()
+    if opts.wheel and opts.old:
+        ap.error("--wheel measures one installed copy: not with --old")
     trees = {"new": ROOT} | ({"old": opts.old.resolve()} if opts.old else {})
-    got = measure(trees, opts.rounds, opts.cold)
+    got = measure(trees, opts.rounds, opts.cold, opts.wheel)
     med = statistics.median
     if not opts.old:
         print(f"{'command':<44}{'cpu ms (median)':>16}{'x python -c pass':>18}")
@@ -100,7 +142,7 @@ def main() -> None:
             old, new = got["times"]["old"][name], got["times"]["new"][name]
             print(f"{name:<44}{med(old) * 1e3:>8.1f}{med(got['ratios']['old'][name]):>8.2f}{med(new) * 1e3:>8.1f}"
                   f"{med(got['ratios']['new'][name]):>8.2f}{med(b / a for a, b in zip(old, new)):>9.3f}")
-    print(f"({opts.rounds} rounds, {'cold' if opts.cold else 'warm'} caches, {sys.executable}"
+    print(f"({opts.rounds} rounds, {'cold' if opts.cold else 'warm'} caches, {PYTHON['python']}"
           f"{f'; old: {opts.old}' if opts.old else ''})")
 
 
