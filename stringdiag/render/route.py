@@ -65,11 +65,15 @@ def route(tail: Point, head: Point, walls: list[Rect], span: tuple[float, float]
 
 def _free(xs: np.ndarray, ys: np.ndarray, walls: list[Rect]) -> np.ndarray:
     """free[i, j]: whether the point (xs[i], ys[j]) lies in no wall (widened by ``CLEAR``):
-    the walls over each column times the walls over each row, one matrix product."""
+    on the grid's rising xs and ys (``arange``, ``linspace``) the points strictly inside a wall
+    are one block of indices, found by bisection, cleared a wall at a time."""
     w = np.asarray(walls, dtype=float).reshape(-1, 4)
-    inx = (xs[None, :] > w[:, 0:1] - CLEAR) & (xs[None, :] < w[:, 1:2] + CLEAR)
-    iny = (ys[None, :] > w[:, 2:3] - CLEAR) & (ys[None, :] < w[:, 3:4] + CLEAR)
-    return (inx.T.astype(np.float32) @ iny.astype(np.float32)) == 0
+    i0, j0 = (np.searchsorted(v, w[:, k] - CLEAR, "right").tolist() for v, k in ((xs, 0), (ys, 2)))
+    i1, j1 = (np.searchsorted(v, w[:, k] + CLEAR, "left").tolist() for v, k in ((xs, 1), (ys, 3)))
+    free = np.ones((len(xs), len(ys)), dtype=bool)
+    for a, b, c, d in zip(i0, i1, j0, j1):
+        free[a:b, c:d] = False
+    return free
 
 
 def _climb(level: np.ndarray, free: np.ndarray, walls: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -200,7 +204,7 @@ def detour(tail: Point, head: Point, walls: list[Rect], box: Rect) -> list[Point
     """The corners of a path from ``tail`` to ``head`` that may also run left (around a
     frame between them), inside ``box``, entering none of ``walls``, on a coarser grid
     (``2 * STEP``): fewest bends, then shortest (each bend costs ``BEND`` grid points).
-    Relaxed a bend at a time, every straight run of the grid at once (``_Lane``); None when
+    Relaxed a bend at a time, every straight run of the grid at once (``_Lanes``); None when
     there is no way."""
     step = 2 * STEP
     xs = np.arange(box[0], box[1] + step, step)
@@ -209,19 +213,18 @@ def detour(tail: Point, head: Point, walls: list[Rect], box: Rect) -> list[Point
     start = (int(np.abs(xs - tail[0] - step).argmin()), int(np.abs(ys - tail[1]).argmin()))
     goal = (int(np.abs(xs - head[0] + step).argmin()), int(np.abs(ys - head[1]).argmin()))
     free[start] = free[goal] = True
-    cost = np.full((4, len(xs), len(ys)), math.inf)  # by the way it moves: right, left, down, up
+    lanes = _Lanes(free)
+    cost = np.full((4, len(xs), len(ys)), math.inf)  # by the way it moves (right, left, down, up), as lanes keep it
     cost[0][start] = 0.0
-    lanes = [_Lane(free, d) for d in range(4)]
-    src, ran = np.empty_like(cost), np.empty_like(cost)
+    src = np.empty_like(cost)
     for _ in range(MAX_BENDS):
-        _others(cost, out=src)  # a turn into each way: the cheapest of the other three
+        _others(lanes.ways(cost), out=lanes.ways(src))  # a turn into each way: the cheapest of the other three
         src += BEND
         np.minimum(cost, src, out=src)
-        if np.array_equal(src, cost):  # no turn lowers a cost: nor would runs from them (the costs are
+        if not np.less(src, cost).any():  # no turn lowers a cost: nor would runs from them (the costs are
             break  # the runs' already: running minima of running minima change nothing)
-        for d in range(4):
-            ran[d] = lanes[d].runs(src[d])
-        cost = np.minimum(cost, ran)
+        np.minimum(cost, lanes.runs(src), out=cost)
+    cost = np.stack(lanes.ways(cost))
     end = cost[:, goal[0], goal[1]] + BEND * (np.arange(4) != 0)
     if not math.isfinite(end.min()):
         return None
@@ -232,38 +235,49 @@ def detour(tail: Point, head: Point, walls: list[Rect], box: Rect) -> list[Point
 MAX_BENDS = 16
 
 
-def _others(cost: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """For each way (the first axis, four long), the cheapest of the other three ways (into
-    ``out``): minima of the ways before it and of those after it, no sort."""
+def _others(cost: list[np.ndarray], out: list[np.ndarray]) -> None:
+    """For each way (four), the cheapest of the other three ways (into ``out``): minima of the
+    ways before it and of those after it, no sort."""
     a, b, c, d = cost
     ab, cd = np.minimum(a, b), np.minimum(c, d)
     for k, (x, y) in enumerate(((b, cd), (a, cd), (ab, d), (ab, c))):
         np.minimum(x, y, out=out[k])
-    return out
+
+
 AHEAD = ((1, 0), (-1, 0), (0, 1), (0, -1))
 
 
-class _Lane:
-    """Moving one way (``d``: right, left, down, up) along the grid, stopped by walls: what
-    depends on the walls alone (their running count, the step numbers), made once a detour."""
+class _Lanes:
+    """The four ways of moving (right, left, down, up) along the grid, stopped by walls. A cost
+    array (way, x, y) is kept as the lanes run: the left way's x and the up way's y reversed,
+    so every way runs forward along its axis (one running minimum for the two ways of an
+    axis); ``ways`` gives the grid's own orientation as views. What depends on the walls alone
+    (their running count, the step numbers) is made once a detour."""
 
-    def __init__(self, free: np.ndarray, d: int):
-        self.axis, back = (0, d == 1) if d < 2 else (1, d == 3)
-        self.flip = (lambda a: np.flip(a, self.axis)) if back else (lambda a: a)
-        self.free = self.flip(free)
-        idx = np.arange(self.free.shape[self.axis]).reshape((-1, 1) if self.axis == 0 else (1, -1))
-        self.offset = np.cumsum(~self.free, axis=self.axis) * WALL + idx  # walls passed, steps taken
-        self.lifted = np.where(self.free, self.offset, -math.inf)  # a wall's point: any cost less this is inf
+    def __init__(self, free: np.ndarray):
+        lane = np.stack(self.ways(np.stack([free] * 4)))  # the views of a lane array, reversed, are the lanes
+        offset = np.empty(lane.shape)
+        for axis, ways in ((1, slice(0, 2)), (2, slice(2, 4))):
+            steps = np.arange(lane.shape[axis]).reshape((-1, 1) if axis == 1 else (1, -1))
+            offset[ways] = np.cumsum(~lane[ways], axis=axis) * WALL + steps  # walls passed, steps taken
+        self.offset = offset
+        self.lifted = np.where(lane, offset, -math.inf)  # a wall's point: any cost less this is inf
+
+    @staticmethod
+    def ways(cost: np.ndarray) -> list[np.ndarray]:
+        """A lane array's four ways in the grid's orientation (views; their own inverse)."""
+        return [cost[0], cost[1][::-1], cost[2], cost[3][:, ::-1]]
 
     def runs(self, src: np.ndarray) -> np.ndarray:
-        """From each point's ``src`` cost, one per step: the cost of reaching each point this
-        way (a running minimum along the axis, reset at each wall: a minimum carried past a wall,
-        a wall's own point too, comes back at least ``WALL`` dearer and is cut)."""
-        run = self.flip(src) - self.lifted
-        np.minimum.accumulate(run, axis=self.axis, out=run)
+        """From each point's ``src`` cost (a lane array), one per step: the cost of reaching each
+        point each way (a running minimum along the lane, reset at each wall: a minimum carried
+        past a wall, a wall's own point too, comes back at least ``WALL`` dearer and is cut)."""
+        run = src - self.lifted
+        np.minimum.accumulate(run[:2], axis=1, out=run[:2])
+        np.minimum.accumulate(run[2:], axis=2, out=run[2:])
         run += self.offset
         run[run >= WALL / 2] = math.inf
-        return self.flip(run)
+        return run
 
 
 def _walk(cost: np.ndarray, at: tuple[int, int], d: int, start: tuple[int, int]) -> list[tuple[int, int]]:
