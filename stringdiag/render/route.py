@@ -22,6 +22,7 @@ STEP = 4.0  # points between grid points
 BEND = 60.0  # a bend costs as much as climbing this many grid points (whole: costs stay exact)
 WALL = 1e7  # larger than any cost: the running minimum forgets what lies beyond a wall
 CLEAR = 3.0  # points kept between a wire and what it must not cross
+CUT = int(WALL) // 2  # costs are searched as whole numbers (int64): this one stands for no way at all
 
 
 def route(tail: Point, head: Point, walls: list[Rect], span: tuple[float, float]) -> list[Point] | None:
@@ -36,20 +37,19 @@ def route(tail: Point, head: Point, walls: list[Rect], span: tuple[float, float]
     j0, j1 = (int(np.abs(ys - y).argmin()) for y in (tail[1], head[1]))
     free[0, :] = False
     free[0, j0] = True
-    cost = np.full(len(ys), math.inf)
-    cost[j0] = 0.0
+    cost = np.full(len(ys), CUT)
+    cost[j0] = 0
     came: list[np.ndarray] = []
-    walls = (np.cumsum(~free, axis=1) * WALL, np.cumsum(~free[:, ::-1], axis=1) * WALL)  # per column, both ways
+    column = _Column(free)
     same = np.r_[False, False, (free[2:] == free[1:-1]).all(axis=1)]  # a column as free as the one before
     straight = np.arange(len(ys))
     for i in range(1, len(xs)):
         if same[i]:  # a climb's result climbs no further: the same costs, reached straight
             came.append(straight)
             continue
-        level = np.where(free[i] & free[i - 1], cost, math.inf)
-        cost, src = _climb(level, free[i], (walls[0][i], walls[1][i]))
+        cost, src = column.climb(i, cost)
         came.append(src)
-    if not math.isfinite(cost[j1]):
+    if cost[j1] >= CUT:
         return None
     path, j = [], j1
     for i in range(len(xs) - 1, 0, -1):
@@ -76,31 +76,37 @@ def _free(xs: np.ndarray, ys: np.ndarray, walls: list[Rect]) -> np.ndarray:
     return free
 
 
-def _climb(level: np.ndarray, free: np.ndarray, walls: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Within one column: the cost of each point reached straight (``level``) or by a bend up
-    or down from another point of the column with no wall between; where each came from
-    (``walls``: the walls passed down the column and up it, times ``WALL``)."""
-    best, src = level.copy(), np.arange(len(level))
-    for flip in (False, True):
-        run, start = _sweep(level[::-1] if flip else level, free[::-1] if flip else free, walls[flip])
-        if flip:
-            run, start = run[::-1], len(level) - 1 - start[::-1]
-        better = run < best
-        best[better], src[better] = run[better], start[better]
-    return best, src
+class _Column:
+    """Climbing within each column of a left-to-right route: a point's cost is the cheapest of
+    reaching it straight from the column before and of a bend up or down (``BEND`` plus one
+    per point climbed) from another point of its column with no wall between. Costs are whole
+    numbers (int64), ``CUT`` for none; both ways up and down are one running minimum over the
+    column and its reverse, what depends on the walls alone made once a route."""
 
+    def __init__(self, free: np.ndarray):
+        n = free.shape[1]
+        self.idx = np.arange(n)
+        self.both = np.zeros(free.shape, dtype=bool)
+        np.logical_and(free[1:], free[:-1], out=self.both[1:])  # reached straight: free here and before
+        lanes = np.stack([free, free[:, ::-1]], axis=1)  # down the column and up it (reversed)
+        offset = np.cumsum(~lanes, axis=2) * int(WALL) + self.idx  # walls passed, steps taken
+        self.lifted = np.where(lanes, offset, -(2**62))  # a wall's point: any cost less this is cut
+        self.offset = offset + int(BEND)
+        self.sel = np.stack([self.idx, self.idx[::-1]])
 
-def _sweep(level: np.ndarray, free: np.ndarray, walls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each point, the cheapest bend from a point at or before it in its run of free
-    points: ``BEND`` plus one per point climbed, and that point (a running minimum, reset
-    at each wall by an offset of ``WALL`` per wall passed: ``walls``)."""
-    idx = np.arange(len(level))
-    v = np.where(free, level - idx, math.inf) - walls
-    acc = np.minimum.accumulate(v)
-    start = np.maximum.accumulate(np.where(v == acc, idx, 0))
-    run = acc + walls + idx + BEND
-    run[(run >= WALL / 2) | ~free] = math.inf
-    return run, start
+    def climb(self, i: int, cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Column ``i``'s costs from those of the column before, and where each came from (a
+        point's own index where reached straight: ties go straight, then down, then up)."""
+        level = np.where(self.both[i], cost, CUT)
+        v = level[self.sel] - self.lifted[i]
+        acc = np.minimum.accumulate(v, axis=1)
+        start = np.maximum.accumulate(np.where(v == acc, self.idx, 0), axis=1)  # where the minimum was met
+        run = np.minimum(acc + self.offset[i], CUT)  # carried past a wall: at least WALL dearer, cut
+        down, up = run[0], run[1][::-1]
+        better = down < level
+        best, src = np.where(better, down, level), np.where(better, start[0], self.idx)
+        better = up < best
+        return np.where(better, up, best), np.where(better, len(level) - 1 - start[1][::-1], src)
 
 
 def _corners(path: list[Point]) -> list[Point]:
@@ -214,17 +220,17 @@ def detour(tail: Point, head: Point, walls: list[Rect], box: Rect) -> list[Point
     goal = (int(np.abs(xs - head[0] + step).argmin()), int(np.abs(ys - head[1]).argmin()))
     free[start] = free[goal] = True
     lanes = _Lanes(free)
-    cost = np.full((4, len(xs), len(ys)), math.inf)  # by the way it moves (right, left, down, up), as lanes keep it
-    cost[0][start] = 0.0
+    cost = np.full((4, len(xs), len(ys)), CUT)  # by the way it moves (right, left, down, up), as lanes keep it
+    cost[0][start] = 0
     src = np.empty_like(cost)
     for _ in range(MAX_BENDS):
         _others(lanes.ways(cost), out=lanes.ways(src))  # a turn into each way: the cheapest of the other three
-        src += BEND
+        src += int(BEND)
         np.minimum(cost, src, out=src)
         if not np.less(src, cost).any():  # no turn lowers a cost: nor would runs from them (the costs are
             break  # the runs' already: running minima of running minima change nothing)
-        np.minimum(cost, lanes.runs(src), out=cost)
-    cost = np.stack(lanes.ways(cost))
+        lanes.runs(src, out=cost)  # at most src (a point's own run), so at most the cost it had
+    cost = np.stack(lanes.ways(np.where(cost < CUT, cost, math.inf)))
     end = cost[:, goal[0], goal[1]] + BEND * (np.arange(4) != 0)
     if not math.isfinite(end.min()):
         return None
@@ -256,28 +262,28 @@ class _Lanes:
 
     def __init__(self, free: np.ndarray):
         lane = np.stack(self.ways(np.stack([free] * 4)))  # the views of a lane array, reversed, are the lanes
-        offset = np.empty(lane.shape)
+        offset = np.empty(lane.shape, dtype=np.int64)
         for axis, ways in ((1, slice(0, 2)), (2, slice(2, 4))):
             steps = np.arange(lane.shape[axis]).reshape((-1, 1) if axis == 1 else (1, -1))
-            offset[ways] = np.cumsum(~lane[ways], axis=axis) * WALL + steps  # walls passed, steps taken
+            offset[ways] = np.cumsum(~lane[ways], axis=axis) * int(WALL) + steps  # walls passed, steps taken
         self.offset = offset
-        self.lifted = np.where(lane, offset, -math.inf)  # a wall's point: any cost less this is inf
+        self.lifted = np.where(lane, offset, -(2**62))  # a wall's point: any cost less this is cut
 
     @staticmethod
     def ways(cost: np.ndarray) -> list[np.ndarray]:
         """A lane array's four ways in the grid's orientation (views; their own inverse)."""
         return [cost[0], cost[1][::-1], cost[2], cost[3][:, ::-1]]
 
-    def runs(self, src: np.ndarray) -> np.ndarray:
-        """From each point's ``src`` cost (a lane array), one per step: the cost of reaching each
-        point each way (a running minimum along the lane, reset at each wall: a minimum carried
-        past a wall, a wall's own point too, comes back at least ``WALL`` dearer and is cut)."""
+    def runs(self, src: np.ndarray, out: np.ndarray) -> None:
+        """From each point's ``src`` cost (a lane array, whole numbers, ``CUT`` for none), one per
+        step: the cost of reaching each point each way, into ``out`` (a running minimum along the
+        lane, reset at each wall: a minimum carried past a wall, a wall's own point too, comes back
+        at least ``WALL`` dearer and is cut to ``CUT``)."""
         run = src - self.lifted
         np.minimum.accumulate(run[:2], axis=1, out=run[:2])
         np.minimum.accumulate(run[2:], axis=2, out=run[2:])
         run += self.offset
-        run[run >= WALL / 2] = math.inf
-        return run
+        np.minimum(run, CUT, out=out)
 
 
 def _walk(cost: np.ndarray, at: tuple[int, int], d: int, start: tuple[int, int]) -> list[tuple[int, int]]:
