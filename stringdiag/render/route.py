@@ -40,15 +40,18 @@ def route(tail: Point, head: Point, walls: list[Rect], span: tuple[float, float]
     cost = np.full(len(ys), CUT)
     cost[j0] = 0
     came: list[np.ndarray] = []
-    column = _Column(free)
     same = np.r_[False, False, (free[2:] == free[1:-1]).all(axis=1)]  # a column as free as the one before
+    climbs = np.flatnonzero(~same[1:]) + 1
+    column = _Column(free, climbs)
     straight = np.arange(len(ys))
+    k = 0
     for i in range(1, len(xs)):
         if same[i]:  # a climb's result climbs no further: the same costs, reached straight
             came.append(straight)
             continue
-        cost, src = column.climb(i, cost)
+        cost, src = column.climb(k, cost)
         came.append(src)
+        k += 1
     if cost[j1] >= CUT:
         return None
     path, j = [], j1
@@ -83,20 +86,19 @@ class _Column:
     numbers (int64), ``CUT`` for none; both ways up and down are one running minimum over the
     column and its reverse, what depends on the walls alone made once a route."""
 
-    def __init__(self, free: np.ndarray):
-        n = free.shape[1]
-        self.idx = np.arange(n)
-        self.both = np.zeros(free.shape, dtype=bool)
-        np.logical_and(free[1:], free[:-1], out=self.both[1:])  # reached straight: free here and before
-        lanes = np.stack([free, free[:, ::-1]], axis=1)  # down the column and up it (reversed)
+    def __init__(self, free: np.ndarray, climbs: np.ndarray):
+        self.idx = np.arange(free.shape[1])
+        here = free[climbs]  # only the columns climbed in
+        self.both = here & free[climbs - 1]  # reached straight: free here and before
+        lanes = np.stack([here, here[:, ::-1]], axis=1)  # down the column and up it (reversed)
         offset = np.cumsum(~lanes, axis=2) * int(WALL) + self.idx  # walls passed, steps taken
         self.lifted = np.where(lanes, offset, -(2**62))  # a wall's point: any cost less this is cut
         self.offset = offset + int(BEND)
         self.sel = np.stack([self.idx, self.idx[::-1]])
 
     def climb(self, i: int, cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Column ``i``'s costs from those of the column before, and where each came from (a
-        point's own index where reached straight: ties go straight, then down, then up)."""
+        """The ``i``-th climbed column's costs from those of the column before, and where each
+        came from (a point's own index where reached straight: ties go straight, down, up)."""
         level = np.where(self.both[i], cost, CUT)
         v = level[self.sel] - self.lifted[i]
         acc = np.minimum.accumulate(v, axis=1)
