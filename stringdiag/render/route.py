@@ -143,7 +143,8 @@ def bezier(path: list[Point], walls: list[Rect]) -> list[Point]:
         r = min(0.45 * math.dist(a, c), 0.45 * math.dist(c, b), 30.0)
         while r > 1.0:
             p, q = _towards(c, a, r), _towards(c, b, r)
-            if not _hit(np.array(_sample([p, c, c, q])), walls):
+            near = _near(walls, (p, c, q))  # the curve lies within its control points' bounds
+            if not len(near) or not _hit(np.array(_sample([p, c, c, q])), near):
                 break
             r /= 2
         if r <= 1.0:
@@ -168,6 +169,9 @@ def taut(path: list[Point], walls: list[Rect]) -> list[Point]:
 
 def _clear(a: Point, b: Point, walls: np.ndarray) -> bool:
     """Whether the points every 2 or so along the segment from ``a`` to ``b`` hit no wall."""
+    walls = _near(walls, (a, b))
+    if not len(walls):
+        return True
     n = max(2, int(math.dist(a, b) / 2))
     t = np.arange(1, n)
     return not _hit(np.stack([a[0] + (b[0] - a[0]) * t / n, a[1] + (b[1] - a[1]) * t / n], axis=1), walls)
@@ -175,8 +179,18 @@ def _clear(a: Point, b: Point, walls: np.ndarray) -> bool:
 
 def _array(walls: list[Rect]) -> np.ndarray:
     """The walls as rows (x0, x1, y0, y1), each widened by a point."""
-    w = np.asarray(walls, dtype=float).reshape(-1, 4)
-    return np.stack([w[:, 0] - 1, w[:, 1] + 1, w[:, 2] - 1, w[:, 3] + 1], axis=1)
+    return np.asarray(walls, dtype=float).reshape(-1, 4) + np.array([-1.0, 1.0, -1.0, 1.0])
+
+
+ROUNDING = 1e-6  # points: far more than a point sampled between corners strays from their bounds
+
+
+def _near(walls: np.ndarray, corners: tuple[Point, ...]) -> np.ndarray:
+    """The walls (``_array``) that may hold a point sampled between ``corners`` (a segment's ends,
+    a curve's control points): those meeting the corners' bounds widened by ``ROUNDING``."""
+    x0, x1 = min(p[0] for p in corners) - ROUNDING, max(p[0] for p in corners) + ROUNDING
+    y0, y1 = min(p[1] for p in corners) - ROUNDING, max(p[1] for p in corners) + ROUNDING
+    return walls[(walls[:, 0] < x1) & (walls[:, 1] > x0) & (walls[:, 2] < y1) & (walls[:, 3] > y0)]
 
 
 def _hit(pts: np.ndarray, walls: np.ndarray) -> bool:
