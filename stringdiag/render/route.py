@@ -240,9 +240,12 @@ def detour(tail: Point, head: Point, walls: list[Rect], box: Rect) -> list[Point
     cost[0][start] = 0
     src = np.empty_like(cost)
     for _ in range(MAX_BENDS):
-        _others(lanes.ways(cost), out=lanes.ways(src))  # a turn into each way: the cheapest of the other three
-        src += int(BEND)
-        np.minimum(cost, src, out=src)
+        a, b, c, d = lanes.ways(cost)  # a turn into each way: from the cheapest other way, plus a bend;
+        turn = np.minimum(np.minimum(a, b), np.minimum(c, d))  # from the way itself too, as that
+        turn += int(BEND)  # costs more than staying on it: so the cheapest of all four ways
+        np.minimum(cost[0::2], turn, out=src[0::2])  # right and down run as the grid does
+        np.minimum(cost[1], turn[::-1], out=src[1])
+        np.minimum(cost[3], turn[:, ::-1], out=src[3])
         if not np.less(src, cost).any():  # no turn lowers a cost: nor would runs from them (the costs are
             break  # the runs' already: running minima of running minima change nothing)
         lanes.runs(src, out=cost)  # at most src (a point's own run), so at most the cost it had
@@ -255,15 +258,6 @@ def detour(tail: Point, head: Point, walls: list[Rect], box: Rect) -> list[Point
 
 
 MAX_BENDS = 16
-
-
-def _others(cost: list[np.ndarray], out: list[np.ndarray]) -> None:
-    """For each way (four), the cheapest of the other three ways (into ``out``): minima of the
-    ways before it and of those after it, no sort."""
-    a, b, c, d = cost
-    ab, cd = np.minimum(a, b), np.minimum(c, d)
-    for k, (x, y) in enumerate(((b, cd), (a, cd), (ab, d), (ab, c))):
-        np.minimum(x, y, out=out[k])
 
 
 AHEAD = ((1, 0), (-1, 0), (0, 1), (0, -1))
