@@ -249,11 +249,11 @@ def detour(tail: Point, head: Point, walls: list[Rect], box: Rect) -> list[Point
         if not np.less(src, cost).any():  # no turn lowers a cost: nor would runs from them (the costs are
             break  # the runs' already: running minima of running minima change nothing)
         lanes.runs(src, out=cost)  # at most src (a point's own run), so at most the cost it had
-    cost = np.stack(lanes.ways(np.where(cost < CUT, cost, math.inf)))
-    end = cost[:, goal[0], goal[1]] + BEND * (np.arange(4) != 0)
-    if not math.isfinite(end.min()):
+    ways = lanes.ways(cost)
+    end = [int(w[goal]) + int(BEND) * (d != 0) for d, w in enumerate(ways)]
+    if min(end) >= CUT:
         return None
-    path = _walk(cost, goal, int(end.argmin()), start)
+    path = _walk(ways, goal, end.index(min(end)), start)
     return [tail] + _corners([(float(xs[i]), float(ys[j])) for i, j in path]) + [head]
 
 
@@ -271,13 +271,16 @@ class _Lanes:
     (their running count, the step numbers) is made once a detour."""
 
     def __init__(self, free: np.ndarray):
-        lane = np.stack(self.ways(np.stack([free] * 4)))  # the views of a lane array, reversed, are the lanes
-        offset = np.empty(lane.shape, dtype=np.int64)
-        for axis, ways in ((1, slice(0, 2)), (2, slice(2, 4))):
-            steps = np.arange(lane.shape[axis]).reshape((-1, 1) if axis == 1 else (1, -1))
-            offset[ways] = np.cumsum(~lane[ways], axis=axis) * int(WALL) + steps  # walls passed, steps taken
+        nx, ny = free.shape
+        wall = np.empty((4, nx, ny), dtype=bool)
+        for w in self.ways(wall):  # the views of a lane array are the lanes reversed
+            np.logical_not(free, out=w)
+        offset = np.cumsum(wall[:2], axis=1, dtype=np.int64), np.cumsum(wall[2:], axis=2, dtype=np.int64)
+        offset = np.concatenate(offset) * int(WALL)  # walls passed
+        offset[:2] += np.arange(nx)[:, None]  # steps taken
+        offset[2:] += np.arange(ny)
         self.offset = offset
-        self.lifted = np.where(lane, offset, -(2**62))  # a wall's point: any cost less this is cut
+        self.lifted = np.where(wall, -(2**62), offset)  # a wall's point: any cost less this is cut
 
     @staticmethod
     def ways(cost: np.ndarray) -> list[np.ndarray]:
@@ -296,18 +299,20 @@ class _Lanes:
         np.minimum(run, CUT, out=out)
 
 
-def _walk(cost: np.ndarray, at: tuple[int, int], d: int, start: tuple[int, int]) -> list[tuple[int, int]]:
-    """The grid points of the cheapest way to ``at`` (moving ``d``), walked back to ``start``."""
+def _walk(cost: list[np.ndarray], at: tuple[int, int], d: int, start: tuple[int, int]) -> list[tuple[int, int]]:
+    """The grid points of the cheapest way to ``at`` (moving ``d``; ``cost`` by way, ``CUT`` for
+    none: never one or a bend less than a cost met), walked back to ``start``."""
     path = [at]
-    while at != start or d != 0 or cost[0][at] != 0.0:
+    nx, ny = cost[0].shape
+    while at != start or d != 0 or cost[0][at] != 0:
         v = cost[d][at]
         di, dj = AHEAD[d]
         back = (at[0] - di, at[1] - dj)
-        if 0 <= back[0] < cost.shape[1] and 0 <= back[1] < cost.shape[2] and cost[d][back] + 1 == v:
+        if 0 <= back[0] < nx and 0 <= back[1] < ny and cost[d][back] + 1 == v:
             at = back
             path.append(at)
             continue
         d = next(e for e in range(4) if e != d and cost[e][at] + BEND == v)
-        if at == start and cost[d][at] == 0.0:
+        if at == start and cost[d][at] == 0:
             break
     return path[::-1]
