@@ -55,13 +55,14 @@ def route(tail: Point, head: Point, walls: list[Rect], span: tuple[float, float]
     if cost[j1] >= CUT:
         return None
     path, j = [], j1
-    for i in range(len(xs) - 1, 0, -1):
-        path.append((xs[i], ys[j]))
-        j2 = came[i - 1][j]
+    x, y = xs.tolist(), ys.tolist()
+    for i in range(len(x) - 1, 0, -1):
+        path.append((x[i], y[j]))
+        j2 = int(came[i - 1][j])
         if j2 != j:
-            path.append((xs[i], ys[j2]))
+            path.append((x[i], y[j2]))
         j = j2
-    path.append((xs[0], ys[j]))
+    path.append((x[0], y[j]))
     path = [(tail[0], tail[1])] + _corners(path[::-1])[1:-1] + [(head[0], head[1])]
     return _straight_ends(path)
 
@@ -275,8 +276,10 @@ class _Lanes:
         wall = np.empty((4, nx, ny), dtype=bool)
         for w in self.ways(wall):  # the views of a lane array are the lanes reversed
             np.logical_not(free, out=w)
-        offset = np.cumsum(wall[:2], axis=1, dtype=np.int64), np.cumsum(wall[2:], axis=2, dtype=np.int64)
-        offset = np.concatenate(offset) * int(WALL)  # walls passed
+        offset = np.empty(wall.shape, dtype=np.int64)
+        np.cumsum(wall[:2], axis=1, out=offset[:2])
+        np.cumsum(wall[2:], axis=2, out=offset[2:])
+        offset *= int(WALL)  # walls passed
         offset[:2] += np.arange(nx)[:, None]  # steps taken
         offset[2:] += np.arange(ny)
         self.offset = offset
