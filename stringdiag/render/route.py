@@ -138,13 +138,13 @@ def bezier(path: list[Point], walls: list[Rect]) -> list[Point]:
     """DOT's control points (3n + 1) of ``path`` (pulled taut: ``taut``) with its corners
     rounded as far as the walls leave room."""
     pts: list[Point] = [path[0]]
-    walls = _array(walls)
+    rows = _array(walls)
     for k in range(1, len(path) - 1):
         a, c, b = path[k - 1], path[k], path[k + 1]
         r = min(0.45 * math.dist(a, c), 0.45 * math.dist(c, b), 30.0)
         while r > 1.0:
             p, q = _towards(c, a, r), _towards(c, b, r)
-            near = _near(walls, (p, c, q))  # the curve lies within its control points' bounds
+            near = _near(rows, (p, c, q))  # the curve lies within its control points' bounds
             if not len(near) or not _hit(np.array(_sample([p, c, c, q])), near):
                 break
             r /= 2
@@ -161,9 +161,9 @@ def taut(path: list[Point], walls: list[Rect]) -> list[Point]:
     """The corners of ``path`` with every corner left out that a straight run clear of the
     walls can skip: from each kept corner, the farthest one it sees."""
     out, i = [path[0]], 0
-    walls = _array(walls)
+    rows = _array(walls)
     while i < len(path) - 1:
-        i = next(k for k in range(len(path) - 1, i, -1) if k == i + 1 or _clear(path[i], path[k], walls))
+        i = next(k for k in range(len(path) - 1, i, -1) if k == i + 1 or _clear(path[i], path[k], rows))
         out.append(path[i])
     return out
 
