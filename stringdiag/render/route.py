@@ -22,7 +22,8 @@ STEP = 4.0  # points between grid points
 BEND = 60.0  # a bend costs as much as climbing this many grid points (whole: costs stay exact)
 WALL = 1e7  # larger than any cost: the running minimum forgets what lies beyond a wall
 CLEAR = 3.0  # points kept between a wire and what it must not cross
-CUT = int(WALL) // 2  # costs are searched as whole numbers (int64): this one stands for no way at all
+CUT = int(WALL) // 2  # costs are searched as whole numbers (int64); this one, far above the bends and
+# steps of any picture's way, stands for no way at all (a cost carried past a wall is cut to it)
 
 
 def route(tail: Point, head: Point, walls: list[Rect], span: tuple[float, float]) -> list[Point] | None:
@@ -303,8 +304,8 @@ class _Lanes:
 
 
 def _walk(cost: list[np.ndarray], at: tuple[int, int], d: int, start: tuple[int, int]) -> list[tuple[int, int]]:
-    """The grid points of the cheapest way to ``at`` (moving ``d``; ``cost`` by way, ``CUT`` for
-    none: never one or a bend less than a cost met), walked back to ``start``."""
+    """The grid points of the cheapest way to ``at`` (moving ``d``), walked back to ``start``
+    (``cost``: by way; ``CUT``, no way, is never a step or a bend below a cost on the way)."""
     path = [at]
     nx, ny = cost[0].shape
     while at != start or d != 0 or cost[0][at] != 0:
