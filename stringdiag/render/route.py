@@ -238,24 +238,20 @@ def detour(tail: Point, head: Point, walls: list[Rect], box: Rect) -> list[Point
     goal = (int(np.abs(xs - head[0] + step).argmin()), int(np.abs(ys - head[1]).argmin()))
     free[start] = free[goal] = True
     lanes = _Lanes(free)
-    cost = np.full((4, len(xs), len(ys)), CUT)  # by the way it moves (right, left, down, up), as lanes keep it
+    cost = np.full((4, len(xs), len(ys)), CUT)  # by the way it moves: right, left, down, up
     cost[0][start] = 0
     src = np.empty_like(cost)
     for _ in range(MAX_BENDS):
-        a, b, c, d = lanes.ways(cost)  # a turn into each way: from the cheapest other way, plus a bend;
-        turn = np.minimum(np.minimum(a, b), np.minimum(c, d))  # from the way itself too, as that
-        turn += int(BEND)  # costs more than staying on it: so the cheapest of all four ways
-        np.minimum(cost[0::2], turn, out=src[0::2])  # right and down run as the grid does
-        np.minimum(cost[1], turn[::-1], out=src[1])
-        np.minimum(cost[3], turn[:, ::-1], out=src[3])
+        turn = cost.min(axis=0)  # a turn into each way: from the cheapest other way, plus a bend; from the
+        turn += int(BEND)  # way itself too, as that costs more than staying on it: the cheapest of all four
+        np.minimum(cost, turn, out=src)
         if not np.less(src, cost).any():  # no turn lowers a cost: nor would runs from them (the costs are
             break  # the runs' already: running minima of running minima change nothing)
         lanes.runs(src, out=cost)  # at most src (a point's own run), so at most the cost it had
-    ways = lanes.ways(cost)
-    end = [int(w[goal]) + int(BEND) * (d != 0) for d, w in enumerate(ways)]
+    end = [int(w[goal]) + int(BEND) * (d != 0) for d, w in enumerate(cost)]
     if min(end) >= CUT:
         return None
-    path = _walk(ways, goal, end.index(min(end)), start)
+    path = _walk(cost, goal, end.index(min(end)), start)
     return [tail] + _corners([(float(xs[i]), float(ys[j])) for i, j in path]) + [head]
 
 
@@ -266,44 +262,41 @@ AHEAD = ((1, 0), (-1, 0), (0, 1), (0, -1))
 
 
 class _Lanes:
-    """The four ways of moving (right, left, down, up) along the grid, stopped by walls. A cost
-    array (way, x, y) is kept as the lanes run: the left way's x and the up way's y reversed,
-    so every way runs forward along its axis (one running minimum for the two ways of an
-    axis); ``ways`` gives the grid's own orientation as views. What depends on the walls alone
-    (their running count, the step numbers) is made once a detour."""
+    """The four ways of moving (right, left, down, up) along the grid, stopped by walls: what
+    depends on the walls alone (their running count and the step number along each way), made
+    once a detour, and each way's running minimum taken along its own direction (a reversed
+    view for left and up)."""
 
     def __init__(self, free: np.ndarray):
         nx, ny = free.shape
-        wall = np.empty((4, nx, ny), dtype=bool)
-        for w in self.ways(wall):  # the views of a lane array are the lanes reversed
-            np.logical_not(free, out=w)
-        offset = np.empty(wall.shape, dtype=np.int64)
-        np.cumsum(wall[:2], axis=1, out=offset[:2])
-        np.cumsum(wall[2:], axis=2, out=offset[2:])
+        wall = ~free
+        offset = np.empty((4, nx, ny), dtype=np.int64)
+        for w, v, axis in zip(self.lanes(offset), self.lanes(np.broadcast_to(wall, offset.shape)), (0, 0, 1, 1)):
+            np.cumsum(v, axis=axis, out=w)
         offset *= int(WALL)  # walls passed
-        offset[:2] += np.arange(nx)[:, None]  # steps taken
-        offset[2:] += np.arange(ny)
+        for w, axis in zip(self.lanes(offset), (0, 0, 1, 1)):
+            w += np.arange(w.shape[axis]).reshape((-1, 1) if axis == 0 else (1, -1))  # steps taken
         self.offset = offset
         self.lifted = np.where(wall, -(2**62), offset)  # a wall's point: any cost less this is cut
 
     @staticmethod
-    def ways(cost: np.ndarray) -> list[np.ndarray]:
-        """A lane array's four ways in the grid's orientation (views; their own inverse)."""
-        return [cost[0], cost[1][::-1], cost[2], cost[3][:, ::-1]]
+    def lanes(a: np.ndarray) -> list[np.ndarray]:
+        """The four ways of a (way, x, y) array as each runs: forward along its axis (views)."""
+        return [a[0], a[1][::-1], a[2], a[3][:, ::-1]]
 
     def runs(self, src: np.ndarray, out: np.ndarray) -> None:
-        """From each point's ``src`` cost (a lane array, whole numbers, ``CUT`` for none), one per
+        """From each point's ``src`` cost (way, x, y: whole numbers, ``CUT`` for none), one per
         step: the cost of reaching each point each way, into ``out`` (a running minimum along the
-        lane, reset at each wall: a minimum carried past a wall, a wall's own point too, comes back
+        way, reset at each wall: a minimum carried past a wall, a wall's own point too, comes back
         at least ``WALL`` dearer and is cut to ``CUT``)."""
         run = src - self.lifted
-        np.minimum.accumulate(run[:2], axis=1, out=run[:2])
-        np.minimum.accumulate(run[2:], axis=2, out=run[2:])
+        for w, axis in zip(self.lanes(run), (0, 0, 1, 1)):
+            np.minimum.accumulate(w, axis=axis, out=w)
         run += self.offset
         np.minimum(run, CUT, out=out)
 
 
-def _walk(cost: list[np.ndarray], at: tuple[int, int], d: int, start: tuple[int, int]) -> list[tuple[int, int]]:
+def _walk(cost: np.ndarray, at: tuple[int, int], d: int, start: tuple[int, int]) -> list[tuple[int, int]]:
     """The grid points of the cheapest way to ``at`` (moving ``d``), walked back to ``start``
     (``cost``: by way; ``CUT``, no way, is never a step or a bend below a cost on the way)."""
     path = [at]
