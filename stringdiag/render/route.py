@@ -41,7 +41,8 @@ def route(tail: Point, head: Point, walls: list[Rect], span: tuple[float, float]
     cost = np.full(len(ys), CUT)
     cost[j0] = 0
     came: list[np.ndarray] = []
-    same = np.r_[False, False, (free[2:] == free[1:-1]).all(axis=1)]  # a column as free as the one before
+    same = np.zeros(len(xs), dtype=bool)  # a column as free as the one before
+    np.all(free[2:] == free[1:-1], axis=1, out=same[2:])
     climbs = np.flatnonzero(~same[1:]) + 1
     column = _Column(free, climbs)
     straight = np.arange(len(ys))
