@@ -74,10 +74,11 @@ def _free(xs: np.ndarray, ys: np.ndarray, walls: list[Rect]) -> np.ndarray:
     on the grid's rising xs and ys (``arange``, ``linspace``) the points strictly inside a wall
     are one block of indices, found by bisection, cleared a wall at a time."""
     w = np.asarray(walls, dtype=float).reshape(-1, 4)
-    i0, j0 = (np.searchsorted(v, w[:, k] - CLEAR, "right").tolist() for v, k in ((xs, 0), (ys, 2)))
-    i1, j1 = (np.searchsorted(v, w[:, k] + CLEAR, "left").tolist() for v, k in ((xs, 1), (ys, 3)))
+    i0, j0 = (np.searchsorted(v, w[:, k] - CLEAR, "right") for v, k in ((xs, 0), (ys, 2)))
+    i1, j1 = (np.searchsorted(v, w[:, k] + CLEAR, "left") for v, k in ((xs, 1), (ys, 3)))
+    some = (i0 < i1) & (j0 < j1)  # the walls over some point of the grid
     free = np.ones((len(xs), len(ys)), dtype=bool)
-    for a, b, c, d in zip(i0, i1, j0, j1):
+    for a, b, c, d in zip(*(v[some].tolist() for v in (i0, i1, j0, j1))):
         free[a:b, c:d] = False
     return free
 
