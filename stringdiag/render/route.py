@@ -242,13 +242,13 @@ def detour(tail: Point, head: Point, walls: list[Rect], box: Rect) -> list[Point
     lanes = _Lanes(free)
     cost = np.full((4, len(xs), len(ys)), CUT)  # by the way it moves: right, left, down, up
     cost[0][start] = 0
-    src = np.empty_like(cost)
-    for _ in range(MAX_BENDS):
-        turn = cost.min(axis=0)  # a turn into each way: from the cheapest other way, plus a bend; from the
-        turn += int(BEND)  # way itself too, as that costs more than staying on it: the cheapest of all four
+    src, turn, lower = np.empty_like(cost), np.empty_like(cost[0]), np.empty(cost.shape, dtype=bool)
+    for _ in range(MAX_BENDS):  # each round in arrays made once a detour
+        cost.min(axis=0, out=turn)  # a turn into each way: from the cheapest other way, plus a bend; from
+        turn += int(BEND)  # the way itself too, as that costs more than staying on it: the cheapest of all four
         np.minimum(cost, turn, out=src)
-        if not np.less(src, cost).any():  # no turn lowers a cost: nor would runs from them (the costs are
-            break  # the runs' already: running minima of running minima change nothing)
+        if not np.less(src, cost, out=lower).any():  # no turn lowers a cost: nor would runs from them (the
+            break  # costs are the runs' already: running minima of running minima change nothing)
         lanes.runs(src, out=cost)  # at most src (a point's own run), so at most the cost it had
     end = [int(w[goal]) + int(BEND) * (d != 0) for d, w in enumerate(cost)]
     if min(end) >= CUT:
@@ -290,12 +290,12 @@ class _Lanes:
         """From each point's ``src`` cost (way, x, y: whole numbers, ``CUT`` for none), one per
         step: the cost of reaching each point each way, into ``out`` (a running minimum along the
         way, reset at each wall: a minimum carried past a wall, a wall's own point too, comes back
-        at least ``WALL`` dearer and is cut to ``CUT``)."""
-        run = src - self.lifted
-        for w, axis in zip(self.lanes(run), (0, 0, 1, 1)):
+        at least ``WALL`` dearer and is cut to ``CUT``); ``src`` is spent on the way."""
+        src -= self.lifted
+        for w, axis in zip(self.lanes(src), (0, 0, 1, 1)):
             np.minimum.accumulate(w, axis=axis, out=w)
-        run += self.offset
-        np.minimum(run, CUT, out=out)
+        src += self.offset
+        np.minimum(src, CUT, out=out)
 
 
 def _walk(cost: np.ndarray, at: tuple[int, int], d: int, start: tuple[int, int]) -> list[tuple[int, int]]:
