@@ -175,3 +175,20 @@ def test_a_detour_costs_what_a_plain_cheapest_path_search_finds(rs, e):
     bends = sum(u != v for u, v in zip([(1, 0)] + ways, ways + [(1, 0)]))
     steps = sum(abs(b[0] - a[0]) + abs(b[1] - a[1]) for a, b in zip(grid, grid[1:]))
     assert steps + R.BEND * bends == cost
+
+
+@settings(max_examples=40, deadline=None)
+@given(rects, ends)
+def test_a_detour_takes_the_same_way_with_costs_in_int32_as_in_int64(rs, e):
+    walls = _walls(rs)
+    tail, head = (e[0], e[1]), (e[2], e[3])
+    box = (-20.0, W + 20, -20.0, H + 20)
+    assert R._Lanes(np.ones((30, 20), dtype=bool)).dtype == np.int32  # this grid's costs in int32
+    narrow = R.detour(tail, head, walls, box)
+    small, R.SMALL_CUT = R.SMALL_CUT, 0  # no grid is small enough: int64, cut at CUT
+    try:
+        assert R._Lanes(np.ones((30, 20), dtype=bool)).dtype == np.int64
+        assert R.detour(tail, head, walls, box) == narrow
+    finally:
+        R.SMALL_CUT = small
+    assert R._Lanes(np.ones((4000, 2), dtype=bool)).dtype == np.int64  # a line too long for int32

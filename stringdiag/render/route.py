@@ -240,7 +240,7 @@ def detour(tail: Point, head: Point, walls: list[Rect], box: Rect) -> list[Point
     goal = (int(np.abs(xs - head[0] + step).argmin()), int(np.abs(ys - head[1]).argmin()))
     free[start] = free[goal] = True
     lanes = _Lanes(free)
-    cost = np.full((4, len(xs), len(ys)), CUT)  # by the way it moves: right, left, down, up
+    cost = np.full((4, len(xs), len(ys)), lanes.cut, dtype=lanes.dtype)  # by the way it moves: right, left, down, up
     cost[0][start] = 0
     src, turn, lower = np.empty_like(cost), np.empty_like(cost[0]), np.empty(cost.shape, dtype=bool)
     for _ in range(MAX_BENDS):  # each round in arrays made once a detour
@@ -251,7 +251,7 @@ def detour(tail: Point, head: Point, walls: list[Rect], box: Rect) -> list[Point
             break  # costs are the runs' already: running minima of running minima change nothing)
         lanes.runs(src, out=cost)  # at most src (a point's own run), so at most the cost it had
     end = [int(w[goal]) + int(BEND) * (d != 0) for d, w in enumerate(cost)]
-    if min(end) >= CUT:
+    if min(end) >= lanes.cut:
         return None
     path = _walk(cost, goal, end.index(min(end)), start)
     return [tail] + _corners([(float(xs[i]), float(ys[j])) for i, j in path]) + [head]
@@ -263,23 +263,30 @@ MAX_BENDS = 16
 AHEAD = ((1, 0), (-1, 0), (0, 1), (0, -1))
 
 
+SMALL_CUT = 2**16  # no way, on a grid whose dearest way of MAX_BENDS bends is cheaper (int32 costs)
+
+
 class _Lanes:
     """The four ways of moving (right, left, down, up) along the grid, stopped by walls: what
     depends on the walls alone (their running count and the step number along each way), made
     once a detour, and each way's running minimum taken along its own direction (a reversed
-    view for left and up)."""
+    view for left and up). Costs are int32 with ``SMALL_CUT`` for no way (and for a wall passed)
+    where every way of at most ``MAX_BENDS`` bends on the grid costs less (then no sum
+    overflows), else int64 with ``CUT`` (and ``WALL``)."""
 
     def __init__(self, free: np.ndarray):
         nx, ny = free.shape
+        small = (MAX_BENDS + 1) * (max(nx, ny) + BEND) < SMALL_CUT  # runs of a line's length, bends
+        self.dtype, self.cut, unit = (np.int32, SMALL_CUT, SMALL_CUT) if small else (np.int64, CUT, int(WALL))
         wall = ~free
-        offset = np.empty((4, nx, ny), dtype=np.int64)
+        offset = np.empty((4, nx, ny), dtype=self.dtype)
         for w, v, axis in zip(self.lanes(offset), self.lanes(np.broadcast_to(wall, offset.shape)), (0, 0, 1, 1)):
             np.cumsum(v, axis=axis, out=w)
-        offset *= int(WALL)  # walls passed
+        offset *= unit  # walls passed
         for w, axis in zip(self.lanes(offset), (0, 0, 1, 1)):
             w += np.arange(w.shape[axis]).reshape((-1, 1) if axis == 0 else (1, -1))  # steps taken
         self.offset = offset
-        self.lifted = np.where(wall, -(2**62), offset)  # a wall's point: any cost less this is cut
+        self.lifted = np.where(wall, self.dtype(-unit), offset)  # a wall's point: any cost less this is cut
 
     @staticmethod
     def lanes(a: np.ndarray) -> list[np.ndarray]:
@@ -287,20 +294,20 @@ class _Lanes:
         return [a[0], a[1][::-1], a[2], a[3][:, ::-1]]
 
     def runs(self, src: np.ndarray, out: np.ndarray) -> None:
-        """From each point's ``src`` cost (way, x, y: whole numbers, ``CUT`` for none), one per
+        """From each point's ``src`` cost (way, x, y: whole numbers, ``cut`` for none), one per
         step: the cost of reaching each point each way, into ``out`` (a running minimum along the
         way, reset at each wall: a minimum carried past a wall, a wall's own point too, comes back
-        at least ``WALL`` dearer and is cut to ``CUT``); ``src`` is spent on the way."""
+        at least a wall's unit dearer and is cut to ``cut``); ``src`` is spent on the way."""
         src -= self.lifted
         for w, axis in zip(self.lanes(src), (0, 0, 1, 1)):
             np.minimum.accumulate(w, axis=axis, out=w)
         src += self.offset
-        np.minimum(src, CUT, out=out)
+        np.minimum(src, self.cut, out=out)
 
 
 def _walk(cost: np.ndarray, at: tuple[int, int], d: int, start: tuple[int, int]) -> list[tuple[int, int]]:
     """The grid points of the cheapest way to ``at`` (moving ``d``), walked back to ``start``
-    (``cost``: by way; ``CUT``, no way, is never a step or a bend below a cost on the way)."""
+    (``cost``: by way; no way, cut, is never a step or a bend below a cost on the way)."""
     path = [at]
     nx, ny = cost[0].shape
     while at != start or d != 0 or cost[0][at] != 0:
