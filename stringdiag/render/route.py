@@ -277,7 +277,8 @@ class _Lanes:
     def __init__(self, free: np.ndarray):
         nx, ny = free.shape
         small = (MAX_BENDS + 1) * (max(nx, ny) + BEND) < SMALL_CUT  # runs of a line's length, bends
-        self.dtype, self.cut, unit = (np.int32, SMALL_CUT, SMALL_CUT) if small else (np.int64, CUT, int(WALL))
+        self.dtype: type[np.signedinteger] = np.int32 if small else np.int64
+        self.cut, unit = (SMALL_CUT, SMALL_CUT) if small else (CUT, int(WALL))
         wall = ~free
         offset = np.empty((4, nx, ny), dtype=self.dtype)
         for w, v, axis in zip(self.lanes(offset), self.lanes(np.broadcast_to(wall, offset.shape)), (0, 0, 1, 1)):
