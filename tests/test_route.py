@@ -111,7 +111,7 @@ def test_the_free_grid_is_the_plain_wall_test_at_every_point(rs, x0, y0, nx, ny)
     walls = _walls(rs)
     xs, ys = np.linspace(x0, x0 + 4 * nx, nx), np.arange(y0, y0 + 4 * ny, 4.0)
     free = R._free(xs, ys, walls)
-    assert free.shape == (nx, ny)
+    assert free.shape == (len(xs), len(ys))
     for i, x in enumerate(xs):
         for j, y in enumerate(ys):
             inside = any(a - R.CLEAR < x < b + R.CLEAR and c - R.CLEAR < y < d + R.CLEAR for a, b, c, d in walls)
