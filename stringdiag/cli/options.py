@@ -16,9 +16,10 @@ from typing import Callable
 
 from ..errors import DiagError, shown
 
-INT = re.compile(r"[+-]?[0-9]+")
-DIGITS = re.compile(r"[0-9]+")
-FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+# (patterns compiled by re's cache when first matched: most command lines have no number)
+INT = r"[+-]?[0-9]+"
+DIGITS = r"[0-9]+"
+FLOAT = r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?"
 INT64_MAX = 2 ** 63 - 1
 
 
@@ -46,7 +47,7 @@ def integer(low: int = 1, high: int = INT64_MAX, what: str | None = None) -> Cal
 
     def parse(text: str) -> int:
         s = text.strip()
-        if not INT.fullmatch(s):
+        if not re.fullmatch(INT, s):
             raise argparse.ArgumentTypeError(f"expected {what}, got {_show(text)}")
         v = int(s)
         if v < low:
@@ -65,7 +66,7 @@ def number(low: float = 0.0, high: float = math.inf, low_open: bool = True,
 
     def parse(text: str) -> float:
         s = text.strip()
-        if not FLOAT.fullmatch(s):
+        if not re.fullmatch(FLOAT, s):
             raise argparse.ArgumentTypeError(f"expected {what}, got {_show(text)}")
         v = float(s)
         if not math.isfinite(v):
@@ -94,7 +95,7 @@ def parse_dims(text: str, diagram=None) -> dict[str, int]:
     dims: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, eq, value = (s.strip() for s in part.partition("="))
-        if not eq or not name.isidentifier() or not name.isascii() or not DIGITS.fullmatch(value) or int(value) < 1:
+        if not eq or not name.isidentifier() or not name.isascii() or not re.fullmatch(DIGITS, value) or int(value) < 1:
             raise UsageError(f"--dims: expected NAME=POSITIVE_INTEGER, got {_show(part)}")
         if int(value) > INT64_MAX:
             raise UsageError(f"--dims: {name}={_show(value)[1:-1]} is too large (at most 2^63 - 1)")
