@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 
-from .common import print_json
 from .options import positive
 from .outputs import add_tikz_body, need_directory, picture_or_directory
 
@@ -65,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print()
     if args.json:
+        from .common import print_json  # (here: --json only)
+
         print_json(found)
     return 0
 

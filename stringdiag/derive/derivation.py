@@ -32,8 +32,6 @@ from ..syntax import ast as A
 from ..syntax import deriv_ast as D
 from ..syntax.source import read_source
 from . import steps
-from .absorb import absorb
-from .plug import plug
 from .resolve import Resolver
 from .specialise import specialise as specialise_step, uses_of
 from .steps import ABSORB, EQ, RED, REWIRE  # noqa: F401  (the relations, re-exported for callers)
@@ -266,8 +264,12 @@ class Runner:
                 kinds = {n.text: self.names.dim_kind(cur, n.text) for n in (name, to)}
                 res = self.located(name, steps.identify, cur, name.text, to.text, kinds)
             case D.Absorb(wire, into, learner):
+                from .absorb import absorb  # (here: few derivations absorb or plug)
+
                 res = self.located(wire, absorb, cur, wire.text, into.text, self.names.learner(learner))
             case D.Plug(input_, into):
+                from .plug import plug
+
                 res = self.located(input_, plug, cur, input_.text, into.text,
                                    lambda n: self.names.dim_kind(cur, n) is DimKind.SEQ)
             case _:  # pragma: no cover - the grammar has no other steps
