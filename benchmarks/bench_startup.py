@@ -12,8 +12,8 @@ in each round, and adds the median of the per-round ratios new / old (under 1: t
 ``--wheel`` measures what a user who installs the package gets instead: this checkout built into a
 wheel and installed in a fresh virtual environment (the dependencies reached through the running
 environment's site-packages, added as a path: none of its ``.pth`` files runs), every command run
-there as ``python -m stringdiag`` on the shipped files (``stringdiag:gallery/...``) from an empty
-folder, against that environment's own ``python -c pass``. A development environment's bare
+there as the ``stringdiag`` console script its installation wrote (what a user types), on the shipped
+files (``stringdiag:gallery/...``) from an empty folder, against that environment's own ``python -c pass``. A development environment's bare
 interpreter is slower (its ``.pth`` files, the editable install's among them, import ``pathlib``,
 ``typing``, ``re`` and more at every start), so the same milliseconds are a smaller ratio there.
 
@@ -67,7 +67,7 @@ def environment(root: Path | None, cache: Path) -> dict:
 
 def wheel_environment(scratch: Path) -> tuple[Path, dict[str, list[str]]]:
     """A fresh virtual environment with this checkout's wheel installed, an empty folder to run
-    in, and the commands on the shipped files (``python -m stringdiag``, as the console script)."""
+    in, and the commands on the shipped files, each run by the console script the installation wrote."""
     import site
     import venv
 
@@ -83,7 +83,8 @@ def wheel_environment(scratch: Path) -> tuple[Path, dict[str, list[str]]]:
     PYTHON["python"] = str(py)
     empty = scratch / "empty"
     empty.mkdir()
-    shipped = {name: ["-m", "stringdiag", *(a.replace("gallery/", "stringdiag:gallery/") for a in args[2:])]
+    script = str(py.with_name("stringdiag"))
+    shipped = {name: [script, *(a.replace("gallery/", "stringdiag:gallery/") for a in args[2:])]
                if args[:2] == ["-m", "stringdiag.cli.main"] else args for name, args in COMMANDS.items()}
     return empty, shipped
 
