@@ -4,6 +4,9 @@ it was made from (the shipped JSON, a fresh parse); a damaged, stale or foreign 
 the data made again; nothing in a cache file is ever run."""
 import json
 import marshal
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -151,3 +154,29 @@ def test_the_tables_read_from_the_cache_are_the_shipped_json(grammar, tmp_path, 
         key = cached.read_bytes().split()[0].decode()
         datacache.store(cached, key, bad, lalr.KEPT)
         assert fields(lalr.tables.__wrapped__(grammar)) == fields(first)
+
+
+def test_the_cache_follows_the_environment_and_a_user_with_no_home_gets_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("STRINGDIAG_CACHE", str(tmp_path / "mine"))
+    assert datacache.cache_dir() == tmp_path / "mine"
+    monkeypatch.delenv("STRINGDIAG_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert datacache.cache_dir() == tmp_path / "xdg" / "stringdiag"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert datacache.cache_dir() == tmp_path / "home" / ".cache" / "stringdiag"
+
+
+def test_a_command_runs_for_a_user_with_no_home(tmp_path):
+    """No $HOME and no password entry (a container run as an unnamed user): the caches go to the
+    temporary directory, and the command says what it always says."""
+    code = ("import os, pathlib, sys\n"
+            "def no_home(): raise RuntimeError('Could not determine home directory.')\n"
+            "pathlib.Path.home = staticmethod(no_home)\n"
+            "from stringdiag.cli.main import main\n"
+            "sys.exit(main(['check', 'gallery/attention.diag']))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("HOME", "XDG_CACHE_HOME", "STRINGDIAG_CACHE")}
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env | {"TMPDIR": str(tmp_path)},
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "ok (4 diagrams" in r.stdout, r.stderr
+    assert list(tmp_path.glob("stringdiag-*/ast-*"))  # the cache went there

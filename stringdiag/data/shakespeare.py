@@ -36,6 +36,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..errors import DiagError
+from ..syntax.datacache import cache_dir as cache_root  # (stringdiag's cache: its syntax trees', the corpora's)
 from ..syntax.source import read_source
 from .corpus import CORPUS_LIMIT, SPECIALS, UNK, Corpus, load_ptb
 
@@ -111,13 +112,6 @@ def build_splits(vocab_size: int = VOCAB_SIZE) -> dict[str, list[list[str]]]:
     counts = Counter(w for s in splits["train"] for w in s)
     keep = set(sorted(counts, key=lambda w: (-counts[w], w))[:vocab_size - len(SPECIALS)])
     return {split: [[w if w in keep else UNK for w in s] for s in sents] for split, sents in splits.items()}
-
-
-def cache_root() -> Path:
-    """``$STRINGDIAG_CACHE``, else ``$XDG_CACHE_HOME/stringdiag``, else ``~/.cache/stringdiag``."""
-    if env := os.environ.get("STRINGDIAG_CACHE"):
-        return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "stringdiag"
 
 
 def cache_dir() -> Path:

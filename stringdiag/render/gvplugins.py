@@ -65,6 +65,8 @@ def give_up() -> None:
 
 
 def _which(program: str) -> str | None:
+    """``shutil.which``'s answer, resolved, without importing shutil (bz2, lzma: 2 to 4 ms of a
+    picture's start)."""
     for d in os.environ.get("PATH", os.defpath).split(os.pathsep):
         path = os.path.join(d or ".", program)
         if os.access(path, os.X_OK) and not os.path.isdir(path):

@@ -37,7 +37,19 @@ def digest(*parts: bytes) -> str:
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    """Where stringdiag keeps what it can make again (syntax trees, tables, Graphviz's plugin folder,
+    corpora): ``$STRINGDIAG_CACHE``, else ``$XDG_CACHE_HOME/stringdiag``, else ``~/.cache/stringdiag``;
+    for a user with no home to find (a container's, say), a folder of the temporary directory."""
+    if mine := os.environ.get("STRINGDIAG_CACHE"):
+        return Path(mine)
+    root = os.environ.get("XDG_CACHE_HOME")
+    if not root:
+        try:
+            root = str(Path.home() / ".cache")
+        except (RuntimeError, KeyError):  # no $HOME and no password entry
+            import tempfile
+
+            return Path(tempfile.gettempdir()) / f"stringdiag-{getattr(os, 'getuid', lambda: 'cache')()}"
     return Path(root) / "stringdiag"
 
 
