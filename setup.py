@@ -7,7 +7,7 @@ because setuptools' ``find`` sees no package whose folder is outside its parent'
 from setuptools import find_packages, setup
 
 DATA = {f"stringdiag.{name}": name for name in ("grammars", "rules", "gallery")}
-FOLDERS = ["stringdiag.prelude", "stringdiag.gallery.proofs", "stringdiag.gallery.modern"]  # data folders inside those (no modules)
+FOLDERS = ["stringdiag.prelude", "stringdiag.gallery.proofs", "stringdiag.gallery.modern", "stringdiag.render.assets"]  # data folders inside those (no modules)
 
 setup(packages=find_packages(include=["stringdiag", "stringdiag.*"]) + list(DATA) + FOLDERS,
       package_dir={"": ".", **DATA})

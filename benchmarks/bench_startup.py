@@ -9,6 +9,13 @@ ratios. The caches (the prelude's and the rule library's syntax trees) are warme
 command from another checkout too (a ``git archive`` copy, with its own cache), the two alternating
 in each round, and adds the median of the per-round ratios new / old (under 1: this checkout is faster).
 
+``--floors`` (with ``--wheel``) splits each of the four commands' CPU time into what no command can
+avoid and what it does: a bare interpreter; the same with ``re`` imported (the console script pip
+writes imports it before any of the package's code); a process that only imports every module the
+command imports (each recorded from a run of the command); and the command. The command less its
+imports is its work; the ratio it would have if importing its modules cost nothing more than ``re``
+is (``re`` + work) / bare.
+
 ``--wheel`` measures what a user who installs the package gets instead: this checkout built into a
 wheel and installed in a fresh virtual environment (the dependencies reached through the running
 environment's site-packages, added as a path: none of its ``.pth`` files runs), every command run
@@ -17,7 +24,7 @@ files (``stringdiag:gallery/...``) from an empty folder, against that environmen
 interpreter is slower (its ``.pth`` files, the editable install's among them, import ``pathlib``,
 ``typing``, ``re`` and more at every start), so the same milliseconds are a smaller ratio there.
 
-    .venv/bin/python benchmarks/bench_startup.py [--rounds 9] [--cold] [--old ../base] [--wheel]
+    .venv/bin/python benchmarks/bench_startup.py [--rounds 9] [--cold] [--old ../base] [--wheel [--floors]]
 """
 from __future__ import annotations
 
@@ -89,6 +96,74 @@ def wheel_environment(scratch: Path) -> tuple[Path, dict[str, list[str]]]:
     return empty, shipped
 
 
+# --floors: one interpreter run either records the modules a command imports (running it in-process)
+# or imports the recorded ones and stops as the commands do (the cyclic collector paused, no
+# interpreter teardown: see cli/main.py)
+FLOOR_DRIVER = """
+import gc, os, re, sys
+mode, listing = sys.argv[1], sys.argv[2]
+if mode == "record":
+    import contextlib, io
+    before = set(sys.modules)
+    from stringdiag.cli.main import main
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        main(sys.argv[3:])
+    with open(listing, "w") as f:
+        f.write("\\n".join(m for m in sys.modules if m not in before))
+else:
+    gc.disable()
+    for name in open(listing).read().split():
+        __import__(name)
+    os._exit(0)
+"""
+FLOORED = ("stringdiag check gallery/attention.diag", "stringdiag info -d SelfAttention",
+           "stringdiag derive gallery/linearize.deriv", "stringdiag render -d SelfAttention -o X.svg")
+
+
+def floors(rounds: int) -> dict[str, dict[str, list[float]]]:
+    """CPU seconds of a bare interpreter, of one importing ``re``, of one importing a command's
+    modules only, and of the command, by command (the wheel's, in a fresh environment), interleaved."""
+    scratch = Path(tempfile.mkdtemp(prefix="stringdiag-floors-"))
+    empty, runs = wheel_environment(scratch)
+    env = environment(None, scratch / "cache")
+    driver = scratch / "driver.py"
+    driver.write_text(FLOOR_DRIVER)
+    parts = {}
+    for name in FLOORED:
+        args = [a.replace("{scratch}", str(scratch)) for a in runs[name]]
+        listing = scratch / f"modules-{len(parts)}.txt"
+        subprocess.run([PYTHON["python"], str(driver), "record", str(listing), *args[1:]], cwd=empty, env=env,
+                       check=True)
+        parts[name] = {"bare": ["-c", "pass"], "re": ["-c", "import re"],
+                       "imports": [str(driver), "imports", str(listing)], "command": args}
+    for part in (*parts.values(), *parts.values()):  # warm-up: caches, bytecode, the OS's file cache
+        for args in part.values():
+            cpu_seconds(args, env, empty)
+    times = {name: {what: [] for what in part} for name, part in parts.items()}
+    for _ in range(rounds):
+        for name, part in parts.items():
+            for what, args in part.items():
+                times[name][what].append(cpu_seconds(args, env, empty))
+    shutil.rmtree(scratch, ignore_errors=True)
+    return times
+
+
+def print_floors(times: dict[str, dict[str, list[float]]], rounds: int) -> None:
+    med = statistics.median
+    print(f"{'command (installed wheel)':<44}{'bare':>7}{'+re':>7}{'imports':>9}{'command':>9}{'work':>7}"
+          f"{'x bare':>8}{'floor x':>9}")
+    for name, t in times.items():
+        work = [c - i for c, i in zip(t["command"], t["imports"])]
+        floor = med((r + w) / b for r, w, b in zip(t["re"], work, t["bare"]))
+        ratio = med(c / b for c, b in zip(t["command"], t["bare"]))
+        print(f"{name:<44}" + "".join(f"{med(t[k]) * 1e3:>{w}.1f}" for k, w in
+                                        (("bare", 7), ("re", 7), ("imports", 9), ("command", 9)))
+              + f"{med(work) * 1e3:>7.1f}{ratio:>8.2f}{floor:>9.2f}")
+    print(f"(ms of CPU, medians of {rounds} rounds; work = command - imports; floor x = (re + work) / bare: "
+          f"the ratio if the command's modules cost no more to import than re, which pip's console script "
+          f"imports anyway; {PYTHON['python']})")
+
+
 def measure(trees: dict[str, Path], rounds: int, cold: bool, wheel: bool = False) -> dict:
     """CPU seconds and ratios to ``python -c pass`` of every command, by tree and command: each round
     runs every command, the trees alternating (the first tree first in even rounds)."""
@@ -127,7 +202,14 @@ def main() -> None:
     ap.add_argument("--old", type=Path, help="another checkout to run alternately (e.g. a git archive copy)")
     ap.add_argument("--wheel", action="store_true", help="this checkout's wheel in a fresh environment, "
                     "from an empty folder (not with --old)")
+    ap.add_argument("--floors", action="store_true", help="with --wheel: each command's CPU split into "
+                    "the interpreter, re, its imports and its work")
     opts = ap.parse_args()
+    if opts.floors:
+        if not opts.wheel or opts.old or opts.cold:
+            ap.error("--floors goes with --wheel alone")
+        print_floors(floors(opts.rounds), opts.rounds)
+        return
     if opts.wheel and opts.old:
         ap.error("--wheel measures one installed copy: not with --old")
     trees = {"new": ROOT} | ({"old": opts.old.resolve()} if opts.old else {})

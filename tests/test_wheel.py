@@ -81,8 +81,9 @@ class Installed:
                 shutil.copytree(ROOT / name, src / name, ignore=NOT_SOURCES)
             elif (ROOT / name).is_file():
                 shutil.copy(ROOT / name, src / name)
-        self._python([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                      "--disable-pip-version-check", "-q", src, "-w", dist], timeout=300)
+        done = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+                     "--disable-pip-version-check", "-v", src, "-w", dist], self.tmp, self.env, timeout=300)
+        self.build_log = done.stdout + done.stderr  # setuptools' own output (-v: pip passes it on)
         (wheel,) = dist.glob("stringdiag-*.whl")
         return wheel
 
@@ -97,7 +98,10 @@ def _the_wheel_ships_the_data_and_not_the_pictures(installed: Installed) -> None
         want = {f"stringdiag/{p.relative_to(ROOT).as_posix()}" for p in (ROOT / folder).glob("*")
                 if p.suffix in (".lark", ".rules", ".diag", ".deriv", ".tax") or p.name.endswith(".tables.json")}
         assert want and want <= names, sorted(want - names)
-    assert {"stringdiag/prelude/prelude.diag", "stringdiag/py.typed", "stringdiag/__main__.py"} <= names
+    assert {"stringdiag/prelude/prelude.diag", "stringdiag/py.typed", "stringdiag/__main__.py",
+            "stringdiag/render/assets/view.js", "stringdiag/render/assets/view.css"} <= names
+    # e.g. a data folder setuptools sees as a package it was not told of ("Package would be ignored")
+    assert "Warning" not in installed.build_log, installed.build_log[installed.build_log.find("Warning") - 500:][:2000]
     assert any(n.endswith("/licenses/LICENSE") for n in names)
     data = sorted(n for n in names if n.endswith((".svg", ".png", ".csv", ".json")) and not n.endswith(".tables.json"))
     # GPT-2's weight map for gallery/lm.diag, Fig. 2(b)'s reference lines; no study results, no pictures
