@@ -2,27 +2,29 @@
 is saved, beside the editor (the live picture of Chyp's interface).
 
 The page is the interactive view ``render -o X.html`` (or ``derive -o X.html``) writes, plus a
-script that asks the server every half second for the file's version (its size and modification
-time) and reloads when it changed; the server redraws on the next request. A file that does not
-check shows its error, as the command line prints it, until it is fixed. It listens on
-127.0.0.1 only.
+script that asks the server every half second for the drawing's version and reloads when it
+changed. The version is that of every file the drawing read (the file, its imports however deep,
+a derivation's ``use``d files and rules, and files looked for and missing), as the reader recorded
+them while drawing (``syntax/source.py``): saving any of them redraws the page. A drawing that
+fails shows its error, as the command line prints it, until it is fixed. It listens on 127.0.0.1
+only, writes no files, and stops cleanly on Ctrl-C or SIGTERM.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import html
-import os
-import shutil
-import tempfile
+import signal
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from ..errors import DiagError
 from ..resources import argument
+from ..syntax.source import Stamp, note, recording, stamp
 from .options import integer
 
-HELP = "serve a page of a diagram or derivation that redraws whenever the file is saved"
+HELP = "serve a page of a diagram or derivation that redraws whenever the file, or a file it reads, is saved"
 EXAMPLES = """\
 stringdiag serve mine.diag -d Head
 stringdiag serve mine.deriv --port 8765"""
@@ -43,46 +45,43 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=integer(0, 65535), default=0, help="the port (default: any free one)")
 
 
-def version(path: Path) -> str:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return "missing"
-    return f"{st.st_size}-{st.st_mtime_ns}"
+def version(files: dict[str, Stamp | None]) -> str:
+    """A short name for the files' stamps: it changes when any of them is saved, made or removed."""
+    return hashlib.blake2b(repr(sorted(files.items())).encode(), digest_size=8).hexdigest()
 
 
 class Page:
-    """The page of the file as of its last version, redrawn when the version changes."""
+    """The page of the file as of the files it was drawn from, redrawn when one of them changes."""
 
     def __init__(self, path: Path, diagram: str | None):
         self.path, self.diagram = path, diagram
-        self.seen, self.body = None, ""
+        self.files: dict[str, Stamp | None] = {}  # what the last drawing read (empty: not drawn yet)
+        self.body = ""
         self.lock = threading.Lock()
-        self.scratch = Path(tempfile.mkdtemp(prefix="stringdiag-serve-"))
 
     def current(self) -> tuple[str, str]:
+        """The version and the page, drawn again when a file it was drawn from has changed since."""
         with self.lock:
-            now = version(self.path)
-            if now != self.seen:
-                self.seen, self.body = now, self._draw()
-            return self.seen, self.body
+            if not self.files or any(stamp(f) != s for f, s in self.files.items()):
+                with recording() as files:
+                    note(self.path)  # (it is read first anyway; a page always follows its own file)
+                    self.body = self._draw()
+                self.files = dict(files)
+            return version(self.files), self.body
 
     def _draw(self) -> str:
-        out = self.scratch / "page.html"
         try:
             if self.path.suffix == ".deriv":
                 from ..derive.derivation import load_derivation
-                from .derive import draw
+                from ..render.output import chain_page
 
-                draw(load_derivation(self.path), str(self.path), str(out))
-            else:
-                from ..render.output import save_diagram
-                from .common import load_reporting, pick
+                deriv = load_derivation(self.path)
+                return chain_page(deriv.heading(), deriv.frames(), deriv.text_rows(), [s.changes for s in deriv.steps])
+            from ..render.output import diagram_page
+            from .common import load_reporting, pick
 
-                prog = load_reporting(str(self.path), lambda e, severity: None)
-                d = prog[self.diagram] if self.diagram else pick(prog, None)[0]
-                save_diagram(d, out)
-            return out.read_text(encoding="utf-8")
+            prog = load_reporting(str(self.path), lambda e, severity: None)
+            return diagram_page(prog[self.diagram] if self.diagram else pick(prog, None)[0])
         except (DiagError, KeyError, OSError) as e:
             message = e.render() if isinstance(e, DiagError) else str(e.args[0] if e.args else e)
             return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(self.path.name)}: error"
@@ -93,7 +92,7 @@ def handler(page: Page) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
             if self.path == "/version":
-                self._send(version(page.path).encode(), "text/plain")
+                self._send(page.current()[0].encode(), "text/plain")
             elif self.path in ("/", "/index.html"):
                 seen, body = page.current()
                 script = RELOAD.replace("{version}", seen)
@@ -116,17 +115,32 @@ def handler(page: Page) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class Stopped(Exception):
+    """SIGTERM, raised in the serving thread: the server stops as on Ctrl-C, closing its socket."""
+
+
+def _stop(signum, frame) -> None:
+    raise Stopped
+
+
 def run(args: argparse.Namespace) -> int:
     path = Path(argument(args.file))
     if not path.is_file():
         raise DiagError(f"cannot read {args.file}: No such file or directory")
     page = Page(path, args.diagram)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), handler(page))
-    print(f"serving {args.file} at http://127.0.0.1:{server.server_address[1]}/ (redrawn when it is saved; "
-          "Ctrl-C stops)", flush=True)
+    main = threading.current_thread() is threading.main_thread()  # (signals are the main thread's)
+    before = signal.getsignal(signal.SIGTERM) if main else None
     try:
+        if main:
+            signal.signal(signal.SIGTERM, _stop)
+        print(f"serving {args.file} at http://127.0.0.1:{server.server_address[1]}/ (redrawn when it or a file it "
+              "reads is saved; Ctrl-C stops)", flush=True)
         server.serve_forever()
+    except Stopped:
+        pass
     finally:
         server.server_close()
-        shutil.rmtree(page.scratch, ignore_errors=True)
+        if main:
+            signal.signal(signal.SIGTERM, before if before is not None else signal.SIG_DFL)
     return 0

@@ -14,6 +14,7 @@ from ..graph.types import DimKind
 from ..resources import locate
 from ..syntax import ast as A
 from ..syntax import deriv_ast as D
+from ..syntax.source import note
 
 
 class Resolver:
@@ -35,6 +36,7 @@ class Resolver:
         """The ``.diag`` file ``rel`` (relative to the script), read once."""
         target = locate(rel, self.base, pos, self.text, (".diag",)).resolve()
         if str(target) not in self.programs:
+            note(target)  # looked for, even when it is not there (syntax/source.py)
             if not target.is_file():
                 raise self.err(f"no such file {rel} (looked for {target})", pos)
             self.programs[str(target)] = load(target)
@@ -43,6 +45,7 @@ class Resolver:
     def rules_file(self, rel: str, pos: Pos) -> Path:
         """The ``.rules`` file ``rel`` a ``use`` names."""
         target = locate(rel, self.base, pos, self.text, (".rules",)).resolve()
+        note(target)  # looked for, even when it is not there (syntax/source.py)
         if not target.is_file():
             raise self.err(f"no such file {rel}", pos)
         return target

@@ -16,7 +16,7 @@ from ..resources import PREFIX, argument, locate, shipped
 from ..syntax import ast as A
 from ..syntax.astcache import Later, read_cached
 from ..syntax.records import replace
-from ..syntax.source import read_source  # the public place to read a file
+from ..syntax.source import note, read_source  # the public place to read a file
 from ..graph.decls import Definition, DimDecl, Program
 from ..graph.diagram import Diagram
 from ..graph.types import DimKind
@@ -216,6 +216,7 @@ def _import_target(prog: Program, rel: str, pos: Pos, stack: tuple[str, ...]) ->
 def _import_text(prog: Program, rel: str, target: Path, pos: Pos) -> str:
     """The imported file's text, read as every source is (``read_source``: a regular file, at
     most 16 MiB, UTF-8), its refusal said at the import."""
+    note(target)  # looked for, even when it is not there: a page drawn from this file waits for it
     if target.is_dir():
         raise DiagError(f'cannot import "{rel}": {target} is a directory', pos, prog.source)
     if not target.exists():

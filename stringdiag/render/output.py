@@ -71,15 +71,22 @@ def graphviz_errors(name: str):
         raise DiagError(f"drawing '{name}' ran out of memory") from None
 
 
+def diagram_page(d: Diagram, expand: bool = False) -> str:
+    """The interactive page of ``d`` (what ``X.html`` holds), as text: ``serve`` sends it without a file."""
+    from . import html
+
+    refuse_to_draw(d.name, drawn_boxes(d, expand))
+    with graphviz_errors(d.name):
+        return html.page(d.name, html.diagram_view(d.expand(unroll={}, limit=MAX_EXPANDED) if expand else d))
+
+
 def save_diagram(d: Diagram, out: str | Path, expand: bool = False, tikz_body: bool = False) -> list[Path]:
     out = Path(out)
+    if _suffix(out) == ".html":
+        return [write_atomic(out, diagram_page(d, expand))]
     if _suffix(out) != ".dot":  # .dot is Graphviz's source, written without laying it out
         refuse_to_draw(d.name, drawn_boxes(d, expand))
     with graphviz_errors(d.name):
-        if _suffix(out) == ".html":
-            from . import html
-
-            return _page(d.name, html.diagram_view(d.expand(unroll={}, limit=MAX_EXPANDED) if expand else d), out)
         if _suffix(out) == ".tex":
             from . import tikz
 
@@ -87,19 +94,31 @@ def save_diagram(d: Diagram, out: str | Path, expand: bool = False, tikz_body: b
         return [render(d, out, expand)]
 
 
+def _refuse_chain(heading: str, frames: list[tuple[str, str, Diagram]]) -> None:
+    for _, _, d in frames:
+        refuse_to_draw(d.name, len(d))
+    refuse_to_draw(heading.partition(":")[0], sum(len(d) for _, _, d in frames), MAX_CHAIN, "boxes in its steps")
+
+
+def chain_page(heading: str, frames: list[tuple[str, str, Diagram]], rows: list[tuple[str, ...]],
+               changes: list | None = None) -> str:
+    """A derivation's interactive page (what ``X.html`` holds), as text; arguments as :func:`save_chain`'s."""
+    from . import html
+
+    _refuse_chain(heading, frames)
+    with graphviz_errors(heading.partition(":")[0]):
+        return html.page(heading, html.derivation_view(heading, frames, rows, changes))
+
+
 def save_chain(heading: str, frames: list[tuple[str, str, Diagram]], rows: list[tuple[str, ...]],
                out: str | Path, tikz_body: bool = False, changes: list | None = None) -> list[Path]:
     """A derivation: its steps (``frames``: caption, relation, diagram) and table (``rows``);
     ``changes`` (per step, what it replaced, put in and kept) highlights the rewrites (SVG, HTML)."""
     out = Path(out)
-    for _, _, d in frames:
-        refuse_to_draw(d.name, len(d))
-    refuse_to_draw(heading.partition(":")[0], sum(len(d) for _, _, d in frames), MAX_CHAIN, "boxes in its steps")
+    if _suffix(out) == ".html":
+        return [write_atomic(out, chain_page(heading, frames, rows, changes))]
+    _refuse_chain(heading, frames)
     with graphviz_errors(heading.partition(":")[0]):
-        if _suffix(out) == ".html":
-            from . import html
-
-            return _page(heading, html.derivation_view(heading, frames, rows, changes), out)
         if _suffix(out) == ".tex":
             from . import tikz
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from ..errors import DiagError, Pos, shown
 from ..resources import hint
@@ -71,6 +73,49 @@ def _fresh(folder: Path, prefix: str) -> tuple[int, str]:
     raise FileExistsError(f"no unused temporary name in {folder}")
 
 
+Stamp = tuple[int, int, int]  # a file's inode, size and modification time (ns): a save changes one
+_noted: ContextVar[dict[str, Stamp | None] | None] = ContextVar("stringdiag_files_read", default=None)
+
+
+def stamp(path: str | Path) -> Stamp | None:
+    """What a file is now, None when there is none: two stamps differ when it was saved between them
+    (written in place, or replaced by an editor's rename)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+@contextmanager
+def recording() -> Iterator[dict[str, Stamp | None]]:
+    """The files read while the block runs, with each one's stamp from before it was read (so a
+    save during the read shows as a change later, never as none): every file that is read goes
+    through :func:`read_source`, so what a result was made from (a drawing's imports, however
+    deep, a derivation's rules) is known without parsing anything again. Files looked for and not
+    found are there too, stamped None: creating one changes the result as well. A recording
+    inside another adds its files to the outer one's."""
+    files: dict[str, Stamp | None] = {}
+    token = _noted.set(files)
+    try:
+        yield files
+    finally:
+        _noted.reset(token)
+        outer = _noted.get()
+        if outer is not None:
+            for key, value in files.items():
+                outer.setdefault(key, value)
+
+
+def note(path: str | Path) -> None:
+    """Record ``path`` as read (or looked for) by a :func:`recording` under way; else nothing."""
+    files = _noted.get()
+    if files is not None:
+        key = os.path.abspath(path)
+        if key not in files:
+            files[key] = stamp(key)
+
+
 def read_source(path: str | Path, limit: int = 16 * 2 ** 20) -> str:
     """A source file's text, or the tool's own error saying why not.
 
@@ -79,6 +124,7 @@ def read_source(path: str | Path, limit: int = 16 * 2 ** 20) -> str:
     at its line and column. Line ends are normalised to ``\\n`` as in text mode.
     """
     name = str(path)
+    note(name)
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused just below
         fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
