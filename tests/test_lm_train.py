@@ -75,6 +75,39 @@ def test_head_recipe_options_and_models_that_see_the_future_are_refused(tmp_path
     assert "'Peek' is not causal" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("option, error", [
+    (["--d-model", "999"], "--d-model builds the head recipe's model; 'GPT' has its own width d, which the "
+                           "learning-rate schedule follows: give --dims d=999"),
+    (["--heads", "2"], "--heads builds the head recipe's model around a head"),
+    (["--d-ff", "64"], "--d-ff builds the head recipe's model around a head"),
+    (["--norm-after", ""], "--norm-after builds the head recipe's model around a head"),
+    (["--dims", "q=3"], "--dims: 'q' is not a fixed dimension that 'GPT' uses (it takes v, d, L, h, k, f)"),
+    (["--dims", "g=3"], "--dims: 'g' is not a fixed dimension that 'GPT' uses"),  # Llama's, in the same file
+    (["--dims", "s=3"], "--dims: 's' is not a fixed dimension that 'GPT' uses"),  # the sequence: run time's
+])
+def test_options_a_whole_model_does_not_use_are_refused(tmp_path, capsys, option, error):
+    out = tmp_path / "run"
+    assert main(["train", LM, "-d", "GPT", *option, "--data", "synthetic", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {error}") and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_the_dims_a_whole_model_takes_are_those_it_sizes():
+    d = stringdiag.load(LM)["GPT"]
+    taken = sizes(d, {}, 26).dims  # the reference: what the built model is sized by
+    from stringdiag.cli.train_lm import check_options
+    from stringdiag.cli.main import parse
+
+    for name in [*d.program.dims, "q"]:
+        args = parse(["train", LM, "-d", "GPT", "--dims", f"{name}={taken.get(name, 3)}"])
+        if name in taken:
+            assert check_options(args, d) == {name: taken[name]}
+        else:
+            with pytest.raises(DiagError, match=f"'{name}' is not a fixed dimension that 'GPT' uses"):
+                check_options(args, d)
+
+
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("lm") / "gpt"

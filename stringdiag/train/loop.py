@@ -83,14 +83,18 @@ class Elapsed:
     def of(cls, meta: dict, rows: list[dict]) -> "Elapsed":
         """A checkpoint's; one from before they were recorded: its log's last wall-clock time, no CPU."""
         saved = meta.get("elapsed")
-        if isinstance(saved, dict) and all(_seconds(saved.get(k)) for k in ("wall", "cpu")):
-            return cls(float(saved["wall"]), float(saved["cpu"]))
-        last = rows[-1].get("seconds") if rows and isinstance(rows[-1], dict) else None
-        return cls(float(last) if _seconds(last) else 0.0, 0.0)
+        if isinstance(saved, dict):
+            wall, cpu = _seconds(saved.get("wall")), _seconds(saved.get("cpu"))
+            if wall is not None and cpu is not None:
+                return cls(wall, cpu)
+        last = _seconds(rows[-1].get("seconds")) if rows and isinstance(rows[-1], dict) else None
+        return cls(last or 0.0, 0.0)
 
 
-def _seconds(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+def _seconds(x: Any) -> float | None:
+    """``x`` as a number of seconds, when it is one (finite, not negative)."""
+    ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+    return float(x) if ok else None
 
 
 @dataclass(frozen=True)
