@@ -198,3 +198,20 @@ def test_load_run_refuses_what_is_not_a_language_model_run(tmp_path):
     with pytest.raises(DiagError, match="holds no training run"):
         load_run(tmp_path)
     assert Tokenizer(("a", "b"), "words").encode("b a c") == [1, 0, 0]  # no <unk> in the vocabulary: id 0
+
+
+def test_an_approximator_that_reaches_no_map_is_refused(tmp_path, capsys):
+    from stringdiag.cli.train_lm import approximator_used
+
+    lm = stringdiag.load(LM)
+    dims = {"v": 26, "d": 8, "L": 1, "h": 2, "k": 4, "f": 16, "g": 2, "n": 2, "r": 2, "theta": 10000}
+    counts = {name: {p: sum(t.numel() for t in stringdiag.compile(lm[name], dims=dims, approximator=p).parameters())
+                     for p in ("linear", "mlp")} for name in ("GPT", "Llama")}
+    assert counts["GPT"]["linear"] != counts["GPT"]["mlp"] and approximator_used(lm["GPT"], dims)
+    assert counts["Llama"]["linear"] == counts["Llama"]["mlp"] and not approximator_used(lm["Llama"], dims)
+    out = tmp_path / "run"
+    assert main(["train", LM, "-d", "Llama", "--approximator", "linear", "--dims", "d=8,r=2", "--data", "synthetic",
+                 "-o", str(out)]) == 1
+    assert capsys.readouterr().err == ("error: --approximator linear would change nothing: every learnable map of "
+                                       "'Llama' names its own approximator (via ...)\n")
+    assert not out.exists()

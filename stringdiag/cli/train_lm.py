@@ -6,7 +6,7 @@ default its file declares (the sizes line marks those), else an error naming it.
 the head recipe that build a model around a head (--layers, --heads, --d-ff, --norm-after) have
 no meaning here and are refused, and so is --d-model when the model has a dimension named d
 (which then sets the schedule's width; else --d-model does); --dims names only fixed dimensions
-the model uses. The recipe (context, batch, schedule, budget, test) is the head mode's.
+the model uses; --approximator is refused where every learnable map names its own. The recipe (context, batch, schedule, budget, test) is the head mode's.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from ..errors import DiagError
 from . import config, options
 
 HEAD_ONLY = {"layers": 2, "heads": 4, "d_ff": None, "norm_after": None}  # the head recipe's options, defaults
+APPROXIMATOR = "mlp"  # --approximator's default
 D_MODEL = 128  # --d-model's default: the schedule's width for a model with no dimension d
 
 
@@ -58,6 +59,22 @@ def check_options(args: argparse.Namespace, diagram) -> dict[str, int]:
     return given
 
 
+def approximator_used(diagram, dims: dict[str, int]) -> bool:
+    """Whether ``--approximator`` reaches the model: some learnable map has no ``via`` of its own,
+    so the compiled module differs (its tensors' names or shapes) between linear and mlp. Found
+    on torch's meta device, allocating nothing; when that cannot be done, assumed so."""
+    import torch
+
+    from ..lower import compile
+
+    try:
+        with torch.device("meta"):
+            a, b = (compile(diagram, dims=dims, approximator=p).state_dict() for p in ("linear", "mlp"))
+    except Exception:  # the check is a courtesy: the real build reports its own errors
+        return True
+    return {k: v.shape for k, v in a.items()} != {k: v.shape for k, v in b.items()}
+
+
 def run_lm(args: argparse.Namespace, diagram, started: float, recipe: HeadParts) -> int:
     import torch
 
@@ -73,6 +90,9 @@ def run_lm(args: argparse.Namespace, diagram, started: float, recipe: HeadParts)
     corpus = load_corpus(args.data)
     check_windows(corpus, args.context, args.batch_size)
     size = sizes(diagram, given, len(corpus.vocab))
+    if args.approximator != APPROXIMATOR and not approximator_used(diagram, size.dims):
+        raise DiagError(f"--approximator {args.approximator} would change nothing: every learnable map of "
+                        f"'{diagram.name}' names its own approximator (via ...)")
     texts, main = sources(args.file)
     spec = Spec(texts, main, diagram.name, size.dims, args.approximator, size.dims.get("d", args.d_model))
 
