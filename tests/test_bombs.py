@@ -412,7 +412,7 @@ def test_compile_checks_dims_names_without_expanding(bombs, bomb, name, max_boxe
     dimensions the diagram uses (an unknown one refused before anything is built)."""
     code, _, err = bounded(["compile", bombs[bomb], "-d", name, "--dims", "e=4", "--max-boxes", max_boxes], tmp_path)
     assert code == 1
-    assert f"error: --dims: 'e' is not a dimension of '{name}' (its fixed dimensions are d)" in err
+    assert f"error: --dims: 'e' is not a dimension of '{name}' or of its file (it takes d" in err
 
 
 # -- an HTML page of a bomb: the diagram as written, the expanded pane left out with a note ---------

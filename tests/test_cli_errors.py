@@ -62,12 +62,35 @@ COMPILE = ["compile", ANATOMY, "-d", "M1"]
     ("d=0,k=2", "error: --dims: expected NAME=POSITIVE_INTEGER, got 'd=0'"),
     ("d=-3,k=2", "error: --dims: expected NAME=POSITIVE_INTEGER, got 'd=-3'"),
     ("d=8,k=2,d=9", "error: --dims: 'd' is given twice (d=8 and d=9)"),
-    ("d=8,k=2,zz=3", "error: --dims: 'zz' is not a dimension of 'M1' (its fixed dimensions are d, k)"),
+    ("d=8,k=2,zz=3", "error: --dims: 'zz' is not a dimension of 'M1' or of its file (it takes d, k, s)"),
     ("d=99999999999999999999999,k=2", "error: --dims: d=99999999999999999999999 is too large (at most 2^63 - 1)"),
 ])
 def test_bad_dims(capsys, dims, message):
     usage = "is not a dimension" not in message  # only that one needs the file to tell
     assert fails(capsys, COMPILE + ["--dims", dims], 2 if usage else 1) == message
+
+
+@pytest.mark.parametrize("file, name", [("anatomy.diag", "M1"), ("lm.diag", "GPT"), ("lm.diag", "Llama")])
+def test_an_unknown_dims_name_lists_every_name_dims_takes(file, name):
+    """Brute force: every dimension any gallery file declares, tried one by one; the error's list
+    is exactly the names that pass."""
+    import stringdiag
+    from stringdiag import DiagError
+    from stringdiag.cli.options import parse_dims
+
+    d = stringdiag.load(ROOT / "gallery" / file)[name]
+    candidates = {"q"} | {n for f in (ROOT / "gallery").glob("*.diag") for n in stringdiag.load(f).dims}
+    passing = set()
+    for n in sorted(candidates):
+        try:
+            parse_dims(f"{n}=3", d)
+            passing.add(n)
+        except DiagError:
+            pass
+    with pytest.raises(DiagError, match=r"\(it takes (.*)\)$") as e:
+        parse_dims("zzz=3", d)
+    listed = re.search(r"\(it takes (.*)\)$", str(e.value)).group(1).split(", ")
+    assert set(listed) == passing and len(listed) == len(passing)
 
 
 @pytest.mark.parametrize("dims, approximator", [("d=1000000000000,k=4", "linear"),
@@ -143,7 +166,7 @@ def test_argparse_errors_are_one_line_and_status_2(capsys, argv, message):
      r"would need more than 9.22 EB \(2\^63 bytes\), more than torch can address$"),
     (["--dims", "d=4"], r"error: --dims: 'd' is the head's feature dimension; its size is --d-model / --heads "
      r"\(16 / 2 here\)$"),
-    (["--dims", "q=4"], r"error: --dims: 'q' is not a dimension of 'M1' \(its fixed dimensions are d, k\)$"),
+    (["--dims", "q=4"], r"error: --dims: 'q' is not a dimension of 'M1' or of its file \(it takes d, k, s\)$"),
     (["--context", "100000"], r"error: --context 100000: the train split of synthetic-0 has 20,000 tokens, "
      r"fewer than one window of 100001$"),
     (["--batch-size", "100000"], r"error: --batch-size 100000: the train split of synthetic-0 has only [0-9,]+ "

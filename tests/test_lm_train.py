@@ -75,6 +75,39 @@ def test_head_recipe_options_and_models_that_see_the_future_are_refused(tmp_path
     assert "'Peek' is not causal" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("option, error", [
+    (["--d-model", "999"], "--d-model builds the head recipe's model; 'GPT' has its own width d, which the "
+                           "learning-rate schedule follows: give --dims d=999"),
+    (["--heads", "2"], "--heads builds the head recipe's model around a head"),
+    (["--d-ff", "64"], "--d-ff builds the head recipe's model around a head"),
+    (["--norm-after", ""], "--norm-after builds the head recipe's model around a head"),
+    (["--dims", "q=3"], "--dims: 'q' is not a fixed dimension that 'GPT' uses (it takes v, d, L, h, k, f)"),
+    (["--dims", "g=3"], "--dims: 'g' is not a fixed dimension that 'GPT' uses"),  # Llama's, in the same file
+    (["--dims", "s=3"], "--dims: 's' is not a fixed dimension that 'GPT' uses"),  # the sequence: run time's
+])
+def test_options_a_whole_model_does_not_use_are_refused(tmp_path, capsys, option, error):
+    out = tmp_path / "run"
+    assert main(["train", LM, "-d", "GPT", *option, "--data", "synthetic", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {error}") and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_the_dims_a_whole_model_takes_are_those_it_sizes():
+    d = stringdiag.load(LM)["GPT"]
+    taken = sizes(d, {}, 26).dims  # the reference: what the built model is sized by
+    from stringdiag.cli.train_lm import check_options
+    from stringdiag.cli.main import parse
+
+    for name in [*d.program.dims, "q"]:
+        args = parse(["train", LM, "-d", "GPT", "--dims", f"{name}={taken.get(name, 3)}"])
+        if name in taken:
+            assert check_options(args, d) == {name: taken[name]}
+        else:
+            with pytest.raises(DiagError, match=f"'{name}' is not a fixed dimension that 'GPT' uses"):
+                check_options(args, d)
+
+
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("lm") / "gpt"
@@ -165,3 +198,20 @@ def test_load_run_refuses_what_is_not_a_language_model_run(tmp_path):
     with pytest.raises(DiagError, match="holds no training run"):
         load_run(tmp_path)
     assert Tokenizer(("a", "b"), "words").encode("b a c") == [1, 0, 0]  # no <unk> in the vocabulary: id 0
+
+
+def test_an_approximator_that_reaches_no_map_is_refused(tmp_path, capsys):
+    from stringdiag.cli.train_lm import approximator_used
+
+    lm = stringdiag.load(LM)
+    dims = {"v": 26, "d": 8, "L": 1, "h": 2, "k": 4, "f": 16, "g": 2, "n": 2, "r": 2, "theta": 10000}
+    counts = {name: {p: sum(t.numel() for t in stringdiag.compile(lm[name], dims=dims, approximator=p).parameters())
+                     for p in ("linear", "mlp")} for name in ("GPT", "Llama")}
+    assert counts["GPT"]["linear"] != counts["GPT"]["mlp"] and approximator_used(lm["GPT"], dims)
+    assert counts["Llama"]["linear"] == counts["Llama"]["mlp"] and not approximator_used(lm["Llama"], dims)
+    out = tmp_path / "run"
+    assert main(["train", LM, "-d", "Llama", "--approximator", "linear", "--dims", "d=8,r=2", "--data", "synthetic",
+                 "-o", str(out)]) == 1
+    assert capsys.readouterr().err == ("error: --approximator linear would change nothing: every learnable map of "
+                                       "'Llama' names its own approximator (via ...)\n")
+    assert not out.exists()

@@ -10,14 +10,17 @@ The run's options, resolved (defaults included), are written beside its checkpoi
 from __future__ import annotations
 
 import argparse
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import DiagError
 from ..syntax.source import read_source
-from .options import UsageError, short
+from .options import UsageError, parse_dims, short
 
 RESOLVED = "run-config.json"  # beside a run's checkpoint
-NOT_KEYS = {"help", "config", "command", "completion", "version", "file"}  # no key sets these
+NOT_KEYS = {"help", "config", "command", "completion", "version", "file"}  # no option key sets these
+FILE = "file"  # the key of the command's FILE argument (a resolved config records it)
+ORIGIN = "config_origin"  # on the parsed arguments: dest -> (the file's key, shown, and the value it set)
 
 
 def given(argv: list[str]) -> str | None:
@@ -49,8 +52,9 @@ def keys(parser: argparse.ArgumentParser) -> dict[str, str]:
             for a in parser._actions if a.option_strings and a.dest not in NOT_KEYS}
 
 
-def read(path: str, parser: argparse.ArgumentParser) -> dict:
-    """The file's options as argparse destinations and checked values."""
+def read(path: str, parser: argparse.ArgumentParser) -> tuple[dict, dict[str, str]]:
+    """The file's options as argparse destinations and checked values, and each one's key as an
+    error names it (``--config run.toml: 'max-steps'``). ``file`` is the command's FILE."""
     import json  # here: every command asks for keys(), few read a file
     import tomllib
 
@@ -61,31 +65,41 @@ def read(path: str, parser: argparse.ArgumentParser) -> dict:
         raise DiagError(f"{short(path)}: not {'JSON' if path.lower().endswith('.json') else 'TOML'}: {e}") from None
     if not isinstance(data, dict):
         raise DiagError(f"{short(path)}: expected a table of options, got {type(data).__name__}")
-    actions, values = _actions(parser), {}
+    actions, values, where = _actions(parser), {}, {}
     for key, value in data.items():
-        if key == "file":
-            continue  # recorded in a resolved config; FILE on the command line is what is read
+        here = f"--config {short(path)}: '{key}'"
+        if key == FILE and _positional(parser, FILE) is not None:
+            if not isinstance(value, str) or not value.strip():
+                raise UsageError(f"{here}: expected the path of the command's FILE, not {json.dumps(value)}")
+            values[FILE], where[FILE] = value, here
+            continue
         action = actions.get(str(key).replace("-", "_"))
         if action is None:
             known = ", ".join(sorted(keys(parser).values()))
             raise UsageError(f"--config {short(path)}: no option '{key}' (the options: {known})")
-        values[action.dest] = _value(action, key, value, path)
-    return values
+        values[action.dest], where[action.dest] = _value(action, here, value), here
+    return values, where
 
 
-def _value(action: argparse.Action, key: str, value, path: str):
-    """One key's value, checked as the command line checks it."""
-    where = f"--config {short(path)}: '{key}'"
+def _positional(parser: argparse.ArgumentParser, dest: str) -> argparse.Action | None:
+    return next((a for a in parser._actions if not a.option_strings and a.dest == dest), None)
+
+
+def _value(action: argparse.Action, where: str, value):
+    """One key's value, checked as the command line checks it; an error names the key (``where``)
+    and shows the value as the file wrote it."""
+    import json
+
     if action.nargs == 0:  # a switch
         if not isinstance(value, bool):
             raise UsageError(f"{where} is a switch: true or false, not {value!r}")
         return value if action.const is not False else not value
     if isinstance(value, dict) and action.dest == "dims":  # dims = {k = 32, m = 16}: the table --dims writes k=32,m=16
         value = ",".join(f"{name}={size}" for name, size in value.items())
-    if value is None or isinstance(value, (dict, bool)):
-        import json
-
-        raise UsageError(f"{where}: expected a value as the command line takes it, not {json.dumps(value)}")
+    single = action.nargs in (None, "?")
+    if value is None or isinstance(value, (dict, bool)) or isinstance(value, list) and single:
+        raise UsageError(f"{where}: expected {'one value' if single else 'a value'} as the command line takes it, "
+                         f"not {json.dumps(value)}")
     items = value if isinstance(value, list) and action.nargs not in (None, "?") else [value]
     try:
         checked = [action.type(str(v)) if callable(action.type) else str(v) for v in items]
@@ -93,19 +107,48 @@ def _value(action: argparse.Action, key: str, value, path: str):
         raise UsageError(f"{where}: {e}") from None
     if action.choices is not None and any(c not in action.choices for c in checked):
         raise UsageError(f"{where}: expected one of {', '.join(map(str, action.choices))}, got {value!r}")
+    if action.dest == "dims":  # its syntax now, so that an error names the key (the names: once the file is read)
+        parse_dims(str(value), label=where)
     return checked if items is value else checked[0]
 
 
 def apply(parser: argparse.ArgumentParser, argv: list[str]) -> None:
-    """Make the ``--config`` file's values the command's defaults (so the command line wins), and
-    an option it gives no longer required on the command line."""
+    """Make the ``--config`` file's values the command's defaults (so the command line wins), an
+    option it gives no longer required on the command line, and FILE optional when it gives one."""
     path = given(argv)
     if path is None:
         return
-    values = read(path, parser)
+    values, where = read(path, parser)
     for dest in values:
-        _actions(parser)[dest].required = False
-    parser.set_defaults(**values)
+        action = _positional(parser, dest) if dest == FILE else _actions(parser)[dest]
+        if action is not None:
+            action.required = False
+            if dest == FILE:
+                action.nargs = "?"
+    parser.set_defaults(**values, **{ORIGIN: {dest: (where[dest], values[dest]) for dest in values}})
+
+
+@contextmanager
+def attributed(args: argparse.Namespace):
+    """An error about an option whose value the ``--config`` file set names the file's key instead
+    of the option (``--config run.toml: 'dims': ...`` for ``--dims: ...``)."""
+    try:
+        yield
+    except DiagError as e:
+        if e.pos is None:
+            e.message = _attributed(e.message, args)
+            e.args = (e.message,)
+        raise
+
+
+def _attributed(message: str, args: argparse.Namespace) -> str:
+    names = getattr(args, "option_keys", {})
+    for dest, (where, value) in getattr(args, ORIGIN, {}).items():
+        flag = "--" + names.get(dest, dest.replace("_", "-"))
+        if getattr(args, dest, None) == value and message.startswith(flag) and \
+                message[len(flag):len(flag) + 1] in ("", " ", ":"):
+            return where + message[len(flag):]
+    return message
 
 
 def resolved(args: argparse.Namespace, names: dict[str, str]) -> dict:

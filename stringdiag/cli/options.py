@@ -87,29 +87,38 @@ seed = integer(0, 2 ** 32 - 1, "a seed from 0 to 4294967295")
 
 
 # -- --dims -----------------------------------------------------------------------------
-def parse_dims(text: str, diagram=None) -> dict[str, int]:
-    """``d=64,k=16`` -> {'d': 64, 'k': 16}, with a clear error for anything else.
+def parse_dims(text: str, diagram=None, label: str = "--dims") -> dict[str, int]:
+    """``d=64,k=16`` -> {'d': 64, 'k': 16}, with a clear error for anything else, which starts
+    with ``label`` (where the text came from: the option, or a config file's key).
 
-    With ``diagram``, every name must be a dimension it (or its file) knows.
+    With ``diagram``, every name must be a dimension it or its file declares (:func:`accepted_dims`).
     """
     dims: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, eq, value = (s.strip() for s in part.partition("="))
         if not eq or not name.isidentifier() or not name.isascii() or not re.fullmatch(DIGITS, value) or int(value) < 1:
-            raise UsageError(f"--dims: expected NAME=POSITIVE_INTEGER, got {_show(part)}")
+            raise UsageError(f"{label}: expected NAME=POSITIVE_INTEGER, got {_show(part)}")
         if int(value) > INT64_MAX:
-            raise UsageError(f"--dims: {name}={_show(value)[1:-1]} is too large (at most 2^63 - 1)")
+            raise UsageError(f"{label}: {name}={_show(value)[1:-1]} is too large (at most 2^63 - 1)")
         if name in dims:
-            raise UsageError(f"--dims: '{name}' is given twice ({name}={dims[name]} and {name}={int(value)})")
+            raise UsageError(f"{label}: '{name}' is given twice ({name}={dims[name]} and {name}={int(value)})")
         dims[name] = int(value)
     if diagram is not None:
-        known = fixed_dims(diagram)
-        prog = diagram.program
+        accepted = accepted_dims(diagram)
         for name in dims:
-            if name not in known and (prog is None or prog.lookup_dim(name) is None):
-                has = f"its fixed dimensions are {', '.join(known)}" if known else "it has no fixed dimensions"
-                raise DiagError(f"--dims: '{name}' is not a dimension of '{diagram.name}' ({has})")
+            if name not in accepted:
+                takes = f"it takes {', '.join(accepted)}" if accepted else "it has no dimensions to size"
+                raise DiagError(f"{label}: '{name}' is not a dimension of '{diagram.name}' or of its file ({takes})")
     return dims
+
+
+def accepted_dims(diagram) -> list[str]:
+    """The names ``--dims`` takes for ``diagram``: the fixed dimensions it uses (:func:`fixed_dims`),
+    then every other dimension its file (or the prelude) declares."""
+    known = fixed_dims(diagram)
+    prog = diagram.program
+    declared = (list(prog.dims) + (list(prog.prelude.dims) if prog.prelude else [])) if prog else []
+    return known + [n for n in dict.fromkeys(declared) if n not in known]
 
 
 def fixed_dims(diagram) -> list[str]:

@@ -128,6 +128,11 @@ BUDGET_TEST_TOKENS = 10_000
 
 
 def run(args: argparse.Namespace) -> int:
+    with config.attributed(args):  # an error about a value the --config file set names its key
+        return _train(args)
+
+
+def _train(args: argparse.Namespace) -> int:
     from ..data import load_corpus
     from ..train.loop import train
 

@@ -4,8 +4,9 @@ the diagram trained as written, with its own embeddings, blocks, norms and head.
 Sizes: the vocabulary dimension is the corpus's; every other fixed dimension is --dims', else the
 default its file declares (the sizes line marks those), else an error naming it. The options of
 the head recipe that build a model around a head (--layers, --heads, --d-ff, --norm-after) have
-no meaning here and are refused; --d-model scales the learning-rate schedule only when the model
-has no dimension named d. The recipe (context, batch, schedule, budget, test) is the head mode's.
+no meaning here and are refused, and so is --d-model when the model has a dimension named d
+(which then sets the schedule's width; else --d-model does); --dims names only fixed dimensions
+the model uses; --approximator is refused where every learnable map names its own. The recipe (context, batch, schedule, budget, test) is the head mode's.
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from ..errors import DiagError
 from . import config, options
 
 HEAD_ONLY = {"layers": 2, "heads": 4, "d_ff": None, "norm_after": None}  # the head recipe's options, defaults
+APPROXIMATOR = "mlp"  # --approximator's default
+D_MODEL = 128  # --d-model's default: the schedule's width for a model with no dimension d
 
 
 class HeadParts(NamedTuple):
@@ -34,6 +37,44 @@ class HeadParts(NamedTuple):
     cut_short: Callable  # history -> what the verdict adds when --time-budget stopped training early
 
 
+def check_options(args: argparse.Namespace, diagram) -> dict[str, int]:
+    """``--dims``, checked to size only fixed dimensions the model uses; the options a whole model
+    does not use (the head recipe's, and --d-model when the model has its own d) refused."""
+    from ..train.lm import fixed_names
+
+    for name, default in HEAD_ONLY.items():
+        if getattr(args, name) != default:
+            flag = "--" + name.replace("_", "-")
+            raise DiagError(f"{flag} builds the head recipe's model around a head; '{diagram.name}' is a whole "
+                            "language model: size its own dimensions with --dims")
+    given = options.parse_dims(args.dims)
+    fixed = fixed_names(diagram)
+    for name in given:
+        if name not in fixed:  # another dimension of the file would size nothing
+            raise DiagError(f"--dims: '{name}' is not a fixed dimension that '{diagram.name}' uses (it takes "
+                            f"{', '.join(fixed)})")
+    if "d" in fixed and args.d_model != D_MODEL:
+        raise DiagError(f"--d-model builds the head recipe's model; '{diagram.name}' has its own width d, which "
+                        f"the learning-rate schedule follows: give --dims d={args.d_model}")
+    return given
+
+
+def approximator_used(diagram, dims: dict[str, int]) -> bool:
+    """Whether ``--approximator`` reaches the model: some learnable map has no ``via`` of its own,
+    so the compiled module differs (its tensors' names or shapes) between linear and mlp. Found
+    on torch's meta device, allocating nothing; when that cannot be done, assumed so."""
+    import torch
+
+    from ..lower import compile
+
+    try:
+        with torch.device("meta"):
+            a, b = (compile(diagram, dims=dims, approximator=p).state_dict() for p in ("linear", "mlp"))
+    except Exception:  # the check is a courtesy: the real build reports its own errors
+        return True
+    return {k: v.shape for k, v in a.items()} != {k: v.shape for k, v in b.items()}
+
+
 def run_lm(args: argparse.Namespace, diagram, started: float, recipe: HeadParts) -> int:
     import torch
 
@@ -44,16 +85,14 @@ def run_lm(args: argparse.Namespace, diagram, started: float, recipe: HeadParts)
     from ..train.run import Tokenizer
     _config, _test, check_windows, memory_errors, device, timing, cut_short = recipe
 
-    for name, default in HEAD_ONLY.items():
-        if getattr(args, name) != default:
-            flag = "--" + name.replace("_", "-")
-            raise DiagError(f"{flag} builds the head recipe's model around a head; '{diagram.name}' is a whole "
-                            "language model: size its own dimensions with --dims")
-    given = options.parse_dims(args.dims, diagram)
+    given = check_options(args, diagram)
     say = print if int(os.environ.get("RANK", "0")) == 0 else (lambda *a, **k: None)
     corpus = load_corpus(args.data)
     check_windows(corpus, args.context, args.batch_size)
     size = sizes(diagram, given, len(corpus.vocab))
+    if args.approximator != APPROXIMATOR and not approximator_used(diagram, size.dims):
+        raise DiagError(f"--approximator {args.approximator} would change nothing: every learnable map of "
+                        f"'{diagram.name}' names its own approximator (via ...)")
     texts, main = sources(args.file)
     spec = Spec(texts, main, diagram.name, size.dims, args.approximator, size.dims.get("d", args.d_model))
 

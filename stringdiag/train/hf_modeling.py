@@ -7,7 +7,8 @@ and names it in ``config.json``'s ``auto_map``; stringdiag itself never imports 
 (stringdiag must be installed where it is loaded); its tensors are the compiled diagram's, under
 the same names as in ``model.safetensors``, so transformers loads them as they are. Generation
 recomputes the whole window at each token (``use_cache`` is off): the diagram's own incremental
-form is stringdiag's ``generate``.
+form is stringdiag's ``generate``. An ``attention_mask`` is honoured by running each row on the
+tokens it keeps, so a left-padded batch generates what each prompt generates alone.
 """
 from __future__ import annotations
 
@@ -65,12 +66,40 @@ class StringdiagForCausalLM(PreTrainedModel, GenerationMixin):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None, **kwargs) -> CausalLMOutput:
-        logits = self._net(input_ids)
+        """Logits; with an ``attention_mask``, each row is the diagram run on its kept tokens alone
+        (padding neither seen nor counted as a position), its logits where those tokens stand and
+        zeros at the padding; the loss then scores only targets whose token and predecessor are kept."""
+        keep = None if attention_mask is None else attention_mask.to(torch.bool)
+        if keep is not None and keep.shape != input_ids.shape:
+            raise ValueError(f"attention_mask has shape {tuple(keep.shape)}, input_ids {tuple(input_ids.shape)}")
+        if keep is None or bool(keep.all()):
+            logits = self._net(input_ids)
+        else:
+            logits = self._kept(input_ids, keep)
         loss = None
         if labels is not None:  # next-token loss, as transformers' causal models define it
+            if keep is not None:
+                labels = labels.masked_fill(~keep, -100)
+                labels[:, 1:] = labels[:, 1:].masked_fill(~keep[:, :-1], -100)
             loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), labels[:, 1:].reshape(-1),
                                    ignore_index=-100)
         return CausalLMOutput(loss=loss, logits=logits)
 
-    def prepare_inputs_for_generation(self, input_ids: torch.Tensor, **kwargs) -> dict:
-        return {"input_ids": input_ids}
+    def _kept(self, input_ids: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        """The diagram on each row's kept tokens, rows with as many run as one batch."""
+        counts = keep.sum(1)
+        out: torch.Tensor | None = None
+        for n in sorted(set(counts.tolist()) - {0}):
+            rows = (counts == n).nonzero()[:, 0]
+            where = keep[rows].nonzero()[:, 1].view(len(rows), n)  # the kept positions, in order
+            got = self._net(input_ids[rows[:, None], where])
+            if out is None:
+                out = got.new_zeros(*input_ids.shape, got.shape[-1])
+            out[rows[:, None], where] = got
+        if out is None:  # no row keeps a token
+            return torch.zeros(*input_ids.shape, self.config.vocab_size, dtype=self.dtype, device=input_ids.device)
+        return out
+
+    def prepare_inputs_for_generation(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                                      **kwargs) -> dict:
+        return {"input_ids": input_ids, "attention_mask": attention_mask}

@@ -53,6 +53,16 @@ class Sizes:
         return f"sizes: {shown}"
 
 
+def fixed_names(d: Diagram) -> list[str]:
+    """The fixed dimensions that ``d`` and the diagrams it uses need sized, in the order they are met."""
+    out = []
+    for name, owner in dimensions(d).items():
+        decl = d.program.lookup_dim(name) or owner.program.lookup_dim(name)
+        if decl is not None and decl.kind is DimKind.FIXED:
+            out.append(name)
+    return out
+
+
 def sizes(d: Diagram, given: Mapping[str, int], vocab: int) -> Sizes:
     """Each fixed dimension the compiled model needs: the vocabulary's from the tokenizer, the
     others as ``given``, else their declared default; one with neither is an error naming it."""

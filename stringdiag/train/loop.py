@@ -72,6 +72,32 @@ class History:
 
 
 @dataclass(frozen=True)
+class Elapsed:
+    """Seconds of training (wall clock, this process's CPU) that a checkpoint records, so that a
+    resumed run's clock goes on from them rather than from zero."""
+
+    wall: float = 0.0
+    cpu: float = 0.0
+
+    @classmethod
+    def of(cls, meta: dict, rows: list[dict]) -> "Elapsed":
+        """A checkpoint's; one from before they were recorded: its log's last wall-clock time, no CPU."""
+        saved = meta.get("elapsed")
+        if isinstance(saved, dict):
+            wall, cpu = _seconds(saved.get("wall")), _seconds(saved.get("cpu"))
+            if wall is not None and cpu is not None:
+                return cls(wall, cpu)
+        last = _seconds(rows[-1].get("seconds")) if rows and isinstance(rows[-1], dict) else None
+        return cls(last or 0.0, 0.0)
+
+
+def _seconds(x: Any) -> float | None:
+    """``x`` as a number of seconds, when it is one (finite, not negative)."""
+    ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+    return float(x) if ok else None
+
+
+@dataclass(frozen=True)
 class Score:
     """A perplexity, and over how many of the split's targets it was measured."""
 
@@ -230,6 +256,7 @@ class _Training:
             self.out.mkdir(parents=True, exist_ok=True)
         self.ckpt = self.out / "checkpoint.safetensors" if self.out else None
         self.step, self.history = 0, History()
+        self.before = Elapsed()  # the training time of the sessions before this one (a resumed run)
 
     def resume(self) -> None:
         """Continue from the checkpoint: weights, optimiser, step and the log as of it."""
@@ -238,6 +265,7 @@ class _Training:
         meta = checkpoint.load(self.ckpt, self.model, self.opt)
         self.step = meta["step"]
         self.history.rows = meta.get("history", [])
+        self.before = Elapsed.of(meta, self.history.rows)
         self.sched = self.schedule(self.step, meta.get("scheduler"))
         if self.scaler.is_enabled() and isinstance(meta.get("scaler"), dict):
             self.scaler.load_state_dict(meta["scaler"])
@@ -340,8 +368,11 @@ class _Training:
             self.bar.close()
         if self.step % self.cfg.eval_every:
             self.record("final")
-        self.history.wall_seconds = time.time() - self.t0
-        self.history.cpu_seconds = time.process_time() - self.cpu0
+        self.history.wall_seconds, self.history.cpu_seconds = self.elapsed()
+
+    def elapsed(self) -> tuple[float, float]:
+        """Wall-clock and CPU seconds of training since the run began, earlier sessions included."""
+        return self.before.wall + time.time() - self.t0, self.before.cpu + time.process_time() - self.cpu0
 
     def validate(self) -> float:
         """Validation perplexity; under a time budget only what the budget leaves (at least one
@@ -358,7 +389,7 @@ class _Training:
         first = self.step - len(self.losses) + 1
         row = {"step": self.step, "epoch": round(self.step / max(self.per_epoch, 1), 3),
                "train_loss": _mean(self.losses), "valid_ppl": ppl, "lr": self.lr,
-               "seconds": round(time.time() - self.t0, 1),
+               "seconds": round(self.elapsed()[0], 1),
                "tokens_per_s": round(self.tokens_per_s())}
         self.history.rows.append(row)
         self.losses.clear()
@@ -378,6 +409,7 @@ class _Training:
             return
         meta = {"step": self.step, "config": _config(self.model), "train": asdict(self.cfg),
                 "history": self.history.rows, "scheduler": _json_state(self.sched.state_dict())}
+        meta["elapsed"] = dict(zip(("wall", "cpu"), self.elapsed()))
         if self.scaler.is_enabled():
             meta["scaler"] = self.scaler.state_dict()
         checkpoint.save(self.ckpt, self.model, self.opt, meta)

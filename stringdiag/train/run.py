@@ -288,6 +288,11 @@ def save_pretrained(model: WholeModel, folder: str | Path, tokenizer: Tokenizer 
     under ``stringdiag``), and ``tokenizer.json`` when given; each file written atomically. With
     ``modeling_stringdiag.py`` (train/hf.py), ``transformers`` loads it too:
     ``AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)``."""
+    if not isinstance(model, WholeModel):
+        raise DiagError(f"save_pretrained takes a whole language model (a diagram [s] of v -> [s, v] as "
+                        f"load_run(...).model, from_pretrained or train -d NAME give it), not a "
+                        f"{type(model).__name__}: a compiled diagram alone does not record the sources that "
+                        "rebuild it")
     folder = Path(folder)
     tensors = {k: v.detach().contiguous().cpu() for k, v in model.net.state_dict().items()}
     write_atomic(folder / WEIGHTS, tensors, {"format": "pt"}, "model file")
@@ -304,7 +309,9 @@ def save_pretrained(model: WholeModel, folder: str | Path, tokenizer: Tokenizer 
 
 def from_pretrained(folder: str | Path) -> tuple[WholeModel, Tokenizer | None]:
     """What :func:`save_pretrained` wrote: the model rebuilt from its sources, its tensors checked
-    against their checksum and loaded strictly (every name, shape and dtype); and the tokenizer."""
+    against their checksum and loaded strictly (every name, shape and dtype); and the tokenizer.
+    A folder that ``transformers`` saved again has no checksum (only stringdiag writes one): its
+    tensors are loaded, still checked by name and shape."""
     folder = Path(folder)
     config = _json(folder / CONFIG)
     if config.get("model_type") != "stringdiag" or not isinstance(config.get("stringdiag"), dict):
@@ -328,6 +335,7 @@ def _tensors(path: Path) -> dict[str, torch.Tensor]:
         tensors = load_file(str(path))
     except (OSError, ValueError, RuntimeError, SafetensorError) as e:
         raise DiagError(f"cannot read {path}: {e}") from None
-    if meta.get("checksum") != checksum(tensors):
+    saved = meta.get("checksum") if isinstance(meta, dict) else None
+    if saved is not None and saved != checksum(tensors):  # none: written by another tool (transformers)
         raise DiagError(f"{path} is damaged: its tensors do not match their checksum")
     return tensors
