@@ -233,9 +233,10 @@ def _import_text(prog: Program, rel: str, target: Path, pos: Pos) -> str:
     try:
         return read_source(target)
     except DiagError as e:
-        said = e.message.removeprefix(f"cannot read {shown_path(target)}")  # (by its resolved path)
-        raise DiagError(f'cannot import "{rel}": {_import_shown(prog, rel, target)}{said}', pos,
-                        prog.source) from None
+        said, by = e.message, f"cannot read {shown_path(str(target))}"  # (by its resolved path)
+        if said.startswith(by):
+            said = _import_shown(prog, rel, target) + said[len(by):]
+        raise DiagError(f'cannot import "{rel}": {said}', pos, prog.source) from None
 
 
 def _dim_decl(prog: Program, item: A.DimDecl) -> None:
