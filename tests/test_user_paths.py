@@ -192,3 +192,14 @@ def test_an_import_that_cannot_be_read_is_named_as_imported(here, capsys):
     assert status == 1
     assert err.startswith('b/i5.diag:1:8: error: cannot import "pipe.diag": b/pipe.diag: it is a FIFO'), err
     no_resolved_paths(err, here)
+
+
+@pytest.mark.parametrize("argv", [["derive", "b/e.deriv"], ["taxonomy", "b/e.tax"]])
+def test_an_error_in_a_file_a_derivation_reads_is_placed_where_the_user_named_it(here, capsys, argv):
+    write("m/bad.diag", "dim d : fixed\ndiagram A(x: [d]) -> [d] {\n  return nope(x)\n}\n")
+    write("b/e.deriv", "start ../m/bad.diag:A\n")
+    write("b/e.tax", "root a = ../m/bad.diag:A\n")
+    status, _, err = run(capsys, *argv)
+    assert status == 1
+    assert err.startswith("b/../m/bad.diag:3:10: error: "), err
+    no_resolved_paths(err, here)
