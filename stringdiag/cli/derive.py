@@ -40,7 +40,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.find:
+        from ..search.session import malformed
         from .derive_find import run as find
+
+        for ref in args.find:  # (a command line that cannot be right: status 2)
+            if (why := malformed(ref)) is not None:
+                from .options import UsageError
+
+                raise UsageError(why)
 
         return find(args)
     if not args.files:

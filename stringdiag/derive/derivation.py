@@ -169,7 +169,8 @@ class Runner:
         self.log = log or (lambda s: None)
         self.names = Resolver(text, file)  # what the script's names mean (resolve.py)
         # own rules first (a ChainMap writes to its first map only: the library is read)
-        self.rules: MutableMapping[str, Rule] = ChainMap({}, _library())  # type: ignore[arg-type]
+        self.own: dict[str, Rule] = {}
+        self.rules: MutableMapping[str, Rule] = ChainMap(self.own, _library())  # type: ignore[arg-type]
         self.unchecked: set[str] = set()  # the user's equations not evaluated (without --verify)
 
     def err(self, msg: str, pos: Pos | None) -> DiagError:
@@ -186,6 +187,9 @@ class Runner:
         if len(starts) != 1:
             raise self.err("a derivation has exactly one 'start FILE.diag:NAME'",
                            starts[1].pos if starts else Pos(self.file, 1, 1))
+        targets = [i for i in items if isinstance(i, D.TargetDecl)]
+        if len(targets) > 1:  # (taking one of them would leave the other claim unchecked)
+            raise self.err("a derivation has at most one 'target FILE.diag:NAME'", targets[1].pos)
         for item in items:
             if isinstance(item, D.UseDecl):
                 self.use(item)
@@ -202,9 +206,8 @@ class Runner:
             self.log(f"{number}. {step.text} {step.relation}")
             deriv.steps.append(step)
             cur = step.diagram
-        targets = [i for i in items if isinstance(i, D.TargetDecl)]
         if targets:
-            deriv.target = self.reaches(cur, targets[-1], len(steps_), deriv)
+            deriv.target = self.reaches(cur, targets[0], len(steps_), deriv)
         return deriv
 
     def reaches(self, cur: Diagram, decl: D.TargetDecl, number: int, deriv: Derivation) -> Diagram:
@@ -222,7 +225,11 @@ class Runner:
         if not item.path.value.endswith(".rules"):
             self.names.use(item)
             return
+        own = self.own
         for r in load_rules(self.names.rules_file(item.path.value, item.path.pos)):
+            if r.name in own and own[r.name].pos != r.pos:  # (the same file used twice is the same rules)
+                raise self.err(f"rule '{r.name}' is already defined by a file in use (at {own[r.name].pos}): "
+                               "two of a derivation's own rules may not share a name", item.path.pos)
             self.rules[r.name] = r
             if r.kind == EQUATION:
                 self.checked(r)

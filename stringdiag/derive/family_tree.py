@@ -23,6 +23,7 @@ from ..syntax import tax_ast as T
 from ..resources import argument, locate
 from ..syntax.source import read_source
 from .derivation import Derivation, load_derivation
+from .resolve import absent, looked
 
 
 @dataclass(frozen=True)
@@ -130,11 +131,13 @@ class _Loader:
 
     def diagram(self, m: T.Member) -> Diagram:
         assert m.ref.file is not None  # (tax.lark's FILEREF always names the file)
-        target = (self.base / m.ref.file).resolve()
+        written = locate(m.ref.file, self.base, m.ref.pos, self.text, (".diag",))
+        target = written.resolve()
         if str(target) not in self.programs:
             if not target.is_file():
-                raise self.err(f"no such file {m.ref.file} (looked for {target})", m.ref.pos)
-            self.programs[str(target)] = load(target)
+                raise self.err(f"no such file {looked(m.ref.file, written)}", m.ref.pos)
+            self.programs[str(target)] = load(written)  # (by the name written: messages quote it)
+        absent(self.programs[str(target)], m.ref, self.base, self.text)
         try:
             return self.programs[str(target)][m.ref.name]
         except KeyError as e:
@@ -186,7 +189,7 @@ class _Loader:
     def edge(self, e: T.Edge, members: dict[str, Member]) -> ReductionEdge:
         path = locate(e.deriv.value, self.base, e.deriv.pos, self.text, (".deriv",))
         if not path.is_file():
-            raise self.err(f"no such file {e.deriv.value} (looked for {path.resolve()})", e.deriv.pos)
+            raise self.err(f"no such file {looked(e.deriv.value, path)}", e.deriv.pos)
         try:
             deriv = load_derivation(path, verify=self.verify)
         except DiagError as err:
@@ -199,3 +202,4 @@ class _Loader:
             raise self.err(f"{e.deriv.value} does not end at the child '{child.name}': its result "
                            f"({deriv.result.signature()}) is not isomorphic to it", e.deriv.pos)
         return ReductionEdge(e, deriv, changed_boxes(parent, child))
+

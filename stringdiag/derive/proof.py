@@ -25,7 +25,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import DiagError
+from ..errors import DiagError, shown as named
 from ..graph.diagram import Diagram
 from ..graph.expand import expand
 from ..rewrite.rule import EQUATION, Rule
@@ -61,7 +61,10 @@ class Proof:
 
 
 def shown(path: str) -> str:
-    """A proof's path as a person reads it: normalised, relative to here when below it."""
+    """A proof's path as a person reads it: a shipped one by its package name, another
+    normalised, relative to here when below it."""
+    if named(path) != path:  # (inside the installed package: never its site-packages path)
+        return named(path)
     norm = os.path.normpath(path)
     try:
         rel = os.path.relpath(norm)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..elaborate.loader import load, prelude
-from ..errors import DiagError, Pos
-from ..graph.decls import Definition, Program, unknown_qualified
+from ..errors import PREFIX, DiagError, Pos, shown
+from ..graph.decls import Definition, Program, suggest, unknown_qualified
 from ..graph.diagram import Diagram
 from ..graph.types import DimKind
 from ..resources import locate
@@ -34,21 +34,22 @@ class Resolver:
 
     def program(self, rel: str, pos: Pos) -> Program:
         """The ``.diag`` file ``rel`` (relative to the script), read once."""
-        target = locate(rel, self.base, pos, self.text, (".diag",)).resolve()
+        written = locate(rel, self.base, pos, self.text, (".diag",))
+        target = written.resolve()
         if str(target) not in self.programs:
             note(target)  # looked for, even when it is not there (syntax/source.py)
             if not target.is_file():
-                raise self.err(f"no such file {rel} (looked for {target})", pos)
-            self.programs[str(target)] = load(target)
+                raise self.err(f"no such file {looked(rel, written)}", pos)
+            self.programs[str(target)] = load(written)  # (by the name written: messages quote it)
         return self.programs[str(target)]
 
     def rules_file(self, rel: str, pos: Pos) -> Path:
         """The ``.rules`` file ``rel`` a ``use`` names."""
-        target = locate(rel, self.base, pos, self.text, (".rules",)).resolve()
-        note(target)  # looked for, even when it is not there (syntax/source.py)
-        if not target.is_file():
-            raise self.err(f"no such file {rel}", pos)
-        return target
+        written = locate(rel, self.base, pos, self.text, (".rules",))
+        note(written.resolve())  # looked for, even when it is not there (syntax/source.py)
+        if not written.is_file():
+            raise self.err(f"no such file {looked(rel, written)}", pos)
+        return written  # (as named: its errors are shown where the user ran, not by a resolved path)
 
     def use(self, item: D.UseDecl) -> None:
         """``use "f.diag"`` (its names join the start file's) or ``use "f.diag" as o``."""
@@ -80,6 +81,8 @@ class Resolver:
                 raise self.err(f"no diagram named '{ref.name}' in the start file or the files this derivation "
                                "uses; write FILE.diag:NAME", ref.pos)
             prog = found
+        if ref.file is not None:
+            absent(prog, ref, self.base, self.text)
         try:
             return prog[ref.name]
         except KeyError as e:
@@ -132,3 +135,21 @@ class Resolver:
         paths = {id(prog): p for p, prog in self.programs.items()}
         return "\n".join([f'import "{p}"' for p, prog in self.programs.items() if id(prog) not in qualified]
                          + [f'import "{paths[id(prog)]}" as {a}' for a, prog in self.aliases.items()])
+
+
+def looked(name: str, found: Path) -> str:
+    """A missing file as a message names it: as written, and where it was looked for when that
+    differs (a name relative to the script's folder, shown from where the user ran), never by a
+    resolved or site-packages path."""
+    where = shown(found)
+    return name if name.startswith(PREFIX) or where == name else f"{name} (looked for {where})"
+
+
+def absent(prog: Program, ref: D.Ref, base: Path, text: str) -> None:
+    """Refuse ``FILE.diag:NAME`` where the file has no diagram ``NAME``, naming the file as written
+    (relative to where the user ran, or by its package name), not by the path it was read from."""
+    assert ref.file is not None
+    if ref.name in prog.defs or (prog.prelude is not None and ref.name in prog.prelude.defs):
+        return
+    file = ref.file if ref.file.startswith(PREFIX) else shown(base / ref.file)
+    raise DiagError(f"no diagram named {ref.name!r} in {file}{suggest(ref.name, list(prog.defs))}", ref.pos, text)

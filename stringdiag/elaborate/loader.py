@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 
 from ..graph.box import Kind
-from ..errors import DiagError, Pos
+from ..errors import DiagError, Pos, shown
 from ..resources import PREFIX, argument, locate, shipped
 from ..syntax import ast as A
 from ..syntax.astcache import Later, read_cached
 from ..syntax.records import replace
-from ..syntax.source import note, read_source  # the public place to read a file
+from ..syntax.source import note, read_source, shown_path  # the public place to read a file
 from ..graph.decls import Definition, DimDecl, Program
 from ..graph.diagram import Diagram
 from ..graph.types import DimKind
@@ -189,6 +189,13 @@ def _import_name(prog: Program, rel: str, target: Path) -> str:
     return str(Path(prog.path).parent / rel) if prog.path != "<string>" else rel
 
 
+def _import_shown(prog: Program, rel: str, target: Path) -> str:
+    """An imported file as a message shows it: a shipped one by its package name, another by
+    the importing file's name joined to it (as the user named that file: relative to where they
+    ran), never by its resolved path."""
+    return rel if rel.startswith(PREFIX) else shown(_import_name(prog, rel, target))
+
+
 def _qualify_boxes(sub: Program, alias: str) -> None:
     """A file imported ``as o`` is loaded on its own, its learnable boxes and abstract
     families named ``o.Q``: two files' ``Q`` are two sets of weights (two functions), not
@@ -218,14 +225,18 @@ def _import_text(prog: Program, rel: str, target: Path, pos: Pos) -> str:
     most 16 MiB, UTF-8), its refusal said at the import."""
     note(target)  # looked for, even when it is not there: a page drawn from this file waits for it
     if target.is_dir():
-        raise DiagError(f'cannot import "{rel}": {target} is a directory', pos, prog.source)
+        raise DiagError(f'cannot import "{rel}": {_import_shown(prog, rel, target)} is a directory', pos,
+                        prog.source)
     if not target.exists():
-        raise DiagError(f'cannot import "{rel}": no such file {target}', pos, prog.source)
+        raise DiagError(f'cannot import "{rel}": no such file {_import_shown(prog, rel, target)}', pos,
+                        prog.source)
     try:
         return read_source(target)
     except DiagError as e:
-        raise DiagError(f'cannot import "{rel}": {e.message.removeprefix("cannot read ")}', pos,
-                        prog.source) from None
+        said, by = e.message, f"cannot read {shown_path(str(target))}"  # (by its resolved path)
+        if said.startswith(by):
+            said = _import_shown(prog, rel, target) + said[len(by):]
+        raise DiagError(f'cannot import "{rel}": {said}', pos, prog.source) from None
 
 
 def _dim_decl(prog: Program, item: A.DimDecl) -> None:

@@ -7,40 +7,67 @@ finds is exactly what ``derive`` will check when the file is read back.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..derive.derivation import MAX_DERIVED, Runner
 from ..derive.steps import EQ
 from ..elaborate.loader import loads
-from ..errors import DiagError
+from ..errors import PREFIX, DiagError, shown
+from ..resources import argument
 from ..graph.diagram import Diagram
 from ..graph.expand import expand
 from ..syntax import deriv_ast as D
 
 
+def malformed(text: str) -> str | None:
+    """Why a command-line argument is not ``FILE.diag:NAME`` (whatever the files hold), or None."""
+    file, sep, name = text.rpartition(":")
+    if not sep or not file.endswith(".diag") or not name.isidentifier():
+        return f"'{text}' is not FILE.diag:NAME"
+    return None
+
+
 @dataclass(frozen=True)
 class DiagramRef:
-    """``FILE.diag:NAME`` as given on the command line."""
+    """``FILE.diag:NAME`` as given on the command line: the file found, and as the user named it."""
 
     file: Path
     name: str
+    given: str = ""  # the file as named (a shipped one by its package name); '' when made in code
 
     @staticmethod
     def parse(text: str) -> "DiagramRef":
-        file, sep, name = text.rpartition(":")
-        if not sep or not file.endswith(".diag") or not name.isidentifier():
-            raise DiagError(f"'{text}' is not FILE.diag:NAME")
-        from ..resources import argument
-
+        if (why := malformed(text)) is not None:
+            raise DiagError(why)
+        file, _, name = text.rpartition(":")
         path = Path(argument(file))
         if not path.is_file():
             raise DiagError(f"no such file {file}")
-        return DiagramRef(path.resolve(), name)
+        return DiagramRef(path.resolve(), name, file)
+
+    def written_file(self, base: Path) -> str:
+        """The file as a ``.deriv`` in ``base`` names it: a shipped one by its package name (which
+        resolves from anywhere), an absolute one as given, another relative to ``base``."""
+        return _written(self.file, base, self.given)
 
     def written(self, base: Path) -> str:
         """The reference as a ``.deriv`` in ``base`` writes it."""
-        return f"{Path(os.path.relpath(self.file, base.resolve())).as_posix()}:{self.name}"
+        return f"{self.written_file(base)}:{self.name}"
+
+    def __str__(self) -> str:
+        return f"{self.given or self.file}:{self.name}"
+
+
+def _written(file: Path, base: Path, given: str = "") -> str:
+    """A file named in a ``.deriv`` written in ``base``: see :meth:`DiagramRef.written_file`."""
+    if given.startswith(PREFIX) or os.path.isabs(given):
+        return given
+    if shown(file).startswith(PREFIX):  # (a shipped file reached by its path)
+        return shown(file)
+    return Path(os.path.relpath(file, base.resolve())).as_posix()
 
 
 @dataclass
@@ -60,15 +87,20 @@ class Session:
         self.out, self.base = out, out.parent
         self.start_ref, self.target_ref = start, target
         lines = [f"start {start.written(self.base)}"]
-        lines += [f'use "{Path(os.path.relpath(r, self.base.resolve())).as_posix()}"' for r in rules]
+        lines += [f'use "{_written(r.resolve(), self.base, str(r))}"' for r in rules]
         together = target is None or target.file == start.file or _together(start.file, target.file)
         if target is not None and target.file != start.file and together:
-            lines.append(f'use "{Path(os.path.relpath(target.file, self.base.resolve())).as_posix()}"')
+            lines.append(f'use "{target.written_file(self.base)}"')
         self.header = "\n".join(lines) + "\n"
         self.runner = Runner(self.header, str(out), False, None, max_boxes)
-        deriv = self.runner.run()
+        with _blamed(start, out):
+            deriv = self.runner.run()
         self.start = deriv.steps[0].diagram
-        self.target = None if target is None else self.diagram(target, self.runner if together else None)
+        if target is None:
+            self.target = None
+            return
+        with _blamed(target, out):
+            self.target = self.diagram(target, self.runner if together else None)
 
     @property
     def goal(self) -> Diagram:
@@ -99,6 +131,18 @@ class Session:
         head = "".join(f"# {line}\n" for line in comment.splitlines())
         tail = f"target {self.target_ref.written(self.base)}\n" if self.target_ref is not None else ""
         return head + self.header + "".join(s + "\n" for s in steps) + tail
+
+
+@contextmanager
+def _blamed(ref: DiagramRef, out: Path) -> Iterator[None]:
+    """An error in a line the session wrote for ``ref`` (its file has no such diagram), said of
+    the argument the user gave: the ``.deriv`` it points into is not written yet."""
+    try:
+        yield
+    except DiagError as e:
+        if e.pos is None or e.pos.file != str(out):
+            raise  # (in a file of the user's: positioned there)
+        raise DiagError(f"{ref}: {e.message}") from None
 
 
 def _together(a: Path, b: Path) -> bool:
