@@ -349,3 +349,33 @@ def test_an_error_in_a_nested_import_is_shown_on_the_import_that_leads_to_it(cli
     (error,) = client.diagnostics(deriv)
     assert error["severity"] == 1 and "c.diag:8:1" in error["message"]
     assert error["range"] == {"start": {"line": 1, "character": 10}, "end": {"line": 1, "character": 16}}
+
+
+GENERIC = """\
+dim s : seq
+dim d : fixed = 8
+learn F : [d] -> [d]
+
+diagram Pairs<m>(x: [s, m, d]) -> [s, m, d] {
+  h[i, j] = F(x[i, j])
+  y = h + x
+  return y
+}
+"""
+
+
+def test_definition_of_a_diagrams_own_names(client, tmp_path):
+    uri = _open(client, tmp_path / "pairs.diag", GENERIC)
+    assert client.diagnostics(uri) == []
+
+    def definition(line: int, word: str, nth: int = 0) -> dict:
+        found = client.request("textDocument/definition", _at(uri, *_word(GENERIC, line, word, nth)))
+        return found and found["range"]["start"]
+
+    assert definition(6, "h") == {"line": 5, "character": 2}  # a wire: where it is named
+    assert definition(6, "x") == {"line": 4, "character": 17}  # an input
+    assert definition(4, "m", 1) == {"line": 4, "character": 14}  # a dimension parameter
+    assert definition(5, "F") == {"line": 2, "character": 6}
+    assert definition(5, "i") is None  # an index names nothing declared
+    hover = client.request("textDocument/hover", _at(uri, *_word(GENERIC, 4, "m", 1)))
+    assert hover["contents"]["value"] == "`m` : a dimension parameter of `Pairs`"

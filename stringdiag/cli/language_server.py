@@ -134,6 +134,8 @@ def hover_text(prog, text: str, line: int, col: int) -> str | None:
     wire = _wire(defn, word, line)
     if wire is not None:
         return f"wire `{word}` : `{show_type(wire.type)}`" + (f" of {wire.of.name}" if wire.of else "")
+    if defn is not None and word in defn.generics:
+        return f"`{word}` : a dimension parameter of `{defn.name}`"
     box = local_boxes(defn).get(word) or prog.lookup_box(word)
     if box is not None:
         via = f" {box.via.show()}" if box.via else ""  # (show says "via ...")
@@ -204,12 +206,28 @@ def _wire(defn, word: str, line: int):
 
 
 def definition_of(prog, word: str, line: int) -> Pos | None:
-    """Where the name under the cursor (on ``line``, 0-based) is declared."""
-    local = local_boxes(enclosing(prog, line)).get(word)
+    """Where the name under the cursor (on ``line``, 0-based) is declared: in the diagram around
+    it (an input, a wire it names, a dimension parameter, a box it declares), else in scope."""
+    defn = enclosing(prog, line)
+    here = _named_here(defn, word)
+    if here is not None:
+        return here
+    local = local_boxes(defn).get(word)
     for found in (local, prog.lookup_box(word), prog.lookup_dim(word), prog.lookup_def(word)):
         if found is not None and found.pos is not None:
             return found.pos
     return None
+
+
+def _named_here(defn, word: str) -> Pos | None:
+    """Where a diagram's syntax tree names ``word`` first: an input, a dimension parameter, the
+    left of a statement (a wire; a diagram assigns each name once)."""
+    if defn is None:
+        return None
+    node = defn.node
+    names = [p.name for p in node.params] + list(node.generics.names if node.generics else ())
+    names += [t.name for stmt in node.body for t in getattr(stmt, "targets", ())]
+    return next((n.pos for n in names if n.text == word), None)
 
 
 def completions(prog, line: int) -> list[T.CompletionItem]:
