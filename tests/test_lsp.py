@@ -379,3 +379,39 @@ def test_definition_of_a_diagrams_own_names(client, tmp_path):
     assert definition(5, "i") is None  # an index names nothing declared
     hover = client.request("textDocument/hover", _at(uri, *_word(GENERIC, 4, "m", 1)))
     assert hover["contents"]["value"] == "`m` : a dimension parameter of `Pairs`"
+
+
+def test_a_deeply_nested_expression_is_answered(client, tmp_path):
+    text = GOOD.replace("y = Twice(h)", "y = " + " + ".join(["h"] * 3000)).replace('import "other.diag"\n', "")
+    uri = _open(client, tmp_path / "long.diag", text)
+    assert [d for d in client.diagnostics(uri) if d["severity"] == 1] == []
+    hover = client.request("textDocument/hover", _at(uri, 5, 2))  # the wire h, in the diagram around line 5
+    assert hover["contents"]["value"] == "wire `h` : `[s, d]`"
+    assert client.request("textDocument/definition", _at(uri, 6, 6)) == {
+        "uri": uri, "range": {"start": {"line": 5, "character": 2}, "end": {"line": 5, "character": 3}}}
+
+
+def test_a_failing_handler_still_answers_without_a_traceback():
+    from pygls.exceptions import JsonRpcInternalError
+
+    from stringdiag.cli.language_server import answered
+
+    class Failing:
+        @answered
+        def deep(self, params):
+            return self.deep(params)
+
+        @answered
+        def broken(self, params):
+            return {}[params]
+
+        @answered
+        def fine(self, params):
+            return params
+
+    with pytest.raises(JsonRpcInternalError, match="^nested too deeply to answer$") as e:
+        Failing().deep(1)
+    assert e.value.data is None and e.value.__cause__ is None
+    with pytest.raises(JsonRpcInternalError, match="^KeyError: 'x'$"):
+        Failing().broken("x")
+    assert Failing().fine(7) == 7

@@ -23,7 +23,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types as T
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidRequest
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidRequest
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
@@ -172,12 +172,18 @@ def enclosing(prog, line: int):
 
 
 def _last_line(node) -> int:
-    """The last line a syntax node records a position on (its own or a descendant's)."""
-    if isinstance(node, Pos):
-        return node.line
-    if isinstance(node, tuple):
-        return max(map(_last_line, node), default=0)
-    return max((_last_line(getattr(node, f)) for f in getattr(node, "_fields", ())), default=0)
+    """The last line a syntax node records a position on (its own or a descendant's); walked
+    without recursion, as a long sum nests as deep as it has terms."""
+    last, todo = 0, [node]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, Pos):
+            last = max(last, x.line)
+        elif isinstance(x, tuple):
+            todo.extend(x)
+        else:
+            todo.extend(getattr(x, f) for f in getattr(x, "_fields", ()))
+    return last
 
 
 def local_boxes(defn) -> dict:
@@ -311,6 +317,24 @@ def _invalid(cause: BaseException) -> str:
     return "; ".join(transform_error(cause) + why)
 
 
+def answered(handler):
+    """A request's handler whose failure is still an answer: a JSON-RPC error that names it,
+    without the traceback pygls would put there (or, for a RecursionError, no answer at all)."""
+    from functools import wraps
+
+    @wraps(handler)
+    def run(self, params):
+        try:
+            return handler(self, params)
+        except JsonRpcException:
+            raise
+        except RecursionError:
+            raise JsonRpcInternalError("nested too deeply to answer") from None
+        except Exception as e:
+            raise JsonRpcInternalError(f"{type(e).__name__}: {e}") from None
+    return run
+
+
 CHECKED = (".diag", ".rules", ".deriv")  # taxonomies (.tax) are highlighted, not checked here
 
 
@@ -346,11 +370,13 @@ class Documents:
         prog, text = self.checked.get(unquote(uri)), self.text(uri)
         return None if prog is None or text is None else (prog, text)
 
+    @answered
     def hover(self, params: T.HoverParams) -> T.Hover | None:
         found = self.program(params.text_document.uri)
         text = hover_text(*found, params.position.line, params.position.character) if found else None
         return None if text is None else T.Hover(contents=T.MarkupContent(kind=T.MarkupKind.Markdown, value=text))
 
+    @answered
     def definition(self, params: T.DefinitionParams) -> T.Location | None:
         uri, found = params.text_document.uri, self.program(params.text_document.uri)
         word = word_at(found[1], params.position.line, params.position.character) if found else None
@@ -360,6 +386,7 @@ class Documents:
         target = uri if _same_file(pos.file, path_of(uri)) else uri_of(pos.file)
         return T.Location(uri=target, range=_range(pos, len(word.split(".")[-1])))
 
+    @answered
     def completion(self, params: T.CompletionParams) -> T.CompletionList:
         found = self.program(params.text_document.uri)
         items = completions(found[0], params.position.line) if found else []
