@@ -210,7 +210,8 @@ learn head : [d] -> [d]
 
 diagram Embed(tokens: [s] of v) -> [s, d] {
   learn wte : -> [v, d]
-  return embed(tokens, wte())
+  learn wpe : -> [s, d] where s <= 1024
+  return embed(tokens, wte()) + wpe()
 }
 
 diagram Untied(x: [s, d]) -> [s, v] {
@@ -240,21 +241,22 @@ def test_boxes_declared_inside_a_diagram_are_known_there(client, tmp_path):
         assert found["uri"] == uri
         return found["range"]["start"]
 
-    assert hover(7, "wte") == hover(6, "wte") == "`learn wte :  -> [v, d]`"  # use, declaration
-    assert hover(11, "wte") == "`learn wte :  -> [d, v]`"  # Untied's own, not Embed's
-    assert hover(13, "head") == "`learn head : [d] -> [v]` via linear(bias = false)"  # shadows the file's
-    assert hover(18, "head") == "`learn head : [d] -> [d]`"  # the file's, in a diagram without its own
-    assert definition(7, "wte") == {"line": 6, "character": 8}
-    assert definition(13, "head") == {"line": 12, "character": 8}
-    assert definition(18, "head") == {"line": 3, "character": 6}
+    assert hover(8, "wte") == hover(6, "wte") == "`learn wte :  -> [v, d]`"  # use, declaration
+    assert hover(8, "wpe") == "`learn wpe :  -> [s, d]` where s <= 1024"
+    assert hover(12, "wte") == "`learn wte :  -> [d, v]`"  # Untied's own, not Embed's
+    assert hover(14, "head") == "`learn head : [d] -> [v]` via linear(bias = false)"  # shadows the file's
+    assert hover(19, "head") == "`learn head : [d] -> [d]`"  # the file's, in a diagram without its own
+    assert definition(8, "wte") == {"line": 6, "character": 8}
+    assert definition(14, "head") == {"line": 13, "character": 8}
+    assert definition(19, "head") == {"line": 3, "character": 6}
 
     def completion(line: int) -> dict:
         items = client.request("textDocument/completion", _at(uri, line, 2))["items"]
         return {i["label"]: i["detail"] for i in items}
 
-    assert completion(13)["head"] == "learn head : [d] -> [v]" and completion(13)["wte"] == "learn wte :  -> [d, v]"
-    assert completion(7)["wte"] == "learn wte :  -> [v, d]" and completion(7)["head"] == "learn head : [d] -> [d]"
-    assert "wte" not in completion(18) and "wte" not in completion(9)  # another diagram; between diagrams
+    assert completion(14)["head"] == "learn head : [d] -> [v]" and completion(14)["wte"] == "learn wte :  -> [d, v]"
+    assert completion(8)["wte"] == "learn wte :  -> [v, d]" and completion(8)["head"] == "learn head : [d] -> [d]"
+    assert "wte" not in completion(19) and "wte" not in completion(10)  # another diagram; between diagrams
 
 
 def test_every_box_declared_in_a_gallery_diagram_is_known_at_its_declaration(client, tmp_path):

@@ -139,7 +139,8 @@ def hover_text(prog, text: str, line: int, col: int) -> str | None:
     box = local_boxes(defn).get(word) or prog.lookup_box(word)
     if box is not None:
         via = f" {box.via.show()}" if box.via else ""  # (show says "via ...")
-        return f"`{box.signature()}`{via}"
+        where = " where " + ", ".join(f"{n} <= {k}" for n, k in box.bounds) if box.bounds else ""
+        return f"`{box.signature()}`{via}{where}"
     dim = prog.lookup_dim(word)
     if dim is not None:
         default = f" = {dim.default}" if dim.default is not None else ""
