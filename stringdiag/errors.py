@@ -80,6 +80,9 @@ class DiagError(Exception):
     """The tool's own error: bad input, reported with its position; never a traceback."""
 
     severity = "error"
+    # the imports that reached the file it is in, outermost first (set by the loader): an
+    # editor shows an error inside an imported file on the line of the open file that leads to it
+    imported_at: tuple[Pos, ...] = ()
 
     def __init__(self, message: str, pos: Pos | None = None, source: str | None = None):
         super().__init__(message)

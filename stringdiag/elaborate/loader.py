@@ -156,12 +156,18 @@ def _import(prog: Program, path: A.Str, stack: tuple[str, ...], loaded: dict[str
     key = str(target) + (f" as {alias.text}" if alias is not None else "")
     sub = loaded.get(key)
     if sub is None:
-        sub = _load_text(_import_text(prog, rel, target, pos), _import_name(prog, rel, target), prog.prelude,
-                         stack + (me,), loaded)
-        if alias is not None:
-            _qualify_boxes(sub, alias.text)
-        for n in sub.own:
-            sub[n]
+        text = _import_text(prog, rel, target, pos)
+        try:
+            sub = _load_text(text, _import_name(prog, rel, target), prog.prelude, stack + (me,), loaded)
+            if alias is not None:
+                _qualify_boxes(sub, alias.text)
+            for n in sub.own:
+                sub[n]
+        except DiagError as e:
+            e.imported_at = (pos, *e.imported_at)
+            raise
+        for w in sub.warnings:
+            w.imported_at = (pos, *w.imported_at)
         loaded[key] = sub
         prog.warnings.extend(sub.warnings)
     for name, d in sub.dims.items():
