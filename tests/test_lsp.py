@@ -417,3 +417,19 @@ def test_a_failing_handler_still_answers_without_a_traceback():
     with pytest.raises(JsonRpcInternalError, match="^KeyError: 'x'$"):
         Failing().broken("x")
     assert Failing().fine(7) == 7
+
+
+def test_a_message_that_is_not_json_is_one_log_line_and_the_server_goes_on(client, tmp_path):
+    """A body that is not JSON has no id to answer: the server logs one line (no traceback) on
+    standard error, the editor's log, and answers the next request."""
+    client.proc.stdin.write(b"Content-Length: 5\r\n\r\n{bad}")
+    client.proc.stdin.flush()
+    (tmp_path / "other.diag").write_text(OTHER)
+    uri = _open(client, tmp_path / "a.diag", GOOD)
+    assert client.diagnostics(uri) == []
+    hover = client.request("textDocument/hover", _at(uri, *_word(GOOD, 1, "d")))
+    assert "fixed" in json.dumps(hover), hover
+    client.close()
+    log = client.proc.stderr.read().decode()
+    assert "Traceback" not in log, log
+    assert "stringdiag lsp: error: Unable to handle message: Expecting property name" in log, log
