@@ -28,6 +28,7 @@ STATUS = 130  # 128 + SIGINT, as a shell reports a program that SIGINT ended
 
 
 class _State:
+    installed = False  # the program's own process (not main() called from Python)
     armed = False  # a command is running: raise, so that it unwinds
     interrupted = False
     said = False  # "interrupted" printed
@@ -37,7 +38,7 @@ def install() -> None:
     """Take SIGINT and the hook for exceptions Python cannot raise; arm the handler."""
     _signal.signal(_signal.SIGINT, _on_sigint)
     sys.unraisablehook = _unraisable
-    _State.armed = True
+    _State.installed = _State.armed = True
 
 
 def disarm() -> None:
@@ -50,10 +51,11 @@ def happened() -> bool:
 
 
 def say() -> None:
-    """Print ``interrupted`` on stderr, once, after what the command printed before it."""
+    """Print ``interrupted`` on stderr, after what the command printed before it: once in the
+    program's process; each time ``main()`` called from Python is interrupted."""
     if _State.said:
         return
-    _State.said = True
+    _State.said = _State.installed
     try:
         sys.stdout.flush()  # what the command printed comes first
     except (OSError, ValueError, AttributeError):
