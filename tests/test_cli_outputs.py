@@ -137,11 +137,11 @@ def test_a_default_output_is_checked_before_the_search(capsys, monkeypatch, no_s
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["trace", "{model}", "--example", "2x5x4", "-o", "{tmp}/out.svg"], "a diagram file is written to a .diag file"),
+    (["trace", "{model}", "--example", "2x5x4", "-o", "{tmp}/out.svg"], "the command writes a diagram file here, so the name ends with .diag"),
     (["trace", "{model}", "--example", "2x5x4", "-o", "{tmp}/t.diag", "--weights", "{tmp}/w.pt"],
-     "weights is written to a .safetensors file"),
-    (["derive", "--find", A, B, "--write", "{tmp}/x.svg"], "a derivation is written to a .deriv file"),
-    (["discover", "--write", "{tmp}/x.diag"], "a rule file is written to a .rules file"),
+     "the command writes weights here, so the name ends with .safetensors"),
+    (["derive", "--find", A, B, "--write", "{tmp}/x.svg"], "the command writes a derivation here, so the name ends with .deriv"),
+    (["discover", "--write", "{tmp}/x.diag"], "the command writes a rule file here, so the name ends with .rules"),
     (["construct", "veronese", "--n", "2", "--p", "2", "-o", "{tmp}/m.py"], "it is a file, not a folder"),
     (["optimize", A, "--write", "{tmp}"], "it is a directory"),
 ])
@@ -211,10 +211,13 @@ def test_json_is_not_read_where_the_command_has_none_or_after_double_dash(capsys
     assert rc == 1 and out.count('"error"') == 0 and "cannot read --json" in err
 
 
-# -- serve's input ---------------------------------------------------------------------------
+# -- inputs that are directories ---------------------------------------------------------------
 def test_serve_refuses_an_input_as_check_does(capsys, tmp_path):
     folder = tmp_path / "dir.diag"
     folder.mkdir()
+    (tmp_path / "dir.py").mkdir()
+    rc, _, err = run(capsys, ["trace", f"{tmp_path}/dir.py:Block", "--example", "2x5x4", "-o", tmp_path / "t.diag"])
+    assert rc == 2 and err == f"error: '{tmp_path}/dir.py': it is a directory\n"
     for path, message in ((folder, "it is a directory"), (tmp_path / "nothere.diag", "No such file or directory")):
         rc, _, served = run(capsys, ["serve", path])
         rc_check, _, checked = run(capsys, ["check", path])

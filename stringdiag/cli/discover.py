@@ -3,6 +3,7 @@ oracle and pruned by derivability from the library (``stringdiag/search/fingerpr
 from __future__ import annotations
 
 import argparse
+
 from .options import UsageError, integer
 from .outputs import file_of
 

@@ -131,8 +131,8 @@ def file_of(what: str, *suffixes: str) -> Callable[[str], str]:
             raise argparse.ArgumentTypeError(f"cannot write {short(text)}: it is a directory (give {what} file: "
                                              f"{', '.join(suffixes)})")
         if _suffix(text) not in suffixes:
-            raise argparse.ArgumentTypeError(f"cannot write {short(text)}: {what} is written to a "
-                                             f"{' or '.join(suffixes)} file")
+            raise argparse.ArgumentTypeError(f"cannot write {short(text)}: the command writes {what} here, so the "
+                                             f"name ends with {' or '.join(suffixes)}")
         _folder_exists(text)
         return text
 
