@@ -92,6 +92,7 @@ CASES = [  # (argv with {out} for the output, the option named, the output's nam
     (["construct", "hardmax-classifier", "--sequences", "s.json", "-o", "{tmp}/c", "--stages", "{out}"], "--stages",
      "s.svg"),
     (["study", ATTENTION, "-o", "{out}"], "-o/--output", "st"),
+    (["examples", "{out}"], "DIR", "ex"),
 ]
 
 
