@@ -188,9 +188,9 @@ def test_train_on_the_synthetic_corpus_and_resume(tmp_path, capsys):
 
 
 def test_unwritable_output_is_an_error_not_a_traceback(good, capsys):
-    assert main(["render", str(good), "-d", "Twice", "-o", "/proc/x.svg"]) == 1  # a folder that refuses files
+    assert main(["render", str(good), "-d", "Twice", "-o", "/proc/x.svg"]) == 2  # a folder that refuses files
     err = capsys.readouterr().err
-    assert err.startswith("error: cannot write /proc/x.svg") and "Traceback" not in err
+    assert err.startswith("error: argument -o/--output: cannot write /proc/x.svg") and "Traceback" not in err
 
 
 def test_compile_error_far_from_the_text_still_shows_the_line(tmp_path, capsys):

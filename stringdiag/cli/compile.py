@@ -7,7 +7,7 @@ import json
 
 from ..graph.budget import MAX_LOWERED, Build, refuse_above
 from ..graph.types import DimKind, show_type
-from . import options
+from . import options, outputs
 from .common import load_reporting, pick
 from ..errors import DiagError
 from .options import UsageError, short
@@ -83,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
         except DiagError as e:  # a name that can never be an export folder: the command line is wrong
             raise UsageError(e.message) from None
         check_folder(args.output)
+        outputs.checked("-o/--output", outputs.folder, args.output)  # a folder that takes no file (/proc) too
     prog = load_reporting(args.file)
     (diagram,) = pick(prog, args.diagram)
     refuse_above(diagram, Build.LOWERED, args.max_boxes, "compile --max-boxes", parse_dims(args.dims))  # before

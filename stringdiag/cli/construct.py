@@ -7,6 +7,9 @@ import argparse
 import json
 
 from .options import UsageError, integer, short
+from .outputs import file_of, folder
+
+FIGURE = file_of("a figure", ".svg", ".png", ".pdf")
 
 HELP = "build a transformer from a proof (hardmax classifier; Veronese, network, spline encoders; Sumformer)"
 EXAMPLES = """\
@@ -63,13 +66,13 @@ the other tokens' power sums, and compares it with f on 16 random X; it takes:
     p.add_argument("--function", metavar="FILE.json",
                    help="spline-encoder, spline-decoder: the max-definable function; sumformer: the equivariant "
                         "polynomial (below)")
-    p.add_argument("-o", "--output", required=True, metavar="OUT", help="the directory to write")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", type=folder, help="the directory to write")
     p.add_argument("--seed", type=integer(0, 2**32 - 1), default=0,
                    help="seed of the generic choices the proof leaves free (hardmax-classifier) or of the check's random X")
-    p.add_argument("--stages", metavar="FIGURE",
+    p.add_argument("--stages", metavar="FIGURE", type=FIGURE,
                    help="hardmax-classifier: also draw the tokens after each stage (Fig. 2 (a)-(f)) to FIGURE "
                         "(.svg, .png or .pdf)")
-    p.add_argument("--separation", metavar="FIGURE",
+    p.add_argument("--separation", metavar="FIGURE", type=FIGURE,
                    help="hardmax-classifier: also draw the separation stage layer by layer, the cases of "
                         "Lemma 3.5 (Figs. 3-5), to FIGURE")
     p.add_argument("--json", action="store_true", help="print the report as JSON")

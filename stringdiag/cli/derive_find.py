@@ -8,6 +8,9 @@ from pathlib import Path
 
 from ..errors import DiagError
 from .options import UsageError, integer, number
+from .outputs import checked, file_of
+
+DERIVATION = file_of("a derivation", ".deriv")
 
 DEFAULT_MAX_BOXES = 400  # a search visits many diagrams: smaller than derive's 10,000
 
@@ -17,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--find", nargs=2, metavar=("FILE.diag:A", "FILE.diag:B"),
                    help="search for a derivation from A to B and write it (--write); its answer is always "
                         "a checked derivation")
-    g.add_argument("--write", metavar="OUT.deriv", default=None,
+    g.add_argument("--write", metavar="OUT.deriv", default=None, type=DERIVATION,
                    help="where the found derivation goes (default A_to_B.deriv here)")
     g.add_argument("--reductions", action="store_true",
                    help="also take reductions (⇒): rules one way and specialisations the target suggests")
@@ -41,9 +44,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         raise UsageError("derive --find writes a .deriv (--write); draw it afterwards with derive -o")
     a, b = args.find
-    out = Path(args.write or f"{_stem(a)}_to_{_stem(b)}.deriv")
-    if out.suffix != ".deriv":
-        raise UsageError(f"--write {out}: a derivation is written to a .deriv file")
+    out = Path(checked("--write", DERIVATION, args.write or f"{_stem(a)}_to_{_stem(b)}.deriv"))  # before the search
     bounds = Bounds(args.max_steps, args.time_budget, args.max_boxes or DEFAULT_MAX_BOXES, args.max_states,
                     args.reductions, frozenset(args.without))
     with _bar() as bar:

@@ -3,9 +3,9 @@ oracle and pruned by derivability from the library (``stringdiag/search/fingerpr
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from .options import UsageError, integer
+from .outputs import file_of
 
 HELP = "propose rules from small diagrams over chosen primitives; keep those verified and not derivable"
 EXAMPLES = """\
@@ -22,7 +22,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=integer(0), default=0, help="the random points of the fingerprints")
     p.add_argument("--prune-states", type=integer(1), default=150, metavar="N",
                    help="states of the search that tries to derive each rule from the library (default 150)")
-    p.add_argument("--write", metavar="OUT.rules", default=None, help="write the rules kept to this file")
+    p.add_argument("--write", metavar="OUT.rules", default=None, type=file_of("a rule file", ".rules"),
+                   help="write the rules kept to this file")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,8 +33,6 @@ def run(args: argparse.Namespace) -> int:
     prims = [p.strip() for p in args.primitives.split(",") if p.strip()]
     if not prims:
         raise UsageError("--primitives: name at least one")
-    if args.write and Path(args.write).suffix != ".rules":
-        raise UsageError(f"--write {args.write}: rules are written to a .rules file")
     bounds = Bounds(max_steps=3, time_budget=5.0, max_boxes=40, max_states=args.prune_states)
     kept, counts = discover(prims, args.size, args.seed, bounds)
     text = rules_file(kept, prims, args.size, counts)
@@ -41,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
     for d in kept:
         print(f"  {d.lhs} == {d.rhs}")
     if args.write:
-        Path(args.write).write_text(text)
+        from ..syntax.source import write_atomic
+
+        write_atomic(args.write, text, what="the rule file")
         print(f"wrote {args.write}")
     return 0

@@ -85,7 +85,7 @@ def diag_file(text: str) -> str:
     if not text.lower().endswith(".diag") or text.endswith(("/", "\\")):
         raise argparse.ArgumentTypeError(f"cannot write {short(text)}: the survivors are written as a diagram "
                                          "file, so the name must end with .diag (draw them with --grid OUT.svg)")
-    return text
+    return outputs.file_of("a diagram file", ".diag")(text)  # in a folder that is there and takes files
 
 
 diag_file.__name__ = "diagram file"

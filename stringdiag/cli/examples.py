@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..resources import folder, shown
 from .options import UsageError
+from .outputs import folder as output_folder
 
 HELP = "copy the shipped gallery/ and rules/ into a folder (default: here), so the docs' commands run as shown"
 EXAMPLES = """\
@@ -26,7 +27,8 @@ SHIPPED = {"gallery": ("*.diag", "*.deriv", "*.tax", "*.json", "proofs/*.deriv",
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dir", nargs="?", default=".", metavar="DIR", help="the folder to copy into (made if absent)")
+    p.add_argument("dir", nargs="?", default=".", metavar="DIR", type=output_folder,
+                   help="the folder to copy into (made if absent)")
 
 
 def shipped_files() -> dict[str, Path]:

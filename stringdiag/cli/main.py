@@ -265,14 +265,18 @@ def warn_deprecated(argv: list[str]) -> None:
             print(f"warning: {old} is deprecated; write -o/{DEPRECATED[old]}", file=sys.stderr)
 
 
-def parse(argv: list[str]) -> argparse.Namespace:
+def parse(argv: list[str], asked: Asked | None = None) -> argparse.Namespace:
     parser = build_parser(argv)
     command_parser = _command_parser(parser, argv)
+    if asked is not None:
+        asked.read(command_parser, argv)
     if command_parser is not None and "config" in {a.dest for a in command_parser._actions}:
         from . import config
 
         config.apply(command_parser, argv)  # the file's options become defaults: the command line wins
     args = parser.parse_args(argv)
+    if asked is not None:
+        asked.json = bool(getattr(args, "json", False))  # as argparse read it (a config file's too)
     if command_parser is not None and args.command is not None:
         from .config import keys
 
@@ -309,7 +313,14 @@ def entry() -> NoReturn:
     """The ``stringdiag`` program (the console script, ``python -m stringdiag``): :func:`main`, and,
     after a command that evaluated nothing, the end of the process without the interpreter's
     teardown (:func:`quick_exit`)."""
+    from . import interrupt
+
+    interrupt.install()  # Ctrl-C: "interrupted", status 130, every time
     code, light = _main(None)
+    interrupt.disarm()
+    if interrupt.happened():  # an interrupt some code caught and dropped
+        interrupt.say()
+        code, light = interrupt.STATUS, False
     if light:
         quick_exit(code)
     sys.exit(code)
@@ -333,15 +344,46 @@ def quick_exit(code: int) -> None:
     os._exit(code)
 
 
+class Asked:
+    """What the command line asked of the output, as far as it was read: ``--json`` as argparse
+    reads it (spelt out or abbreviated, ``--js``), so that an error is JSON on stdout whenever
+    the command's results would be."""
+
+    def __init__(self) -> None:
+        self.json = False
+
+    def read(self, parser: argparse.ArgumentParser | None, argv: list[str]) -> None:
+        """Before argparse: an option that is ``--json`` or a prefix of no other of the command's."""
+        if parser is None or "--json" not in parser._option_string_actions:
+            return
+        for arg in argv:
+            if arg == "--":
+                break
+            name = arg.split("=", 1)[0]
+            if name.startswith("--") and len(name) > 2 and "--json".startswith(name):
+                if name == "--json" or [o for o in parser._option_string_actions if o.startswith(name)] == ["--json"]:
+                    self.json = True
+
+
 def _main(argv: list[str] | None) -> tuple[int, bool]:
     """The exit status, and whether the command evaluated nothing (its process may end quickly)."""
     argv = sys.argv[1:] if argv is None else argv
     if isinstance(sys.stdout, io.TextIOWrapper):  # lines and warnings (stderr) in the order they happen, piped too
         sys.stdout.reconfigure(line_buffering=True)
-    wants_json, light = "--json" in argv, False
+    try:
+        return _run(argv, Asked())
+    except KeyboardInterrupt:  # (here, too, when it comes while another error is reported)
+        from .interrupt import STATUS, say
+
+        say()
+        return STATUS, False
+
+
+def _run(argv: list[str], asked: Asked) -> tuple[int, bool]:
+    light = False
     try:
         with gc_paused():  # (the command's modules are imported)
-            args = parse(argv)
+            args = parse(argv, asked)
         if args.completion is not None:
             print(completion(args.completion))
             return 0, False
@@ -353,10 +395,10 @@ def _main(argv: list[str] | None) -> tuple[int, bool]:
                 return command(args.command).run(args) or 0, light
         return command(args.command).run(args) or 0, light
     except UsageError as e:
-        _report(e, wants_json)
+        _report(e, asked.json)
         return 2, light
     except DiagError as e:
-        _report(e, wants_json)
+        _report(e, asked.json)
         return 1, light
     except BrokenPipeError:  # the reader went away (`| head`): nothing more to say, and no error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush cannot fail
@@ -368,9 +410,6 @@ def _main(argv: list[str] | None) -> tuple[int, bool]:
     except MemoryError:
         print("error: out of memory (choose smaller sizes)", file=sys.stderr)
         return 1, False
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130, False
     except Exception as e:  # a bug in stringdiag, not in the user's file
         if os.environ.get("STRINGDIAG_DEBUG"):
             raise

@@ -6,8 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from .derive_find import DEFAULT_MAX_BOXES
-from .options import UsageError, integer, number
+from .derive_find import DEFAULT_MAX_BOXES, DERIVATION
+from .options import integer, number
+from .outputs import checked
 
 HELP = "find the cheapest equivalent form of a diagram (≡ rules only) and write the derivation to it"
 EXAMPLES = """\
@@ -20,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cost", choices=["time", "memory", "params"], default="time",
                    help="what to make smallest (time and memory as info reports them; params: learnable "
                         "parameters); compared with sequence dimensions at 4096 and fixed ones at 64")
-    p.add_argument("--write", metavar="OUT.deriv", default=None,
+    p.add_argument("--write", metavar="OUT.deriv", default=None, type=DERIVATION,
                    help="where the derivation goes (default NAME_optimized.deriv here)")
     p.add_argument("--without", action="append", default=[], metavar="RULE", help="a rule not to use (repeatable)")
     p.add_argument("--max-steps", type=integer(1, 50), default=6, metavar="N", help="longest chain (default 6)")
@@ -37,9 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from ..search.cheapest import FIXED, SEQ, Cost, optimize
 
     name = args.diagram.rpartition(":")[2] or "diagram"
-    out = Path(args.write or f"{name}_optimized.deriv")
-    if out.suffix != ".deriv":
-        raise UsageError(f"--write {out}: a derivation is written to a .deriv file")
+    out = Path(checked("--write", DERIVATION, args.write or f"{name}_optimized.deriv"))  # before the search
     bounds = Bounds(args.max_steps, args.time_budget, args.max_boxes, args.max_states, False, frozenset(args.without))
     from tqdm import tqdm
 

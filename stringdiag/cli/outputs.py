@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Callable
 
 from ..render.formats import DOCUMENTS, FORMATS
 from .options import UsageError, short
@@ -32,12 +33,42 @@ def _suffix(text: str) -> str:
 
 
 def _folder_exists(text: str) -> None:
-    """A picture file goes into a folder that is there: none is made from a file's name (a typo
-    in it would otherwise make a tree of folders)."""
+    """A file goes into a folder that is there (none is made from a file's name: a typo in it
+    would otherwise make a tree of folders), and one that takes a new file."""
     folder = os.path.dirname(text)
     if folder and not os.path.isdir(folder):
         raise argparse.ArgumentTypeError(f"cannot write {short(text)}: there is no folder {short(folder)} (make it "
                                          "first)")
+    _takes_files(text, folder or ".")
+
+
+def _takes_files(text: str, folder: str) -> None:
+    """A new file can be made in ``folder``: tried (made and removed at once), not guessed from
+    its permissions, which say yes to root in /proc and on a read-only disk's mount point."""
+    probe = os.path.join(folder, f".stringdiag-probe-{os.getpid()}-{os.urandom(4).hex()}")
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600))
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"cannot write {short(text)}: no file can be made in {short(folder)} "
+                                         f"({e.strerror or e})") from None
+    try:
+        os.unlink(probe)
+    except OSError:
+        pass
+
+
+def _folder_to_make(text: str) -> None:
+    """A folder that is there, or one that can be made: not a file, and the nearest folder above
+    it that is there takes new files."""
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"cannot write {short(text)}: it is a file, not a folder")
+    at = os.path.abspath(text)
+    while not os.path.isdir(at):
+        parent = os.path.dirname(at)
+        if os.path.exists(at) or parent == at:
+            raise argparse.ArgumentTypeError(f"cannot write {short(text)}: {short(at)} is a file, not a folder")
+        at = parent
+    _takes_files(text, at)
 
 
 def picture(text: str) -> str:
@@ -59,6 +90,7 @@ def picture_or_directory(text: str) -> str:
     """``-o`` for one picture (in a folder that exists) or a directory of them (see
     :func:`names_directory`)."""
     if names_directory(text):
+        _folder_to_make(text)
         return text
     if _suffix(text) in OUTPUTS:
         _folder_exists(text)
@@ -79,6 +111,42 @@ def grid(text: str) -> str:
 
 
 grid.__name__ = "grid"
+
+
+def folder(text: str) -> str:
+    """``-o DIR``: a folder that is there or can be made (see :func:`_folder_to_make`)."""
+    _folder_to_make(text)
+    return text
+
+
+folder.__name__ = "folder"
+
+
+def file_of(what: str, *suffixes: str) -> Callable[[str], str]:
+    """An argparse type for an output file that is ``what`` (``a derivation``), named with one of
+    ``suffixes``, in a folder that is there and takes new files."""
+
+    def check(text: str) -> str:
+        if os.path.isdir(text):
+            raise argparse.ArgumentTypeError(f"cannot write {short(text)}: it is a directory (give {what} file: "
+                                             f"{', '.join(suffixes)})")
+        if _suffix(text) not in suffixes:
+            raise argparse.ArgumentTypeError(f"cannot write {short(text)}: the command writes {what} here, so the "
+                                             f"name ends with {' or '.join(suffixes)}")
+        _folder_exists(text)
+        return text
+
+    check.__name__ = what.split(" ", 1)[-1]
+    return check
+
+
+def checked(option: str, kind: Callable[[str], str], text: str) -> str:
+    """``kind`` applied to an output the command names itself (a default made from its inputs),
+    refused as argparse would refuse it on the command line."""
+    try:
+        return kind(text)
+    except argparse.ArgumentTypeError as e:
+        raise UsageError(f"argument {option}: {e}") from None
 
 
 def need_directory(text: str, why: str) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..errors import DiagError
 from ..resources import argument
-from ..syntax.source import Stamp, note, recording, stamp
+from ..syntax.source import Stamp, note, read_source, recording, stamp
 from .options import integer
 
 HELP = "serve a page of a diagram or derivation that redraws whenever the file, or a file it reads, is saved"
@@ -125,8 +125,7 @@ def _stop(signum, frame) -> None:
 
 def run(args: argparse.Namespace) -> int:
     path = Path(argument(args.file))
-    if not path.is_file():
-        raise DiagError(f"cannot read {args.file}: No such file or directory")
+    read_source(path)  # refused as every command refuses it: missing, a directory, a FIFO, too large, not UTF-8
     page = Page(path, args.diagram)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), handler(page))
     main = threading.current_thread() is threading.main_thread()  # (signals are the main thread's)

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from ..errors import DiagError
-from . import options
+from . import options, outputs
 from .common import load_reporting, pick
 from .options import positive
 from .train import (MAX_LAYERS, add_recipe, check_feature, check_size, check_windows, memory_errors, norm_after,
@@ -94,7 +94,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the mechanisms (default: every diagram of type [s, d] -> [s, d] that is causal)")
     p.add_argument("--layers", type=layer_counts, default=[1, 2], metavar="1-3",
                    help="layer counts: a range, a list, or both (default 1-2)")
-    p.add_argument("-o", "--output", dest="out", default=None, metavar="DIR",
+    p.add_argument("-o", "--output", dest="out", default=None, metavar="DIR", type=outputs.folder,
                    help=f"the study's directory (default {DEFAULT_OUT}); with several --report directories, where "
                         "the merged results go (default: 'merged' beside the first)")
     p.add_argument("--seeds", type=options.integer(1, 100, "an integer from 1 to 100"), default=1,

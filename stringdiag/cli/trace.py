@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..errors import DiagError
 from .options import UsageError
+from .outputs import file_of
 
 HELP = ("trace a PyTorch module (a file or importable module, and a class or function making it) into a .diag; "
         "this runs the file's Python (import it only if you trust it)")
@@ -30,8 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kwargs", metavar="JSON", default="{}",
                    help="keyword arguments for CALLABLE, as a JSON object, e.g. '{\"n_embd\": 12}'")
     p.add_argument("--config", metavar="FILE", dest="config_file", default=None, help=argparse.SUPPRESS)
-    p.add_argument("-o", "--output", metavar="OUT.diag", required=True, help="the .diag file to write")
-    p.add_argument("--weights", metavar="OUT.safetensors",
+    p.add_argument("-o", "--output", metavar="OUT.diag", required=True, type=file_of("a diagram file", ".diag"),
+                   help="the .diag file to write")
+    p.add_argument("--weights", metavar="OUT.safetensors", type=file_of("weights", ".safetensors"),
                    help="also write the module's weights, named as the compiled trace names them")
 
 
@@ -67,7 +69,7 @@ def _callable(target: str):
     if where.endswith(".py"):
         path = Path(where)
         if not path.is_file():
-            raise UsageError(f"'{where}': no such file")
+            raise UsageError(f"'{where}': {'it is a directory' if path.is_dir() else 'no such file'}")
         spec = importlib.util.spec_from_file_location(path.stem, path)
         mod = importlib.util.module_from_spec(spec)
         sys.path.insert(0, str(path.parent.resolve()))
@@ -83,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from ..lower.tensorfile import write_atomic
+    from ..syntax.source import write_atomic as write_file
     from ..trace import trace
 
     if args.config_file is not None:  # elsewhere (train) --config is a file of options
@@ -94,9 +97,6 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--kwargs: not JSON ({e})") from None
     if not isinstance(config, dict):
         raise UsageError("--kwargs: expected a JSON object of keyword arguments")
-    for out in filter(None, (args.output, args.weights)):  # before the work, not after it
-        if not Path(out).parent.is_dir():
-            raise DiagError(f"cannot write {out}: no such directory {Path(out).parent}")
     if len(args.example) > 2:
         raise UsageError("--example: give it once, or twice (two sequence lengths)")
     module = _user(f"{args.target}(**config)", _callable(args.target), **config)
@@ -109,12 +109,9 @@ def run(args: argparse.Namespace) -> int:
               examples[1] if len(examples) > 1 else None, file=args.output)
     for w in t.warnings:
         print(w, file=sys.stderr)
-    try:
-        Path(args.output).write_text(t.text)
-    except OSError as e:
-        raise DiagError(f"cannot write {args.output}: {e.strerror or e}") from None
+    write_file(args.output, t.text, what="the diagram")
     print(f"wrote {args.output}: diagram {t.name} ({len(t.warnings)} warnings)")
     if args.weights:
-        write_atomic(args.weights, t.weights.tensors(module.state_dict()), {"diagram": t.name}, args.weights)
+        write_atomic(args.weights, t.weights.tensors(module.state_dict()), {"diagram": t.name}, "weights")
         print(f"wrote {args.weights}: {len(t.weights.mapping)} tensors")
     return 0
