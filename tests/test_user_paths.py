@@ -124,9 +124,12 @@ def test_a_search_reports_a_wrong_argument_against_the_argument(here, capsys, ar
     assert not list(here.glob("*.deriv"))
 
 
-def test_derive_find_with_an_argument_that_is_not_a_reference_is_a_usage_error(here, capsys):
-    status, _, err = run(capsys, "derive", "--find", "m/a.diag:A", "m/a.diag")
-    assert status == 2 and err.startswith("error: 'm/a.diag' is not FILE.diag:NAME"), err
+@pytest.mark.parametrize("argv", [("derive", "--find", "m/a.diag:A", "m/a.diag"), ("optimize", "m/a.diag"),
+                                  ("optimize", "m/a.diag:not-a-name")])
+def test_a_search_with_an_argument_that_is_not_a_reference_is_a_usage_error(here, capsys, argv):
+    status, _, err = run(capsys, *argv)
+    assert status == 2 and err.startswith(f"error: '{argv[-1]}' is not FILE.diag:NAME"), err
+    assert not list(here.glob("*.deriv"))
 
 
 FILES = {

@@ -40,15 +40,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.find:
-        from ..search.session import malformed
-        from .derive_find import run as find
+        from .derive_find import run as find, well_formed
 
-        for ref in args.find:  # (a command line that cannot be right: status 2)
-            if (why := malformed(ref)) is not None:
-                from .options import UsageError
-
-                raise UsageError(why)
-
+        well_formed(args.find)
         return find(args)
     if not args.files:
         from .options import UsageError

@@ -12,6 +12,16 @@ from .outputs import checked, file_of
 
 DERIVATION = file_of("a derivation", ".deriv")
 
+def well_formed(refs: list[str]) -> None:
+    """Each ``FILE.diag:NAME`` argument of a search is of that form, before any file is read: one
+    that is not is a command line that cannot be right (status 2)."""
+    from ..search.session import malformed
+
+    for ref in refs:
+        if (why := malformed(ref)) is not None:
+            raise UsageError(why)
+
+
 DEFAULT_MAX_BOXES = 400  # a search visits many diagrams: smaller than derive's 10,000
 
 

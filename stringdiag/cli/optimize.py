@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .derive_find import DEFAULT_MAX_BOXES, DERIVATION
+from .derive_find import DEFAULT_MAX_BOXES, DERIVATION, well_formed
 from .options import integer, number
 from .outputs import checked
 
@@ -37,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
     from ..search.engine import Bounds
     from ..search.cheapest import FIXED, SEQ, Cost, optimize
 
-    name = args.diagram.rpartition(":")[2] or "diagram"
+    well_formed([args.diagram])
+    name = args.diagram.rpartition(":")[2]
     out = Path(checked("--write", DERIVATION, args.write or f"{name}_optimized.deriv"))  # before the search
     bounds = Bounds(args.max_steps, args.time_budget, args.max_boxes, args.max_states, False, frozenset(args.without))
     from tqdm import tqdm
