@@ -223,3 +223,33 @@ def test_serve_refuses_an_input_as_check_does(capsys, tmp_path):
         rc, _, served = run(capsys, ["serve", path])
         rc_check, _, checked = run(capsys, ["check", path])
         assert rc == rc_check == 1 and served == checked == f"error: cannot read {path}: {message}\n"
+
+
+@pytest.fixture
+def no_corpus(monkeypatch):
+    """Fail the test if training reads its corpus (the first slow step of a run)."""
+    import stringdiag.data
+
+    def load_corpus(*a, **k):
+        raise AssertionError("the corpus was read although the run cannot go on")
+
+    monkeypatch.setattr(stringdiag.data, "load_corpus", load_corpus)
+
+
+@pytest.mark.parametrize("diagram", [(ATTENTION, "SelfAttention"), (str(ROOT / "gallery" / "lm.diag"), "GPT")])
+def test_train_checks_its_folder_and_checkpoint_before_the_corpus(tmp_path, monkeypatch, capsys, no_corpus, diagram):
+    """A file given as the run's folder, a file's name (``run.txt``), and ``--resume`` with no
+    checkpoint are refused before the corpus is read; no folder is made."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "taken.diag").write_text("")
+    file, name = diagram
+    base = ["train", file, "-d", name, "--max-steps", "1"]
+    rc, _, err = run(capsys, [*base, "-o", "taken.diag"])
+    assert rc == 2 and "cannot write taken.diag: it is a file, not a folder" in err, err
+    rc, _, err = run(capsys, [*base, "-o", "run.txt"])
+    assert rc == 2 and "cannot write run.txt: a folder goes here, and .txt names a file" in err, err
+    rc, _, err = run(capsys, [*base, "-o", "fresh", "--resume"])
+    assert rc == 1 and err.startswith("error: --resume: no checkpoint in fresh (checkpoint.safetensors)"), err
+    rc, _, err = run(capsys, [*base, "--resume"])
+    assert rc == 1 and f"no checkpoint in runs/{name} " in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken.diag"]

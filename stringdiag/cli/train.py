@@ -13,6 +13,7 @@ from . import config, options
 from ..syntax.source import write_atomic
 from .common import load_reporting, pick
 from .options import positive
+from .outputs import checked, folder
 
 MAX_LAYERS = 1024  # for --layers and --heads: each head of each layer is a compiled diagram
 # --norm-after's default, the generators App. C follows by a layer norm (train.model.STABILISED;
@@ -41,7 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                    help="what --time-budget counts: wall-clock seconds, or this process's CPU seconds (all its "
                         "threads; a busy machine then slows the run but does not shorten it)")
-    p.add_argument("-o", "--output", dest="out", default=None, metavar="DIR",
+    p.add_argument("-o", "--output", dest="out", default=None, metavar="DIR", type=folder,
                    help="checkpoints and log (default: runs/NAME)")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in -o/--output")
     p.add_argument("--no-test", action="store_true", help="skip the stride-1 test evaluation at the end")
@@ -132,6 +133,17 @@ def run(args: argparse.Namespace) -> int:
         return _train(args)
 
 
+def run_folder(args: argparse.Namespace, name: str) -> None:
+    """The run's folder (``-o``, else ``runs/NAME``) in ``args.out``, and with ``--resume`` its
+    checkpoint, both checked before the corpus is read and the model made."""
+    from ..train import checkpoint
+
+    args.out = checked("-o/--output", folder, args.out or os.path.join("runs", name))
+    if args.resume and not os.path.isfile(os.path.join(args.out, checkpoint.NAME)):
+        raise DiagError(f"--resume: no checkpoint in {options.short(args.out)} ({checkpoint.NAME}); run without "
+                        "--resume to start the run")
+
+
 def _train(args: argparse.Namespace) -> int:
     from ..data import load_corpus
     from ..train.loop import train
@@ -141,6 +153,7 @@ def _train(args: argparse.Namespace) -> int:
     device = _device(args)  # a device that is not there is refused before any work
     prog = load_reporting(args.file)
     (head,) = pick(prog, args.diagram)
+    run_folder(args, head.name)
     if any(head.id_range(w) is not None for w in head.inputs):  # token ids in: a whole language model
         from ..train.lm import vocab_dim
         from .train_lm import HeadParts, run_lm
@@ -171,7 +184,7 @@ def _train(args: argparse.Namespace) -> int:
     say(sizes + (f"; memory about {memory}" if memory else ""))
     say(f"device {device}" + (f", {args.precision}" if args.precision != "fp32" else "")
         + (", compiled" if args.compile else ""))
-    out = Path(args.out or Path("runs") / head.name)
+    out = Path(args.out)
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
         config.save(args, out)

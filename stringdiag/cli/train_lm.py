@@ -110,7 +110,7 @@ def run_lm(args: argparse.Namespace, diagram, started: float, recipe: HeadParts)
     say(f"unigram perplexity on valid: {baseline:.1f}")
     say(f"model: '{diagram.name}' as a whole language model: {n:,} parameters")
     say(size.line() + f"; context {args.context}, batch {args.batch_size}, schedule width {spec.d_model}")
-    out = Path(args.out or Path("runs") / diagram.name)
+    out = Path(args.out)  # (checked by train.run_folder)
     out.mkdir(parents=True, exist_ok=True)
     style = "shakespeare" if corpus.name == "shakespeare" else "words"
     Tokenizer(tuple(corpus.vocab), style).save(out)

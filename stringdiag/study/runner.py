@@ -48,7 +48,7 @@ from .timing import measure
 
 FORMAT = 1
 STUDY = "study.json"
-CHECKPOINT = "checkpoint.safetensors"
+CHECKPOINT = checkpoint.NAME
 TRAINED = "trained.json"
 RESULT = "result.json"
 CSV = "results.csv"

@@ -25,6 +25,7 @@ from safetensors.torch import load_file
 from ..errors import DiagError
 from ..lower.tensorfile import checksum, write_atomic
 
+NAME = "checkpoint.safetensors"  # a run folder's checkpoint: train writes it, --resume, sample and the study read it
 RNG = "rng.torch"
 # settings an optimizer group has gained since older checkpoints were written (the learning-rate
 # scheduler's base rate): such a checkpoint still loads, the setting taken from the optimizer

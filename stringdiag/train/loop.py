@@ -254,7 +254,7 @@ class _Training:
         self.out = Path(out_dir) if out_dir else None
         if self.out and self.rank == 0:
             self.out.mkdir(parents=True, exist_ok=True)
-        self.ckpt = self.out / "checkpoint.safetensors" if self.out else None
+        self.ckpt = self.out / checkpoint.NAME if self.out else None
         self.step, self.history = 0, History()
         self.before = Elapsed()  # the training time of the sessions before this one (a resumed run)
 

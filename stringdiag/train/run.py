@@ -96,9 +96,9 @@ def load_run(folder: str | Path) -> Run:
     context: the checkpoint checked (checksum, names, shapes) and loaded into the rebuilt model.
     The global random state is left as it was."""
     folder = Path(folder)
-    ckpt = folder / "checkpoint.safetensors"
+    ckpt = folder / checkpoint.NAME
     if not ckpt.is_file():
-        raise DiagError(f"{folder} holds no training run (no checkpoint.safetensors)")
+        raise DiagError(f"{folder} holds no training run (no {checkpoint.NAME})")
     meta = checkpoint.read_meta(ckpt)
     saved = meta.get("config")
     config = saved if isinstance(saved, dict) else {}
