@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 from .box import Kind
-from ..errors import DiagError, DiagWarning, Pos, shown
+from ..errors import DiagError, DiagWarning, Pos, kind, shown
 from ..syntax import ast as A
 from ..syntax.records import Mutable, Record, field
 from .diagram import Diagram
@@ -81,6 +81,12 @@ class BoxDecl(Record):
         return f"{self.box} {self.name}{g} : {ins} -> {outs}{seed}"
 
 
+class NoSuchDiagram(DiagError, KeyError):
+    """``program['NAME']`` for a name it does not define: the tool's error, so that ``except
+    DiagError`` catches it, and a ``KeyError``, as a mapping's lookup raises (``args[0]`` is the
+    message)."""
+
+
 class Program(Mutable, frozen=False):
     """Everything a file declares, with its imports (and the prelude) in scope."""
 
@@ -95,15 +101,18 @@ class Program(Mutable, frozen=False):
 
     # -- lookup ---------------------------------------------------------------------
     def __getitem__(self, name: str) -> Diagram:
+        if not isinstance(name, str):
+            raise NoSuchDiagram(f"a diagram is named by a string, got {kind(name)}; "
+                                f"{shown(self.path)} defines {', '.join(map(repr, self.own)) or 'none'}")
         if name in self.defs:
             return self.defs[name].diagram()
         if self.prelude is not None and name in self.prelude.defs:
             return self.prelude[name]
         hint = suggest(name, list(self.defs))
-        raise KeyError(f"no diagram named {name!r} in {shown(self.path)}{hint}")
+        raise NoSuchDiagram(f"no diagram named {name!r} in {shown(self.path)}{hint}")
 
-    def __contains__(self, name: str) -> bool:
-        return name in self.defs
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self.defs
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.own)
