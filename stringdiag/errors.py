@@ -150,6 +150,12 @@ def quoted(text: str, col: int) -> tuple[str, int]:
     return head + cut + tail, col - start + len(head)
 
 
+class NoSuchDiagram(DiagError, KeyError):
+    """``program['NAME']`` for a name it does not define: the tool's error, so that ``except
+    DiagError`` catches it, and a ``KeyError``, as a mapping's lookup raises (``args[0]`` is the
+    message)."""
+
+
 def kind(value: object) -> str:
     """A wrong argument as a message names it: ``3 (an int)``, at most 40 characters of its repr.
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 from .box import Kind
-from ..errors import DiagError, DiagWarning, Pos, kind, shown
+from ..errors import DiagError, DiagWarning, NoSuchDiagram, Pos, kind, shown
 from ..syntax import ast as A
 from ..syntax.records import Mutable, Record, field
 from .diagram import Diagram
@@ -79,12 +79,6 @@ class BoxDecl(Record):
         outs = ", ".join(show_type(t, r) for t, r in zip(self.outs, self.out_ranges()))
         seed = f" seed {self.seed}" if self.seed is not None else ""
         return f"{self.box} {self.name}{g} : {ins} -> {outs}{seed}"
-
-
-class NoSuchDiagram(DiagError, KeyError):
-    """``program['NAME']`` for a name it does not define: the tool's error, so that ``except
-    DiagError`` catches it, and a ``KeyError``, as a mapping's lookup raises (``args[0]`` is the
-    message)."""
 
 
 class Program(Mutable, frozen=False):
