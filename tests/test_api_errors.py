@@ -171,7 +171,13 @@ def test_load_weights_and_export_check_their_arguments(att, tmp_path):
         stringdiag.export(3, tmp_path / "a", sa, {"d": 8, "k": 4})
     with pytest.raises(DiagError, match="'D' is not a dimension of 'SelfAttention'"):
         stringdiag.export(m, tmp_path / "b", sa, {"D": 8, "k": 4})
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    with pytest.raises(DiagError, match="compiled from SelfAttention : .*, not from MaskedSelfAttention"):
+        stringdiag.export(m, tmp_path / "c", att["MaskedSelfAttention"], {"d": 8, "k": 4})
+    with pytest.raises(DiagError, match=r"dims d=16 \(it was compiled with d=8\)"):
+        stringdiag.export(m, tmp_path / "d", sa, {"d": 16, "k": 4})
+    assert not any((tmp_path / n).exists() for n in "abcd")
+    stringdiag.export(m, tmp_path / "e", sa, {"d": 8, "k": 4})  # what it was compiled from
+    assert (tmp_path / "e" / "weights.safetensors").is_file()
 
 
 def test_trace_reports_the_modules_own_failure():

@@ -19,13 +19,26 @@ class Interface(NamedTuple):  # a tuple: copied and pickled with the module
     diagram: str  # its name
     signature: str  # 'GPT : [s] of v -> [s, v]'
     vocab: int | None  # the size of v for a whole language model, else None
+    sizes: tuple[tuple[str, int], ...] = ()  # the fixed sizes it was compiled with, by name
+
+    def check_export(self, diagram: Diagram, dims: dict[str, int]) -> None:
+        """An export's record must be what this module was compiled from: the same diagram, no
+        size other than the one it was built with (the folder's module would say otherwise)."""
+        if (diagram.name, diagram.signature()) != (self.diagram, self.signature):
+            raise DiagError(f"export(): the module was compiled from {self.signature}, not from "
+                            f"{diagram.signature()}; give the diagram it was compiled from")
+        built = dict(self.sizes)
+        wrong = [f"{n}={v} (it was compiled with {n}={built[n]})" for n, v in dims.items() if built.get(n, v) != v]
+        if wrong:
+            raise DiagError(f"export(): dims {', '.join(wrong)}; give the sizes it was compiled with")
 
 
 def interface(diagram: Diagram, sizes: dict[str, int]) -> Interface:
     """The interface of ``diagram`` compiled at ``sizes``."""
     v = _vocab_dim(diagram)
     size = sizes.get(v) if v is not None else None
-    return Interface(diagram.name, diagram.signature(), size if isinstance(size, int) else None)
+    return Interface(diagram.name, diagram.signature(), size if isinstance(size, int) else None,
+                     tuple(sorted(sizes.items())))
 
 
 def _vocab_dim(d: Diagram) -> str | None:
