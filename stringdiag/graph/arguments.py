@@ -50,20 +50,19 @@ def need_sizes(dims: Any, option: str = "dims") -> dict[str, int]:
 
 
 def check_dim_names(diagram: Diagram, names, option: str = "dims") -> None:
-    """Every name a dimension of ``diagram``: one it uses, or one its file (or the prelude)
-    declares; else the error ``--dims`` gives, with the diagram's fixed dimensions listed. A
-    diagram composed in Python without a program (``graph/compose.py``) has no file to declare
-    its dimensions: its names are not checked."""
+    """Every name a dimension of ``diagram``: one it or a definition it uses names (its generic
+    parameters too), or one its file (or the prelude) declares; else the error ``--dims``
+    gives, with the diagram's fixed dimensions listed. A diagram composed in Python without a
+    program (``graph/compose.py``) has no file to declare its dimensions: its names are not
+    checked."""
+    from .dimuse import dims_named  # (only when sizes are given)
+
     prog = diagram.program
-    if prog is None:
-        return
-    known: list[str] | None = None
     for name in names:
-        if prog.lookup_dim(name) is not None:
+        if prog is None or prog.lookup_dim(name) is not None or name in diagram.generics \
+                or name in dims_named(diagram):
             continue
-        known = fixed_dims(diagram) if known is None else known
-        if name in known:
-            continue
+        known = fixed_dims(diagram) + list(diagram.generics)
         has = f"its fixed dimensions are {', '.join(known)}" if known else "it has no fixed dimensions"
         raise DiagError(f"{option}: '{name}' is not a dimension of '{diagram.name}' ({has}){suggest(name, known)}")
 
