@@ -46,7 +46,9 @@ def compile(diagram: "Diagram", dims: dict | None = None, approximator="mlp", dt
             incremental: bool = False):
     """Lower a diagram to a trainable ``torch.fx.GraphModule`` (see :mod:`stringdiag.lower`); with
     ``incremental``, to its incremental form (``initial_state``, ``step``, ``prefill``: a key/value
-    cache, a recurrent state; see :mod:`stringdiag.lower.incremental`).
+    cache, a recurrent state; see :mod:`stringdiag.lower.incremental`). ``dims`` maps the
+    diagram's dimensions to positive integers; a name that is none of its dimensions is an
+    error, as ``--dims`` makes it.
 
     Imported on first use, so that checking and drawing never wait for torch.
     """
@@ -89,7 +91,8 @@ def load_run(folder):
 
 def generate(model, prompt, tokens: int, temperature: float = 1.0, top_k=None, seed: int = 0, context=None,
              **options):
-    """``tokens`` token ids sampled after the ids ``prompt`` (temperature 0: the likeliest each
+    """``tokens`` token ids sampled by ``model``, a whole language model (``[s] of v -> [s, v]``),
+    after the ids ``prompt``, each below v (temperature 0: the likeliest each
     time; ``top_k``: among the k likeliest), reproducibly from ``seed``; through the model's
     incremental form when it has one (``options``: top_p, stop, cache, progress; see
     :func:`stringdiag.train.run.generate`)."""
