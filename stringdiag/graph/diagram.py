@@ -39,9 +39,11 @@ class Diagram(Hypergraph, frozen=False):
         unrolling past ``limit`` boxes is refused before any work (a picture's limit is smaller)."""
         if not callable(keep) and (not isinstance(keep, (set, frozenset, list, tuple))
                                    or not all(isinstance(k, str) for k in keep)):
-            raise DiagError(f"expand(): keep must be a set of definition names, such as {{'Attention'}}, got {kind(keep)}")
+            raise DiagError(f"expand(): keep must be a set of definition names, such as {{'Attention'}}, "
+                            f"got {kind(keep)}")
         if unroll is not None and not isinstance(unroll, Mapping):
-            raise DiagError(f"expand(): unroll must be a dict of dimension sizes, such as {{'L': 2}}, got {kind(unroll)}")
+            raise DiagError(f"expand(): unroll must be a dict of dimension sizes, such as {{'L': 2}}, "
+                            f"got {kind(unroll)}")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise DiagError(f"expand(): limit must be a positive integer (a number of boxes), got {kind(limit)}")
         return expansion.expand(self, keep if callable(keep) else frozenset(keep), path, unroll, limit=limit)

@@ -35,13 +35,13 @@ class Interface(NamedTuple):  # a tuple: copied and pickled with the module
 
 def interface(diagram: Diagram, sizes: dict[str, int]) -> Interface:
     """The interface of ``diagram`` compiled at ``sizes``."""
-    v = _vocab_dim(diagram)
+    v = vocab_dim(diagram)
     size = sizes.get(v) if v is not None else None
     return Interface(diagram.name, diagram.signature(), size if isinstance(size, int) else None,
                      tuple(sorted(sizes.items())))
 
 
-def _vocab_dim(d: Diagram) -> str | None:
+def vocab_dim(d: Diagram) -> str | None:
     """v when ``d`` is ``[s] of v -> [s, v]`` over a seq dimension s, else None."""
     if len(d.inputs) != 1 or len(d.outputs) != 1 or d.program is None:
         return None
@@ -122,7 +122,8 @@ def need_sampling(tokens: Any, temperature: Any, top_k: Any, seed: Any, context:
     if options.get("cache") not in (None, True, False):
         raise DiagError(f"generate(): cache must be True, False or None, got {kind(options['cache'])}")
     if options.get("progress") is not None and not callable(options["progress"]):
-        raise DiagError(f"generate(): progress must be a function progress(done, total), got {kind(options['progress'])}")
+        raise DiagError(f"generate(): progress must be a function progress(done, total), "
+                        f"got {kind(options['progress'])}")
 
 
 def need_dtype(dtype: Any) -> None:
@@ -131,4 +132,5 @@ def need_dtype(dtype: Any) -> None:
         raise DiagError(f"dtype must be a floating-point torch dtype such as torch.float64, got {kind(dtype)}")
 
 
-__all__ = ["Interface", "interface", "need_language_model", "need_prompt", "need_sampling", "need_dtype", "LM"]
+__all__ = ["Interface", "interface", "vocab_dim", "need_language_model", "need_prompt", "need_sampling",
+           "need_dtype", "LM"]

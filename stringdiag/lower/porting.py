@@ -151,7 +151,8 @@ def _arguments(module: Any, state_dict: Any, mapping: Any, transpose: Any) -> li
             raise DiagError(f"load_weights(): state_dict must map names to tensors, but it maps {kind(name)} "
                             f"to {kind(t)}")
     if mapping is not None and not isinstance(mapping, Mapping) and not callable(mapping):
-        raise DiagError(f"load_weights(): mapping must be a dict of names (or globs) or a function, got {kind(mapping)}")
+        raise DiagError(f"load_weights(): mapping must be a dict of names (or globs) or a function, "
+                        f"got {kind(mapping)}")
     globs = [transpose] if isinstance(transpose, str) else list(transpose) if isinstance(transpose, Iterable) else None
     if globs is None or not all(isinstance(g, str) for g in globs):
         raise DiagError(f"load_weights(): transpose must be names (globs) of reference tensors, got {kind(transpose)}")
