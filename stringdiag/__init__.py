@@ -46,12 +46,16 @@ def compile(diagram: "Diagram", dims: dict | None = None, approximator="mlp", dt
             incremental: bool = False):
     """Lower a diagram to a trainable ``torch.fx.GraphModule`` (see :mod:`stringdiag.lower`); with
     ``incremental``, to its incremental form (``initial_state``, ``step``, ``prefill``: a key/value
-    cache, a recurrent state; see :mod:`stringdiag.lower.incremental`).
+    cache, a recurrent state; see :mod:`stringdiag.lower.incremental`). ``dims`` maps the
+    diagram's dimensions to positive integers; a name that is none of its dimensions is an
+    error, as ``--dims`` makes it.
 
     Imported on first use, so that checking and drawing never wait for torch.
     """
+    from .graph.arguments import check_dim_names, need_diagram, need_sizes
     from .lower import compile as lower
 
+    check_dim_names(need_diagram(diagram, "compile"), need_sizes(dims))  # a misspelt name is no default's
     return lower(diagram, dims=dims, approximator=approximator, dtype=dtype, fast=fast, incremental=incremental)
 
 
@@ -79,19 +83,24 @@ def load_run(folder):
     NAME of type ``[s] of v -> [s, v]``): ``.model`` (rebuilt from the sources its checkpoint carries,
     the weights checked and loaded), ``.tokenizer``, ``.context``, ``.result``; see
     :mod:`stringdiag.train.run`."""
+    from .graph.arguments import need_path
     from .train.run import load_run as read
 
-    return read(folder)
+    return read(need_path(folder, "load_run(): folder"))
 
 
 def generate(model, prompt, tokens: int, temperature: float = 1.0, top_k=None, seed: int = 0, context=None,
              **options):
-    """``tokens`` token ids sampled after the ids ``prompt`` (temperature 0: the likeliest each
+    """``tokens`` token ids sampled by ``model``, a whole language model (``[s] of v -> [s, v]``),
+    after the ids ``prompt``, each below v (temperature 0: the likeliest each
     time; ``top_k``: among the k likeliest), reproducibly from ``seed``; through the model's
     incremental form when it has one (``options``: top_p, stop, cache, progress; see
     :func:`stringdiag.train.run.generate`)."""
+    from .lower.interface import need_language_model, need_prompt, need_sampling
     from .train.run import generate as sample
 
+    need_prompt(prompt, need_language_model(model, "generate"))
+    need_sampling(tokens, temperature, top_k, seed, context, options)
     return sample(model, prompt, tokens, temperature, top_k, seed, context, **options)
 
 
@@ -121,31 +130,35 @@ def derive(text: str, file: str = "<string>", verify: bool = False):
     ``from stringdiag.derive.derivation import Derivation``.)
     """
     from .derive.derivation import Runner
+    from .graph.arguments import need_text
 
-    return Runner(text, file, verify, None).run()
+    return Runner(need_text(text, "derive(): the text"), need_text(file, "derive(): file"), verify, None).run()
 
 
 def load_derivation(path, verify: bool = False):
     """Run a ``.deriv`` file, checking every step (and, with ``verify``, every equality
     numerically, in float64); a failing step is a :class:`DiagError` at its line."""
     from .derive.derivation import load_derivation as load
+    from .graph.arguments import need_path
 
-    return load(path, verify)
+    return load(need_path(path, "load_derivation(): path"), verify)
 
 
 def load_taxonomy(path, verify: bool = False):
     """Check a ``.tax`` family tree, every edge a derivation; a notebook shows its picture."""
     from .derive.family_tree import load_taxonomy as load
+    from .graph.arguments import need_path
 
-    return load(path, verify)
+    return load(need_path(path, "load_taxonomy(): path"), verify)
 
 
 def info(diagram: "Diagram"):
     """What ``stringdiag info`` says of a diagram (a dict, as ``--json``): printed as the
     command prints it, shown in a notebook as tables."""
     from .cli.summary import summarize
+    from .graph.arguments import need_diagram
 
-    return summarize(diagram)
+    return summarize(need_diagram(diagram, "info"))
 
 
 def _repr_svg_(diagram: "Diagram") -> str:

@@ -153,6 +153,24 @@ def quoted(text: str, col: int) -> tuple[str, int]:
     return head + cut + tail, col - start + len(head)
 
 
+class NoSuchDiagram(DiagError, KeyError):
+    """``program['NAME']`` for a name it does not define: the tool's error, so that ``except
+    DiagError`` catches it, and a ``KeyError``, as a mapping's lookup raises (``args[0]`` is the
+    message)."""
+
+
+def kind(value: object) -> str:
+    """A wrong argument as a message names it: ``3 (an int)``, at most 40 characters of its repr.
+
+    >>> kind(3), kind("d=8")
+    ('3 (an int)', "'d=8' (a str)")
+    """
+    text = repr(value)
+    text = text if len(text) <= 40 else text[:37] + "..."
+    name = type(value).__name__
+    return f"{text} (a{'n' if name[:1] in 'aeiouAEIOU' else ''} {name})"
+
+
 class DiagWarning(DiagError):
     """A diagnostic that does not stop the tool (e.g. a wire that is never used)."""
 

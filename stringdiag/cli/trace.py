@@ -53,13 +53,18 @@ def _shapes(text: str) -> list[tuple[tuple[int, ...], int | None]]:
 def _user(what: str, fn, *args, **kwargs):
     """Run the user's own code (importing their file, building their module): what it raises is
     reported as one error naming it, never as a traceback of ours."""
+    from ..trace.capture import ModuleFailed
+
     try:
         return fn(*args, **kwargs)
+    except ModuleFailed as e:  # their module's own error, which trace() reports as a DiagError
+        error: BaseException = e.error
     except (DiagError, KeyboardInterrupt):
         raise
     except BaseException as e:  # their code may raise anything, SystemExit included
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise DiagError(f"{what} raised {type(e).__name__}: {first}") from None
+        error = e
+    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    raise DiagError(f"{what} raised {type(error).__name__}: {first}") from None
 
 
 def _callable(target: str):

@@ -17,6 +17,7 @@ from ..syntax import ast as A
 from ..syntax.astcache import Later, read_cached
 from ..syntax.records import replace
 from ..syntax.source import note, read_source, shown_path  # the public place to read a file
+from ..graph.arguments import need_path, need_text
 from ..graph.decls import Definition, DimDecl, Program
 from ..graph.diagram import Diagram
 from ..graph.types import DimKind
@@ -44,7 +45,7 @@ def prelude() -> Program:
 def load(path: str | Path) -> Program:
     """Load, type-check and elaborate a ``.diag`` file and its imports (``path`` may name a
     shipped file, ``stringdiag:gallery/attention.diag``)."""
-    path = argument(path)
+    path = argument(need_path(path, "load(): path"))
     return loads(read_source(path), str(path))
 
 
@@ -56,7 +57,7 @@ def loads(text: str, file: str = "<string>") -> Program:
     >>> p["Id"].signature()
     'Id : [s, d] -> [s, d]'
     """
-    return _loads(text, file, {})
+    return _loads(need_text(text, "loads(): the text"), need_text(file, "loads(): file"), {})
 
 
 def loads_beside(text: str, file: str, read: dict[str, Program]) -> Program:

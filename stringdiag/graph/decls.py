@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 from .box import Kind
-from ..errors import DiagError, DiagWarning, Pos, shown
+from ..errors import DiagError, DiagWarning, NoSuchDiagram, Pos, kind, shown
 from ..syntax import ast as A
 from ..syntax.records import Mutable, Record, field
 from .diagram import Diagram
@@ -95,15 +95,18 @@ class Program(Mutable, frozen=False):
 
     # -- lookup ---------------------------------------------------------------------
     def __getitem__(self, name: str) -> Diagram:
+        if not isinstance(name, str):
+            raise NoSuchDiagram(f"a diagram is named by a string, got {kind(name)}; "
+                                f"{shown(self.path)} defines {', '.join(map(repr, self.own)) or 'none'}")
         if name in self.defs:
             return self.defs[name].diagram()
         if self.prelude is not None and name in self.prelude.defs:
             return self.prelude[name]
         hint = suggest(name, list(self.defs))
-        raise KeyError(f"no diagram named {name!r} in {shown(self.path)}{hint}")
+        raise NoSuchDiagram(f"no diagram named {name!r} in {shown(self.path)}{hint}")
 
-    def __contains__(self, name: str) -> bool:
-        return name in self.defs
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self.defs
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.own)

@@ -51,6 +51,12 @@ def fixed_dims_used(diagram: Diagram) -> DimUse:
     return DimUse(fixed(found.wires), fixed(found.others - found.wires))
 
 
+def dims_named(diagram: Diagram) -> frozenset:
+    """Every dimension name ``diagram`` mentions, whatever its kind, its definitions opened."""
+    found = _names(diagram)
+    return found.wires | found.others
+
+
 @per_graph_cache(reentry=_Names())  # a definition cannot use itself; guard anyway
 def _names(d) -> _Names:
     """What ``d`` mentions, its definition boxes opened (each definition read once: cached)."""
@@ -78,4 +84,4 @@ def bound_names(names: frozenset, sub: Mapping[str, Dim]) -> frozenset:
     return frozenset(m for n in names for m in (sub[n].names() if n in sub else (n,)))
 
 
-__all__ = ["DimUse", "fixed_dims_used", "bound_names"]
+__all__ = ["DimUse", "fixed_dims_used", "dims_named", "bound_names"]

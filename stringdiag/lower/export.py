@@ -31,11 +31,13 @@ from pathlib import Path
 import torch
 from torch import fx, nn
 
-from ..errors import DiagError
+from ..errors import DiagError, kind
+from ..graph.arguments import check_dim_names, need_diagram, need_path, need_sizes
 from ..graph.diagram import Diagram
 from ..syntax.source import read_source, shown_path
 from ..version import __version__
 from .approximators import LearnableTensor
+from .interface import Interface
 from .tensorfile import write_atomic
 
 MODULE, WEIGHTS, SOURCES = "module.py", "weights.safetensors", "diag"
@@ -417,7 +419,12 @@ def export(gm: fx.GraphModule, folder: str | Path, diagram: Diagram, dims: dict[
     """Write ``gm`` (``compile(diagram, dims, approximator)``) as an importable folder:
     ``__init__.py`` and ``module.py`` (the class, named after the diagram), ``weights.safetensors``
     and ``diag/`` (the source). A folder that a previous export wrote is replaced whole."""
-    out = check_folder(folder)
+    if not isinstance(gm, fx.GraphModule):
+        raise DiagError(f"export() writes a compiled diagram (stringdiag.compile(diagram, dims)), got {kind(gm)}")
+    check_dim_names(need_diagram(diagram, "export"), need_sizes(dims))
+    if isinstance(getattr(gm, "interface", None), Interface):  # compiled by this version: what from, at what sizes
+        gm.interface.check_export(diagram, need_sizes(dims))
+    out = check_folder(need_path(folder, "export(): folder"))
     helpers = Helpers()
     for name, obj in (("torch", torch), ("nn", nn), ("Path", Path)):  # what the classes and constants use
         helpers.bind(name, obj)

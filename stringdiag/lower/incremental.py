@@ -39,6 +39,7 @@ from .approximators import LearnableTensor, Policy, factory
 from .fastpath import fused
 from . import keys as K
 from .keys import KeysLowering
+from .interface import interface, need_dtype
 from .lower import PrimitiveCall, _axis_bounds, _ref_not_saved, _with_defaults
 from .caches import CacheSlot, Carry, Clock, State, rows_at
 from .table import STEP_AXES, STEPS
@@ -306,8 +307,10 @@ def compile_incremental(diagram: Diagram, dims: Mapping[str, int] | None = None,
     """``compile(..., incremental=True)``: sized and refused above ``max_boxes`` as ``compile``
     does, then :func:`incremental_form`."""
     sizes = _with_defaults(diagram, dims)
+    need_dtype(dtype)
     refuse_above(diagram, Build.LOWERED, max_boxes, "max_boxes, compile --max-boxes", sizes)
     inc = incremental_form(diagram, sizes, factory(approximator), fast and native)
+    inc.interface = interface(diagram, sizes)
     return inc.to(dtype) if dtype is not None else inc
 
 

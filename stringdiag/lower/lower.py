@@ -26,6 +26,7 @@ from torch import fx, nn
 
 from ..errors import DiagError
 from ..graph import constants
+from ..graph.arguments import need_diagram, need_sizes
 from ..graph.diagram import Diagram
 from ..graph.box import Box, Kind, Repeat, Scan
 from ..graph.budget import MAX_LOWERED
@@ -36,6 +37,7 @@ from . import loops
 from . import param_names as N
 from . import primitives as P
 from .approximators import LearnableTensor, Policy, factory, per_box
+from .interface import interface, need_dtype
 from .passes import Settings, run_passes
 from .scans import Chunked, prepared
 from .table import PRIMITIVES
@@ -59,7 +61,9 @@ def compile(diagram: Diagram, dims: Mapping[str, int] | None = None, approximato
     refused before any work, with the figure (``graph/budget.py``).
     """
     sizes = _with_defaults(diagram, dims)
+    need_dtype(dtype)
     gm = Lowering(diagram, sizes, factory(approximator), nn.Module(), {}, fast, native, max_boxes=max_boxes).module()
+    gm.interface = interface(diagram, sizes)  # what it computes: generate asks (interface.py)
     return gm.to(dtype) if dtype is not None else gm
 
 
@@ -67,9 +71,11 @@ _ident = N.ident
 
 
 def _with_defaults(diagram: Diagram, dims: Mapping[str, int] | None) -> dict[str, int]:
-    """The sizes given, then the defaults the diagram's file declares (``dim L : fixed = 2``)
-    for the rest: they hold in every body compiled with it, an imported one's too."""
-    out = dict(dims or {})
+    """The sizes given (a diagram's, positive integers: graph/arguments.py), then the defaults
+    the diagram's file declares (``dim L : fixed = 2``) for the rest: they hold in every body
+    compiled with it, an imported one's too."""
+    need_diagram(diagram, "compile")
+    out = need_sizes(dims)
     prog = diagram.program
     for name, decl in (prog.dims.items() if prog is not None else ()):
         if decl.kind is DimKind.FIXED and decl.default is not None:

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Union
+from typing import Any, Callable, Iterable, Mapping, Union
 
 import torch
 from torch import nn
 
-from ..errors import DiagError
+from ..errors import DiagError, kind
 
 Target = Union[str, list, tuple, None]
 Rules = Union[Mapping[str, Target], Callable[[str], Target], None]
@@ -139,6 +139,26 @@ def _aliases(module: nn.Module) -> dict[str, str]:
     return out
 
 
+def _arguments(module: Any, state_dict: Any, mapping: Any, transpose: Any) -> list[str]:
+    """load_weights' arguments checked (a DiagError naming the wrong one); the globs of ``transpose``."""
+    if not isinstance(module, nn.Module):
+        raise DiagError(f"load_weights() copies into a compiled diagram (a torch module), got {kind(module)}")
+    if not isinstance(state_dict, Mapping):
+        raise DiagError(f"load_weights(): state_dict must be a dict of names to tensors (a model's "
+                        f".state_dict()), got {kind(state_dict)}")
+    for name, t in state_dict.items():
+        if not isinstance(name, str) or not isinstance(t, torch.Tensor):
+            raise DiagError(f"load_weights(): state_dict must map names to tensors, but it maps {kind(name)} "
+                            f"to {kind(t)}")
+    if mapping is not None and not isinstance(mapping, Mapping) and not callable(mapping):
+        raise DiagError(f"load_weights(): mapping must be a dict of names (or globs) or a function, "
+                        f"got {kind(mapping)}")
+    globs = [transpose] if isinstance(transpose, str) else list(transpose) if isinstance(transpose, Iterable) else None
+    if globs is None or not all(isinstance(g, str) for g in globs):
+        raise DiagError(f"load_weights(): transpose must be names (globs) of reference tensors, got {kind(transpose)}")
+    return globs
+
+
 def load_weights(module: nn.Module, state_dict: Mapping[str, torch.Tensor], mapping: Rules = None,
                  transpose: Iterable[str] | str = ()) -> None:
     """Copy ``state_dict`` (a reference model's) into ``module`` (a compiled diagram).
@@ -149,7 +169,7 @@ def load_weights(module: nn.Module, state_dict: Mapping[str, torch.Tensor], mapp
     names (globs) the reference tensors stored as ``[in, out]``. Nothing is copied unless
     every reference tensor lands in exactly one of ours of its shape and every tensor of ours
     receives one; otherwise a DiagError lists each tensor that does not."""
-    transpose = [transpose] if isinstance(transpose, str) else list(transpose)
+    transpose = _arguments(module, state_dict, mapping, transpose)
     ours = module.state_dict()
     alias = _aliases(module)
     p = plan(ours, state_dict, mapping, transpose)

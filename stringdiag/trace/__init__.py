@@ -18,7 +18,8 @@ from typing import Any, Iterator, Mapping
 import torch
 from torch import nn
 
-from ..errors import DiagError
+from ..errors import DiagError, kind
+from ..graph.arguments import need_text
 from .capture import ModuleCall
 from .body import ident as ident_of
 from .byvalue import CONSTANT
@@ -105,11 +106,24 @@ def _calls(module: nn.Module, example_inputs, more) -> list[ModuleCall]:
     return runs + ([call(more)] if more is not None else [])
 
 
+def _check(module, example_inputs, other_inputs, file) -> None:
+    """trace's arguments: a torch module, inputs as a module is called with, a file name or None."""
+    if not isinstance(module, nn.Module):
+        raise DiagError(f"trace() takes a torch module (an nn.Module), got {kind(module)}")
+    for what, x in (("example_inputs", example_inputs), ("other_inputs", other_inputs)):
+        if not isinstance(x, (torch.Tensor, tuple, list, Mapping)) and (what == "example_inputs" or x is not None):
+            raise DiagError(f"trace(): {what} must be a tensor, a tuple of arguments or a dict of keyword "
+                            f"arguments, got {kind(x)}")
+    if file is not None:
+        need_text(file, "trace(): file")
+
+
 def trace(module: nn.Module, example_inputs, other_inputs=None, file: str | None = None) -> Traced:
     """Trace ``module`` called on ``example_inputs`` (a tensor, a tuple of positional
     arguments, or a dict of keyword ones; the first axis of each tensor is the batch). With
     ``other_inputs`` (the same with another sequence length), the axes whose length differs
     become the sequence dimension ``s``; otherwise every axis is fixed."""
+    _check(module, example_inputs, other_inputs, file)
     module = module.eval()
     calls = _calls(module, example_inputs, other_inputs)
     em = Emitter()

@@ -261,6 +261,16 @@ class _Recorder(fx.Interpreter):
         return out
 
 
+class ModuleFailed(DiagError):
+    """The traced module itself raised on the inputs it was given (its own code, not ours):
+    ``error`` is what it raised, the message names it in one line."""
+
+    def __init__(self, what: str, error: Exception):
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        super().__init__(f"{what}: {type(error).__name__}: {first}")
+        self.error = error
+
+
 def capture(module: nn.Module, calls: list[ModuleCall]) -> Capture:
     """Trace ``module`` as it is called in ``calls`` (one per run) and record each run."""
     wrapper = _Wrapper(module, calls[0])
@@ -276,11 +286,17 @@ def capture(module: nn.Module, calls: list[ModuleCall]) -> Capture:
         raise DiagError(f"{_caller_of(e)}torch.fx cannot trace {type(module).__name__}: {e}") from None
     gm = fx.GraphModule(wrapper, graph)
     cap = Capture(module, graph, _names(module, calls[0]), [])
-    for call in calls:
+    for k, call in enumerate(calls):
         rec = _Recorder(gm)
         tensors = [v for v in call.leaves()[0] if isinstance(v, torch.Tensor)]
-        with torch.no_grad():
-            rec.run(*tensors, *([None] * (SLOTS - len(tensors))))
+        try:
+            with torch.no_grad():
+                rec.run(*tensors, *([None] * (SLOTS - len(tensors))))
+        except DiagError:
+            raise
+        except Exception as e:  # the module's own error on the inputs it was given (a shape, a dtype)
+            given = ("example_inputs", "example_inputs with one more row of batch", "other_inputs")[min(k, 2)]
+            raise ModuleFailed(f"{type(module).__name__} fails when called on {given}", e) from None
         cap.values.append(rec.values)
         for node, c in rec.calls.items():
             cap.calls.setdefault(node, []).append(c)
