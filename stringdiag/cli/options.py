@@ -91,7 +91,8 @@ def parse_dims(text: str, diagram=None, label: str = "--dims") -> dict[str, int]
     """``d=64,k=16`` -> {'d': 64, 'k': 16}, with a clear error for anything else, which starts
     with ``label`` (where the text came from: the option, or a config file's key).
 
-    With ``diagram``, every name must be a dimension it or its file declares (:func:`accepted_dims`).
+    With ``diagram``, every name must be a dimension it or its file declares
+    (:func:`..graph.arguments.check_dim_names`).
     """
     dims: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
@@ -104,31 +105,10 @@ def parse_dims(text: str, diagram=None, label: str = "--dims") -> dict[str, int]
             raise UsageError(f"{label}: '{name}' is given twice ({name}={dims[name]} and {name}={int(value)})")
         dims[name] = int(value)
     if diagram is not None:
-        accepted = accepted_dims(diagram)
-        for name in dims:
-            if name not in accepted:
-                takes = f"it takes {', '.join(accepted)}" if accepted else "it has no dimensions to size"
-                raise DiagError(f"{label}: '{name}' is not a dimension of '{diagram.name}' or of its file ({takes})")
+        from ..graph.arguments import check_dim_names  # (the Python API's check: the same names, the same words)
+
+        check_dim_names(diagram, dims, label)
     return dims
-
-
-def accepted_dims(diagram) -> list[str]:
-    """The names ``--dims`` takes for ``diagram``: the fixed dimensions it uses (:func:`fixed_dims`),
-    then every other dimension its file (or the prelude) declares."""
-    known = fixed_dims(diagram)
-    prog = diagram.program
-    declared = (list(prog.dims) + (list(prog.prelude.dims) if prog.prelude else [])) if prog else []
-    return known + [n for n in dict.fromkeys(declared) if n not in known]
-
-
-def fixed_dims(diagram) -> list[str]:
-    """The fixed dimensions a diagram's wires and boxes use, in declaration order."""
-    from ..graph.dimuse import fixed_dims_used
-
-    use = fixed_dims_used(diagram)
-    prog = diagram.program
-    order = (list(prog.dims) + (list(prog.prelude.dims) if prog.prelude else [])) if prog else []
-    return sorted(use.widths + use.counts, key=lambda n: (order.index(n) if n in order else len(order), n))
 
 
 # -- memory -----------------------------------------------------------------------------

@@ -51,10 +51,10 @@ def need_sizes(dims: Any, option: str = "dims") -> dict[str, int]:
 
 def check_dim_names(diagram: Diagram, names, option: str = "dims") -> None:
     """Every name a dimension of ``diagram``: one it or a definition it uses names (its generic
-    parameters too), or one its file (or the prelude) declares; else the error ``--dims``
-    gives, with the diagram's fixed dimensions listed. A diagram composed in Python without a
-    program (``graph/compose.py``) has no file to declare its dimensions: its names are not
-    checked."""
+    parameters too), or one its file (or the prelude) declares; else an error that lists what
+    it takes (:func:`accepted_dims`). ``--dims`` on the command line is checked here too. A
+    diagram composed in Python without a program (``graph/compose.py``) has no file to declare
+    its dimensions: its names are not checked."""
     from .dimuse import dims_named  # (only when sizes are given)
 
     prog = diagram.program
@@ -62,9 +62,19 @@ def check_dim_names(diagram: Diagram, names, option: str = "dims") -> None:
         if prog is None or prog.lookup_dim(name) is not None or name in diagram.generics \
                 or name in dims_named(diagram):
             continue
-        known = fixed_dims(diagram) + list(diagram.generics)
-        has = f"its fixed dimensions are {', '.join(known)}" if known else "it has no fixed dimensions"
-        raise DiagError(f"{option}: '{name}' is not a dimension of '{diagram.name}' ({has}){suggest(name, known)}")
+        takes = accepted_dims(diagram)
+        has = f"it takes {', '.join(takes)}" if takes else "it has no dimensions to size"
+        raise DiagError(f"{option}: '{name}' is not a dimension of '{diagram.name}' or of its file ({has})"
+                        f"{suggest(name, takes)}")
+
+
+def accepted_dims(diagram: Diagram) -> list[str]:
+    """The names sizes may be given for: the fixed dimensions ``diagram`` uses (:func:`fixed_dims`),
+    its generic parameters, then every other dimension its file (or the prelude) declares."""
+    known = fixed_dims(diagram) + list(diagram.generics)
+    prog = diagram.program
+    declared = (list(prog.dims) + (list(prog.prelude.dims) if prog.prelude else [])) if prog else []
+    return known + [n for n in dict.fromkeys(declared) if n not in known]
 
 
 def fixed_dims(diagram: Diagram) -> list[str]:
@@ -125,5 +135,5 @@ def need_path(value: Any, what: str) -> str | Path:
     raise DiagError(f"{what} must be a path (a str or a pathlib.Path), got {kind(value)}")
 
 
-__all__ = ["kind", "need_diagram", "need_sizes", "check_dim_names", "fixed_dims", "need_int", "need_real",
+__all__ = ["kind", "need_diagram", "need_sizes", "check_dim_names", "accepted_dims", "fixed_dims", "need_int", "need_real",
            "need_text", "need_path"]
