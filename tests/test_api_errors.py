@@ -145,6 +145,8 @@ def test_generate_still_samples_what_the_model_says(gpt):
     assert stringdiag.generate(gpt, ids, 4, temperature=0) == want
     assert stringdiag.generate(gpt, torch.tensor([ids, ids]), 4, temperature=0) == [want, want]
     assert stringdiag.generate(gpt, np.array(ids).tolist(), np.int64(4), temperature=0, top_k=np.int64(5)) == want
+    for tiny in (1e-300, 5e-324):  # the softmax of logits / temperature: every mass on the likeliest
+        assert stringdiag.generate(gpt, ids, 4, temperature=tiny, seed=1) == want
 
 
 # -- files, weights, exports, traces --------------------------------------------------------------

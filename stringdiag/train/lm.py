@@ -20,6 +20,7 @@ from ..analysis.combine import dimensions
 from ..errors import DiagError
 from ..graph.diagram import Diagram
 from ..graph.types import DimKind
+from ..lower.interface import vocab_dim  # (train_lm and cli/train ask it too)
 from ..elaborate.loader import loads
 from ..lower import compile
 from ..resources import PREFIX, argument
@@ -27,18 +28,6 @@ from ..syntax import ast as A
 from .model import assert_causal
 
 SOURCES = "sources"  # the folder of a rebuilt model's .diag files (a temporary one)
-
-
-def vocab_dim(d: Diagram) -> str | None:
-    """The name of the vocabulary dimension v when ``d`` is a language model (one input of token
-    ids ``[s] of v`` over a seq dimension, one output ``[s, v]``), else None."""
-    if len(d.inputs) != 1 or len(d.outputs) != 1:
-        return None
-    v, (t_in, t_out) = d.id_range(d.inputs[0]), (d.input_types[0], d.output_types[0])
-    decl = d.program.lookup_dim(t_in[0].name) if len(t_in) == 1 and t_in[0].name else None
-    if v is None or v.name is None or decl is None or decl.kind is not DimKind.SEQ or t_out != (t_in[0], v):
-        return None
-    return v.name
 
 
 @dataclass(frozen=True)

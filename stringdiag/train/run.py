@@ -157,7 +157,8 @@ def _choose(logits: torch.Tensor, temperature: float, top_k: int | None, top_p: 
     if top_k is not None and top_k < logits.shape[-1]:
         cut = torch.topk(logits, top_k, dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < cut, float("-inf"))
-    probs = torch.softmax(logits / temperature, -1)
+    # less the largest first: a temperature near 0 (1e-320) would otherwise make inf - inf = nan
+    probs = torch.softmax((logits - logits.amax(-1, keepdim=True)) / temperature, -1)
     if top_p is not None and top_p < 1:
         p, order = probs.sort(-1, descending=True)
         drop = p.cumsum(-1) - p >= top_p  # the likeliest always stays
