@@ -256,11 +256,15 @@ def test_taxonomy_json_has_members_and_relations(capsys, tmp_path):
 
 # -- help, defaults, completion -------------------------------------------------------
 def test_every_help_has_an_example_of_its_own_command():
+    """Another command's example only to make what the command's own examples read (sample's
+    run, trained first): before them all."""
     for name, p in subcommands().items():
         text = p.format_help()
         assert "\nexamples:\n" in text, name
         examples = text.split("\nexamples:\n", 1)[1].replace("\\\n", " ").splitlines()  # a command may go on
-        assert examples and all(line.startswith(f"  stringdiag {name}") for line in examples if line.strip()), name
+        own = [f"{line} ".startswith(f"  stringdiag {name} ") for line in examples if line.strip()]
+        assert own and all(line.startswith("  stringdiag ") for line in examples if line.strip()), name
+        assert own[own.index(True):] == [True] * (len(own) - own.index(True)), name
 
 
 def test_the_examples_name_shipped_files_that_exist():

@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from ..graph.box import Box, Kind
-from ..errors import Pos
+from ..errors import DiagError, Pos
 from ..graph.diagram import Diagram
 from ..graph.hypergraph import count_value, repeated
 from ..syntax.records import Record
@@ -52,6 +52,10 @@ RULES: dict[str, str] = {
     **dict.fromkeys(["exp", "log", "sqrt", "elu", "sigmoid", "tanh", "softplus", "erf", "gelu", "gelu_tanh",
                      "gauss", "sin", "cos"], "analytic"),
 }
+
+# the most copies of a stack composed one by one while the degree still grows (the state of a
+# stack whose degree settles repeats within a few copies, and is then followed by arithmetic)
+MAX_COMPOSED = 1_000
 
 Chain = tuple[tuple[str, "Pos | None"], ...]  # (box, position), outermost first
 UNKNOWN = "cannot tell whether it is a spline"
@@ -204,10 +208,18 @@ class DegreePass:
         if t is None:
             why = f"the degree depends on the number of copies '{node.count}' of '{node.op}' (give it a size)"
             return [WireDegree(_const(self.n).support, (UNKNOWN, why, ((node.op, node.pos),)))] * n_out
-        outs = xs
-        for _ in range(t):
-            outs = self.run(node.ref, [outs[0], *xs[1:]])
-        return outs
+        states = [xs[0]]  # states[k]: the first input of copy k
+        seen = {xs[0]: 0}
+        while len(states) < t:
+            nxt = self.run(node.ref, [states[-1], *xs[1:]])[0]
+            if nxt in seen:  # a cycle (a fixed point most often): copy t-1 is found by arithmetic
+                first = seen[nxt]
+                return self.run(node.ref, [states[first + (t - 1 - first) % (len(states) - first)], *xs[1:]])
+            if len(states) >= MAX_COMPOSED:
+                raise _growing(node, t, len(states), nxt)
+            seen[nxt] = len(states)
+            states.append(nxt)
+        return self.run(node.ref, [states[t - 1], *xs[1:]]) if t else xs
 
     def scan(self, node: Box, xs: list[WireDegree], n_out: int) -> list[WireDegree]:
         """Finite iteration: the carried state's vectors grow to a fixed point, or without
@@ -226,6 +238,14 @@ class DegreePass:
         if node.kind is Kind.LEARN:  # a learnable cell: degree 1 in the state and the step's inputs
             return [_join(xs)] * n_out
         return self.run(node.ref, xs)
+
+
+def _growing(node: Box, t: int, k: int, state: WireDegree) -> DiagError:
+    """The refusal of a stack whose degree still grows after ``k`` copies of its ``t``."""
+    now = "not a polynomial piece" if state.broken else f"{max(sum(v) for v in state.support):,}"
+    return DiagError(f"refusing to compute the degree of 'repeat {node.count} {node.op}': it still grows after "
+                     f"{k:,} copies (it is {now} there), and {t:,} copies are over the {MAX_COMPOSED:,} "
+                     f"composed one by one; give the stack fewer copies", node.pos)
 
 
 def degree(d: Diagram) -> list[OutputDegree]:

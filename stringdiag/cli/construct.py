@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..resources import argument
 from .options import UsageError, integer, short
 from .outputs import file_of, folder
 
@@ -13,15 +14,15 @@ FIGURE = file_of("a figure", ".svg", ".png", ".pdf")
 
 HELP = "build a transformer from a proof (hardmax classifier; Veronese, network, spline encoders; Sumformer)"
 EXAMPLES = """\
-stringdiag construct hardmax-classifier --sequences sequences.json -o classifier/
-stringdiag construct hardmax-classifier --sequences sequences.json -o classifier/ --json
-stringdiag construct hardmax-classifier --sequences sequences.json -o classifier/ --stages stages.svg
-stringdiag construct hardmax-classifier --sequences case3.json -o classifier/ --separation case3.svg
+stringdiag construct hardmax-classifier --sequences stringdiag:gallery/construct.sequences.json -o classifier/
+stringdiag construct hardmax-classifier --sequences stringdiag:gallery/construct.sequences.json -o classifier/ --json
+stringdiag construct hardmax-classifier --sequences stringdiag:gallery/construct.sequences.json -o classifier/ \\
+    --stages stages.svg --separation separation.svg
 stringdiag construct veronese --n 2 --p 3 -o veronese/
-stringdiag construct nn-block --network network.json --p 4 -o block/
-stringdiag construct spline-encoder --function spline.json -o spline/
-stringdiag construct spline-decoder --function autoregressive.json -o decoder/
-stringdiag construct sumformer --function equivariant.json -o sumformer/"""
+stringdiag construct nn-block --network stringdiag:gallery/construct.network.json --p 4 -o block/
+stringdiag construct spline-encoder --function stringdiag:gallery/construct.spline.json -o spline/
+stringdiag construct spline-decoder --function stringdiag:gallery/construct.autoregressive.json -o decoder/
+stringdiag construct sumformer --function stringdiag:gallery/construct.equivariant.json -o sumformer/"""
 KINDS = ("hardmax-classifier", "veronese", "nn-block", "spline-encoder", "spline-decoder", "spline-encoder-decoder",
          "sumformer")
 NEEDS = {"hardmax-classifier": ("sequences",), "veronese": ("n", "p"), "nn-block": ("network", "p"),
@@ -191,6 +192,9 @@ def run(args: argparse.Namespace) -> int:
     missing = [f"--{k}" for k in NEEDS[args.construction] if getattr(args, k) is None]
     if missing:
         raise UsageError(f"construct {args.construction} needs {' and '.join(missing)}")
+    for k in ("sequences", "network", "function"):  # a shipped input by package name (the --help examples')
+        if getattr(args, k) is not None:
+            setattr(args, k, argument(getattr(args, k)))
     if args.construction == "sumformer":
         return _sumformer(args)
     if args.construction != "hardmax-classifier":

@@ -11,10 +11,13 @@ from . import options
 from .options import positive
 
 HELP = "continue a prompt with a language model trained by 'stringdiag train' (a run or a save_pretrained folder)"
-EXAMPLES = """stringdiag sample runs/gpt --prompt "the king" --tokens 20
-stringdiag sample runs/gpt --prompt "the king" --tokens 20 --temperature 0.8 --top-k 40 --top-p 0.9 --seed 1
-stringdiag sample runs/gpt --prompt "the king" --prompt "my lord" --tokens 512 --stop "."
-stringdiag sample runs/gpt --prompt "the king" --tokens 512 --no-cache"""
+EXAMPLES = """\
+stringdiag train stringdiag:gallery/lm.diag -d GPT --data synthetic --dims d=16,k=8,f=32 --context 8 \\
+    --max-steps 20 -o runs/gpt
+stringdiag sample runs/gpt --prompt "w01 w02" --tokens 20
+stringdiag sample runs/gpt --prompt "w01 w02" --tokens 20 --temperature 0.8 --top-k 40 --top-p 0.9 --seed 1
+stringdiag sample runs/gpt --prompt "w01 w02" --prompt "w03" --tokens 64 --stop "<eos>"
+stringdiag sample runs/gpt --prompt "w01 w02" --tokens 64 --no-cache"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -26,8 +26,8 @@ from .options import integer
 
 HELP = "serve a page of a diagram or derivation that redraws whenever the file, or a file it reads, is saved"
 EXAMPLES = """\
-stringdiag serve mine.diag -d Head
-stringdiag serve mine.deriv --port 8765"""
+stringdiag serve stringdiag:gallery/attention.diag -d SelfAttention
+stringdiag serve stringdiag:gallery/linearize.deriv --port 8765"""
 POLL_MS = 500
 RELOAD = f"""<script>(function () {{
   var seen = "{{version}}";

@@ -16,8 +16,10 @@ from .outputs import file_of
 HELP = ("trace a PyTorch module (a file or importable module, and a class or function making it) into a .diag; "
         "this runs the file's Python (import it only if you trust it)")
 EXAMPLES = """\
-stringdiag trace my_model.py:Block --example 2x5x64 --example 2x7x64 -o block.diag
-stringdiag trace my_model.py:make --kwargs '{"width": 64}' --example 2x5x64 -o block.diag --weights block.safetensors"""
+stringdiag trace torch.nn:TransformerEncoderLayer --kwargs '{"d_model": 64, "nhead": 4, "batch_first": true}' \\
+    --example 2x5x64 --example 2x7x64 -o block.diag
+stringdiag trace torch.nn:Linear --kwargs '{"in_features": 64, "out_features": 32}' --example 2x5x64 \\
+    -o linear.diag --weights linear.safetensors"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -21,7 +21,7 @@ MAX_LAYERS = 1024  # for --layers and --heads: each head of each layer is a comp
 NORM_AFTER = ("AttApply", "LinAttApply")
 
 EXAMPLES = """stringdiag train stringdiag:gallery/anatomy.diag -d M1 --data synthetic --max-steps 100 -o runs/m1
-stringdiag train stringdiag:gallery/anatomy.diag -d M1 -o runs/m1 --max-steps 200 --resume"""
+stringdiag train stringdiag:gallery/anatomy.diag -d M1 --data synthetic -o runs/m1 --max-steps 200 --resume"""
 HELP = "train a decoder-only language model whose heads are the diagram (App. C of the paper)"
 
 

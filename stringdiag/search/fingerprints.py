@@ -20,7 +20,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -36,6 +36,8 @@ BINARY: dict[str, Callable] = {"add": np.add, "sub": np.subtract, "mul": np.mult
                                "min": np.minimum}
 VARS = ("x", "y")
 POINTS = 7
+# the derivation search's time bound for one candidate (discover's Bounds), the most one takes
+SECONDS_EACH = 5.0
 
 
 @dataclass(frozen=True)
@@ -58,20 +60,26 @@ def terms(primitives: list[str], size: int, rng: np.random.Generator) -> list[Te
     by_size: list[list[tuple[str, np.ndarray]]] = [[(v, env[v]) for v in VARS]]
     for n in range(1, size + 1):
         made = []
-        for op in primitives:
-            if op in UNARY:
-                made += [(f"{op}({t})", UNARY[op](a)) for t, a in by_size[n - 1]]
-            elif op in BINARY:
-                for k in range(n):
-                    for (t1, a1), (t2, a2) in itertools.product(by_size[k], by_size[n - 1 - k]):
-                        made.append((f"{op}({t1}, {t2})", BINARY[op](a1, a2)))
+        with np.errstate(all="ignore"):  # exp overflows to inf, inf - inf is nan: both expected here
+            for op in primitives:
+                if op in UNARY:
+                    made += [(f"{op}({t})", UNARY[op](a)) for t, a in by_size[n - 1]]
+                elif op in BINARY:
+                    for k in range(n):
+                        for (t1, a1), (t2, a2) in itertools.product(by_size[k], by_size[n - 1 - k]):
+                            made.append((f"{op}({t1}, {t2})", BINARY[op](a1, a2)))
         by_size.append(made)
-    return [Term(t, n, _fingerprint(a)) for n, level in enumerate(by_size) for t, a in level]
+    return [Term(t, n, _fingerprint(t, a)) for n, level in enumerate(by_size) for t, a in level]
 
 
-def _fingerprint(a: np.ndarray) -> tuple:
-    with np.errstate(all="ignore"):
-        return tuple(float(f"{x:.9g}") if np.isfinite(x) else str(x) for x in a)
+def _fingerprint(text: str, a: np.ndarray) -> tuple:
+    """The values to 9 digits; an overflow is its signed infinity (equal overflows may be equal
+    terms: the oracle decides). A value that is not a number says nothing of the term (inf - inf
+    of two equal terms, or of two different ones): such a term matches no other (its own text
+    is its fingerprint), so it proposes nothing rather than everything."""
+    if np.isnan(a).any():
+        return ("nan", text)
+    return tuple(float(f"{x:.9g}") if np.isfinite(x) else str(x) for x in a)
 
 
 def proposals(found: list[Term]) -> Iterator[tuple[str, str]]:
@@ -124,19 +132,39 @@ def derivable(lhs: str, rhs: str, folder: Path, bounds: Bounds, kept: Sequence[D
     return search(session.start, session.goal, moves_of(session, bounds), bounds).found is not None
 
 
-def discover(primitives: list[str], size: int, seed: int = 0, bounds: Bounds | None = None,
-             log: Callable[[str], None] | None = None) -> tuple[list[Discovered], dict[str, int]]:
-    """The rules found, and counts of each stage (terms, proposed, verified, derivable, kept)."""
+def candidates(primitives: list[str], size: int, seed: int = 0) -> tuple[list[Term], list[tuple[str, str]]]:
+    """The terms and the rules they propose, smallest first (they prune the larger ones): the
+    cheap first stage (under a second for every size and set of primitives allowed), counted
+    before the costly one."""
     unknown = [p for p in primitives if p not in UNARY and p not in BINARY]
     if unknown:
         raise DiagError(f"discover cannot evaluate {', '.join(unknown)}; it knows {', '.join([*UNARY, *BINARY])}")
-    bounds = bounds or Bounds(max_steps=3, time_budget=5.0, max_boxes=40, max_states=150)
     found = terms(primitives, size, np.random.default_rng(seed))
-    pairs = sorted(proposals(found), key=lambda p: (len(p[0]) + len(p[1]), p))  # small rules first: they prune
+    return found, sorted(proposals(found), key=lambda p: (len(p[0]) + len(p[1]), p))
+
+
+def refusal(primitives: list[str], size: int, counts: dict[str, int], most: int) -> str:
+    """Why a search too large is not started, with its figures."""
+    return (f"refusing to discover over {', '.join(primitives)} up to {size} boxes: its {counts['terms']:,} terms "
+            f"propose {counts['proposed']:,} candidate rules, over {most:,} (discover --max-candidates); each is "
+            f"checked by the oracle and searched for a derivation from the library (a tenth of a second typically, "
+            f"up to {SECONDS_EACH:g} s); use a smaller --size or fewer --primitives")
+
+
+def discover(primitives: list[str], size: int, seed: int = 0, bounds: Bounds | None = None,
+             log: Callable[[str], None] | None = None, max_candidates: int | None = None,
+             progress: Callable[[list], Iterable] | None = None) -> tuple[list[Discovered], dict[str, int]]:
+    """The rules found, and counts of each stage (terms, proposed, verified, derivable, kept);
+    a :class:`DiagError` with the figures, before any is checked, when the candidates are more
+    than ``max_candidates``. ``progress`` wraps the candidates' loop (a progress bar)."""
+    bounds = bounds or Bounds(max_steps=3, time_budget=SECONDS_EACH, max_boxes=40, max_states=150)
+    found, pairs = candidates(primitives, size, seed)
     counts = {"terms": len(found), "proposed": len(pairs), "verified": 0, "derivable": 0, "kept": 0}
+    if max_candidates is not None and len(pairs) > max_candidates:
+        raise DiagError(refusal(primitives, size, counts, max_candidates))
     kept: list[Discovered] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for lhs, rhs in pairs:
+        for lhs, rhs in (progress or iter)(pairs):
             err = verified(lhs, rhs)
             if err is None:
                 continue
@@ -161,4 +189,4 @@ def rules_file(kept: list[Discovered], primitives: list[str], size: int, counts:
                             for k, d in enumerate(kept, 1))
 
 
-__all__ = ["discover", "rules_file", "terms", "proposals", "Discovered", "UNARY", "BINARY"]
+__all__ = ["discover", "candidates", "refusal", "rules_file", "terms", "proposals", "Discovered", "UNARY", "BINARY"]
