@@ -253,3 +253,11 @@ def test_train_checks_its_folder_and_checkpoint_before_the_corpus(tmp_path, monk
     rc, _, err = run(capsys, [*base, "--resume"])
     assert rc == 1 and f"no checkpoint in runs/{name} " in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken.diag"]
+
+
+def test_a_folder_under_a_file_is_named_as_the_user_wrote_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("")
+    rc, _, err = run(capsys, ["examples", "afile/sub"])
+    assert rc == 2 and "cannot write afile/sub: afile is a file, not a folder" in err, err
+    assert str(tmp_path) not in err

@@ -62,13 +62,13 @@ def _folder_to_make(text: str) -> None:
     it that is there takes new files."""
     if os.path.exists(text) and not os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"cannot write {short(text)}: it is a file, not a folder")
-    at = os.path.abspath(text)
-    while not os.path.isdir(at):
+    at = os.path.normpath(text)  # (walked up as written: a message shows the user's own path)
+    while not os.path.isdir(at or "."):
         parent = os.path.dirname(at)
         if os.path.exists(at) or parent == at:
             raise argparse.ArgumentTypeError(f"cannot write {short(text)}: {short(at)} is a file, not a folder")
         at = parent
-    _takes_files(text, at)
+    _takes_files(text, at or ".")
 
 
 def picture(text: str) -> str:

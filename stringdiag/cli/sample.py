@@ -38,13 +38,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..train import checkpoint
     from ..train.run import from_pretrained, generate, incremental_of, load_run
 
     folder = Path(args.folder)
     if not folder.is_dir():
         raise DiagError(f"{options.short(args.folder)} is not a folder (give a training run's -o, or a "
                         "save_pretrained folder)")
-    if (folder / "config.json").is_file() and not (folder / "checkpoint.safetensors").is_file():
+    if (folder / "config.json").is_file() and not (folder / checkpoint.NAME).is_file():
         model, tokenizer = from_pretrained(folder)
         context = None
     else:

@@ -285,14 +285,14 @@ def list_runs(study, args: argparse.Namespace) -> int:
     """``--list-runs [--json]``: the manifest of this share, and what is finished already."""
     import json
 
-    from ..study.runner import RESULT, TRAINED, plan
+    from ..study.runner import CHECKPOINT, RESULT, TRAINED, plan
 
     mine, k, n = my_share(plan(study.heads, args.layers, args.seeds), args)
     rows = []
     for run in mine:
         d = study.out / run.name
         state = "finished" if (d / RESULT).exists() else "trained" if (d / TRAINED).exists() else \
-            "started" if (d / "checkpoint.safetensors").exists() else "todo"
+            "started" if (d / CHECKPOINT).exists() else "todo"
         rows.append({"name": run.name, "mechanism": run.mechanism, "layers": run.layers, "seed": run.seed,
                      "directory": str(d), "state": state})
     if args.json:

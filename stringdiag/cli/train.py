@@ -14,6 +14,7 @@ from ..syntax.source import write_atomic
 from .common import load_reporting, pick
 from .options import positive
 from .outputs import checked, folder
+from .train_lm import APPROXIMATOR, D_MODEL  # (whole-model training tells a changed default by them)
 
 MAX_LAYERS = 1024  # for --layers and --heads: each head of each layer is a compiled diagram
 # --norm-after's default, the generators App. C follows by a layer norm (train.model.STABILISED;
@@ -73,7 +74,7 @@ def device_spec(text: str) -> str:
 def add_recipe(g, max_steps_help: str) -> None:
     """The options of the App. C recipe, shared by ``train`` and ``study``."""
     g.add_argument("--heads", type=options.integer(1, MAX_LAYERS), default=4)
-    g.add_argument("--d-model", type=positive, default=128)
+    g.add_argument("--d-model", type=positive, default=D_MODEL)
     g.add_argument("--d-ff", type=positive, default=None, help="feed-forward width (default 4 x d-model)")
     g.add_argument("--context", type=positive, default=35)
     g.add_argument("--batch-size", type=positive, default=32)
@@ -83,7 +84,7 @@ def add_recipe(g, max_steps_help: str) -> None:
                    help="scale of the Vaswani et al. schedule")
     g.add_argument("--warmup", type=positive, default=200)
     g.add_argument("--eval-every", type=positive, default=200, metavar="STEPS")
-    g.add_argument("--approximator", default="mlp", choices=["linear", "mlp"])
+    g.add_argument("--approximator", default=APPROXIMATOR, choices=["linear", "mlp"])
     g.add_argument("--dims", default="", metavar="k=32", help="sizes for the heads' other fixed dimensions")
     add_norm_after(g)
     g.add_argument("--data", default="shakespeare", metavar="DIR",
@@ -146,6 +147,7 @@ def run_folder(args: argparse.Namespace, name: str) -> None:
 
 def _train(args: argparse.Namespace) -> int:
     from ..data import load_corpus
+    from ..train import checkpoint
     from ..train.loop import train
 
     started = time.monotonic()
@@ -198,7 +200,7 @@ def _train(args: argparse.Namespace) -> int:
     if rank == 0:
         verdict = None if args.no_test else _test(make, corpus, out, args, result, device)
         write_atomic(out / "result.json", json.dumps(result, indent=2) + "\n")
-        say(f"wrote {out / 'log.csv'}, {out / 'checkpoint.safetensors'}, {out / 'result.json'}")
+        say(f"wrote {out / 'log.csv'}, {out / checkpoint.NAME}, {out / 'result.json'}")
         if verdict:
             say(verdict + cut_short(history, args.clock))  # the last line: how the model did
     return 0
@@ -328,7 +330,7 @@ def _test(make, corpus, out: Path, args: argparse.Namespace, result: dict, devic
     from ..train.loop import score
 
     model = make()
-    checkpoint.load(out / "checkpoint.safetensors", model)
+    checkpoint.load(out / checkpoint.NAME, model)
     model.to(device)
     tokens = args.test_tokens or (BUDGET_TEST_TOKENS if args.time_budget else None)
     ids = corpus.test if tokens is None else corpus.test[: tokens + 1]

@@ -47,12 +47,11 @@ def check_options(args: argparse.Namespace, diagram) -> dict[str, int]:
             flag = "--" + name.replace("_", "-")
             raise DiagError(f"{flag} builds the head recipe's model around a head; '{diagram.name}' is a whole "
                             "language model: size its own dimensions with --dims")
+    from ..graph.arguments import check_dim_names
+
     given = options.parse_dims(args.dims)
     fixed = fixed_names(diagram)
-    for name in given:
-        if name not in fixed:  # another dimension of the file would size nothing
-            raise DiagError(f"--dims: '{name}' is not a fixed dimension that '{diagram.name}' uses (it takes "
-                            f"{', '.join(fixed)})")
+    check_dim_names(diagram, given, "--dims", takes=fixed)  # another dimension of the file would size nothing
     if "d" in fixed and args.d_model != D_MODEL:
         raise DiagError(f"--d-model builds the head recipe's model; '{diagram.name}' has its own width d, which "
                         f"the learning-rate schedule follows: give --dims d={args.d_model}")
@@ -81,6 +80,7 @@ def run_lm(args: argparse.Namespace, diagram, started: float, recipe: HeadParts)
     from ..data import load_corpus
     from ..train.lm import Spec, WholeModel, sizes, sources
     from ..lower.lower import copy_module
+    from ..train import checkpoint
     from ..train.loop import train
     from ..train.run import Tokenizer
     _config, _test, check_windows, memory_errors, device, timing, cut_short = recipe
@@ -128,7 +128,7 @@ def run_lm(args: argparse.Namespace, diagram, started: float, recipe: HeadParts)
         from ..syntax.source import write_atomic
 
         write_atomic(out / "result.json", json.dumps(result, indent=2) + "\n")
-        say(f"wrote {out / 'log.csv'}, {out / 'checkpoint.safetensors'}, {out / 'tokenizer.json'}, "
+        say(f"wrote {out / 'log.csv'}, {out / checkpoint.NAME}, {out / 'tokenizer.json'}, "
             f"{out / 'result.json'}")
         if verdict:
             say(verdict + cut_short(history, args.clock))

@@ -49,16 +49,21 @@ def need_sizes(dims: Any, option: str = "dims") -> dict[str, int]:
     return out
 
 
-def check_dim_names(diagram: Diagram, names, option: str = "dims") -> None:
+def check_dim_names(diagram: Diagram, names, option: str = "dims", takes: list[str] | None = None) -> None:
     """Every name a dimension of ``diagram``: one it or a definition it uses names (its generic
     parameters too), or one its file (or the prelude) declares; else an error that lists what
     it takes (:func:`accepted_dims`). ``--dims`` on the command line is checked here too. A
     diagram composed in Python without a program (``graph/compose.py``) has no file to declare
-    its dimensions: its names are not checked."""
+    its dimensions: its names are not checked. With ``takes`` (training a whole model: the
+    fixed dimensions it uses, which ``train/lm.py`` finds), a name must be one of those."""
     from .dimuse import dims_named  # (only when sizes are given)
 
-    prog = diagram.program
     for name in names:
+        if takes is not None and name not in takes:
+            raise DiagError(f"{option}: '{name}' is not a fixed dimension that '{diagram.name}' uses (it takes "
+                            f"{', '.join(takes)}){suggest(name, takes)}")
+    prog = diagram.program
+    for name in names if takes is None else ():
         if prog is None or prog.lookup_dim(name) is not None or name in diagram.generics \
                 or name in dims_named(diagram):
             continue

@@ -48,7 +48,7 @@ from .timing import measure
 
 FORMAT = 1
 STUDY = "study.json"
-CHECKPOINT = checkpoint.NAME
+CHECKPOINT = checkpoint.NAME  # (with RESULT and TRAINED: the files whose presence says how far a run got)
 TRAINED = "trained.json"
 RESULT = "result.json"
 CSV = "results.csv"
