@@ -124,6 +124,7 @@ class DiagError(Exception):
 
 
 QUOTED = 200  # the most characters of a source line a message quotes
+INT64_MAX = 2 ** 63 - 1  # the largest size a user may give (a tensor's dimension is an int64)
 
 
 def _line(source: str, number: int) -> str | None:

@@ -303,7 +303,8 @@ def test_the_command_writes_a_file_that_checks_and_renders(tmp_path, capsys):
     assert main(["trace", f"{src}:Nope", "--example", "2x5x4", "-o", str(out)]) == 2
     assert "has no 'Nope'" in capsys.readouterr().err
     assert main(["trace", f"{src}:Block", "--example", "2x5x3", "-o", str(out)]) == 1  # Linear(8, 8) on width 3
-    assert capsys.readouterr().err.startswith(f"error: tracing {src}:Block on the examples raised RuntimeError")
+    assert capsys.readouterr().err.startswith(f"error: tracing {src}:Block on the examples: Block fails when called on "
+                                              "example_inputs: RuntimeError: mat1 and mat2 shapes")
     assert main(["trace", f"{src}:Block", "--example", "2x5x8", "-o", "/proc/no/such/dir/x.diag"]) == 2  # before any work
     assert capsys.readouterr().err.startswith("error: argument -o/--output: cannot write /proc/no/such/dir/x.diag")
     # --config is a file of options elsewhere (train): here it is refused, naming --kwargs

@@ -14,13 +14,12 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from ..errors import DiagError, shown
+from ..errors import INT64_MAX, DiagError, shown
 
 # (patterns compiled by re's cache when first matched: most command lines have no number)
 INT = r"[+-]?[0-9]+"
 DIGITS = r"[0-9]+"
 FLOAT = r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?"
-INT64_MAX = 2 ** 63 - 1
 
 
 class UsageError(DiagError):

@@ -82,7 +82,7 @@ class Page:
 
             prog = load_reporting(str(self.path), lambda e, severity: None)
             return diagram_page(prog[self.diagram] if self.diagram else pick(prog, None)[0])
-        except (DiagError, KeyError, OSError) as e:
+        except (DiagError, OSError) as e:  # (a diagram not in the file: NoSuchDiagram, a DiagError)
             message = e.render() if isinstance(e, DiagError) else str(e.args[0] if e.args else e)
             return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(self.path.name)}: error"
                     f"</title></head><body><pre class='sd-error'>{html.escape(message)}</pre></body></html>")

@@ -55,18 +55,16 @@ def _shapes(text: str) -> list[tuple[tuple[int, ...], int | None]]:
 def _user(what: str, fn, *args, **kwargs):
     """Run the user's own code (importing their file, building their module): what it raises is
     reported as one error naming it, never as a traceback of ours."""
-    from ..trace.capture import ModuleFailed
+    from ..trace.capture import ModuleFailed, raised
 
     try:
         return fn(*args, **kwargs)
-    except ModuleFailed as e:  # their module's own error, which trace() reports as a DiagError
-        error: BaseException = e.error
+    except ModuleFailed as e:  # their module's own error, on which inputs it failed said
+        raise DiagError(f"{what}: {e.message}") from None
     except (DiagError, KeyboardInterrupt):
         raise
     except BaseException as e:  # their code may raise anything, SystemExit included
-        error = e
-    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    raise DiagError(f"{what} raised {type(error).__name__}: {first}") from None
+        raise DiagError(f"{what} raised {raised(e)}") from None
 
 
 def _callable(target: str):

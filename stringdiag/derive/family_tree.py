@@ -138,10 +138,7 @@ class _Loader:
                 raise self.err(f"no such file {looked(m.ref.file, written)}", m.ref.pos)
             self.programs[str(target)] = load(written)  # (by the name written: messages quote it)
         absent(self.programs[str(target)], m.ref, self.base, self.text)
-        try:
-            return self.programs[str(target)][m.ref.name]
-        except KeyError as e:
-            raise self.err(e.args[0], m.ref.pos) from None
+        return self.programs[str(target)][m.ref.name]  # (there: absent() refused it otherwise)
 
     def tree(self, members: dict[str, Member], edges: list[T.Edge]) -> str:
         """The root's name, once the edges are known to make a tree of the members."""

@@ -83,10 +83,7 @@ class Resolver:
             prog = found
         if ref.file is not None:
             absent(prog, ref, self.base, self.text)
-        try:
-            return prog[ref.name]
-        except KeyError as e:
-            raise self.err(e.args[0], ref.pos) from None
+        return prog[ref.name]  # (there: the search above found it, or absent() refused it)
 
     def qualified(self, ref: D.Ref) -> Diagram:
         """``o.NAME``: the diagram NAME of the file used as ``o``."""

@@ -13,11 +13,10 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import DiagError, kind
+from ..errors import INT64_MAX, DiagError, kind
 from .decls import Program, suggest
 from .diagram import Diagram
 
-INT64_MAX = 2 ** 63 - 1
 
 
 def need_diagram(value: Any, function: str) -> Diagram:

@@ -421,9 +421,10 @@ def export(gm: fx.GraphModule, folder: str | Path, diagram: Diagram, dims: dict[
     and ``diag/`` (the source). A folder that a previous export wrote is replaced whole."""
     if not isinstance(gm, fx.GraphModule):
         raise DiagError(f"export() writes a compiled diagram (stringdiag.compile(diagram, dims)), got {kind(gm)}")
-    check_dim_names(need_diagram(diagram, "export"), need_sizes(dims))
+    sizes = need_sizes(dims)
+    check_dim_names(need_diagram(diagram, "export"), sizes)
     if isinstance(getattr(gm, "interface", None), Interface):  # compiled by this version: what from, at what sizes
-        gm.interface.check_export(diagram, need_sizes(dims))
+        gm.interface.check_export(diagram, sizes)
     out = check_folder(need_path(folder, "export(): folder"))
     helpers = Helpers()
     for name, obj in (("torch", torch), ("nn", nn), ("Path", Path)):  # what the classes and constants use

@@ -265,10 +265,15 @@ class ModuleFailed(DiagError):
     """The traced module itself raised on the inputs it was given (its own code, not ours):
     ``error`` is what it raised, the message names it in one line."""
 
-    def __init__(self, what: str, error: Exception):
-        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        super().__init__(f"{what}: {type(error).__name__}: {first}")
+    def __init__(self, what: str, error: BaseException):
+        super().__init__(f"{what}: {raised(error)}")
         self.error = error
+
+
+def raised(error: BaseException) -> str:
+    """What user code raised, in one line: its type and the first line of its message."""
+    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{type(error).__name__}: {first}"
 
 
 def capture(module: nn.Module, calls: list[ModuleCall]) -> Capture:
