@@ -96,11 +96,8 @@ def generate(model, prompt, tokens: int, temperature: float = 1.0, top_k=None, s
     time; ``top_k``: among the k likeliest), reproducibly from ``seed``; through the model's
     incremental form when it has one (``options``: top_p, stop, cache, progress; see
     :func:`stringdiag.train.run.generate`)."""
-    from .lower.interface import need_language_model, need_prompt, need_sampling
-    from .train.run import generate as sample
+    from .train.run import generate as sample  # (which checks every argument)
 
-    need_prompt(prompt, need_language_model(model, "generate"))
-    need_sampling(tokens, temperature, top_k, seed, context, options)
     return sample(model, prompt, tokens, temperature, top_k, seed, context, **options)
 
 

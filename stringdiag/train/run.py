@@ -182,7 +182,13 @@ def generate(model: torch.nn.Module, prompt: "Prompt | list[Prompt]", tokens: in
     ``context``; there it starts again from the last ``context // 2`` ids in one pass (what
     fits a key/value cache). Without it, each token runs the model on the last ``context`` ids
     (every id when None); the two give the same ids while the sequence fits the context.
-    ``progress(done, total)`` is told after each token."""
+    ``progress(done, total)`` is told after each token. Every argument is checked first
+    (``lower/interface.py``): a wrong one is a DiagError naming it."""
+    from ..lower.interface import need_language_model, need_prompt, need_sampling
+
+    need_prompt(prompt, need_language_model(model, "generate"))
+    need_sampling(tokens, temperature, top_k, seed, context,
+                  {"top_p": top_p, "stop": stop, "cache": cache, "progress": progress})
     batch = [_ids(p) for p in (prompt if _is_batch(prompt) else [prompt])]
     if not batch or any(not ids for ids in batch):
         raise DiagError("the prompt has no tokens to continue")
