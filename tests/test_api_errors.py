@@ -54,8 +54,8 @@ def test_given_sizes_are_the_sizes_built(lm):
     assert not any(64 in s for s in shapes)  # the file's default d = 64 is not used
 
 
-@pytest.mark.parametrize("value", [-1, 0, "8", 8.0, True, None, 2 ** 70])
-def test_a_size_that_is_no_positive_integer_is_refused(lm, value):
+@pytest.mark.parametrize("value", [-1, "8", 8.0, True, None, 2 ** 70])  # (0: an empty axis, a size)
+def test_a_size_that_is_no_integer_from_0_is_refused(lm, value):
     with pytest.raises(DiagError, match=r"dims: the size of 'd' must be"):
         stringdiag.compile(lm["GPT"], {"d": value})
     with pytest.raises(DiagError, match=r"dims: the size of 'd' must be"):

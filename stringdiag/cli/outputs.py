@@ -115,9 +115,10 @@ grid.__name__ = "grid"
 
 def folder(text: str) -> str:
     """``-o DIR``: a folder that is there or can be made (see :func:`_folder_to_make`), named as
-    one (:func:`names_directory`: a file's name, ``run.txt``, would otherwise become a folder)."""
+    one (:func:`names_directory`, or a number after the dot: ``lr0.001``): a file's name,
+    ``run.txt``, would otherwise become a folder."""
     _folder_to_make(text)
-    if not names_directory(text):
+    if not names_directory(text) and not _suffix(text)[1:].isdigit():  # (runs/lr0.001 is a folder's name)
         raise argparse.ArgumentTypeError(f"cannot write {short(text)}: a folder goes here, and {_suffix(text)} names "
                                          "a file (end the name with '/' to make a folder of it)")
     return text

@@ -35,7 +35,7 @@ def need_diagram(value: Any, function: str) -> Diagram:
 
 
 def need_sizes(dims: Any, option: str = "dims") -> dict[str, int]:
-    """``dims`` as a dict of dimension names to positive integers (None: no sizes)."""
+    """``dims`` as a dict of dimension names to sizes, integers from 0 (None: no sizes)."""
     if dims is None:
         return {}
     if not isinstance(dims, Mapping):
@@ -44,7 +44,9 @@ def need_sizes(dims: Any, option: str = "dims") -> dict[str, int]:
     for name, value in dims.items():
         if not isinstance(name, str):
             raise DiagError(f"{option}: a dimension is named by a string, got {kind(name)}")
-        out[name] = need_int(value, f"{option}: the size of '{name}'", least=1)
+        # 0 is a size (an empty axis: the primitives are tested at it); a repeat's count is checked
+        # where it is used (at least one)
+        out[name] = need_int(value, f"{option}: the size of '{name}'", least=0)
     return out
 
 
