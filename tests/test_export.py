@@ -237,9 +237,9 @@ def test_compile_writes_the_folder_and_reports_it_as_json(tmp_path, capsys):
              "give a folder name, e.g. -o m", 2),
     ("1st", "the folder's name must be a Python identifier", 2),
     ("class", "the folder's name must be a Python identifier", 2),
-    ("a_file", "it is a file, and compile -o writes a folder", 1),
+    ("a_file", "it is a file, not a folder", 2),
     ("theirs", "the folder is not empty and was not written by compile -o (give a new folder)", 1),
-    ("a_file/m", "is not a folder one may write in", 1),
+    ("a_file/m", "a_file is a file, not a folder", 2),
 ])
 def test_compile_refuses_an_output_before_any_work(tmp_path, capsys, output, message, status):
     (tmp_path / "a_file").write_text("x")
@@ -248,7 +248,7 @@ def test_compile_refuses_an_output_before_any_work(tmp_path, capsys, output, mes
     # the diagram file does not exist: the output is checked first
     assert main(["compile", str(tmp_path / "missing.diag"), "-d", "M1", "-o", str(tmp_path / output)]) == status
     err = capsys.readouterr().err
-    assert err.startswith(f"error: cannot write {tmp_path / output}: ") and message in err, err
+    assert err.startswith("error: ") and f"cannot write {tmp_path / output}: " in err and message in err, err
     assert (tmp_path / "theirs" / "notes.txt").read_text() == "mine"
 
 
@@ -272,3 +272,12 @@ def test_a_large_buffer_outside_the_state_dict_is_refused_and_a_small_one_kept_b
     with pytest.raises(stringdiag.DiagError, match=r"cannot export 'big': a buffer left out of the state dict "
                                                     r"has no weights to ship \(1,000 values"):
         export(gm, tmp_path / "m", d, {"d": 4, "k": 2})
+
+
+def test_export_tries_the_folder_rather_than_trusting_its_permissions():
+    """/proc says yes to root's permission check, and refuses every new file: export() refuses
+    it before writing anything, with the reason."""
+    d = stringdiag.load(GALLERY / "attention.diag")["SelfAttention"]
+    gm = stringdiag.compile(d, {"d": 8, "k": 4})
+    with pytest.raises(stringdiag.DiagError, match=r"cannot write /proc/m: no file can be made in /proc \("):
+        stringdiag.export(gm, "/proc/m", d, {"d": 8, "k": 4})

@@ -82,8 +82,8 @@ def run(args: argparse.Namespace) -> int:
             check_name(args.output)
         except DiagError as e:  # a name that can never be an export folder: the command line is wrong
             raise UsageError(e.message) from None
-        check_folder(args.output)
-        outputs.checked("-o/--output", outputs.folder, args.output)  # a folder that takes no file (/proc) too
+        outputs.checked("-o/--output", outputs.folder, args.output)  # a path that cannot be written: 2, as anywhere
+        check_folder(args.output)  # what only an export folder must be: empty, or one compile -o wrote (1)
     prog = load_reporting(args.file)
     (diagram,) = pick(prog, args.diagram)
     refuse_above(diagram, Build.LOWERED, args.max_boxes, "compile --max-boxes", parse_dims(args.dims))  # before

@@ -102,8 +102,7 @@ def describe(path: str, deriv, verify: bool) -> None:
 
 def draw(deriv, path: str, output: str, tikz_body: bool = False) -> list:
     """The chain into ``output`` (a picture, or FILE_STEM.svg in a directory)."""
-    return _save(deriv.heading(), deriv.frames(), deriv.text_rows(), [s.changes for s in deriv.steps], path, output,
-                 tikz_body)
+    return _save(*deriv.drawn(), path, output, tikz_body)
 
 
 def _save(heading: str, frames: list, rows: list, changes: list, path: str, output: str, tikz_body: bool) -> list:

@@ -43,18 +43,12 @@ def _folder_exists(text: str) -> None:
 
 
 def _takes_files(text: str, folder: str) -> None:
-    """A new file can be made in ``folder``: tried (made and removed at once), not guessed from
-    its permissions, which say yes to root in /proc and on a read-only disk's mount point."""
-    probe = os.path.join(folder, f".stringdiag-probe-{os.getpid()}-{os.urandom(4).hex()}")
-    try:
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600))
-    except OSError as e:
+    """A new file can be made in ``folder`` (:func:`..syntax.source.refuses_files`: tried)."""
+    from ..syntax.source import refuses_files
+
+    if (why := refuses_files(folder)) is not None:
         raise argparse.ArgumentTypeError(f"cannot write {short(text)}: no file can be made in {short(folder)} "
-                                         f"({e.strerror or e})") from None
-    try:
-        os.unlink(probe)
-    except OSError:
-        pass
+                                         f"({why})")
 
 
 def _folder_to_make(text: str) -> None:

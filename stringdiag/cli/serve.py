@@ -76,7 +76,7 @@ class Page:
                 from ..render.output import chain_page
 
                 deriv = load_derivation(self.path)
-                return chain_page(deriv.heading(), deriv.frames(), deriv.text_rows(), [s.changes for s in deriv.steps])
+                return chain_page(*deriv.drawn())
             from ..render.output import diagram_page
             from .common import load_reporting, pick
 

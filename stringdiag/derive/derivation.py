@@ -104,7 +104,12 @@ class Derivation(Mutable, frozen=False):
         """In a notebook: the steps on a slider beside the table (``render/html.py``)."""
         from ..render.html import derivation_view
 
-        return derivation_view(self.heading(), self.frames(), self.text_rows(), [s.changes for s in self.steps])
+        return derivation_view(*self.drawn())
+
+    def drawn(self) -> tuple[str, list, list, list]:
+        """What a picture of the chain shows: the heading, each step's frame, the table's rows and
+        each step's changes (``render/output.py``'s ``save_chain`` and ``chain_page`` take them)."""
+        return self.heading(), self.frames(), self.text_rows(), [s.changes for s in self.steps]
 
     def heading(self) -> str:
         """``FILE: N steps, from A to B (isomorphic)``: the line ``derive`` prints first."""

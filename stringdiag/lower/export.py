@@ -34,7 +34,7 @@ from torch import fx, nn
 from ..errors import DiagError, kind
 from ..graph.arguments import check_dim_names, need_diagram, need_path, need_sizes
 from ..graph.diagram import Diagram
-from ..syntax.source import read_source, shown_path
+from ..syntax.source import read_source, refuses_files, shown_path
 from ..version import __version__
 from .approximators import LearnableTensor
 from .interface import Interface
@@ -363,8 +363,10 @@ def _disk(out: Path, shown: str) -> Path:
             at = at.parent
     except OSError as e:
         raise DiagError(f"cannot write {shown}: {e.strerror or e}") from None
-    if not at.is_dir() or not os.access(at, os.W_OK | os.X_OK):
-        raise DiagError(f"cannot write {shown}: {at} is not a folder one may write in")
+    if not at.is_dir():
+        raise DiagError(f"cannot write {shown}: {shown_path(str(at))} is a file, not a folder")
+    if (why := refuses_files(at)) is not None:
+        raise DiagError(f"cannot write {shown}: no file can be made in {shown_path(str(at))} ({why})")
     return out
 
 

@@ -61,6 +61,22 @@ def write_atomic(path: str | Path, data: str | bytes | Callable[[str], None], ke
     return out
 
 
+def refuses_files(folder: str | Path) -> str | None:
+    """Why no new file can be made in ``folder`` (None: one can): tried, by making an empty one
+    and removing it at once, not guessed from its permissions, which say yes to root in /proc
+    and on a read-only disk's mount point."""
+    probe = os.path.join(folder, f".stringdiag-probe-{os.getpid()}-{os.urandom(4).hex()}")
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600))
+    except OSError as e:
+        return str(e.strerror or e)
+    try:
+        os.unlink(probe)
+    except OSError:
+        pass
+    return None
+
+
 def _fresh(folder: Path, prefix: str) -> tuple[int, str]:
     """A new file of our own in ``folder`` (private, opened for writing), as ``tempfile.mkstemp``
     makes one: tempfile brings random and shutil (with zlib, bz2, lzma), a few ms of a drawing's start."""
