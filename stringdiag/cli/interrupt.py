@@ -9,6 +9,11 @@ exited 0. The program's own handler (:func:`install`) therefore records every in
   the way out and the command's ``except KeyboardInterrupt`` reports it;
 - where Python swallows that exception (``sys.unraisablehook``), ends the process there;
 - once the command is over, or on a second Ctrl-C, ends the process at once;
+- while a module is being imported, waits until the import is over (:func:`_later`): an
+  exception raised inside ``import torch`` can land in C++ that cannot pass it on (the process
+  aborts: "terminate called after throwing an instance of 'pybind11::error_already_set'"), or
+  leave an extension half loaded that refuses a second load ("cannot load module more than once
+  per process");
 
 and :func:`happened` lets the program turn a command that returned after an interrupt (one
 caught and dropped by some library's ``except BaseException``) into status 130 too.
@@ -72,12 +77,42 @@ def leave() -> None:
     os._exit(STATUS)
 
 
+RECHECK_S = 0.01  # how often a deferred interrupt looks again whether the import is over
+IMPORTING = frozenset({"<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>"})
+
+
 def _on_sigint(signum, frame) -> None:
     if _State.interrupted or not _State.armed:
         _State.interrupted = True
         leave()
     _State.interrupted = True
-    raise KeyboardInterrupt
+    _raise_when_safe(frame)
+
+
+def _raise_when_safe(frame) -> None:
+    """Raise KeyboardInterrupt here, unless an import is running (``frame`` or a caller is the
+    import machinery's): then again in :data:`RECHECK_S`, by SIGALRM, which like SIGINT is
+    handled between two steps of Python in the main thread."""
+    if not _importing(frame):
+        raise KeyboardInterrupt
+    if not hasattr(_signal, "setitimer"):  # (no interval timers: Windows) as Python would
+        raise KeyboardInterrupt
+    _signal.signal(_signal.SIGALRM, _later)
+    _signal.setitimer(_signal.ITIMER_REAL, RECHECK_S)
+
+
+def _later(signum, frame) -> None:
+    if not _State.armed:  # the command is over: it ended while the import finished
+        leave()
+    _raise_when_safe(frame)
+
+
+def _importing(frame) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename in IMPORTING:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _unraisable(unraisable) -> None:

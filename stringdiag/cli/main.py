@@ -413,6 +413,11 @@ def _run(argv: list[str], asked: Asked) -> tuple[int, bool]:
     except Exception as e:  # a bug in stringdiag, not in the user's file
         if os.environ.get("STRINGDIAG_DEBUG"):
             raise
+        from .interrupt import STATUS, happened, say
+
+        if happened():  # Ctrl-C, which some library turned into an error of its own
+            say()
+            return STATUS, False
         print(f"stringdiag: internal error: {type(e).__name__}: {e}\n"
               "(this is a bug in stringdiag; rerun with STRINGDIAG_DEBUG=1 for details)", file=sys.stderr)
         return 3, False
