@@ -257,6 +257,13 @@ def test_merging_conflicting_results_is_refused(tmp_path):
     assert len(R.merge([("a", [row]), ("b", [dict(row)])])) == 1  # the same run twice, agreeing: once
     with pytest.raises(DiagError, match="M1 with 1 layer\\(s\\), seed 0, has different results in a and b"):
         R.merge([("a", [row]), ("b", [{**row, "test_ppl": 6.0}])])
+    notes: list[str] = []  # the same training timed again elsewhere: one row, the first timing, a note
+    merged = R.merge([("a", [row]), ("b", [{**row, "seconds_per_epoch": 3.0, "peak_memory_bytes": 90}])], notes=notes)
+    assert [(r["seconds_per_epoch"], r["peak_memory_bytes"]) for r in merged] == [(1.0, 100)]
+    assert notes == ["M1 with 1 layer(s), seed 0: trained alike in a and b, timed differently; the timing of a is kept"]
+    for column in ("parameters", "steps", "family"):  # what training gave must agree
+        with pytest.raises(DiagError, match="has different results in a and b"):
+            R.merge([("a", [row]), ("b", [{**row, column: row[column] * 2}])])
     (tmp_path / "x.csv").write_text("mechanism,layers\nM1,1\n")
     with pytest.raises(DiagError, match="is not a study's results.csv \\(it lacks the column\\(s\\) family, "):
         R.read_csv(tmp_path / "x.csv")

@@ -2,7 +2,7 @@
 # Next device run: every member of gallery/mechanisms.diag and every control of gallery/control.diag at
 # App. C's width, depth 1, 2 epochs, as concurrent processes on one GPU, sized to the lend by a timing shard
 # (benchmarks/gpu/mechanisms_study.py). Run from the repository root on the device machine with the wheels of
-# gpu_check.sh in .whl/ and $OUT set:  BUDGET=480 bash benchmarks/gpu/gpu_mechanisms.sh
+# gpu_check.sh in .whl/ and $OUT set:  BUDGET=480 SEEDS=3 bash benchmarks/gpu/gpu_mechanisms.sh
 # Afterwards, here: unpack $OUT/mech/study.tgz into gallery/study/lm-gpu-mechanisms and run
 #   stringdiag study --report gallery/study/lm-gpu-mechanisms/study
 set -x
@@ -13,6 +13,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD
 nvidia-smi -L
 timeout $(( ${BUDGET:-480} + 60 )) python3 benchmarks/gpu/mechanisms_study.py --device cuda --budget "${BUDGET:-480}" \
-  --processes "${PROCESSES:-6}" --threads 2 --tar -o /tmp/w3
-cp /tmp/w3/study.tgz "$OUT/mech/" || echo "FAILED: no study.tgz"
+  --processes "${PROCESSES:-6}" --threads 2 --seeds "${SEEDS:-1}" -o /tmp/w3
+# packed here, whatever became of the script (its own timeout included): every finished run comes back
+tar czf "$OUT/mech/study.tgz" --exclude=checkpoint.safetensors --exclude='*.tmp' --exclude='*.training.lock' \
+  -C /tmp/w3 study logs || echo "FAILED: no study.tgz"
 cat /tmp/w3/study/verdict.txt

@@ -550,7 +550,10 @@ def report(args: argparse.Namespace) -> int:
         if diff:
             raise DiagError(f"{options.short(studies[0][0])} and {options.short(d)} are different studies "
                             f"({'; '.join(diff[:3])}): their results cannot be merged")
-    rows = R.merge(sources)
+    notes: list[str] = []
+    rows = R.merge(sources, notes=notes)
+    for note in notes:
+        print(f"note: {note}")
     if args.out:
         out = Path(args.out)
     elif len(dirs) == 1:

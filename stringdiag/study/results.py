@@ -34,6 +34,7 @@ COLUMNS = ["mechanism", "family", "layers", "seed", "parameters", "steps", "test
            "peak_memory_rel_std", "timing_repeats", "device", "timing_clock"]
 # tables written before seeds and tasks have neither a seed nor an accuracy column
 REQUIRED = [c for c in COLUMNS[:12] if c not in ("seed", "test_acc")]
+MEASURED = ("seconds_per_epoch", "seconds_per_epoch_std", "peak_memory_bytes", "peak_memory_std")  # of timing
 INTS = {"layers", "seed", "parameters", "steps", "timing_repeats"}
 TEXT = {"mechanism", "family", "device", "timing_clock"}
 BYTES = {"peak_memory_bytes"}  # a whole count where the file writes one: `study --report` keeps it exact
@@ -325,19 +326,24 @@ def read_csv(path: Path) -> list[dict]:
     return rows
 
 
-def merge(sources: list[tuple[str, list[dict]]], reference: str = REFERENCE) -> list[dict]:
+def merge(sources: list[tuple[str, list[dict]]], reference: str = REFERENCE,
+          notes: list[str] | None = None) -> list[dict]:
     """Rows of several studies (shards) as one, relative columns recomputed across all of them.
-    The same run in two sources is an error unless the two rows agree."""
+    The same run in two sources is an error unless the two rows agree on what training gave (a
+    deterministic run trains to the same result wherever it runs again); where only its timing
+    differs (timed again, in other conditions), the first source's is kept and ``notes`` says so."""
     seen: dict[tuple, tuple[str, dict]] = {}
     for source, rows in sources:
         for r in rows:
             key = (r["mechanism"], r["layers"], r.get("seed") or 0)
             if key in seen:
                 other, prev = seen[key]
-                same = all(prev.get(c) == r.get(c) for c in REQUIRED)
-                if not same:
+                if any(prev.get(c) != r.get(c) for c in REQUIRED if c not in MEASURED):
                     raise DiagError(f"{key[0]} with {key[1]} layer(s), seed {key[2]}, has different results in "
                                     f"{other} and {source}")
+                if notes is not None and any(prev.get(c) != r.get(c) for c in MEASURED):
+                    notes.append(f"{key[0]} with {key[1]} layer(s), seed {key[2]}: trained alike in {other} and "
+                                 f"{source}, timed differently; the timing of {other} is kept")
                 continue
             seen[key] = (source, r)
     return relative(sorted((r for _, r in seen.values()), key=sort_key), reference)
