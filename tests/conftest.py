@@ -58,8 +58,34 @@ def _module_of(item) -> str:
     return item.nodeid.split("::")[0]
 
 
+WHEEL_TEST = "tests/test_wheel.py::test_the_wheel_installed_in_a_fresh_environment_works_from_an_empty_folder"
+
+
+def _run_against_the_wheel(config, items) -> None:
+    """A docs page that the wheel test runs whole against the installed wheel (one that reaches what
+    installing changes, with no block that runs in the clone only) is not run a second time in the
+    checkout when the wheel test is in the session: deselected, and counted so (about 80 s of CPU)."""
+    if not any(item.nodeid == WHEEL_TEST for item in items):
+        return
+    from test_docs import blocks
+    from test_wheel import _cannot_build, uses_the_install
+
+    if _cannot_build():
+        return
+    def theirs(item) -> bool:
+        page = getattr(getattr(item, "callspec", None), "params", {}).get("page")
+        return (item.nodeid.startswith("tests/test_docs.py::test_every_block_runs[") and page is not None
+                and uses_the_install(page) and not any(b.marker and b.marker[0] == "clone only" for b in blocks(page)))
+    gone = [item for item in items if theirs(item)]
+    if gone:
+        config.hook.pytest_deselected(items=gone)
+        items[:] = [item for item in items if not theirs(item)]
+
+
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected theirs
 def pytest_collection_modifyitems(config, items):
     """Modules holding slow tests first; each module's tests together and in their order."""
+    _run_against_the_wheel(config, items)
     slow = {_module_of(item) for item in items if item.get_closest_marker("slow")}
     order: dict[str, tuple[bool, int]] = {}
     for item in items:

@@ -262,3 +262,17 @@ def test_tables_show_each_paired_difference_and_its_interval_recomputed_by_hand(
     depth2 = text.split("## 2 layers")[1]
     assert "| M2 | b | dot | 1 | 210.0 | – | -21.0 (one seed) |" in depth2
     assert text.index("## 1 layer") < text.index("## 2 layers")
+
+
+def test_plan_times_two_depths_of_each_mechanism_and_extrapolates_the_deeper_ones():
+    """A step's cost is affine in the depth (one block repeated): the line through depths 1 and 2
+    gives 3, 4, 5; never below the deeper measured one (noise can make depth 2 the cheaper)."""
+    from types import SimpleNamespace as Run
+
+    from stringdiag.cli.study import extrapolated, measured_depths
+
+    todo = [Run(mechanism=m, layers=d) for m in ("M0", "M1") for d in (3, 1, 5, 2)] + [Run(mechanism="c", layers=4)]
+    assert measured_depths(todo) == [("M0", 1), ("M0", 2), ("M1", 1), ("M1", 2), ("c", 4)]
+    per_step = {("M0", 1): 1.0, ("M0", 2): 1.5, ("M1", 1): 2.0, ("M1", 2): 1.9, ("c", 4): 0.3}
+    assert [extrapolated(per_step, "M0", d) for d in (1, 2, 3, 5)] == [1.0, 1.5, 2.0, 3.0]
+    assert extrapolated(per_step, "M1", 4) == 1.9 and extrapolated(per_step, "c", 4) == 0.3

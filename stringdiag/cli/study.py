@@ -307,6 +307,24 @@ def list_runs(study, args: argparse.Namespace) -> int:
 PLAN_STEPS = 3  # timed training steps per mechanism and depth for --plan (after one warm-up step)
 
 
+def measured_depths(todo) -> list[tuple[str, int]]:
+    """The (mechanism, depth) pairs ``--plan`` times: each mechanism at its two smallest depths left.
+    Depth repeats one block, so a step's cost is affine in it; timing the others too would build and
+    step the largest models for an estimate (half a minute for App. C's depths 1-5)."""
+    depths: dict[str, set[int]] = {}
+    for run in todo:
+        depths.setdefault(run.mechanism, set()).add(run.layers)
+    return [(m, d) for m, ds in depths.items() for d in sorted(ds)[:2]]
+
+
+def extrapolated(per_step: dict[tuple[str, int], float], mechanism: str, layers: int) -> float:
+    """Seconds per step at ``layers``: measured, or on the line through the two measured depths."""
+    if (mechanism, layers) in per_step:
+        return per_step[mechanism, layers]
+    (d1, t1), (d2, t2) = sorted((d, t) for (m, d), t in per_step.items() if m == mechanism)
+    return max(t2 + (t2 - t1) * (layers - d2) / (d2 - d1), t2)
+
+
 def show_plan(study, args: argparse.Namespace) -> int:
     """``--plan``: every run of this share not yet trained, with its steps left and its CPU-hours:
     CPU seconds per step measured here (one thread, as the study trains) times the steps left, plus
@@ -327,13 +345,12 @@ def show_plan(study, args: argparse.Namespace) -> int:
     threads = torch.get_num_threads()
     torch.set_num_threads(args.threads or 1)
     per_step: dict[tuple[str, int], float] = {}
-    for run in todo:
-        key = (run.mechanism, run.layers)
-        if key not in per_step:
-            print(f"timing {run.mechanism} at {run.layers} layer(s) ...", file=sys.stderr)
-            per_step[key] = measure(lambda: study.make(StudyRun(*key), check_causal=False), windows, r.batch_size,
-                                    PLAN_STEPS, warmup=1, clock=time.process_time)[0]
+    for key in measured_depths(todo):
+        print(f"timing {key[0]} at {key[1]} layer(s) ...", file=sys.stderr)
+        per_step[key] = measure(lambda: study.make(StudyRun(*key), check_causal=False), windows, r.batch_size,
+                                PLAN_STEPS, warmup=1, clock=time.process_time)[0]
     torch.set_num_threads(threads)
+    per_step |= {(run.mechanism, run.layers): extrapolated(per_step, run.mechanism, run.layers) for run in todo}
     if study.recipe.task == "lm":
         test_batches = -(-eval_windows(study.test_ids, r.context, r.test_stride)[0].shape[0] // 256)
         test_steps = test_batches * 256 / r.batch_size / 3  # a forward pass of one window: a third of a step
@@ -356,7 +373,8 @@ def show_plan(study, args: argparse.Namespace) -> int:
         print(f"{x['name']:<22} {x['state']:<8} {x['steps_left']:>7,} steps  {x['cpu_hours']:6.2f} CPU-hours")
     print(f"{len(rows)} run(s) to train in shard {k}/{n} ({len(mine) - len(todo)} trained before): about "
           f"{total:.1f} CPU-hours at {args.threads or 1} thread(s), measured from {PLAN_STEPS} steps of each mechanism "
-          f"and depth here, testing included; {total / max(os.cpu_count() or 1, 1):.1f} hours on "
+          f"at its two smallest depths here (deeper ones extrapolated: a step costs the same again per layer), "
+          f"testing included; {total / max(os.cpu_count() or 1, 1):.1f} hours on "
           f"{os.cpu_count()} cores (one process per core)")
     return 0
 
