@@ -134,8 +134,10 @@ def main(argv: list[str] | None = None) -> int:
                   args.out / "logs", "pilot")
     spent = time.monotonic() - started
     done = steps_done(study)
-    rate = (sum(done.values()) - sum(before.values())) / spent  # steps/s of all processes, start-up included
-    print(f"pilot: {sum(done.values()):,} steps in {spent:.0f} s by {args.processes} processes: {rate:.1f} steps/s")
+    new = sum(done.values()) - sum(before.values())
+    rate = new / spent  # steps per second over all processes, start-up included
+    print(f"pilot: {new:,} steps in {spent:.0f} s by {args.processes} processes: {rate:.1f} steps/s"
+          + (f" ({sum(before.values()):,} trained before)" if before else ""))
 
     # 2. sizing: the runs that can finish in the time left, in priority order
     train_time = left() - reserve
