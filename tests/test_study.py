@@ -261,9 +261,9 @@ def test_merging_conflicting_results_is_refused(tmp_path):
     merged = R.merge([("a", [row]), ("b", [{**row, "seconds_per_epoch": 3.0, "peak_memory_bytes": 90}])], notes=notes)
     assert [(r["seconds_per_epoch"], r["peak_memory_bytes"]) for r in merged] == [(1.0, 100)]
     assert notes == ["M1 with 1 layer(s), seed 0: trained alike in a and b, timed differently; the timing of a is kept"]
-    for column in ("parameters", "steps", "family"):  # what training gave must agree
+    for column in ("parameters", "steps", "family", "test_acc"):  # what training gave must agree (a task's accuracy too)
         with pytest.raises(DiagError, match="has different results in a and b"):
-            R.merge([("a", [row]), ("b", [{**row, column: row[column] * 2}])])
+            R.merge([("a", [{**row, "test_acc": 0.5}]), ("b", [{**row, "test_acc": 0.5, column: row.get(column, 0.5) * 2}])])
     (tmp_path / "x.csv").write_text("mechanism,layers\nM1,1\n")
     with pytest.raises(DiagError, match="is not a study's results.csv \\(it lacks the column\\(s\\) family, "):
         R.read_csv(tmp_path / "x.csv")

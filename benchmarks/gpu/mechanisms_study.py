@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                           args.out / "logs", "train")
     # 4. timing alone, then the report
     trained = {m for m in chosen
-               if all((args.out / "study" / name / "trained.json").exists() for name in runs_of(args, m))}
+               if all((study / name / "trained.json").exists() for name in runs_of(args, m))}
     timed_mech = [m for m in chosen if m in trained and m not in controls]
     if timed_mech:
         cmd = command(args, timed_mech, [m for m in chosen if m in trained and m in controls], [])
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                            stderr=subprocess.STDOUT, timeout=max(left(), 0) + 30)
         except subprocess.TimeoutExpired:
             print("timing: not finished in the time left; the report has the timings taken so far")
-    subprocess.run([sys.executable, "-m", "stringdiag", "study", "--report", str(args.out / "study")], cwd=ROOT,
+    subprocess.run([sys.executable, "-m", "stringdiag", "study", "--report", str(study)], cwd=ROOT,
                    check=True)
     if args.tar:
         with tarfile.open(args.out / "study.tgz", "w:gz") as tar:

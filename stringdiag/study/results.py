@@ -35,6 +35,7 @@ COLUMNS = ["mechanism", "family", "layers", "seed", "parameters", "steps", "test
 # tables written before seeds and tasks have neither a seed nor an accuracy column
 REQUIRED = [c for c in COLUMNS[:12] if c not in ("seed", "test_acc")]
 MEASURED = ("seconds_per_epoch", "seconds_per_epoch_std", "peak_memory_bytes", "peak_memory_std")  # of timing
+TRAINED = ("family", "parameters", "steps", "test_ppl", "test_acc")  # what training gave: equal wherever it reruns
 INTS = {"layers", "seed", "parameters", "steps", "timing_repeats"}
 TEXT = {"mechanism", "family", "device", "timing_clock"}
 BYTES = {"peak_memory_bytes"}  # a whole count where the file writes one: `study --report` keeps it exact
@@ -338,7 +339,7 @@ def merge(sources: list[tuple[str, list[dict]]], reference: str = REFERENCE,
             key = (r["mechanism"], r["layers"], r.get("seed") or 0)
             if key in seen:
                 other, prev = seen[key]
-                if any(prev.get(c) != r.get(c) for c in REQUIRED if c not in MEASURED):
+                if any(prev.get(c) != r.get(c) for c in TRAINED):
                     raise DiagError(f"{key[0]} with {key[1]} layer(s), seed {key[2]}, has different results in "
                                     f"{other} and {source}")
                 if notes is not None and any(prev.get(c) != r.get(c) for c in MEASURED):
